@@ -1,0 +1,626 @@
+"""The Python source of any vLLM release on PyPI, without installing it.
+
+Three layers, each cached under :func:`cache_dir`:
+
+* :func:`list_releases` -- the final (non-pre, non-yanked) releases PyPI lists, from
+  the PEP 691 JSON simple API (``pip index versions`` as a fallback), cached in
+  ``<cache>/index/<package>.json`` for ``max_age`` seconds; a stale list is used
+  when PyPI cannot be reached.
+* :func:`wheel_path` -- the release's x86_64 manylinux wheel in ``<cache>/wheels/``,
+  downloaded with ``pip download`` when missing and never again afterwards.
+* :func:`release_tree` -- ``<cache>/releases/<version>/`` holding the wheel's
+  ``vllm/**/*.py`` files and its ``*.dist-info/`` directory, extracted once,
+  atomically, under a file lock.
+
+The filtering of a release list by a user's ``--releases`` argument is the pure
+function :func:`filter_releases`; parsing a PEP 691 answer is the pure function
+:func:`final_versions`; picking a wheel out of a directory is :func:`find_wheel`.
+
+Wheel file names are parsed with :func:`packaging.utils.parse_wheel_filename`
+because vLLM releases carry different platform tags (``manylinux_2_35`` for
+0.20.x, ``manylinux_2_24`` for 0.21.0, ``manylinux_2_28`` from 0.22.0) and some
+carry a build tag (``vllm-0.21.0-1-...``, ``vllm-0.23.0-2-...``; PyPI also keeps
+the untagged first upload of those two). When several wheels of one version lie
+in the cache, the highest build tag wins, as pip would choose.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import platformdirs
+from filelock import FileLock
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+try:  # the CLI maps TargetNotFound to its exit code; keep working without it.
+    from patchq.errors import TargetNotFound as _ReleaseErrorBase
+except ImportError:  # pragma: no cover - errors.py not present in this checkout
+    _ReleaseErrorBase = Exception  # type: ignore[misc,assignment]
+
+__all__ = [
+    "ReleaseError",
+    "cache_dir",
+    "final_versions",
+    "filter_releases",
+    "version_key",
+    "list_releases",
+    "cached_wheels",
+    "find_wheel",
+    "wheel_path",
+    "release_tree",
+    "SIMPLE_INDEX_URL",
+    "PLATFORMS",
+]
+
+log = logging.getLogger(__name__)
+
+#: PEP 691 JSON simple index (``<SIMPLE_INDEX_URL><package>/``).
+SIMPLE_INDEX_URL = "https://pypi.org/simple/"
+_JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
+#: How long (seconds) a cached release list counts as fresh.
+DEFAULT_MAX_AGE = 3600.0
+#: Timeout (seconds) of one HTTP request to the index.
+HTTP_TIMEOUT = 15.0
+
+#: Platform tags passed to ``pip download`` (every x86_64 glibc tag vLLM has used).
+PLATFORMS = (
+    "manylinux_2_35_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+)
+_PIP_PYTHON_VERSION = "3.12"
+
+#: Name of the marker written last into an extracted tree. Bump the suffix when
+#: what gets extracted changes: old trees are then re-extracted.
+_MARKER = ".patchq-extracted-v1"
+
+_SPEC_OPERATOR = re.compile(r"^\s*(===|~=|==|!=|<=|>=|<|>)")
+
+
+class ReleaseError(_ReleaseErrorBase):
+    """A release list, wheel or tree could not be produced; ``str(err)`` is one line."""
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def cache_dir() -> Path:
+    """patchq's cache root: ``$PATCHQ_CACHE_DIR``, else the platform user cache dir.
+
+    Returns:
+        The directory (``~/.cache/patchq`` on Linux by default). It is not created.
+    """
+    env = os.environ.get("PATCHQ_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_cache_dir("patchq"))
+
+
+def _as_version(version: str | Version) -> Version:
+    if isinstance(version, Version):
+        return version
+    try:
+        return Version(str(version).strip())
+    except InvalidVersion:
+        raise ReleaseError(f"not a valid version: {version!r}") from None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ------------------------------------------------------------------ release lists
+
+
+def final_versions(simple_json: Mapping[str, Any], *, package: str = "vllm") -> list[Version]:
+    """The final, non-yanked releases in a PEP 691 JSON simple-API answer (pure).
+
+    A version counts when at least one of its files (wheel or sdist of ``package``)
+    is not yanked (PEP 592) and it is neither a pre-release nor a dev release.
+    Files whose names cannot be parsed, or that belong to another project, are
+    ignored.
+
+    Args:
+        simple_json: the decoded JSON of ``GET <index>/<package>/``.
+        package: project name the files must belong to.
+
+    Returns:
+        The versions, sorted ascending, without duplicates.
+    """
+    want = canonicalize_name(package)
+    live: set[Version] = set()
+    for entry in simple_json.get("files", ()):
+        filename = entry.get("filename", "")
+        try:
+            if filename.endswith(".whl"):
+                name, version, _build, _tags = parse_wheel_filename(filename)
+            else:
+                name, version = parse_sdist_filename(filename)
+        except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+            continue
+        if name != want or version.is_prerelease or version.is_devrelease:
+            continue
+        if entry.get("yanked"):  # False, or True / a reason string
+            continue
+        live.add(version)
+    return sorted(live)
+
+
+def _is_explicit_list(spec: str) -> bool:
+    items = [p.strip() for p in spec.split(",") if p.strip()]
+    with_op = [p for p in items if _SPEC_OPERATOR.match(p)]
+    if with_op and len(with_op) != len(items):
+        raise ReleaseError(
+            f"release spec {spec!r} mixes versions and specifiers: write either a range "
+            "such as '>=0.20.2,<=0.33.0' or a list such as '0.23.0,0.26.0'"
+        )
+    return not with_op
+
+
+def version_key(version: str | Version) -> str:
+    """A canonical string for a version, used for cache directory names.
+
+    Equal versions give equal keys (``0.23`` and ``0.23.0`` both give ``"0.23.0"``):
+    the release part is padded to at least three components and trailing zeros
+    beyond the third are dropped.
+
+    Raises:
+        ReleaseError: ``version`` is not a PEP 440 version.
+    """
+    ver = _as_version(version)
+    rel = list(ver.release)
+    while len(rel) > 3 and rel[-1] == 0:
+        rel.pop()
+    rel += [0] * (3 - len(rel))
+    out = ".".join(map(str, rel))
+    if ver.epoch:
+        out = f"{ver.epoch}!{out}"
+    if ver.pre:
+        out += f"{ver.pre[0]}{ver.pre[1]}"
+    if ver.post is not None:
+        out += f".post{ver.post}"
+    if ver.dev is not None:
+        out += f".dev{ver.dev}"
+    if ver.local:
+        out += f"+{ver.local}"
+    return out
+
+
+def filter_releases(versions: Iterable[str | Version], spec: str | None) -> list[Version]:
+    """Select releases by a ``--releases`` argument (pure; no network).
+
+    Two forms are accepted and told apart by whether the items carry an operator:
+
+    * a PEP 440 specifier set, e.g. ``">=0.20.2,<=0.33.0"`` or ``"~=0.27.0"``:
+      every version of ``versions`` it contains;
+    * an explicit list of versions separated by commas and/or spaces, e.g.
+      ``"0.23.0,0.26.0"`` (a single ``"0.23.0"`` is a list of one): exactly those.
+
+    Args:
+        versions: the available releases (strings or :class:`Version`).
+        spec: the selection; ``None`` or blank selects every version.
+
+    Returns:
+        The selected versions, sorted ascending, without duplicates. A range that
+        matches nothing gives an empty list.
+
+    Raises:
+        ReleaseError: the spec is malformed, mixes both forms, or names a version
+            that is not among ``versions``.
+    """
+    available = sorted({_as_version(v) for v in versions})
+    if spec is None or not spec.strip():
+        return available
+    if _is_explicit_list(spec):
+        wanted = sorted({_as_version(p) for p in re.split(r"[,\s]+", spec.strip()) if p})
+        known = {v: v for v in available}  # hand back the index's spelling (0.23 -> 0.23.0)
+        missing = [str(v) for v in wanted if v not in known]
+        if missing:
+            raise ReleaseError(
+                f"not a final release on the index: {', '.join(missing)} "
+                f"(known: {available[0] if available else '-'} .. "
+                f"{available[-1] if available else '-'})"
+            )
+        return [known[v] for v in wanted]
+    try:
+        specifier = SpecifierSet(spec.replace(" ", ""))
+    except InvalidSpecifier:
+        raise ReleaseError(f"not a valid version specifier: {spec!r}") from None
+    # prereleases=None: only included when the spec itself names a pre-release.
+    return sorted(specifier.filter(available))
+
+
+def _fetch_simple_json(package: str) -> list[Version]:
+    url = f"{SIMPLE_INDEX_URL.rstrip('/')}/{canonicalize_name(package)}/"
+    req = urllib.request.Request(
+        url, headers={"Accept": _JSON_ACCEPT, "User-Agent": "patchq (releases.py)"}
+    )
+    with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT) as resp:
+        ctype = resp.headers.get("Content-Type", "")
+        if "json" not in ctype:
+            raise ValueError(f"{url} answered {ctype or 'no content type'}, not JSON")
+        data = json.load(resp)
+    return final_versions(data, package=package)
+
+
+def _fetch_pip_index(package: str) -> list[Version]:
+    cmd = [
+        sys.executable, "-m", "pip", "index", "versions", package,
+        "--timeout", "10", "--retries", "1", "--disable-pip-version-check",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise RuntimeError(tail[-1] if tail else f"pip exited {proc.returncode}")
+    for line in proc.stdout.splitlines():
+        if line.startswith("Available versions:"):
+            out = {Version(v.strip()) for v in line.split(":", 1)[1].split(",") if v.strip()}
+            return sorted(v for v in out if not (v.is_prerelease or v.is_devrelease))
+    raise RuntimeError("pip index versions printed no 'Available versions:' line")
+
+
+def _fetch_versions(package: str) -> tuple[list[Version], str]:
+    """Ask the index; returns (versions, source). Raises OSError-ish on failure."""
+    try:
+        return _fetch_simple_json(package), "pypi-json"
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        first = f"{type(exc).__name__}: {exc}"
+    log.info("JSON simple API failed (%s); trying `pip index versions`", first)
+    try:
+        return _fetch_pip_index(package), "pip-index"
+    except (OSError, RuntimeError, subprocess.SubprocessError, InvalidVersion) as exc:
+        raise ConnectionError(f"{first}; pip index versions: {exc}") from None
+
+
+def _index_cache(package: str) -> Path:
+    return cache_dir() / "index" / f"{canonicalize_name(package)}.json"
+
+
+def _read_index_cache(path: Path) -> tuple[list[Version], float] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return [Version(v) for v in data["versions"]], float(data["fetched"])
+    except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
+        return None
+
+
+def list_releases(
+    spec: str | None = None,
+    *,
+    package: str = "vllm",
+    max_age: float = DEFAULT_MAX_AGE,
+    refresh: bool = False,
+) -> list[Version]:
+    """The final releases of ``package`` on PyPI, optionally filtered, ascending.
+
+    The list comes from the PEP 691 JSON simple API (``SIMPLE_INDEX_URL``), or from
+    ``pip index versions`` when that fails (pip honours the user's index config).
+    Pre-releases, dev releases and fully yanked releases are left out. The list is
+    cached in ``<cache>/index/<package>.json``; a cached list younger than
+    ``max_age`` seconds is used without asking the network, and an older one is
+    used (with a logged warning) when the index cannot be reached.
+
+    Args:
+        spec: a specifier set (``">=0.20.2,<=0.33.0"``) or an explicit list
+            (``"0.23.0,0.26.0"``); see :func:`filter_releases`. ``None``: all.
+        package: the PyPI project.
+        max_age: seconds a cached list stays fresh (default 3600).
+        refresh: ask the network even when the cached list is fresh.
+
+    Returns:
+        Sorted :class:`packaging.version.Version` objects.
+
+    Raises:
+        ReleaseError: the index cannot be reached and nothing is cached, or the
+            spec is malformed / names an unknown release.
+    """
+    path = _index_cache(package)
+    cached = _read_index_cache(path)
+    if cached and not refresh and 0 <= time.time() - cached[1] < max_age:
+        return filter_releases(cached[0], spec)
+    try:
+        versions, source = _fetch_versions(package)
+    except ConnectionError as exc:
+        if cached is None:
+            raise ReleaseError(
+                f"cannot list {package} releases: index unreachable and no cached list "
+                f"in {path} ({exc})"
+            ) from None
+        age_h = (time.time() - cached[1]) / 3600
+        log.warning("index unreachable; using the release list cached %.1f h ago", age_h)
+        return filter_releases(cached[0], spec)
+    if not versions:
+        raise ReleaseError(f"the index lists no final releases of {package}")
+    payload = {
+        "package": canonicalize_name(package),
+        "fetched": time.time(),
+        "source": source,
+        "versions": [str(v) for v in versions],
+    }
+    try:
+        _write_atomic(path, json.dumps(payload, indent=1) + "\n")
+    except OSError as exc:  # a read-only cache must not break listing
+        log.warning("could not cache the release list in %s: %s", path, exc)
+    return filter_releases(versions, spec)
+
+
+# ------------------------------------------------------------------------ wheels
+
+
+def _wheels_dir() -> Path:
+    return cache_dir() / "wheels"
+
+
+def _is_x86_64_linux(tags: frozenset) -> bool:
+    return any(t.platform.endswith("x86_64") and "linux" in t.platform for t in tags)
+
+
+def find_wheel(
+    directory: Path, version: str | Version, *, package: str = "vllm"
+) -> Path | None:
+    """The best wheel of ``package==version`` lying in ``directory`` (no download).
+
+    Names are parsed with :func:`packaging.utils.parse_wheel_filename`, so build
+    tags (``vllm-0.23.0-2-cp38-abi3-...``) and any manylinux tag are understood.
+    Only Linux x86_64 wheels count. Among several, the highest build tag wins
+    (an untagged wheel sorts lowest), as with pip.
+
+    Args:
+        directory: where to look (need not exist).
+        version: the release.
+        package: the project name.
+
+    Returns:
+        The wheel's path, or ``None``.
+    """
+    want_v = _as_version(version)
+    want_n = canonicalize_name(package)
+    best: tuple[Any, Path] | None = None
+    try:
+        entries = list(Path(directory).iterdir())
+    except FileNotFoundError:
+        return None
+    for path in entries:
+        if not path.name.endswith(".whl") or not path.is_file():
+            continue
+        try:
+            name, ver, build, tags = parse_wheel_filename(path.name)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if name != want_n or ver != want_v or not _is_x86_64_linux(tags):
+            continue
+        key = (build, path.name)
+        if best is None or key > best[0]:
+            best = (key, path)
+    return best[1] if best else None
+
+
+def cached_wheels(*, package: str = "vllm") -> dict[Version, Path]:
+    """Every release whose wheel already lies in ``<cache>/wheels/`` (no network).
+
+    Returns:
+        ``{version: wheel path}``, ordered by version.
+    """
+    found: set[Version] = set()
+    wdir = _wheels_dir()
+    if wdir.is_dir():
+        for path in wdir.glob("*.whl"):
+            try:
+                name, ver, _b, tags = parse_wheel_filename(path.name)
+            except (InvalidWheelFilename, InvalidVersion):
+                continue
+            if name == canonicalize_name(package) and _is_x86_64_linux(tags):
+                found.add(ver)
+    out: dict[Version, Path] = {}
+    for ver in sorted(found):
+        wheel = find_wheel(wdir, ver, package=package)
+        if wheel is not None:
+            out[ver] = wheel
+    return out
+
+
+def _pip_download_cmd(version: Version, dest: Path, package: str) -> list[str]:
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--python-version", _PIP_PYTHON_VERSION, "--implementation", "cp",
+    ]
+    for plat in PLATFORMS:
+        cmd += ["--platform", plat]
+    cmd += ["--disable-pip-version-check", "-d", str(dest), f"{package}=={version}"]
+    return cmd
+
+
+def wheel_path(version: str | Version, *, package: str = "vllm") -> Path:
+    """The cached x86_64 wheel of ``package==version``, downloading it if missing.
+
+    Looks in ``<cache>/wheels/`` with :func:`find_wheel`; a wheel found there is
+    returned as is (never re-downloaded). Otherwise runs ``<python> -m pip download
+    --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
+    --platform <each of PLATFORMS> ...`` into a temporary directory beside the cache
+    and moves the wheel in, under a per-version file lock so that concurrent
+    callers download once. A vLLM wheel is 250-500 MB.
+
+    Args:
+        version: the release, e.g. ``"0.23.0"``.
+        package: the project name.
+
+    Returns:
+        Path of the ``.whl`` file.
+
+    Raises:
+        ReleaseError: pip failed (offline, no such release, no x86_64 wheel), or it
+            produced no wheel that matches.
+    """
+    ver = _as_version(version)
+    wdir = _wheels_dir()
+    found = find_wheel(wdir, ver, package=package)
+    if found is not None:
+        return found
+    wdir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(wdir / f".{canonicalize_name(package)}-{version_key(ver)}.lock")):
+        found = find_wheel(wdir, ver, package=package)
+        if found is not None:
+            return found
+        tmp = Path(tempfile.mkdtemp(dir=wdir, prefix=f".dl-{ver}-"))
+        try:
+            log.info("downloading %s==%s wheel into %s", package, ver, wdir)
+            cmd = _pip_download_cmd(ver, tmp, package)
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+            except OSError as exc:
+                raise ReleaseError(f"cannot run pip to download {package}=={ver}: {exc}") from None
+            if proc.returncode != 0:
+                lines = [l for l in (proc.stderr or proc.stdout).splitlines() if l.strip()]
+                reason = lines[-1].strip() if lines else f"pip exited {proc.returncode}"
+                raise ReleaseError(f"cannot download the {package}=={ver} wheel: {reason}")
+            got = find_wheel(tmp, ver, package=package)
+            if got is None:
+                names = ", ".join(p.name for p in tmp.iterdir()) or "nothing"
+                raise ReleaseError(
+                    f"pip download {package}=={ver} gave no Linux x86_64 wheel (got {names})"
+                )
+            final = wdir / got.name
+            os.replace(got, final)
+            return final
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------- trees
+
+
+def _releases_dir() -> Path:
+    return cache_dir() / "releases"
+
+
+def _wanted_member(name: str, top: str) -> bool:
+    first, _, rest = name.partition("/")
+    if not rest or name.endswith("/"):
+        return False
+    if first == top:
+        return name.endswith(".py")
+    return first.endswith(".dist-info")
+
+
+def _safe_relpath(name: str) -> Path:
+    parts = name.split("/")
+    if name.startswith("/") or "\\" in name or any(p in ("", ".", "..") for p in parts):
+        raise ReleaseError(f"refusing unsafe path in wheel: {name!r}")
+    return Path(*parts)
+
+
+def _extract(wheel: Path, dest: Path, top: str) -> dict[str, Any]:
+    count = 0
+    size = 0
+    made: set[Path] = set()
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ReleaseError(f"cannot open wheel {wheel}: {exc}") from None
+    with zf:
+        for info in zf.infolist():
+            if info.is_dir() or not _wanted_member(info.filename, top):
+                continue
+            target = dest / _safe_relpath(info.filename)
+            if target.parent not in made:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                made.add(target.parent)
+            with zf.open(info) as src, open(target, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+            count += 1
+            size += info.file_size
+    if not any(p.name.endswith(".dist-info") for p in dest.iterdir() if p.is_dir()):
+        raise ReleaseError(f"wheel {wheel.name} has no .dist-info directory")
+    return {"wheel": wheel.name, "files": count, "bytes": size}
+
+
+def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
+    """A directory with the Python source of ``package==version``, from its wheel.
+
+    ``<cache>/releases/<version>/`` (``<version>`` as :func:`version_key` spells it;
+    ``<package>-<version>`` for another package) holds the wheel's ``<pkg>/**/*.py`` files (for
+    vLLM: ``vllm/...``; compiled extensions, headers and data files are left out)
+    and its whole ``*.dist-info/`` (METADATA, RECORD, ...). When the tree's
+    completion marker exists the path is returned at once: no lock, no zip.
+    Otherwise the wheel is fetched with :func:`wheel_path` and extracted into a
+    temporary sibling directory that is renamed into place with ``os.replace``,
+    under a per-version :class:`filelock.FileLock`; concurrent callers (threads or
+    processes) therefore all get one complete tree. Takes about 1-3 s per release.
+
+    Args:
+        version: the release, e.g. ``"0.23.0"``.
+        package: the project name.
+
+    Returns:
+        The tree's root (pass ``root / "vllm"`` to code that wants the package).
+
+    Raises:
+        ReleaseError: the wheel cannot be obtained or read.
+    """
+    ver = _as_version(version)
+    rdir = _releases_dir()
+    key = version_key(ver)
+    if canonicalize_name(package) != "vllm":
+        key = f"{canonicalize_name(package)}-{key}"
+    dest = rdir / key
+    if (dest / _MARKER).is_file():
+        return dest
+    wheel = wheel_path(ver, package=package)
+    rdir.mkdir(parents=True, exist_ok=True)
+    top = canonicalize_name(package).replace("-", "_")
+    with FileLock(str(rdir / f".{key}.lock")):
+        if (dest / _MARKER).is_file():
+            return dest
+        # Leftovers of a crashed extraction of this version (only a lock holder
+        # creates them, so none is in use now).
+        for stale in rdir.glob(f".{key}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=f".{key}.tmp-"))
+        try:
+            started = time.perf_counter()
+            info = _extract(wheel, tmp, top)
+            info["seconds"] = round(time.perf_counter() - started, 3)
+            info["version"] = version_key(ver)
+            (tmp / _MARKER).write_text(json.dumps(info) + "\n", encoding="utf-8")
+            if dest.exists():  # an incomplete or older-format tree
+                old = Path(tempfile.mkdtemp(dir=rdir, prefix=f".{key}.tmp-old-"))
+                os.replace(dest, old / "tree")
+                shutil.rmtree(old, ignore_errors=True)
+            os.replace(tmp, dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    log.info("extracted %s %s: %d files in %.1f s", package, ver, info["files"], info["seconds"])
+    return dest
