@@ -1,0 +1,408 @@
+"""Resolving anchors: qualified-name lookup, statement patterns, fingerprints.
+
+An anchor (:class:`patchq.model.AnchorSpec`) is resolved in two steps:
+
+1. **The definition.** The module hint is parsed with libcst and its definitions are
+   indexed by qualified name (``Class.method``; definitions under module-level
+   ``if``/``try``/``with`` count, nested functions do not). When the hint does not
+   define the name, every ``.py`` file of the package whose text declares the last
+   name component is indexed too (code moves between files across releases).
+   Exactly one definition must be found; otherwise :class:`AnchorError` names what was.
+2. **The statements.** The pattern is parsed with :mod:`ast` and compared with every
+   statement of the definition by normalized AST, so re-wrapping, re-indenting,
+   comments and quotes do not matter. ``...`` in a pattern matches any expression, or
+   any block; an ``if``/``for``/``try`` pattern with ``...`` as body matches whatever
+   ``else`` follows. A bare-expression pattern matches every statement that contains a
+   matching expression.
+
+A *fingerprint* is 16 hex chars of sha256 over the definition's normalized AST with
+docstrings removed (comments are not in the AST): stable across Python versions,
+blind to formatting, sensitive to every code change.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import libcst as cst
+
+from patchq.errors import AnchorError
+from patchq.model import AnchorSpec
+from patchq.sources import CodeSource
+
+DefNode = cst.FunctionDef | cst.ClassDef
+
+# ---------------------------------------------------------------------------
+# normalized AST
+
+
+_SKIP_FIELDS = frozenset({"ctx", "type_comment", "kind"})
+_WILDCARD_WHEN_EMPTY = frozenset({"orelse", "finalbody", "decorator_list", "type_params"})
+
+
+def _strip_docstrings(tree: ast.AST) -> None:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+
+
+def _normalize(node: object) -> object:
+    """A plain, Python-version-independent structure for an AST node."""
+    if isinstance(node, ast.AST):
+        items = []
+        for name in node._fields:
+            if name in _SKIP_FIELDS:
+                continue
+            value = getattr(node, name, None)
+            if value is None or value == []:
+                continue
+            items.append((name, _normalize(value)))
+        return (type(node).__name__, tuple(items))
+    if isinstance(node, list):
+        return tuple(_normalize(v) for v in node)
+    return repr(node)
+
+
+def fingerprint_code(code: str) -> str:
+    """Fingerprint of a definition's source text (see module docstring).
+
+    Raises:
+        SyntaxError: ``code`` does not parse.
+    """
+    tree = ast.parse(code)
+    _strip_docstrings(tree)
+    return hashlib.sha256(repr(_normalize(tree)).encode()).hexdigest()[:16]
+
+
+def node_code(node: cst.CSTNode) -> str:
+    """Source of a libcst statement or definition, rendered at column 0."""
+    if isinstance(node, cst.BaseStatement):
+        return cst.Module(body=[node]).code
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def fingerprint(defn: DefNode) -> str:
+    """Fingerprint of a libcst definition (:func:`fingerprint_code` of its source)."""
+    return fingerprint_code(node_code(defn))
+
+
+# ---------------------------------------------------------------------------
+# statement patterns
+
+
+def _is_ellipsis(node: object) -> bool:
+    return isinstance(node, ast.Constant) and node.value is Ellipsis
+
+
+def _is_ellipsis_block(value: object) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 1
+        and isinstance(value[0], ast.Expr)
+        and _is_ellipsis(value[0].value)
+    )
+
+
+def ast_match(pattern: object, node: object) -> bool:
+    """Structural match of a pattern AST against a code AST (``...`` is a wildcard)."""
+    if _is_ellipsis(pattern):
+        return isinstance(node, ast.AST) or node is None or isinstance(node, list)
+    if isinstance(pattern, list):
+        if _is_ellipsis_block(pattern):
+            return isinstance(node, list)
+        return (
+            isinstance(node, list)
+            and len(pattern) == len(node)
+            and all(ast_match(p, n) for p, n in zip(pattern, node))
+        )
+    if isinstance(pattern, ast.AST):
+        if type(pattern) is not type(node):
+            return False
+        body_wild = _is_ellipsis_block(getattr(pattern, "body", None))
+        for name in pattern._fields:
+            if name in _SKIP_FIELDS:
+                continue
+            pv = getattr(pattern, name, None)
+            nv = getattr(node, name, None)
+            if name in _WILDCARD_WHEN_EMPTY and pv == [] and (body_wild or name != "orelse"):
+                continue
+            if not ast_match(pv, nv):
+                return False
+        return True
+    return pattern == node
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A compiled statement pattern.
+
+    Attributes:
+        source: the pattern text.
+        stmt: its single statement, parsed.
+        is_expression: True for a bare-expression pattern (matches containing statements).
+    """
+
+    source: str
+    stmt: ast.stmt
+    is_expression: bool
+
+    @classmethod
+    def compile(cls, source: str) -> "Pattern":
+        """Parse a pattern. Raises :class:`AnchorError` unless it is one statement."""
+        try:
+            tree = ast.parse(source.strip())
+        except SyntaxError as exc:
+            raise AnchorError(f"pattern {source!r} does not parse: {exc.msg}") from None
+        if len(tree.body) != 1:
+            raise AnchorError(f"pattern {source!r} must be one statement, not {len(tree.body)}")
+        stmt = tree.body[0]
+        is_expr = isinstance(stmt, ast.Expr) and not _is_ellipsis(stmt.value)
+        return cls(source=source, stmt=stmt, is_expression=is_expr)
+
+    def matches(self, stmt: ast.stmt) -> bool:
+        """True when ``stmt`` matches (or, for an expression pattern, contains a match)."""
+        if not self.is_expression:
+            return ast_match(self.stmt, stmt)
+        target = self.stmt.value  # type: ignore[attr-defined]
+        for sub in _header_nodes(stmt):
+            if ast_match(target, sub):
+                return True
+        return False
+
+
+_HEADER_FIELDS = ("test", "iter", "target", "items", "subject", "value", "targets", "msg", "exc")
+
+
+def _header_nodes(stmt: ast.stmt) -> Iterable[ast.AST]:
+    """Expression nodes of a statement, not descending into nested statements."""
+    if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Match)):
+        roots = []
+        for name in _HEADER_FIELDS:
+            value = getattr(stmt, name, None)
+            if isinstance(value, list):
+                roots.extend(value)
+            elif value is not None:
+                roots.append(value)
+    elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)):
+        roots = []
+    else:
+        roots = [stmt]
+    for root in roots:
+        yield from ast.walk(root)
+
+
+class _StatementCollector(cst.CSTVisitor):
+    """Statements of a definition in source order: (statement, line to edit)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                self.items.append((small, node))
+            return False
+        if isinstance(node, cst.SimpleStatementSuite):
+            for small in node.body:
+                self.items.append((small, small))
+            return False
+        if isinstance(node, cst.BaseCompoundStatement):
+            self.items.append((node, node))
+        return True
+
+
+def _ast_statements(tree: ast.AST) -> list[ast.stmt]:
+    stmts = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
+    stmts.sort(key=lambda n: (n.lineno, n.col_offset))
+    return stmts
+
+
+def find_statements(defn: DefNode, pattern: Pattern) -> list[cst.CSTNode]:
+    """The statements of ``defn`` that match ``pattern``, in source order.
+
+    A small statement is returned as its whole line (``SimpleStatementLine``), which is
+    what edits insert before, after or in place of.
+    """
+    collector = _StatementCollector()
+    defn.visit(collector)
+    code = node_code(defn)
+    ast_stmts = _ast_statements(ast.parse(code))
+    if len(ast_stmts) != len(collector.items):  # pragma: no cover - defensive
+        ast_stmts = [ast.parse(node_code(line) if isinstance(line, cst.BaseStatement) else
+                               cst.Module(body=[cst.SimpleStatementLine(body=[small])]).code).body[0]
+                     for small, line in collector.items]
+    out: list[cst.CSTNode] = []
+    for ast_stmt, (small, line) in zip(ast_stmts, collector.items):
+        if ast_stmt is not None and pattern.matches(ast_stmt) and line is not defn:
+            if not out or out[-1] is not line:
+                out.append(line)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# definitions by qualified name
+
+
+def index_definitions(module: cst.Module) -> dict[str, list[DefNode]]:
+    """qualname -> definitions in ``module`` (several when conditionally defined)."""
+    out: dict[str, list[DefNode]] = {}
+
+    def walk(body: Sequence[cst.CSTNode], prefix: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                qual = prefix + stmt.name.value
+                out.setdefault(qual, []).append(stmt)
+                if isinstance(stmt, cst.ClassDef):
+                    walk(_block(stmt.body), qual + ".")
+            elif isinstance(stmt, (cst.If, cst.Try, cst.With)):
+                for block in _sub_blocks(stmt):
+                    walk(block, prefix)
+
+    walk(module.body, "")
+    return out
+
+
+def _block(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    return body.body if isinstance(body, cst.IndentedBlock) else ()
+
+
+def _sub_blocks(stmt: cst.CSTNode) -> Iterable[Sequence[cst.CSTNode]]:
+    if isinstance(stmt, cst.If):
+        yield _block(stmt.body)
+        if stmt.orelse is not None:
+            if isinstance(stmt.orelse, cst.If):
+                yield from _sub_blocks(stmt.orelse)
+            else:
+                yield _block(stmt.orelse.body)
+    elif isinstance(stmt, cst.Try):
+        yield _block(stmt.body)
+        for h in stmt.handlers:
+            yield _block(h.body)
+        if stmt.orelse is not None:
+            yield _block(stmt.orelse.body)
+    elif isinstance(stmt, cst.With):
+        yield _block(stmt.body)
+
+
+def _declares(text: str, name: str) -> bool:
+    return re.search(rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{re.escape(name)}\b", text, re.M) is not None
+
+
+@dataclass(frozen=True)
+class DefinitionHit:
+    """A definition found for an anchor.
+
+    Attributes:
+        relpath: file that holds it. qualname: its qualified name.
+        node: the libcst node (from the tree ``trees`` returned for ``relpath``).
+        moved: True when found outside the module hint.
+    """
+
+    relpath: str
+    qualname: str
+    node: DefNode
+    moved: bool
+
+
+def resolve_definition(
+    spec: AnchorSpec,
+    source: CodeSource,
+    module_of: Callable[[str], cst.Module | None],
+) -> DefinitionHit:
+    """Find the one definition ``spec.qualname`` names (see module docstring).
+
+    Args:
+        spec: the anchor.
+        source: the vLLM to search (its file list and texts).
+        module_of: relpath -> parsed (possibly already edited) module, or None when the
+            file does not exist; the caller caches parses.
+    Raises:
+        AnchorError: not found anywhere, or found in more than one place.
+    """
+    hinted = [p for p in spec.module_paths if source.exists(p)]
+    for relpath in hinted:
+        module = module_of(relpath)
+        found = index_definitions(module).get(spec.qualname, []) if module else []
+        if len(found) == 1:
+            return DefinitionHit(relpath, spec.qualname, found[0], moved=False)
+        if len(found) > 1:
+            raise AnchorError(
+                f"{spec.qualname} is defined {len(found)} times in {relpath} "
+                f"(conditional definitions): cannot pick one"
+            )
+    first = spec.qualname.split(".")[0]
+    hits: list[DefinitionHit] = []
+    for relpath in source.py_files():
+        if relpath in hinted:
+            continue
+        text = source.read_text(relpath)
+        if text is None or not _declares(text, first):
+            continue
+        module = module_of(relpath)
+        for node in index_definitions(module).get(spec.qualname, []) if module else []:
+            hits.append(DefinitionHit(relpath, spec.qualname, node, moved=True))
+    if len(hits) == 1:
+        return hits[0]
+    where = spec.module_paths[0] if not hinted else hinted[0]
+    if not hits:
+        raise AnchorError(
+            f"anchor {spec.id}: {spec.qualname} not found in {where} nor anywhere in the package"
+        )
+    places = ", ".join(h.relpath for h in hits)
+    raise AnchorError(f"anchor {spec.id}: {spec.qualname} not in {where}; found {len(hits)} times elsewhere: {places}")
+
+
+def match_anchor(spec: AnchorSpec, defn: DefNode) -> list[cst.CSTNode]:
+    """The statements of ``defn`` that ``spec.node`` matches, checked against the count.
+
+    Returns ``[defn]`` when the anchor has no node pattern.
+    Raises:
+        AnchorError: the number of matches is not what ``spec`` expects; the message
+            gives the number found.
+    """
+    if spec.node is None:
+        return [defn]
+    found = find_statements(defn, Pattern.compile(spec.node))
+    if not spec.count_ok(len(found)):
+        raise AnchorError(
+            f"anchor {spec.id}: expected {spec.count_text()} match(es) of "
+            f"`{_one_line(spec.node)}` in {spec.qualname}, found {len(found)}"
+        )
+    return found
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def definition_lines(text: str) -> dict[str, int]:
+    """qualname -> 1-based line of its ``def``/``class`` keyword, via :mod:`ast` (fast)."""
+    out: dict[str, int] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qual = prefix + stmt.name
+                out.setdefault(qual, stmt.lineno)
+                if isinstance(stmt, ast.ClassDef):
+                    walk(stmt.body, qual + ".")
+            elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+                walk(getattr(stmt, "body", []), prefix)
+                walk(getattr(stmt, "orelse", []), prefix)
+                for h in getattr(stmt, "handlers", []):
+                    walk(h.body, prefix)
+
+    walk(ast.parse(text).body, "")
+    return out

@@ -1,0 +1,156 @@
+"""The patch model: anchors, variants, patches and profiles.
+
+A *patch* is a named change to vLLM with a why, upstream links and an applies-range on
+the vLLM version. It holds one or more *variants*, each keyed by its own applies-range:
+either a set of *edits* (an anchor id -> a libcst transform of the anchored definition),
+or a verdict that the change is already *upstreamed* or that its target is *absent* in
+that range. An *anchor* names where an edit goes by structure, never by line: a module
+path (a hint), the qualified name of the enclosing definition, and a statement pattern
+inside it with the number of matches expected.
+
+Anchors live as data in ``anchors/<patch>.toml`` (with per-release fingerprints); the
+variants and their transforms live as code in ``series/<patch>.py``; the profiles in
+``series/profiles.toml``. :mod:`patchq.series` loads all three into these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+if TYPE_CHECKING:  # libcst is imported lazily: the no-op paths never load it
+    import libcst as cst
+
+    from patchq.edits import EditContext
+
+    DefNode = cst.FunctionDef | cst.ClassDef
+    #: An edit: (anchored definition, matched statements, context) -> new definition.
+    EditFn = Callable[[DefNode, Sequence[cst.CSTNode], EditContext], DefNode]
+
+
+@dataclass(frozen=True)
+class AnchorSpec:
+    """Where one edit goes, by structure.
+
+    Attributes:
+        id: the anchor's key within its patch (``anchors/<patch>.toml`` table name).
+        module: dotted module path where the definition is expected, e.g.
+            ``vllm.v1.core.kv_cache_utils``; a hint only: when the definition is not
+            there, the whole package is searched (code moves between files).
+        qualname: qualified name of the enclosing definition, e.g.
+            ``LogitsProcessor._get_logits`` (classes and methods; no ``<locals>``).
+        node: a statement pattern (Python source) matched by normalized AST inside the
+            definition, or ``None`` to anchor the definition itself. ``...`` in the
+            pattern matches any expression or any block.
+        min_count, max_count: how many statements must match (``max_count`` None:
+            no upper bound). Zero matches, or more than ``max_count``, is an error.
+        fingerprints: vLLM version -> fingerprint of the anchored definition
+            (:func:`patchq.anchors.fingerprint`) on the releases it was verified on.
+    """
+
+    id: str
+    module: str
+    qualname: str
+    node: str | None = None
+    min_count: int = 1
+    max_count: int | None = 1
+    fingerprints: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def module_paths(self) -> tuple[str, str]:
+        """The two file paths the module hint can name: ``a/b.py`` and ``a/b/__init__.py``."""
+        base = self.module.replace(".", "/")
+        return (base + ".py", base + "/__init__.py")
+
+    def count_ok(self, n: int) -> bool:
+        """True when ``n`` matches satisfy the expected count."""
+        return n >= self.min_count and (self.max_count is None or n <= self.max_count)
+
+    def count_text(self) -> str:
+        """The expected count as a phrase: ``1``, ``at least 2``, ``2 to 4``."""
+        if self.max_count == self.min_count:
+            return str(self.min_count)
+        if self.max_count is None:
+            return f"at least {self.min_count}"
+        return f"{self.min_count} to {self.max_count}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One implementation of a patch, for the vLLM versions in ``applies``.
+
+    Exactly one of ``edits``, ``upstreamed`` or ``absent`` is set:
+    ``edits`` maps anchor ids (applied in order) to libcst transforms;
+    ``upstreamed`` says why the release already does what the patch intends;
+    ``absent`` says why the target code does not exist yet in that range.
+    """
+
+    applies: SpecifierSet
+    edits: Mapping[str, "EditFn"] = field(default_factory=dict)
+    upstreamed: str | None = None
+    absent: str | None = None
+    note: str = ""
+
+    @property
+    def kind(self) -> str:
+        """``edit``, ``upstreamed`` or ``absent``."""
+        if self.upstreamed is not None:
+            return "upstreamed"
+        if self.absent is not None:
+            return "absent"
+        return "edit"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A named change to vLLM (see module docstring).
+
+    Attributes:
+        id: kebab-case id, also the sentinel's name (``# patchq:<id>:<hash>``).
+        summary: one line. why: the reason, a paragraph.
+        upstream: links (issues, PRs) where known.
+        applies: the overall applies-range on the vLLM version.
+        variants: in order; the first whose range contains the version is used.
+        anchors: anchor id -> :class:`AnchorSpec` (from ``anchors/<id>.toml``).
+        hash: 12 hex chars of sha256 over the patch's source file and its anchor
+            definitions (fingerprints excluded): a change here marks applied copies stale.
+        source_file: path of ``series/<module>.py``.
+        upstream_check: optional ``(CodeSource) -> str | None``; returns a reason when
+            the release already does what the patch intends (used by ``check``).
+        probe: optional behavioural probe, run in an interpreter that imports vLLM.
+    """
+
+    id: str
+    summary: str
+    why: str
+    applies: SpecifierSet
+    variants: tuple[Variant, ...]
+    upstream: tuple[str, ...] = ()
+    anchors: Mapping[str, AnchorSpec] = field(default_factory=dict)
+    hash: str = ""
+    source_file: str = ""
+    upstream_check: Callable | None = None
+    probe: Callable | None = None
+
+    def variant_for(self, version: Version | str) -> Variant | None:
+        """The first variant whose applies-range contains ``version``, or None."""
+        v = Version(str(version))
+        if v not in self.applies:
+            return None
+        for variant in self.variants:
+            if variant.applies.contains(v, prereleases=True):
+                return variant
+        return None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named, ordered list of patch ids (``series/profiles.toml``)."""
+
+    name: str
+    patches: tuple[str, ...]
+    description: str = ""
+    serve_flags: tuple[str, ...] = ()

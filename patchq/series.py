@@ -1,0 +1,221 @@
+"""Loading the series: ``series/profiles.toml``, ``series/<patch>.py``, ``anchors/<patch>.toml``.
+
+Layout (plain files, readable with ``cat``, reviewable in diffs):
+
+``series/profiles.toml``
+    ``[profiles.<name>]`` with ``patches = [...]`` (ordered) and ``description``.
+``series/<module>.py``
+    one module per patch defining ``PATCH = patch(...)`` (:func:`patch`): metadata,
+    variants and their libcst transforms (module name = patch id with ``_``).
+``anchors/<patch-id>.toml``
+    ``[anchors.<anchor-id>]`` with ``module``, ``qualname``, ``node`` (pattern),
+    ``count`` (an int, or ``"N+"`` for at least N) and a ``fingerprints`` table
+    (vLLM version -> fingerprint) of the releases it was verified on.
+
+The series directory is ``--series DIR``, else ``$PATCHQ_SERIES``, else ``series/``
+beside the installed ``patchq`` package (a source checkout or an editable install);
+the anchors directory is ``anchors/`` beside it (``$PATCHQ_ANCHORS`` overrides).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from patchq.errors import SeriesError, UsageError
+from patchq.model import AnchorSpec, Patch, Profile, Variant
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def series_dir(explicit: str | Path | None = None) -> Path:
+    """The series directory (see module docstring). Raises SeriesError when missing."""
+    path = Path(explicit or os.environ.get("PATCHQ_SERIES") or PROJECT_ROOT / "series")
+    if not (path / "profiles.toml").is_file():
+        raise SeriesError(f"no series at {path} (profiles.toml missing): pass --series DIR")
+    return path.resolve()
+
+
+def anchors_dir(series: Path) -> Path:
+    """The anchors directory that goes with ``series``."""
+    return Path(os.environ.get("PATCHQ_ANCHORS") or series.parent / "anchors").resolve()
+
+
+def spec(text: str) -> SpecifierSet:
+    """A packaging SpecifierSet from ``text`` ('' = all versions). Raises SeriesError."""
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
+        raise SeriesError(f"bad applies-range {text!r}") from None
+
+
+def patch(
+    *,
+    id: str,
+    summary: str,
+    why: str,
+    applies: str,
+    variants: Iterable[Variant],
+    upstream: Iterable[str] = (),
+    upstream_check=None,
+    probe=None,
+) -> Patch:
+    """Declare a patch in ``series/<module>.py`` (anchors and hash are filled at load)."""
+    return Patch(
+        id=id, summary=summary, why=" ".join(why.split()), applies=spec(applies),
+        variants=tuple(variants), upstream=tuple(upstream),
+        upstream_check=upstream_check, probe=probe,
+    )
+
+
+def variant(applies: str, *, edits=None, upstreamed: str | None = None,
+            absent: str | None = None, note: str = "") -> Variant:
+    """Declare a variant (see :class:`patchq.model.Variant`)."""
+    if sum(x is not None for x in (edits, upstreamed, absent)) != 1:
+        raise SeriesError("a variant has exactly one of edits=, upstreamed=, absent=")
+    return Variant(applies=spec(applies), edits=dict(edits or {}),
+                   upstreamed=upstreamed, absent=absent, note=note)
+
+
+def _parse_count(value: object, where: str) -> tuple[int, int | None]:
+    if isinstance(value, int) and value >= 1:
+        return value, value
+    if isinstance(value, str) and value.endswith("+") and value[:-1].isdigit():
+        return int(value[:-1]), None
+    raise SeriesError(f"{where}: count must be an int >= 1 or 'N+', not {value!r}")
+
+
+def load_anchor_file(path: Path) -> dict[str, AnchorSpec]:
+    """Parse ``anchors/<patch>.toml`` into anchor id -> AnchorSpec. Raises SeriesError."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SeriesError(f"{path}: {exc}") from None
+    out: dict[str, AnchorSpec] = {}
+    for anchor_id, table in data.get("anchors", {}).items():
+        where = f"{path.name}: anchors.{anchor_id}"
+        try:
+            lo, hi = _parse_count(table.get("count", 1), where)
+            out[anchor_id] = AnchorSpec(
+                id=anchor_id, module=table["module"], qualname=table["qualname"],
+                node=table.get("node"), min_count=lo, max_count=hi,
+                fingerprints=dict(table.get("fingerprints", {})),
+            )
+        except KeyError as exc:
+            raise SeriesError(f"{where}: missing key {exc}") from None
+    return out
+
+
+def anchor_definitions_text(anchors: Mapping[str, AnchorSpec]) -> str:
+    """Canonical JSON of the anchors without fingerprints (what the patch hash covers)."""
+    return json.dumps(
+        {a.id: [a.module, a.qualname, a.node, a.min_count, a.max_count] for a in anchors.values()},
+        sort_keys=True,
+    )
+
+
+def patch_hash(source_bytes: bytes, anchors: Mapping[str, AnchorSpec]) -> str:
+    """12 hex chars of sha256 over a patch module's bytes and its anchor definitions."""
+    h = hashlib.sha256(source_bytes)
+    h.update(anchor_definitions_text(anchors).encode())
+    return h.hexdigest()[:12]
+
+
+def module_file(series: Path, patch_id: str) -> Path:
+    """``series/<patch_id with _>.py``."""
+    return series / (patch_id.replace("-", "_") + ".py")
+
+
+@dataclass
+class Series:
+    """The loaded series: profiles and patches (loaded lazily, each once)."""
+
+    root: Path
+    anchors_root: Path
+    profiles: dict[str, Profile]
+    _patches: dict[str, Patch]
+
+    def patch(self, patch_id: str) -> Patch:
+        """Load one patch. Raises UsageError for an unknown id, SeriesError when broken."""
+        if patch_id not in self._patches:
+            path = module_file(self.root, patch_id)
+            if not path.is_file():
+                raise UsageError(f"unknown patch {patch_id!r} (no {path.name} in {self.root})")
+            name = "patchq_series_" + path.stem
+            mod_spec = importlib.util.spec_from_file_location(name, path)
+            assert mod_spec and mod_spec.loader
+            module = importlib.util.module_from_spec(mod_spec)
+            sys.modules[name] = module
+            mod_spec.loader.exec_module(module)
+            declared = getattr(module, "PATCH", None)
+            if not isinstance(declared, Patch) or declared.id != patch_id:
+                raise SeriesError(f"{path} must define PATCH = patch(id={patch_id!r}, ...)")
+            anchor_file = self.anchors_root / f"{patch_id}.toml"
+            anchors = load_anchor_file(anchor_file) if anchor_file.is_file() else {}
+            for v in declared.variants:
+                missing = [a for a in v.edits if a not in anchors]
+                if missing:
+                    raise SeriesError(f"{patch_id}: variant {v.applies} edits unknown anchors {missing} "
+                                      f"(define them in {anchor_file})")
+            self._patches[patch_id] = replace(
+                declared, anchors=anchors, source_file=str(path),
+                hash=patch_hash(path.read_bytes(), anchors),
+            )
+        return self._patches[patch_id]
+
+    def all_patch_ids(self) -> list[str]:
+        """Every patch id in the series directory, in profile order then by name."""
+        seen: list[str] = []
+        for prof in self.profiles.values():
+            for pid in prof.patches:
+                if pid not in seen:
+                    seen.append(pid)
+        for path in sorted(self.root.glob("*.py")):
+            pid = path.stem.replace("_", "-")
+            if pid not in seen and not path.stem.startswith("_"):
+                seen.append(pid)
+        return seen
+
+    def profile(self, name: str) -> Profile:
+        """A profile by name. Raises UsageError listing the known ones."""
+        try:
+            return self.profiles[name]
+        except KeyError:
+            raise UsageError(f"unknown profile {name!r}; known: {', '.join(self.profiles)}") from None
+
+    def patches_of(self, profile: str) -> list[Patch]:
+        """The profile's patches, in order."""
+        return [self.patch(pid) for pid in self.profile(profile).patches]
+
+
+def load_profiles(path: Path) -> dict[str, Profile]:
+    """Parse ``profiles.toml``. Raises SeriesError."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SeriesError(f"{path}: {exc}") from None
+    out = {}
+    for name, table in data.get("profiles", {}).items():
+        out[name] = Profile(name=name, patches=tuple(table.get("patches", [])),
+                            description=table.get("description", ""))
+    return out
+
+
+def load(explicit: str | Path | None = None) -> Series:
+    """Load the series (profiles now, patches on first use)."""
+    root = series_dir(explicit)
+    return Series(root=root, anchors_root=anchors_dir(root),
+                  profiles=load_profiles(root / "profiles.toml"), _patches={})

@@ -1,0 +1,246 @@
+"""Where vLLM's code comes from: an installed distribution, a release tree, a source tree.
+
+A :class:`CodeSource` is a read-only view of one vLLM: a ``root`` directory holding the
+``vllm/`` package, its version, and (for distributions) the RECORD hashes of its files
+(PEP 376 / the wheel spec). Nothing here imports vLLM: importing it imports torch, which
+takes seconds; the distribution is found from its ``*.dist-info`` metadata instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from patchq.errors import TargetNotFound, UsageError
+
+PACKAGE = "vllm"
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex sha256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def record_hash_to_hex(value: str) -> str | None:
+    """Convert a RECORD hash field (``sha256=<urlsafe b64, no padding>``) to hex, or None."""
+    algo, _, b64 = value.partition("=")
+    if algo != "sha256" or not b64:
+        return None
+    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+
+
+def read_record(dist_info: Path) -> dict[str, str]:
+    """Parse ``dist_info/RECORD`` into relpath -> hex sha256 (files without a hash omitted)."""
+    out: dict[str, str] = {}
+    with open(dist_info / "RECORD", newline="", encoding="utf-8") as fh:
+        for row in csv.reader(fh):
+            if len(row) >= 2 and row[1]:
+                h = record_hash_to_hex(row[1])
+                if h:
+                    out[row[0]] = h
+    return out
+
+
+@dataclass
+class CodeSource:
+    """A read-only view of one vLLM's Python files.
+
+    Attributes:
+        root: directory that contains the ``vllm/`` package (site-packages, a release
+            tree, or a source checkout).
+        version: the vLLM version.
+        kind: ``installed``, ``release`` or ``source``.
+        dist_info: the ``vllm-X.dist-info`` directory, when there is one.
+    Paths given to methods are POSIX relpaths from ``root`` (``vllm/v1/core/x.py``).
+    """
+
+    root: Path
+    version: Version
+    kind: str
+    dist_info: Path | None = None
+    _texts: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _record: dict[str, str] | None = field(default=None, repr=False)
+    _py_files: list[str] | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        """A short description, e.g. ``vllm 0.23.0 (installed at /venv/lib/.../site-packages)``."""
+        return f"vllm {self.version} ({self.kind} at {self.root})"
+
+    def path(self, relpath: str) -> Path:
+        """The absolute path of ``relpath``."""
+        return self.root / relpath
+
+    def exists(self, relpath: str) -> bool:
+        """True when ``relpath`` is a file of this source."""
+        return self.read_text(relpath) is not None
+
+    def read_bytes(self, relpath: str) -> bytes | None:
+        """The file's bytes, or None when it does not exist."""
+        try:
+            return (self.root / relpath).read_bytes()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def read_text(self, relpath: str) -> str | None:
+        """The file's text (UTF-8, newlines kept as-is), cached; None when missing."""
+        if relpath not in self._texts:
+            data = self.read_bytes(relpath)
+            self._texts[relpath] = None if data is None else data.decode("utf-8")
+        return self._texts[relpath]
+
+    def py_files(self) -> list[str]:
+        """All ``.py`` relpaths of the vllm package, sorted (from RECORD when present)."""
+        if self._py_files is None:
+            rec = self.record()
+            if rec:
+                files = [p for p in rec if p.startswith(PACKAGE + "/") and p.endswith(".py")]
+            else:
+                base = self.root / PACKAGE
+                files = [
+                    p.relative_to(self.root).as_posix()
+                    for p in base.rglob("*.py")
+                    if "__pycache__" not in p.parts
+                ]
+            self._py_files = sorted(files)
+        return self._py_files
+
+    def record(self) -> dict[str, str]:
+        """relpath -> hex sha256 from RECORD; empty for a source tree."""
+        if self._record is None:
+            self._record = read_record(self.dist_info) if self.dist_info else {}
+        return self._record
+
+
+def _dist_info_in(site_packages: Path) -> Path | None:
+    """The ``vllm-*.dist-info`` directory in ``site_packages`` (newest if several)."""
+    found = sorted(site_packages.glob(f"{PACKAGE}-*.dist-info"))
+    return found[-1] if found else None
+
+
+def _version_from_dist_info(dist_info: Path) -> Version:
+    for line in (dist_info / "METADATA").read_text(encoding="utf-8").splitlines():
+        if line.startswith("Version:"):
+            return Version(line.split(":", 1)[1].strip())
+        if not line.strip():
+            break
+    raise TargetNotFound(f"{dist_info}/METADATA has no Version field")
+
+
+def _site_packages_of(python: str) -> Path:
+    """Ask another interpreter where its purelib is (without importing vLLM there)."""
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True, capture_output=True, text=True, timeout=60,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise TargetNotFound(f"cannot run --python {python}: {exc}") from None
+    return Path(out)
+
+
+def current_site_packages() -> Path:
+    """The purelib directory of the running interpreter (where pip puts vllm)."""
+    import sysconfig
+
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def installed(site_packages: str | Path | None = None, python: str | None = None) -> CodeSource:
+    """The vLLM installed in an environment, found from its dist-info (no import).
+
+    Args:
+        site_packages: the site-packages directory to look in; default: this
+            interpreter's (or ``python``'s) purelib, then every ``sys.path`` entry.
+        python: path of another environment's interpreter (``--python``).
+    Raises:
+        TargetNotFound: no ``vllm-*.dist-info`` there.
+        UsageError: both arguments given.
+    """
+    if site_packages and python:
+        raise UsageError("give --site-packages or --python, not both")
+    candidates: list[Path]
+    if site_packages:
+        candidates = [Path(site_packages)]
+    elif python:
+        candidates = [_site_packages_of(python)]
+    else:
+        candidates = [current_site_packages()] + [Path(p) for p in sys.path if p]
+    for sp in candidates:
+        if sp.is_dir():
+            di = _dist_info_in(sp)
+            if di is not None and (sp / PACKAGE).is_dir():
+                return CodeSource(root=sp.resolve(), version=_version_from_dist_info(di),
+                                  kind="installed", dist_info=di.resolve())
+    where = ", ".join(str(c) for c in candidates[:3])
+    raise TargetNotFound(f"no vllm distribution found in {where}")
+
+
+def release_source(version: str) -> CodeSource:
+    """A vLLM release's files from PyPI, extracted into patchq's cache (downloads once).
+
+    Raises:
+        TargetNotFound: the release cannot be had (not on PyPI, offline with no cache).
+    """
+    from patchq import releases
+
+    try:
+        tree = releases.release_tree(version)
+    except releases.ReleaseError as exc:
+        raise TargetNotFound(str(exc)) from None
+    di = _dist_info_in(tree)
+    return CodeSource(root=tree, version=Version(version), kind="release", dist_info=di)
+
+
+_VERSION_RE = re.compile(r"""(?:__version__|version)\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""")
+
+
+def source_tree(directory: str | Path, version: str | None = None) -> CodeSource:
+    """A vLLM source tree or git checkout (``DIR/vllm/`` must exist).
+
+    The version comes from ``version``, else ``vllm/_version.py``, else
+    ``git describe --tags``.
+
+    Raises:
+        TargetNotFound: no ``vllm/`` package under ``directory``.
+        UsageError: the version cannot be determined.
+    """
+    root = Path(directory).resolve()
+    if not (root / PACKAGE / "__init__.py").is_file():
+        raise TargetNotFound(f"{root} has no {PACKAGE}/__init__.py")
+    text = version
+    if text is None:
+        vfile = root / PACKAGE / "_version.py"
+        if vfile.is_file():
+            m = _VERSION_RE.search(vfile.read_text(encoding="utf-8"))
+            text = m.group(1) if m else None
+    if text is None and (root / ".git").exists():
+        try:
+            text = subprocess.run(
+                ["git", "-C", str(root), "describe", "--tags", "--abbrev=0"],
+                check=True, capture_output=True, text=True,
+            ).stdout.strip().lstrip("v")
+        except (OSError, subprocess.SubprocessError):
+            text = None
+    if not text:
+        raise UsageError(f"cannot tell the vLLM version of {root}: pass --as-version")
+    try:
+        ver = Version(text.split("+")[0])
+    except InvalidVersion:
+        raise UsageError(f"{root}: version {text!r} is not a PEP 440 version") from None
+    di = _dist_info_in(root)
+    return CodeSource(root=root, version=ver, kind="source", dist_info=di)
+
+
+def is_writable_dir(path: Path) -> bool:
+    """True when files can be created and replaced in ``path``."""
+    return os.access(path, os.W_OK | os.X_OK)
