@@ -8,7 +8,6 @@ outside the definition, which keeps rebases and runtime mode definition-local to
 
 from __future__ import annotations
 
-import re
 import textwrap
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -16,17 +15,11 @@ from typing import Callable, Sequence
 import libcst as cst
 from packaging.version import Version
 
+from patchq.sentinels import SENTINEL_RE, find_sentinels, sentinel_comment  # noqa: F401
 from patchq.sources import CodeSource
 
 DefNode = cst.FunctionDef | cst.ClassDef
 
-#: ``# patchq:<patch-id>:<patch-hash>`` — one per patch on each definition it changed.
-SENTINEL_RE = re.compile(r"# patchq:([a-z0-9][a-z0-9-]*):([0-9a-f]{12})\b")
-
-
-def sentinel_comment(patch_id: str, patch_hash: str) -> str:
-    """The sentinel comment text for a patch (see :data:`SENTINEL_RE`)."""
-    return f"# patchq:{patch_id}:{patch_hash} (applied by patchq; `patchq status` explains)"
 
 
 @dataclass
@@ -149,9 +142,6 @@ def add_sentinel(tree: DefNode, patch_id: str, patch_hash: str) -> DefNode:
     return tree.with_changes(leading_lines=[*kept, cst.EmptyLine(comment=cst.Comment(text))])
 
 
-def find_sentinels(text: str) -> list[tuple[str, str]]:
-    """All (patch id, patch hash) sentinels in a file's text, in order (no parsing)."""
-    return [(m.group(1), m.group(2)) for m in SENTINEL_RE.finditer(text)]
 
 
 def replace_each(tree: DefNode, targets: Sequence[cst.CSTNode], make: Callable[[cst.CSTNode], cst.CSTNode]) -> DefNode:

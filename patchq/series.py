@@ -19,17 +19,16 @@ the anchors directory is ``anchors/`` beside it (``$PATCHQ_ANCHORS`` overrides).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
 import os
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
+from patchq import hashing
 from patchq.errors import SeriesError, UsageError
 from patchq.model import AnchorSpec, Patch, Profile, Variant
 
@@ -91,11 +90,10 @@ def variant(applies: str, *, edits=None, upstreamed: str | None = None,
 
 
 def _parse_count(value: object, where: str) -> tuple[int, int | None]:
-    if isinstance(value, int) and value >= 1:
-        return value, value
-    if isinstance(value, str) and value.endswith("+") and value[:-1].isdigit():
-        return int(value[:-1]), None
-    raise SeriesError(f"{where}: count must be an int >= 1 or 'N+', not {value!r}")
+    try:
+        return hashing.parse_count(value)
+    except ValueError as exc:
+        raise SeriesError(f"{where}: {exc}") from None
 
 
 def load_anchor_file(path: Path) -> dict[str, AnchorSpec]:
@@ -117,21 +115,6 @@ def load_anchor_file(path: Path) -> dict[str, AnchorSpec]:
         except KeyError as exc:
             raise SeriesError(f"{where}: missing key {exc}") from None
     return out
-
-
-def anchor_definitions_text(anchors: Mapping[str, AnchorSpec]) -> str:
-    """Canonical JSON of the anchors without fingerprints (what the patch hash covers)."""
-    return json.dumps(
-        {a.id: [a.module, a.qualname, a.node, a.min_count, a.max_count] for a in anchors.values()},
-        sort_keys=True,
-    )
-
-
-def patch_hash(source_bytes: bytes, anchors: Mapping[str, AnchorSpec]) -> str:
-    """12 hex chars of sha256 over a patch module's bytes and its anchor definitions."""
-    h = hashlib.sha256(source_bytes)
-    h.update(anchor_definitions_text(anchors).encode())
-    return h.hexdigest()[:12]
 
 
 def module_file(series: Path, patch_id: str) -> Path:
@@ -172,7 +155,7 @@ class Series:
                                       f"(define them in {anchor_file})")
             self._patches[patch_id] = replace(
                 declared, anchors=anchors, source_file=str(path),
-                hash=patch_hash(path.read_bytes(), anchors),
+                hash=hashing.patch_hash_from_files(path, anchor_file),
             )
         return self._patches[patch_id]
 

@@ -1,0 +1,212 @@
+"""The ``patchq`` command line (typer). Each verb parses options, calls one function in
+:mod:`patchq.commands` (or the engine), renders its document, and exits with its code.
+
+Exit codes (see :mod:`patchq.errors`): 0 ok; 1 a patch failed (nothing written);
+2 usage; 3 vLLM/release/tree not found; 4 foreign edit refused; 5 read-only target;
+6 state journal damaged; 7 status/check found drift (stale, foreign, modified).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from patchq import report
+from patchq.errors import EXIT_OK, PatchqError, UsageError
+
+app = typer.Typer(
+    name="patchq",
+    help="Keep a series of anchored libcst patches alive on an installed vLLM.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+SitePackages = typer.Option(None, "--site-packages", help="site-packages directory holding vllm")
+Python = typer.Option(None, "--python", help="interpreter of another environment")
+SeriesDir = typer.Option(None, "--series", help="series directory (default: the project's series/)")
+Json = typer.Option(False, "--json", help="print the JSON document (schema in README)")
+
+
+def _fail(exc: PatchqError, as_json: bool) -> None:
+    if as_json:
+        report.emit_json({"ok": False, "error": str(exc), "exit_code": exc.exit_code})
+    else:
+        typer.echo(f"patchq: error: {exc}", err=True)
+    raise typer.Exit(exc.exit_code)
+
+
+def _series(path):
+    from patchq import series
+
+    return series.load(path)
+
+
+def _target(site_packages, python):
+    from patchq import sources
+
+    return sources.installed(site_packages, python)
+
+
+@app.command("list")
+def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> None:
+    """Profiles and patches, with summaries and applies-ranges."""
+    try:
+        s = _series(series_dir)
+        patches = []
+        for pid in s.all_patch_ids():
+            p = s.patch(pid)
+            patches.append({
+                "id": p.id, "hash": p.hash, "summary": p.summary, "applies": str(p.applies),
+                "upstream": list(p.upstream),
+                "variants": [{"applies": str(v.applies), "kind": v.kind, "anchors": list(v.edits),
+                              "reason": v.upstreamed or v.absent or ""} for v in p.variants],
+            })
+        doc = {"schema": "patchq.list/1",
+               "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
+                            for pr in s.profiles.values()],
+               "patches": patches}
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    if as_json:
+        report.emit_json(doc)
+        return
+    con = report.console()
+    con.print("[bold]profiles[/]")
+    for pr in doc["profiles"]:
+        con.print(f"  [bold]{pr['name']}[/]: {', '.join(pr['patches'])}  [dim]{pr['description']}[/]")
+    con.print("[bold]patches[/]")
+    for p in patches:
+        con.print(f"  [bold]{p['id']}[/] [dim]{p['applies']}[/]  {p['summary']}")
+        for v in p["variants"]:
+            con.print(f"      {v['applies'] or 'all'}: {v['kind']} {', '.join(v['anchors'])}{v['reason']}")
+
+
+@app.command()
+def apply(
+    profile: str = typer.Option(..., "--profile", "-p", help="profile to apply"),
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Apply a profile's patches (validated in memory first; idempotent)."""
+    from patchq.commands import apply as cmd
+
+    try:
+        target = _target(site_packages, python)
+        doc, code = cmd.apply(target, _series(series_dir), profile)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _render_apply(doc, as_json)
+    raise typer.Exit(code)
+
+
+@app.command()
+def revert(
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="revert this profile's patches"),
+    all_: bool = typer.Option(False, "--all", help="revert every patch"),
+    force: bool = typer.Option(False, "--force", help="overwrite foreign edits (a copy is kept)"),
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Restore byte-exact pristine files (verified against RECORD)."""
+    from patchq.commands import apply as cmd
+
+    try:
+        if bool(profile) == all_:
+            raise UsageError("give --profile NAME or --all")
+        target = _target(site_packages, python)
+        doc, code = cmd.revert(target, _series(series_dir), profile, force)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _render_apply(doc, as_json)
+    raise typer.Exit(code)
+
+
+def _render_apply(doc: dict, as_json: bool) -> None:
+    if as_json:
+        report.emit_json(doc)
+        return
+    con = report.console()
+    if doc["patches"] and (not doc["ok"] or not doc["noop"]):
+        report.render_patches(doc, f"{doc['command']} {doc['profile'] or '--all'} on vllm {doc['vllm']['version']}")
+    if doc["error"]:
+        typer.echo(f"patchq: error: {doc['error']}", err=True)
+        return
+    if doc["noop"]:
+        con.print(f"{doc['command']}: nothing to do (vllm {doc['vllm']['version']} already as wanted)")
+        return
+    for rel, kept in doc["foreign_kept"].items():
+        con.print(f"[yellow]kept foreign edit of {rel} at {kept}[/]")
+    con.print(f"{doc['command']}: wrote {len(doc['written'])} file(s); added {', '.join(doc['added']) or '-'}; "
+              f"removed {', '.join(doc['removed']) or '-'}")
+
+
+@app.command()
+def status(
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Which patches are live (applied / not-applied / stale / foreign) and each file's state."""
+    from patchq import series as series_mod
+    from patchq import status as st
+
+    try:
+        target = _target(site_packages, python)
+        root = series_mod.series_dir(series_dir)
+        doc = st.collect(target.root, root, series_mod.anchors_dir(root))
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    if as_json:
+        report.emit_json(doc)
+    else:
+        typer.echo(st.render_text(doc))
+    raise typer.Exit(st.exit_code(doc))
+
+
+@app.command()
+def diff(
+    profile: str = typer.Option(..., "--profile", "-p", help="profile to render"),
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    vllm: Optional[str] = typer.Option(None, "--vllm", help="a release from PyPI instead of the installed vLLM"),
+    source: Optional[str] = typer.Option(None, "--source", help="a vLLM source tree instead"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """The unified diff of what apply changes (or changed), paths relative to site-packages."""
+    from patchq import diffs, engine, sources
+    from patchq.converge import PlanFailed, converge
+
+    try:
+        s = _series(series_dir)
+        patches = s.patches_of(profile)
+        if vllm or source:
+            target = sources.release_source(vllm) if vllm else sources.source_tree(source)
+            plan = engine.plan(target, patches)
+            if not plan.ok:
+                raise PlanFailed(plan)
+        else:
+            target = _target(site_packages, python)
+            plan = converge(target, patches, profile=profile, dry_run=True).plan
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    text = diffs.unified_all(plan.pristine, plan.patched)
+    if as_json:
+        report.emit_json({"schema": "patchq.diff/1", "profile": profile, "vllm": str(target.version),
+                          "files": sorted(plan.patched), "diff": text, "patches": report.patch_rows(plan)})
+    else:
+        sys.stdout.write(text)
+    raise typer.Exit(EXIT_OK)
+
+
+def main() -> None:
+    """Run the typer app."""
+    app()

@@ -1,0 +1,1 @@
+"""One module per CLI verb; each returns a JSON-ready document and an exit code."""

@@ -1,0 +1,74 @@
+"""``patchq apply --profile NAME`` and ``patchq revert``: converge, then report."""
+
+from __future__ import annotations
+
+from patchq import report
+from patchq.converge import ConvergeResult, PlanFailed, converge
+from patchq.errors import EXIT_OK, PatchqError
+from patchq.series import Series
+from patchq.sources import CodeSource
+
+SCHEMA = "patchq.apply/1"
+
+
+def document(command: str, target: CodeSource, profile: str | None, result: ConvergeResult | None,
+             error: PatchqError | None = None, plan=None) -> dict:
+    """The ``patchq.apply/1`` document for apply and revert."""
+    plan = result.plan if result else plan
+    return {
+        "schema": SCHEMA,
+        "command": command,
+        "ok": error is None,
+        "error": str(error) if error else None,
+        "noop": bool(result and result.noop),
+        "profile": profile,
+        "vllm": {"version": str(target.version), "site_packages": str(target.root)},
+        "patches": report.patch_rows(plan) if plan else [],
+        "written": result.written if result else [],
+        "restored": result.restored if result else [],
+        "added": result.added if result else [],
+        "removed": result.removed if result else [],
+        "foreign_kept": result.foreign_kept if result else {},
+        "recovered": result.recovered if result else [],
+    }
+
+
+def summary(series: Series) -> dict:
+    """The series summary cached in the journal (see :func:`patchq.hashing.series_summary`)."""
+    from patchq.hashing import series_summary
+
+    return series_summary(series.root, series.anchors_root)
+
+
+def apply(target: CodeSource, series: Series, profile: str) -> tuple[dict, int]:
+    """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code)."""
+    patches = series.patches_of(profile)
+    try:
+        result = converge(target, patches, profile=profile, summary=summary(series))
+    except PlanFailed as exc:
+        return document("apply", target, profile, None, exc, plan=exc.plan), exc.exit_code
+    except PatchqError as exc:
+        return document("apply", target, profile, None, exc), exc.exit_code
+    return document("apply", target, profile, result), EXIT_OK
+
+
+def revert(target: CodeSource, series: Series, profile: str | None, force: bool) -> tuple[dict, int]:
+    """Revert ``profile``'s patches (None: all). Returns (document, exit code)."""
+    from patchq.state import StateDir
+
+    journal = StateDir(target.root).read()
+    if profile is None:
+        keep_ids: list[str] = []
+        remaining_profile = None
+    else:
+        drop = set(series.profile(profile).patches)
+        keep_ids = [pid for pid in journal.patches if pid not in drop]
+        remaining_profile = journal.profile if journal.profile != profile else None
+    keep = [series.patch(pid) for pid in series.all_patch_ids() if pid in keep_ids]
+    try:
+        result = converge(target, keep, profile=remaining_profile, force=force, summary=summary(series))
+    except PlanFailed as exc:
+        return document("revert", target, profile, None, exc, plan=exc.plan), exc.exit_code
+    except PatchqError as exc:
+        return document("revert", target, profile, None, exc), exc.exit_code
+    return document("revert", target, profile, result), EXIT_OK

@@ -1,0 +1,177 @@
+"""``patchq status``: which patches are live, and the state of every target file.
+
+Standard library only, and no parsing of Python: status runs from the fast path at
+interpreter-start cost. It reads the journal, hashes files, compares them with RECORD
+and looks for sentinel comments. What it needs from the series (patch ids, hashes,
+anchor module hints) comes from the journal's cached summary while the series files are
+byte-identical to when it was recorded, else from parsing the TOML files.
+
+Patch statuses:
+    ``applied``      in the journal with the series' current hash, its files as patchq
+                     left them, and its sentinel present;
+    ``stale``        applied, but the patch definition changed since (apply updates it);
+    ``foreign``      its sentinel is present but the journal does not account for it, or
+                     a file it changed was modified since;
+    ``not-applied``  none of the above.
+File states: ``pristine`` (sha256 equals RECORD), ``patched`` (equals patchq's journal),
+``modified`` (neither: someone else edited it), ``missing``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from patchq.hashing import series_inputs, sha256_file
+from patchq.sentinels import find_sentinels
+
+SCHEMA = "patchq.status/1"
+
+
+def dist_info(site: str) -> str | None:
+    """The ``vllm-*.dist-info`` directory name in ``site``, or None."""
+    try:
+        found = sorted(n for n in os.listdir(site) if n.startswith("vllm-") and n.endswith(".dist-info"))
+    except FileNotFoundError:
+        return None
+    return found[-1] if found else None
+
+
+def record_hashes(site: str, di: str, wanted: set[str]) -> dict[str, str]:
+    """RECORD relpath -> hex sha256, for the ``wanted`` relpaths only."""
+    import base64
+
+    out = {}
+    with open(os.path.join(site, di, "RECORD"), encoding="utf-8") as fh:
+        for line in fh:
+            path, _, rest = line.partition(",")
+            if path in wanted and rest.startswith("sha256="):
+                b64 = rest[7:].split(",", 1)[0]
+                out[path] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+    return out
+
+
+def read_journal(state_root: str) -> dict:
+    """The journal as a plain dict ({} when none)."""
+    try:
+        with open(os.path.join(state_root, "journal.json"), encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        return {}
+
+
+def state_root(site: str) -> str:
+    """``<site>/.patchq`` unless ``$PATCHQ_STATE_DIR`` says otherwise."""
+    return os.environ.get("PATCHQ_STATE_DIR") or os.path.join(site, ".patchq")
+
+
+def summary_for(journal: dict, series_root: str, anchors_root: str) -> dict:
+    """The journal's cached series summary when still valid, else a fresh one."""
+    cached = journal.get("series") or {}
+    if cached and cached.get("inputs") == series_inputs(series_root, anchors_root):
+        return cached
+    from patchq.hashing import series_summary
+
+    return series_summary(series_root, anchors_root)
+
+
+def collect(site, series_root, anchors_root) -> dict:
+    """The status report (a JSON-ready dict, schema ``patchq.status/1``; README documents it).
+
+    Raises:
+        TargetNotFound: no vllm distribution in ``site``.
+    """
+    site, series_root, anchors_root = str(site), str(series_root), str(anchors_root)
+    di = dist_info(site)
+    if di is None:
+        from patchq.errors import TargetNotFound
+
+        raise TargetNotFound(f"no vllm distribution found in {site}")
+    version = di[len("vllm-"): -len(".dist-info")]
+    root = state_root(site)
+    journal = read_journal(root)
+    summary = summary_for(journal, series_root, anchors_root)
+    jfiles: dict = journal.get("files", {})
+    jpatches: dict = journal.get("patches", {})
+
+    relpaths = list(jfiles)
+    for pid in summary["ids"]:
+        for rel in summary["modules"].get(pid, []):
+            if rel not in relpaths and os.path.isfile(os.path.join(site, rel)):
+                relpaths.append(rel)
+    record = record_hashes(site, di, set(relpaths))
+    files, sentinels, modified = [], {}, set()
+    for rel in sorted(relpaths):
+        path = os.path.join(site, rel)
+        now = sha256_file(path)
+        entry = jfiles.get(rel)
+        if now is None:
+            kind = "missing"
+        elif entry is not None and now == entry["patched_sha256"]:
+            kind = "patched"
+        elif now == record.get(rel):
+            kind = "pristine"
+        else:
+            kind = "modified"
+            modified.add(rel)
+        found = set()
+        if now is not None:
+            with open(path, encoding="utf-8") as fh:
+                found = set(find_sentinels(fh.read()))
+        sentinels[rel] = found
+        files.append({"path": rel, "state": kind, "sha256": now, "record_sha256": record.get(rel),
+                      "sentinels": sorted(f"{p}:{h}" for p, h in found)})
+
+    patches = []
+    for pid in summary["ids"]:
+        current = summary["hashes"][pid]
+        entry = jpatches.get(pid)
+        row = {"id": pid, "hash": current, "applied_hash": entry["hash"] if entry else None,
+               "files": list(entry["files"]) if entry else [], "status": "not-applied", "reason": ""}
+        if entry is not None:
+            bad = [f for f in entry["files"] if f in modified or (pid, entry["hash"]) not in sentinels.get(f, set())]
+            if bad:
+                row["status"], row["reason"] = "foreign", f"modified since apply: {', '.join(bad)}"
+            elif entry["hash"] != current:
+                row["status"], row["reason"] = "stale", f"applied from {entry['hash']}; series now {current}"
+            else:
+                row["status"] = "applied"
+        else:
+            where = [f for f, found in sentinels.items() if any(p == pid for p, _ in found)]
+            if where:
+                row["status"], row["reason"] = "foreign", f"sentinel without a journal entry in {', '.join(where)}"
+                row["files"] = where
+        patches.append(row)
+    return {
+        "schema": SCHEMA,
+        "site_packages": site,
+        "vllm": version,
+        "state_dir": root,
+        "profile": journal.get("profile"),
+        "journal_vllm": journal.get("vllm"),
+        "pending_write": os.path.isfile(os.path.join(root, "txn", "manifest.json")),
+        "patches": patches,
+        "files": files,
+    }
+
+
+def exit_code(report: dict) -> int:
+    """0 when every patch is applied or not-applied and no file is modified; else 7."""
+    bad = any(p["status"] in ("stale", "foreign") for p in report["patches"])
+    bad = bad or any(f["state"] == "modified" for f in report["files"]) or report["pending_write"]
+    return 7 if bad else 0  # patchq.errors.EXIT_DRIFT / EXIT_OK
+
+
+def render_text(report: dict) -> str:
+    """A plain-text rendering (no rich: status stays at interpreter-start cost)."""
+    lines = [f"vllm {report['vllm']} at {report['site_packages']}  profile: {report['profile'] or 'none'}"]
+    if report["pending_write"]:
+        lines.append("! an interrupted write is pending: the next apply or revert completes it")
+    width = max((len(p["id"]) for p in report["patches"]), default=8)
+    for p in report["patches"]:
+        reason = f"  ({p['reason']})" if p["reason"] else ""
+        lines.append(f"  {p['id']:<{width}}  {p['status']:<11}  {p['hash']}{reason}")
+    lines.append("files:")
+    for f in report["files"]:
+        lines.append(f"  {f['state']:<8}  {f['path']}")
+    return "\n".join(lines)
