@@ -339,7 +339,7 @@ def resolve_definition(
         if len(found) > 1:
             raise AnchorError(
                 f"{spec.qualname} is defined {len(found)} times in {relpath} "
-                f"(conditional definitions): cannot pick one"
+                f"(conditional definitions): cannot pick one", kind="conflict", anchor=spec.id,
             )
     first = spec.qualname.split(".")[0]
     hits: list[DefinitionHit] = []
@@ -357,10 +357,12 @@ def resolve_definition(
     where = spec.module_paths[0] if not hinted else hinted[0]
     if not hits:
         raise AnchorError(
-            f"anchor {spec.id}: {spec.qualname} not found in {where} nor anywhere in the package"
+            f"anchor {spec.id}: {spec.qualname} not found in {where} nor anywhere in the package",
+            kind="gone", anchor=spec.id,
         )
     places = ", ".join(h.relpath for h in hits)
-    raise AnchorError(f"anchor {spec.id}: {spec.qualname} not in {where}; found {len(hits)} times elsewhere: {places}")
+    raise AnchorError(f"anchor {spec.id}: {spec.qualname} not in {where}; found {len(hits)} times elsewhere: {places}",
+                      kind="conflict", anchor=spec.id)
 
 
 def match_anchor(spec: AnchorSpec, defn: DefNode) -> list[cst.CSTNode]:
@@ -377,7 +379,8 @@ def match_anchor(spec: AnchorSpec, defn: DefNode) -> list[cst.CSTNode]:
     if not spec.count_ok(len(found)):
         raise AnchorError(
             f"anchor {spec.id}: expected {spec.count_text()} match(es) of "
-            f"`{_one_line(spec.node)}` in {spec.qualname}, found {len(found)}"
+            f"`{_one_line(spec.node)}` in {spec.qualname}, found {len(found)}",
+            kind="conflict", anchor=spec.id,
         )
     return found
 

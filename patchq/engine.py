@@ -61,7 +61,11 @@ class PatchResult:
     """The outcome of one patch in a plan.
 
     ``status`` is one of ``ok``, ``failed``, ``not-applicable``, ``upstreamed``,
-    ``absent``; ``reason`` explains anything but ``ok``.
+    ``absent``; ``reason`` explains anything but ``ok``. For ``failed``, ``failure``
+    says which step failed: ``gone`` (a definition not found anywhere), ``conflict``
+    (found, but the pattern count is wrong, it is ambiguous, the transform fails or the
+    result does not compile) or ``uncovered`` (no variant covers the version), and
+    ``failed_anchor`` names the anchor when one is to blame.
     """
 
     patch_id: str
@@ -71,6 +75,8 @@ class PatchResult:
     variant: str = ""
     anchors: list[AnchorResult] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    failure: str = ""
+    failed_anchor: str = ""
 
 
 @dataclass
@@ -82,12 +88,15 @@ class Plan:
         results: one PatchResult per patch, in series order.
         pristine: relpath -> pristine text, for every file a patch changed.
         patched: relpath -> new text (sentinels included), same keys.
+        workspace: the parsed modules the plan used (``check`` re-resolves anchors in
+            them instead of parsing files again).
     """
 
     source: CodeSource
     results: list[PatchResult]
     pristine: dict[str, str]
     patched: dict[str, str]
+    workspace: "Workspace | None" = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -178,7 +187,8 @@ def plan(
         if variant is None:
             if source.version in patch.applies:
                 results.append(PatchResult(patch.id, patch.hash, FAILED,
-                                           f"no variant of {patch.id} covers vllm {source.version}"))
+                                           f"no variant of {patch.id} covers vllm {source.version}",
+                                           failure="uncovered"))
             else:
                 results.append(PatchResult(patch.id, patch.hash, NOT_APPLICABLE,
                                            f"vllm {source.version} is outside {patch.id}'s applies-range {patch.applies}"))
@@ -199,11 +209,13 @@ def plan(
                 matches = match_anchor(spec, hit.node)
                 try:
                     new_def = edit(hit.node, matches, ctx)
-                except AnchorError:
+                except AnchorError as exc:
+                    exc.anchor = exc.anchor or anchor_id
                     raise
                 except Exception as exc:  # a transform bug or an unexpected shape
                     raise AnchorError(f"anchor {anchor_id}: transform failed in {hit.qualname}: "
-                                      f"{type(exc).__name__}: {exc}") from exc
+                                      f"{type(exc).__name__}: {exc}", kind="conflict",
+                                      anchor=anchor_id) from exc
                 new_def = add_sentinel(new_def, patch.id, patch.hash)
                 ws.tree[hit.relpath] = ws.tree[hit.relpath].deep_replace(hit.node, new_def)
                 result.anchors.append(AnchorResult(
@@ -214,6 +226,7 @@ def plan(
         except AnchorError as exc:
             ws.tree = before
             result.status, result.reason = FAILED, str(exc)
+            result.failure, result.failed_anchor = exc.kind, exc.anchor or ""
             result.anchors.clear()
             result.files.clear()
         results.append(result)
@@ -229,6 +242,7 @@ def plan(
             for r in results:
                 if relpath in r.files and r.status == OK:
                     r.status, r.reason = FAILED, f"{relpath}: result does not compile: line {exc.lineno}: {exc.msg}"
+                    r.failure = "conflict"
             continue
         pristine[relpath] = ws.pristine_text[relpath]
         patched[relpath] = code
@@ -237,4 +251,4 @@ def plan(
     for relpath in bad:
         pristine.pop(relpath, None)
         patched.pop(relpath, None)
-    return Plan(source, results, pristine, patched)
+    return Plan(source, results, pristine, patched, workspace=ws)

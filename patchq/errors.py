@@ -45,7 +45,16 @@ class AnchorError(PatchqError):
     """An anchor resolved to zero definitions/nodes, or to more than expected.
 
     The message names what was searched and what was found instead: never a guess.
+    ``kind`` says which step failed (``patchq check`` reports it as the status):
+    ``"gone"`` when the definition is not found anywhere; ``"conflict"`` when it is found
+    but the pattern count is wrong, it is ambiguous, or the transform fails.
+    ``anchor`` is the anchor id when known.
     """
+
+    def __init__(self, message: str, kind: str = "conflict", anchor: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.anchor = anchor
 
 
 class TransformError(PatchqError):
