@@ -1,0 +1,345 @@
+"""Benchmark of the int8 lm-head w8a16 kernel against bf16 ``F.linear``.
+
+Usage (from the repo root, on a CUDA machine)::
+
+    PYTHONPATH=runtime:. python bench/int8_lmhead.py --json out.json
+    PYTHONPATH=runtime:. python bench/int8_lmhead.py --sweep --sweep-json cfg.json --json out.json
+
+For each batch B it times one call (CUDA events around each call, median of
+``--reps`` calls after ``--warmup`` calls) of ``int8_linear`` and of bf16
+``F.linear`` on the same [V, H] weight in the same process, and prints the effective
+GB/s of the weight read (int8 weight + fp16 scales for the kernel, bf16 weight for
+``F.linear``) and the speed-up. It also measures a device-to-device copy of the bf16
+weight (bytes read + written / time) as the bandwidth ceiling, and the memory figures
+of the real ``lm_head_logits`` path on a ``ParallelLMHead``-named module: bytes freed by
+dropping the bf16 weight, int8 weight + scales footprint, and the allocation peak
+while quantizing.
+
+``--sweep`` first times a fixed list of launch configurations per batch bucket
+(1, 16, 32, 64), picks the fastest of each, writes them as a launch table (JSON, the
+format of ``LAUNCH_CONFIGS[arch]``) and uses that table for the rest of the run. It
+is how the sm90 entries of ``LAUNCH_CONFIGS`` were chosen; it is a development tool,
+never run at server start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+V_DEFAULT = 248320
+H_DEFAULT = 3072
+BATCHES_DEFAULT = (1, 2, 4, 8, 13, 16, 32, 64)
+
+
+def _candidates():
+    """Launch configurations tried by --sweep, per bucket (fixed list)."""
+    out = {"1": [], "16": [], "32": [], "64": []}
+    for bn, bk, w in ((16, 512, 4), (32, 256, 4), (32, 512, 8), (64, 256, 8), (64, 128, 4), (128, 128, 8)):
+        for conv in (0, 1):
+            out["1"].append({"kernel": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": 1, "CONVERT": conv})
+    for bucket in ("16", "32", "64"):
+        bb = int(bucket)
+        for bn in (64, 128, 256):
+            for bk in (128, 256):
+                for w in (4, 8):
+                    for st in (3, 4):
+                        smem = st * (bn * bk + bb * bk * 2)
+                        if bb == 64:
+                            smem += bn * bk * 2  # converted tile staged for wgmma
+                        if smem > 220 * 1024:
+                            continue
+                        out[bucket].append({"kernel": "dott", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w,
+                                            "num_stages": st, "CONVERT": 0})
+        for bn, bk, w, st in ((128, 256, 4, 3), (128, 128, 8, 3), (256, 128, 8, 3)):
+            out[bucket].append({"kernel": "dott", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st, "CONVERT": 1})
+        for bn, bk, w, st in ((128, 256, 4, 3), (128, 128, 8, 4)):
+            out[bucket].append({"kernel": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st, "CONVERT": 1})
+    return out
+
+
+class _Fake:
+    """Stands for a tensor in Triton's warmup (dtype, shape, strides, aligned ptr)."""
+
+    def __init__(self, dtype, shape, strides):
+        self.dtype = dtype
+        self.shape = tuple(shape)
+        self._strides = tuple(strides)
+
+    def stride(self, dim=None):
+        return self._strides if dim is None else self._strides[dim]
+
+    @staticmethod
+    def data_ptr():
+        return 0
+
+
+def _compile_one(cfg, B, V, H, dtype_name):
+    """Worker: compile one (config, batch) into Triton's disk cache."""
+    import torch
+
+    from patchq_runtime import int8_lmhead as m
+
+    dt = getattr(torch, dtype_name)
+    x2 = _Fake(dt, (B, H), (H, 1))
+    q = _Fake(torch.int8, (V, H), (H, 1))
+    s = _Fake(torch.float16, (V,), (1,))
+    out = _Fake(dt, (B, V), (V, 1))
+    t = time.time()
+    try:
+        fn, args, kw, grid = m._kernel_call(cfg, x2, q, s, None, out)
+        fn.warmup(*args, grid=grid, **kw)
+        return None, time.time() - t
+    except Exception as e:  # noqa: BLE001 - reported in the sweep table
+        return f"{type(e).__name__}: {str(e)[:200]}", time.time() - t
+
+
+def _time_call(fn, reps, warmup):
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))  # ms
+
+
+def _sweep(q, s, H, dtype, reps, workers, log):
+    import concurrent.futures as cf
+    import multiprocessing as mp
+
+    import torch
+
+    from patchq_runtime import int8_lmhead as m
+
+    V = q.shape[0]
+    cands = _candidates()
+    jobs = []
+    for bucket, lst in cands.items():
+        for cfg in lst:
+            jobs.append((bucket, cfg))
+    t0 = time.time()
+    errors = {}
+    if workers > 1:
+        ctx = mp.get_context("spawn")
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+            futs = {ex.submit(_compile_one, cfg, int(b), V, H, str(dtype).split(".")[-1]): (b, json.dumps(cfg, sort_keys=True))
+                    for b, cfg in jobs}
+            for f in cf.as_completed(futs):
+                try:
+                    err, _dt = f.result()
+                except Exception as e:  # noqa: BLE001
+                    err = f"{type(e).__name__}: {e}"
+                if err:
+                    errors[futs[f]] = err
+    log(f"sweep: precompiled {len(jobs)} configs in {time.time() - t0:.1f}s ({len(errors)} failed)")
+    results = {}
+    best = {}
+    for bucket, lst in cands.items():
+        B = int(bucket)
+        x = torch.randn(B, H, device=q.device).to(dtype)
+        out = torch.empty(B, V, device=q.device, dtype=dtype)
+        rows = []
+        for cfg in lst:
+            key = (bucket, json.dumps(cfg, sort_keys=True))
+            if key in errors:
+                rows.append((float("inf"), cfg, errors[key]))
+                continue
+            c = dict(cfg)
+            if c["kernel"] != "gemv":
+                c["BLOCK_B"] = max(16, B)
+            try:
+                ms = _time_call(lambda: m._launch(x, q, s, None, out, c), reps, 3)
+                rows.append((ms, cfg, None))
+            except Exception as e:  # noqa: BLE001
+                rows.append((float("inf"), cfg, f"{type(e).__name__}: {str(e)[:160]}"))
+        rows.sort(key=lambda r: r[0])
+        results[bucket] = [{"ms": r[0], "cfg": r[1], "error": r[2]} for r in rows]
+        best[bucket] = rows[0][1]
+        log(f"sweep bucket {bucket} (B={B}): best {rows[0][0]:.4f} ms {rows[0][1]}")
+        for ms, cfg, err in rows[:6]:
+            log(f"    {ms:8.4f} ms  {cfg}" + (f"  ERR {err}" if err else ""))
+        nerr = sum(1 for r in rows if r[2])
+        if nerr:
+            log(f"    ({nerr} configs failed; first: {next(r[2] for r in rows if r[2])})")
+    # bucket "1": the best gemv vs the best "16" config at B=1
+    x1 = torch.randn(1, H, device=q.device).to(dtype)
+    o1 = torch.empty(1, V, device=q.device, dtype=dtype)
+    c16 = dict(best["16"])
+    c16["BLOCK_B"] = 16
+    ms16 = _time_call(lambda: m._launch(x1, q, s, None, o1, c16), reps, 3)
+    ms1 = results["1"][0]["ms"]
+    log(f"sweep bucket 1: gemv best {ms1:.4f} ms vs bucket-16 config at B=1 {ms16:.4f} ms")
+    if ms16 < ms1:
+        best["1"] = dict(best["16"])
+    return best, results
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", help="write results as JSON to this path")
+    ap.add_argument("--rows", type=int, default=V_DEFAULT)
+    ap.add_argument("--hidden", type=int, default=H_DEFAULT)
+    ap.add_argument("--batches", default=",".join(map(str, BATCHES_DEFAULT)))
+    ap.add_argument("--extra-batches", default="128,256", help="also timed, reported apart (multi-launch paths)")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--sweep", action="store_true", help="time the fixed config list first and use the winners")
+    ap.add_argument("--sweep-json", help="where --sweep writes the chosen launch table")
+    ap.add_argument("--sweep-reps", type=int, default=25)
+    ap.add_argument("--workers", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--log", help="also append the printed lines to this file")
+    args = ap.parse_args(argv)
+
+    import torch
+    import torch.nn.functional as F
+
+    from patchq_runtime import int8_lmhead as m
+
+    logf = open(args.log, "a") if args.log else None
+
+    def log(msg=""):
+        print(msg, flush=True)
+        if logf:
+            logf.write(msg + "\n")
+            logf.flush()
+
+    if not torch.cuda.is_available():
+        log("CUDA not available: nothing to benchmark")
+        return 2
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    import triton
+
+    log(f"device: {props.name} sm{props.major}{props.minor} {props.multi_processor_count} SMs, "
+        f"torch {torch.__version__}, triton {triton.__version__}")
+    V, H = args.rows, args.hidden
+    dtype = torch.bfloat16
+    g = torch.Generator(device=dev).manual_seed(0)
+    w = (torch.randn(V, H, device=dev, generator=g) * 0.02).to(dtype)
+    torch.cuda.synchronize()
+    t = time.time()
+    q, s = m.quantize_rows(w)
+    torch.cuda.synchronize()
+    quant_s = time.time() - t
+    int8_bytes = q.numel() * q.element_size() + s.numel() * s.element_size()
+    bf16_bytes = w.numel() * w.element_size()
+    log(f"weight [{V}, {H}] bf16 {bf16_bytes / 1e6:.1f} MB -> int8 {q.numel() / 1e6:.1f} MB + scales "
+        f"{s.numel() * 2 / 1e6:.3f} MB; quantize_rows {quant_s * 1e3:.0f} ms (first call, includes allocation)")
+
+    # bandwidth ceiling: device-to-device copy of the bf16 weight
+    dst = torch.empty_like(w)
+    copy_ms = _time_call(lambda: dst.copy_(w), 20, 3)
+    copy_tbs = 2 * bf16_bytes / (copy_ms * 1e-3) / 1e12
+    del dst
+    floor_ms = int8_bytes / (copy_tbs * 1e12) * 1e3
+    log(f"d2d copy of the bf16 weight: {copy_ms:.4f} ms = {copy_tbs:.2f} TB/s (read+write); "
+        f"int8 read floor at that rate {floor_ms:.4f} ms")
+
+    result = {"device": props.name, "sm": f"sm{props.major}{props.minor}", "V": V, "H": H,
+              "torch": torch.__version__, "triton": triton.__version__,
+              "copy_tb_s": copy_tbs, "int8_floor_ms": floor_ms}
+    if args.sweep:
+        best, sweep_rows = _sweep(q, s, H, dtype, args.sweep_reps, args.workers, log)
+        table = dict(best)
+        result["sweep"] = sweep_rows
+        result["chosen"] = table
+        path = args.sweep_json or "int8_lmhead_sweep_config.json"
+        with open(path, "w") as fh:
+            json.dump({f"sm{props.major}{props.minor}": table}, fh, indent=1, sort_keys=True)
+        os.environ["PATCHQ_INT8_LMHEAD_CONFIG"] = os.path.abspath(path)
+        log(f"sweep: chosen table written to {path} and used below")
+    table = m._configs_for(dev)
+    result["launch_table"] = table
+    log(f"launch table: {json.dumps(table, sort_keys=True)}")
+
+    batches = [int(b) for b in args.batches.split(",") if b]
+    extra = [int(b) for b in args.extra_batches.split(",") if b]
+    rows = []
+    log("")
+    log(f"{'B':>4} {'int8 ms':>9} {'bf16 ms':>9} {'speedup':>8} {'int8 GB/s':>10} {'bf16 GB/s':>10}  config")
+    for B in batches + extra:
+        x = (torch.randn(B, H, device=dev, generator=g)).to(dtype)
+        t8 = _time_call(lambda: m.int8_linear(x, q, s), args.reps, args.warmup)
+        t16 = _time_call(lambda: F.linear(x, w), args.reps, args.warmup)
+        cfg = m._bucket_cfg(table, B) if B <= m.MAX_KERNEL_ROWS else ("loop of 64-row launches" if B <= m.MAX_LOOP_ROWS else "dequant+F.linear")
+        row = {"B": B, "int8_ms": t8, "bf16_ms": t16, "speedup": t16 / t8,
+               "int8_gb_s": int8_bytes / (t8 * 1e-3) / 1e9, "bf16_gb_s": bf16_bytes / (t16 * 1e-3) / 1e9,
+               "config": cfg, "extra": B in extra and B not in batches}
+        rows.append(row)
+        log(f"{B:>4} {t8:>9.4f} {t16:>9.4f} {row['speedup']:>7.2f}x {row['int8_gb_s']:>10.0f} {row['bf16_gb_s']:>10.0f}  "
+            f"{cfg if isinstance(cfg, str) else json.dumps(cfg, sort_keys=True)}")
+    result["table"] = rows
+    main_rows = [r for r in rows if not r["extra"]]
+    le16 = [r for r in main_rows if r["B"] <= 16]
+    at64 = [r for r in main_rows if r["B"] == 64]
+    verdict = {
+        "max_int8_ms_B_le_16": max(r["int8_ms"] for r in le16) if le16 else None,
+        "min_speedup_B_le_16": min(r["speedup"] for r in le16) if le16 else None,
+        "speedup_B_64": at64[0]["speedup"] if at64 else None,
+    }
+    verdict["target_B_le_16"] = bool(le16) and verdict["max_int8_ms_B_le_16"] <= 0.21 and verdict["min_speedup_B_le_16"] >= 1.85
+    verdict["target_B_64"] = bool(at64) and verdict["speedup_B_64"] >= 1.5
+    result["verdict"] = verdict
+    log(f"targets: B<=16 max {verdict['max_int8_ms_B_le_16']:.4f} ms (<= 0.21), min speedup "
+        f"{verdict['min_speedup_B_le_16']:.2f}x (>= 1.85) -> {'MET' if verdict['target_B_le_16'] else 'NOT MET'}; "
+        f"B=64 speedup {verdict['speedup_B_64']:.2f}x (>= 1.5) -> {'MET' if verdict['target_B_64'] else 'NOT MET'}")
+
+    # memory: the real path on a ParallelLMHead-named module
+    del q, s
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+    class UnquantizedEmbeddingMethod:
+        def apply(self, layer, x, bias=None):
+            return F.linear(x, layer.weight, bias)
+
+    class ParallelLMHead(torch.nn.Module):
+        def __init__(self, weight):
+            super().__init__()
+            self.weight = torch.nn.Parameter(weight, requires_grad=False)
+            self.quant_method = UnquantizedEmbeddingMethod()
+
+    os.environ.pop("PATCHQ_INT8_LMHEAD_KEEP_BF16", None)
+    head = ParallelLMHead(w)
+    del w
+    x = torch.randn(4, H, device=dev, generator=g).to(dtype)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    logits = m.lm_head_logits(head, x, None)
+    torch.cuda.synchronize()
+    after = torch.cuda.memory_allocated(dev)
+    peak = torch.cuda.max_memory_allocated(dev)
+    qh, sh = head._patchq_int8
+    footprint = qh.numel() + sh.numel() * 2
+    mem = {"bf16_weight_bytes": bf16_bytes, "bytes_freed": bf16_bytes if head.weight.stride() == (0, 0) else 0,
+           "int8_weight_bytes": qh.numel(), "scales_bytes": sh.numel() * 2, "int8_footprint_bytes": footprint,
+           "allocated_delta_bytes": after - before - logits.numel() * logits.element_size(),
+           "quantize_peak_extra_bytes": peak - before,
+           "weight_shape_after_free": list(head.weight.shape), "weight_stride_after_free": list(head.weight.stride())}
+    result["memory"] = mem
+    log("")
+    log(f"memory: bf16 weight {bf16_bytes} B freed={mem['bytes_freed']} B; int8 {qh.numel()} B + scales "
+        f"{sh.numel() * 2} B = {footprint} B ({footprint / bf16_bytes:.4f} of bf16); net allocated change "
+        f"{mem['allocated_delta_bytes']} B; transient peak above start while quantizing "
+        f"{mem['quantize_peak_extra_bytes']} B; weight after free: shape {tuple(head.weight.shape)} stride "
+        f"{tuple(head.weight.stride())}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1, default=str)
+        log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,812 @@
+"""int8 lm-head: per-row symmetric int8 weight + batched w8a16 Triton GEMV.
+
+The ``int8-lmhead`` patch makes vLLM's ``LogitsProcessor._get_logits`` (vLLM
+0.17-0.25; ``_apply_head`` from 0.26) call::
+
+    from patchq_runtime.int8_lmhead import lm_head_logits
+    logits = lm_head_logits(lm_head, hidden_states, embedding_bias)
+
+in place of ``lm_head.quant_method.apply(lm_head, hidden_states, bias=embedding_bias)``.
+
+What happens
+------------
+On the first call for a given lm-head weight, :func:`lm_head_logits` decides once
+whether the module is *eligible*:
+
+* ``lm_head.weight`` is a 2-D bf16 or fp16 tensor with more than
+  :data:`MIN_ROWS_DEFAULT` rows (override: env ``PATCHQ_INT8_LMHEAD_MIN_ROWS``);
+* ``type(lm_head.quant_method).__name__`` is ``UnquantizedEmbeddingMethod`` or
+  ``UnquantizedLinearMethod`` (vLLM's plain bf16 path; checked by name so that this
+  module never imports vLLM);
+* the weight is on a CUDA device and Triton imports -- or env
+  ``PATCHQ_INT8_LMHEAD_FORCE=1`` (then the plain-torch path below computes the same
+  math, e.g. on CPU);
+* env ``PATCHQ_INT8_LMHEAD_DISABLE`` is not ``1``.
+
+If eligible, it builds a per-row symmetric int8 copy (:func:`quantize_rows`), stashes
+it on the module *and* on the weight Parameter (``_patchq_int8 = (qweight, scales)``),
+frees the bf16 weight (:func:`release_bf16_weight`) unless
+``PATCHQ_INT8_LMHEAD_KEEP_BF16=1``, and from then on computes logits with the w8a16
+kernel. Anything not eligible goes to ``lm_head.quant_method.apply`` unchanged.
+
+Sharing with a drafter
+----------------------
+A speculative drafter (DFlash, EAGLE, MTP) that shares the target's lm-head either
+holds the same module object or a module whose ``weight`` is the same Parameter
+object. Both find the int8 copy: it is looked up on the module first, then on the
+Parameter. A drafter with a bf16 *copy* of the weight (a different Parameter) gets
+its own int8 copy on its own first call.
+
+What "free" means
+-----------------
+vLLM keeps references to ``lm_head.weight`` (the module attribute, the weight
+loader, sometimes the drafter). Deleting the attribute would break them, so the
+Parameter object stays and only its storage goes: ``weight.data`` is replaced by a
+one-element tensor expanded to the original ``[V, H]`` shape (stride ``(0, 0)``).
+Shape, dtype and device metadata are unchanged, ``numel()`` still says ``V*H``, but
+the storage is 2 bytes; in-place writes into it raise (PyTorch refuses to write
+through an expanded tensor), and reads return zeros. The ``V*H*2`` bytes return to
+PyTorch's caching allocator (not to the driver: no ``empty_cache`` is called).
+Consequences: weight reloading (``load_weights`` after start, RL weight sync), sleep
+mode with weight offload and a *tied* embedding cannot work on the freed weight. A
+tied lm-head (vLLM then passes the ``VocabParallelEmbedding`` itself as
+``lm_head``) is therefore never freed: only a module whose class is named
+``ParallelLMHead`` is. Set ``PATCHQ_INT8_LMHEAD_KEEP_BF16=1`` when any of those
+matter. Note for the KV-cache budget: vLLM sizes the KV pool from the weight memory
+measured at load time plus the profiling peak; whether the freed 1.5 GB shows up as
+a bigger pool depends on where the first call lands (the profiling run does call
+the lm-head). :func:`prepare` does the same work eagerly for a caller that wants it
+earlier.
+
+Kernel
+------
+``out[b, n] = (sum_k x[b, k] * q[n, k]) * scale[n] (+ bias[n])``: bf16/fp16
+activations, int8 weight converted in registers, fp32 accumulation (tensor cores via
+``tl.dot``: every product of a bf16 value and an int8 value is exact in fp32), fp32
+scale and bias epilogue, one rounding to the activation dtype. Each program owns
+``BLOCK_N`` weight rows and loops over K in ``BLOCK_K`` steps; the whole batch
+(padded to ``BLOCK_B`` in {16, 32, 64}) is processed per weight tile, so the weight
+is read exactly once per launch for any batch of 1..64 rows. A batch of exactly
+one row may use a CUDA-core GEMV variant when the architecture's table says so.
+Batches above 64 rows run as consecutive 64-row launches (each re-reads the weight)
+up to :data:`MAX_LOOP_ROWS`; larger batches (prefill-sized, compute-bound) dequantize
+``DEQUANT_CHUNK_ROWS`` weight rows at a time to the activation dtype and use
+``F.linear`` on each chunk.
+
+Launch configurations are fixed per GPU architecture (:data:`LAUNCH_CONFIGS`, keyed
+``sm<major><minor>``; no autotuning at server start). Triton still JIT-compiles each
+(kernel, batch bucket) the first time it is used; :func:`prepare` compiles all of
+them up front unless ``PATCHQ_INT8_LMHEAD_WARMUP=0``.
+
+Importing this module imports neither torch nor triton (patchq imports the package
+on machines without torch): both are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Optional, Tuple
+
+__all__ = [
+    "MIN_ROWS_DEFAULT",
+    "LAUNCH_CONFIGS",
+    "lm_head_logits",
+    "prepare",
+    "quantize_rows",
+    "int8_linear_reference",
+    "int8_linear",
+    "release_bf16_weight",
+    "is_eligible",
+]
+
+#: Minimum number of weight rows (exclusive) for the int8 path; env
+#: ``PATCHQ_INT8_LMHEAD_MIN_ROWS`` overrides it (tests use small values).
+MIN_ROWS_DEFAULT = 100_000
+
+#: Largest batch handled by a single kernel launch.
+MAX_KERNEL_ROWS = 64
+#: Batches up to this many rows loop over 64-row launches; above it, the chunked
+#: dequantize + ``F.linear`` path is used.
+MAX_LOOP_ROWS = 256
+#: Weight rows dequantized at a time on the large-batch path (3072-wide bf16: 96 MiB).
+DEQUANT_CHUNK_ROWS = 16384
+#: Weight rows processed at a time by :func:`quantize_rows` and the torch reference
+#: path (bounds the fp32 temporaries).
+QUANT_CHUNK_ROWS = 16384
+
+_ENV_MIN_ROWS = "PATCHQ_INT8_LMHEAD_MIN_ROWS"
+_ENV_KEEP = "PATCHQ_INT8_LMHEAD_KEEP_BF16"
+_ENV_DISABLE = "PATCHQ_INT8_LMHEAD_DISABLE"
+_ENV_FORCE = "PATCHQ_INT8_LMHEAD_FORCE"
+_ENV_WARMUP = "PATCHQ_INT8_LMHEAD_WARMUP"
+_ENV_CONFIG = "PATCHQ_INT8_LMHEAD_CONFIG"
+
+_UNQUANTIZED_METHODS = ("UnquantizedEmbeddingMethod", "UnquantizedLinearMethod")
+_ATTR = "_patchq_int8"
+_STATE_ATTR = "_patchq_int8_state"
+
+# ---------------------------------------------------------------------------
+# Launch configurations
+# ---------------------------------------------------------------------------
+# Per architecture, per batch bucket. Bucket "1" is the batch-of-one case; buckets
+# "16"/"32"/"64" serve batches up to that size with BLOCK_B = bucket. Fields:
+#   kernel     "dott": MMA with the activations as operand A and the converted
+#                      weight tile as operand B (16-byte int8 loads, cp.async
+#                      pipelined; mma.sync for BLOCK_B < 64, wgmma at 64 on sm90);
+#              "dot":  MMA with the weight tile as operand A (kept for comparison:
+#                      Triton 3.6 loads its int8 A fragments 2 bytes at a time);
+#              "gemv": CUDA-core FMA kernel, batch of one only.
+#   BLOCK_N    weight rows per program; BLOCK_K columns per K step;
+#   num_warps, num_stages (software pipelining depth);
+#   CONVERT    0: Triton's own int8->bf16/fp16 conversion (byte-permute + half add
+#              on sm90); 1: this module's PTX (byte-permute into fp32 2^23+u,
+#              subtract, pack) -- exact as well; bf16 activations only for dot/dott.
+#
+# sm90 (H100/H200): picked by `bench/int8_lmhead.py --sweep` on an H200 (numbers in
+#   bench/README.md). sm121 (GB10, DGX Spark) and "default": NOT measured here;
+#   conservative choices that fit GB10's 101376 bytes of shared memory per block and
+#   sm80-class mma.sync. Re-run the sweep on the part to tune them.
+LAUNCH_CONFIGS = {
+    "sm90": {
+        "1": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "16": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "32": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "64": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 8, "num_stages": 3, "CONVERT": 0},
+    },
+    "sm121": {
+        "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+    },
+    "default": {
+        "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+    },
+}
+
+_BUCKETS = (16, 32, 64)
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _min_rows() -> int:
+    raw = os.environ.get(_ENV_MIN_ROWS, "").strip()
+    if not raw:
+        return MIN_ROWS_DEFAULT
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{_ENV_MIN_ROWS}={raw!r} is not an integer") from None
+
+
+# ---------------------------------------------------------------------------
+# Quantization math (plain torch; also the reference the tests and kernel match)
+# ---------------------------------------------------------------------------
+def quantize_rows(w, chunk_rows: int = QUANT_CHUNK_ROWS):
+    """Per-row symmetric int8 quantization.
+
+    Args:
+        w: floating tensor ``[V, H]`` (any float dtype, any device).
+        chunk_rows: rows processed at a time (bounds the fp32 temporaries to
+            ``chunk_rows * H * 4`` bytes).
+
+    Returns:
+        ``(q, scales)``: ``q`` int8 ``[V, H]`` with values in ``[-127, 127]``,
+        ``scales`` fp16 ``[V]``, on ``w``'s device. Row ``n`` dequantizes as
+        ``q[n].float() * scales[n].float()``.
+
+    Math: ``s = max(absmax(w[n]) / 127, 1e-12)`` in fp32, rounded to fp16 (the
+    stored scale); ``q = clamp(round_half_even(w / s16), -127, 127)`` where ``s16``
+    is the fp16 scale read back as fp32, so rows are quantized with exactly the
+    scale that is stored. A row whose fp16 scale underflows to 0 (absmax below
+    ~4e-6) is divided by the fp32 scale instead and dequantizes to zeros (error at
+    most its absmax). An all-zero row gives ``q = 0`` and ``scale = 0``.
+
+    Raises:
+        ValueError: ``w`` is not 2-D or not floating point.
+    """
+    import torch
+
+    if w.dim() != 2:
+        raise ValueError(f"quantize_rows expects a 2-D weight, got shape {tuple(w.shape)}")
+    if not w.is_floating_point():
+        raise ValueError(f"quantize_rows expects a floating weight, got {w.dtype}")
+    V, H = w.shape
+    q = torch.empty((V, H), dtype=torch.int8, device=w.device)
+    scales = torch.empty((V,), dtype=torch.float16, device=w.device)
+    step = max(1, int(chunk_rows))
+    for i in range(0, V, step):
+        wc = w[i : i + step].float()
+        amax = wc.abs().amax(dim=1)
+        s32 = (amax / 127.0).clamp_min(1e-12)
+        s16 = s32.to(torch.float16)
+        div = s16.float()
+        div = torch.where(div > 0, div, s32)
+        qc = torch.round(wc / div[:, None]).clamp_(-127.0, 127.0)
+        q[i : i + step] = qc.to(torch.int8)
+        scales[i : i + step] = s16
+        del wc, qc
+    return q, scales
+
+
+def int8_linear_reference(x, q, scales, bias=None, out_dtype=None, chunk_rows: int = QUANT_CHUNK_ROWS):
+    """Plain-torch w8a16 product with the kernel's math.
+
+    Args:
+        x: activations ``[..., H]`` (bf16/fp16/fp32).
+        q: int8 weight ``[V, H]``.
+        scales: fp16 (or any float) per-row scales ``[V]``.
+        bias: optional ``[V]`` added after scaling.
+        out_dtype: result dtype; default ``x.dtype``.
+        chunk_rows: weight rows converted to fp32 at a time.
+
+    Returns:
+        ``[..., V]`` tensor of ``out_dtype``:
+        ``round_to_out((x.float() @ q.float().T) * scales.float() + bias.float())``
+        -- fp32 accumulation, one final rounding, exactly what the Triton kernel
+        computes up to fp32 summation order.
+
+    Raises:
+        ValueError: the last dim of ``x`` is not ``q.shape[1]``, or shapes of
+            ``scales``/``bias`` are not ``[V]``.
+    """
+    import torch
+
+    V, H = q.shape
+    if x.shape[-1] != H:
+        raise ValueError(f"hidden size {x.shape[-1]} != weight columns {H}")
+    if tuple(scales.shape) != (V,):
+        raise ValueError(f"scales shape {tuple(scales.shape)} != ({V},)")
+    if bias is not None and tuple(bias.shape) != (V,):
+        raise ValueError(f"bias shape {tuple(bias.shape)} != ({V},)")
+    out_dtype = out_dtype or x.dtype
+    lead = x.shape[:-1]
+    xf = x.reshape(-1, H).float()
+    out = torch.empty((xf.shape[0], V), dtype=out_dtype, device=x.device)
+    step = max(1, int(chunk_rows))
+    for i in range(0, V, step):
+        acc = xf @ q[i : i + step].float().t()
+        acc = acc * scales[i : i + step].float()
+        if bias is not None:
+            acc = acc + bias[i : i + step].float()
+        out[:, i : i + step] = acc.to(out_dtype)
+    return out.reshape(*lead, V)
+
+
+# ---------------------------------------------------------------------------
+# Triton kernels (built lazily: no triton import at module import time)
+# ---------------------------------------------------------------------------
+_KERNELS = None
+
+
+def _build_kernels():
+    global _KERNELS
+    if _KERNELS is not None:
+        return _KERNELS
+    import triton
+    import triton.language as tl
+
+    @triton.jit(do_not_specialize=["B"])
+    def _w8a16_dot_kernel(
+        x_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
+        B, V, K, stride_xb, stride_qn, stride_ob,
+        HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, CONVERT: tl.constexpr,
+        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_B: tl.constexpr,
+    ):
+        # One program: BLOCK_N weight rows x all (<= BLOCK_B) activation rows.
+        pid = tl.program_id(0)
+        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        rows = tl.minimum(offs_n, V - 1)  # tail rows re-read the last row; store is masked
+        offs_k = tl.arange(0, BLOCK_K)
+        offs_b = tl.arange(0, BLOCK_B)
+        bmask = offs_b < B
+        q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]
+        x_ptrs = x_ptr + offs_b[None, :] * stride_xb + offs_k[:, None]  # [BLOCK_K, BLOCK_B]
+        acc = tl.zeros((BLOCK_N, BLOCK_B), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            if EVEN_K:
+                w = tl.load(q_ptrs)
+                xt = tl.load(x_ptrs, mask=bmask[None, :], other=0.0)
+            else:
+                kmask = (k0 + offs_k) < K
+                w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
+                xt = tl.load(x_ptrs, mask=kmask[:, None] & bmask[None, :], other=0.0)
+            if CONVERT == 1:
+                # int8x4 -> bf16x4, exact: bias each byte to u = b + 128, build the
+                # fp32 2^23 + u by byte-permute, subtract 2^23 + 128, keep the high
+                # halves (exact: |b| <= 128 needs <= 8 significant bits).
+                wb = tl.inline_asm_elementwise(
+                    asm="""
+                    {
+                    .reg .b32 pq_u, pq_f0, pq_f1, pq_f2, pq_f3;
+                    xor.b32 pq_u, $2, 0x80808080;
+                    prmt.b32 pq_f0, pq_u, 0x4B000000, 0x7650;
+                    prmt.b32 pq_f1, pq_u, 0x4B000000, 0x7651;
+                    prmt.b32 pq_f2, pq_u, 0x4B000000, 0x7652;
+                    prmt.b32 pq_f3, pq_u, 0x4B000000, 0x7653;
+                    sub.f32 pq_f0, pq_f0, 0f4B000080;
+                    sub.f32 pq_f1, pq_f1, 0f4B000080;
+                    sub.f32 pq_f2, pq_f2, 0f4B000080;
+                    sub.f32 pq_f3, pq_f3, 0f4B000080;
+                    prmt.b32 $0, pq_f0, pq_f1, 0x7632;
+                    prmt.b32 $1, pq_f2, pq_f3, 0x7632;
+                    }
+                    """,
+                    constraints="=r,=r,r",
+                    args=[w],
+                    dtype=tl.bfloat16,
+                    is_pure=True,
+                    pack=4,
+                )
+            else:
+                wb = w.to(xt.dtype)
+            acc = tl.dot(wb, xt, acc)
+            q_ptrs += BLOCK_K
+            x_ptrs += BLOCK_K
+        scale = tl.load(s_ptr + rows).to(tl.float32)
+        acc = acc * scale[:, None]
+        if HAS_BIAS:
+            acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[:, None]
+        out_ptrs = out_ptr + offs_b[None, :] * stride_ob + offs_n[:, None]
+        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(offs_n < V)[:, None] & bmask[None, :])
+
+    @triton.jit(do_not_specialize=["B"])
+    def _w8a16_dott_kernel(
+        x_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
+        B, V, K, stride_xb, stride_qn, stride_ob,
+        HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, CONVERT: tl.constexpr,
+        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_B: tl.constexpr,
+    ):
+        # Same math as _w8a16_dot_kernel with the operands swapped: activations are
+        # the MMA's A operand, the converted weight tile its B operand. The int8 tile
+        # is loaded straight into registers (16-byte loads), converted there, and
+        # the compiler stages the bf16 tile through shared memory for the MMA.
+        pid = tl.program_id(0)
+        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        rows = tl.minimum(offs_n, V - 1)
+        offs_k = tl.arange(0, BLOCK_K)
+        offs_b = tl.arange(0, BLOCK_B)
+        bmask = offs_b < B
+        q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]  # [BLOCK_N, BLOCK_K]
+        x_ptrs = x_ptr + offs_b[:, None] * stride_xb + offs_k[None, :]  # [BLOCK_B, BLOCK_K]
+        acc = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            if EVEN_K:
+                w = tl.load(q_ptrs)
+                xa = tl.load(x_ptrs, mask=bmask[:, None], other=0.0)
+            else:
+                kmask = (k0 + offs_k) < K
+                w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
+                xa = tl.load(x_ptrs, mask=bmask[:, None] & kmask[None, :], other=0.0)
+            if CONVERT == 1:
+                wb = tl.inline_asm_elementwise(
+                    asm="""
+                    {
+                    .reg .b32 pq_u, pq_f0, pq_f1, pq_f2, pq_f3;
+                    xor.b32 pq_u, $2, 0x80808080;
+                    prmt.b32 pq_f0, pq_u, 0x4B000000, 0x7650;
+                    prmt.b32 pq_f1, pq_u, 0x4B000000, 0x7651;
+                    prmt.b32 pq_f2, pq_u, 0x4B000000, 0x7652;
+                    prmt.b32 pq_f3, pq_u, 0x4B000000, 0x7653;
+                    sub.f32 pq_f0, pq_f0, 0f4B000080;
+                    sub.f32 pq_f1, pq_f1, 0f4B000080;
+                    sub.f32 pq_f2, pq_f2, 0f4B000080;
+                    sub.f32 pq_f3, pq_f3, 0f4B000080;
+                    prmt.b32 $0, pq_f0, pq_f1, 0x7632;
+                    prmt.b32 $1, pq_f2, pq_f3, 0x7632;
+                    }
+                    """,
+                    constraints="=r,=r,r",
+                    args=[w],
+                    dtype=tl.bfloat16,
+                    is_pure=True,
+                    pack=4,
+                )
+            else:
+                wb = w.to(xa.dtype)
+            acc = tl.dot(xa, tl.trans(wb), acc)
+            q_ptrs += BLOCK_K
+            x_ptrs += BLOCK_K
+        scale = tl.load(s_ptr + rows).to(tl.float32)
+        acc = acc * scale[None, :]
+        if HAS_BIAS:
+            acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[None, :]
+        out_ptrs = out_ptr + offs_b[:, None] * stride_ob + offs_n[None, :]
+        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=bmask[:, None] & (offs_n < V)[None, :])
+
+    @triton.jit
+    def _w8a16_gemv_kernel(
+        x_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
+        V, K, stride_qn,
+        HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, CONVERT: tl.constexpr,
+        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    ):
+        # Batch of one row on CUDA cores: BLOCK_N rows per program, fp32 partial
+        # sums kept per (row, k-lane), reduced once at the end.
+        pid = tl.program_id(0)
+        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        rows = tl.minimum(offs_n, V - 1)
+        offs_k = tl.arange(0, BLOCK_K)
+        q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]
+        x_ptrs = x_ptr + offs_k
+        acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            if EVEN_K:
+                w = tl.load(q_ptrs)
+                xv = tl.load(x_ptrs).to(tl.float32)
+            else:
+                kmask = (k0 + offs_k) < K
+                w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
+                xv = tl.load(x_ptrs, mask=kmask, other=0.0).to(tl.float32)
+            if CONVERT == 1:
+                wf = tl.inline_asm_elementwise(
+                    asm="""
+                    {
+                    .reg .b32 pq_u;
+                    xor.b32 pq_u, $4, 0x80808080;
+                    prmt.b32 $0, pq_u, 0x4B000000, 0x7650;
+                    prmt.b32 $1, pq_u, 0x4B000000, 0x7651;
+                    prmt.b32 $2, pq_u, 0x4B000000, 0x7652;
+                    prmt.b32 $3, pq_u, 0x4B000000, 0x7653;
+                    sub.f32 $0, $0, 0f4B000080;
+                    sub.f32 $1, $1, 0f4B000080;
+                    sub.f32 $2, $2, 0f4B000080;
+                    sub.f32 $3, $3, 0f4B000080;
+                    }
+                    """,
+                    constraints="=r,=r,=r,=r,r",
+                    args=[w],
+                    dtype=tl.float32,
+                    is_pure=True,
+                    pack=4,
+                )
+            else:
+                wf = w.to(tl.float32)
+            acc += wf * xv[None, :]
+            q_ptrs += BLOCK_K
+            x_ptrs += BLOCK_K
+        r = tl.sum(acc, axis=1) * tl.load(s_ptr + rows).to(tl.float32)
+        if HAS_BIAS:
+            r = r + tl.load(bias_ptr + rows).to(tl.float32)
+        tl.store(out_ptr + offs_n, r.to(out_ptr.dtype.element_ty), mask=offs_n < V)
+
+    _KERNELS = {"dot": _w8a16_dot_kernel, "dott": _w8a16_dott_kernel, "gemv": _w8a16_gemv_kernel}
+    return _KERNELS
+
+
+_CONFIG_CACHE: dict = {}
+
+
+def _arch_key(device) -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm{major}{minor}"
+
+
+def _configs_for(device) -> dict:
+    """Launch table for ``device``: LAUNCH_CONFIGS[arch] (or "default"), with an
+    optional JSON override from env PATCHQ_INT8_LMHEAD_CONFIG (a file holding either
+    one table or {arch: table}); used by the bench sweep, not in serving."""
+    key = (str(device), os.environ.get(_ENV_CONFIG, ""))
+    hit = _CONFIG_CACHE.get(key)
+    if hit is not None:
+        return hit
+    arch = _arch_key(device)
+    table = dict(LAUNCH_CONFIGS.get(arch, LAUNCH_CONFIGS["default"]))
+    path = os.environ.get(_ENV_CONFIG, "").strip()
+    if path:
+        with open(path) as fh:
+            data = json.load(fh)
+        if arch in data and isinstance(data[arch], dict):
+            data = data[arch]
+        table.update({str(k): v for k, v in data.items() if str(k) in ("1", "16", "32", "64")})
+    _CONFIG_CACHE[key] = table
+    return table
+
+
+def _kernel_call(cfg: dict, x2, q, scales, bias, out):
+    """(jit function, positional args, keyword args, grid) for one launch."""
+    import torch
+    import triton
+
+    kernels = _build_kernels()
+    B, K = x2.shape
+    V = q.shape[0]
+    kind = cfg.get("kernel", "dott")
+    BLOCK_N = int(cfg["BLOCK_N"])
+    BLOCK_K = int(cfg["BLOCK_K"])
+    convert = int(cfg.get("CONVERT", 0))
+    if convert == 1 and kind != "gemv" and x2.dtype != torch.bfloat16:
+        convert = 0  # the PTX conversion of the MMA kernels produces bf16 only
+    has_bias = bias is not None
+    bias_arg = bias if has_bias else scales  # dummy pointer, never read
+    kw = dict(
+        HAS_BIAS=has_bias, EVEN_K=(K % BLOCK_K == 0), CONVERT=convert,
+        BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+        num_warps=int(cfg["num_warps"]), num_stages=int(cfg["num_stages"]),
+    )
+    grid = (triton.cdiv(V, BLOCK_N),)
+    if kind == "gemv":
+        if B != 1:
+            raise ValueError("the gemv kernel handles a batch of one row")
+        args = (x2, q, scales, bias_arg, out, V, K, q.stride(0))
+        return kernels["gemv"], args, kw, grid
+    if kind not in ("dot", "dott"):
+        raise ValueError(f"unknown kernel {kind!r} in launch config")
+    kw["BLOCK_B"] = int(cfg.get("BLOCK_B", 0)) or max(16, 1 << (max(B, 1) - 1).bit_length())
+    args = (x2, q, scales, bias_arg, out, B, V, K, x2.stride(0), q.stride(0), out.stride(0))
+    return kernels[kind], args, kw, grid
+
+
+def _launch(x2, q, scales, bias, out, cfg: dict) -> None:
+    """One kernel launch for ``x2`` [B<=64, K] -> ``out`` [B, V] with config ``cfg``."""
+    fn, args, kw, grid = _kernel_call(cfg, x2, q, scales, bias, out)
+    fn[grid](*args, **kw)
+
+
+def _bucket_cfg(table: dict, B: int) -> dict:
+    if B == 1:
+        return table["1"]
+    for b in _BUCKETS:
+        if B <= b:
+            cfg = dict(table[str(b)])
+            cfg.setdefault("BLOCK_B", b)
+            return cfg
+    raise ValueError(f"batch {B} > {MAX_KERNEL_ROWS}")
+
+
+def int8_linear(x, q, scales, bias=None):
+    """w8a16 product ``x @ (q * scales[:, None]).T + bias`` on the GPU.
+
+    Args:
+        x: activations ``[..., H]``, bf16 or fp16, CUDA. Rows need a unit stride in
+            the last dim (copied otherwise).
+        q: int8 ``[V, H]`` contiguous, same device.
+        scales: fp16 ``[V]``, same device.
+        bias: optional ``[V]`` (any float dtype), same device.
+
+    Returns:
+        ``[..., V]`` in ``x.dtype``. Batches of 1..64 rows: one kernel launch. 65..256
+        rows: consecutive 64-row launches. More: chunked dequantize + ``F.linear``.
+        Falls back to :func:`int8_linear_reference` when ``x`` is not on CUDA or
+        not bf16/fp16, or Triton is missing.
+
+    Raises:
+        ValueError: shape mismatch between ``x``, ``q``, ``scales``, ``bias``.
+    """
+    import torch
+
+    V, H = q.shape
+    if x.shape[-1] != H:
+        raise ValueError(f"hidden size {x.shape[-1]} != weight columns {H}")
+    if not (x.is_cuda and q.is_cuda and x.dtype in (torch.bfloat16, torch.float16) and _triton_available()):
+        return int8_linear_reference(x, q, scales, bias)
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, H)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    B = x2.shape[0]
+    out = torch.empty((B, V), dtype=x.dtype, device=x.device)
+    if B == 0:
+        return out.reshape(*lead, V)
+    if bias is not None and not bias.is_contiguous():
+        bias = bias.contiguous()
+    if B > MAX_LOOP_ROWS:
+        for i in range(0, V, DEQUANT_CHUNK_ROWS):
+            wd = (q[i : i + DEQUANT_CHUNK_ROWS].to(x.dtype) * scales[i : i + DEQUANT_CHUNK_ROWS, None].to(x.dtype))
+            bc = None if bias is None else bias[i : i + DEQUANT_CHUNK_ROWS].to(x.dtype)
+            out[:, i : i + DEQUANT_CHUNK_ROWS] = torch.nn.functional.linear(x2, wd, bc)
+        return out.reshape(*lead, V)
+    table = _configs_for(x.device)
+    for i in range(0, B, MAX_KERNEL_ROWS):
+        xb = x2[i : i + MAX_KERNEL_ROWS]
+        _launch(xb, q, scales, bias, out[i : i + MAX_KERNEL_ROWS], _bucket_cfg(table, xb.shape[0]))
+    return out.reshape(*lead, V)
+
+
+def _triton_available() -> bool:
+    global _TRITON_OK
+    if _TRITON_OK is None:
+        try:
+            import triton  # noqa: F401
+            import triton.language  # noqa: F401
+
+            _TRITON_OK = True
+        except Exception:
+            _TRITON_OK = False
+    return _TRITON_OK
+
+
+_TRITON_OK: Optional[bool] = None
+
+
+# ---------------------------------------------------------------------------
+# Module-level plumbing
+# ---------------------------------------------------------------------------
+def is_eligible(lm_head) -> Tuple[bool, str]:
+    """Whether ``lm_head`` gets the int8 path, and why not.
+
+    Args:
+        lm_head: the vLLM lm-head module (``ParallelLMHead`` or, when tied, the
+            ``VocabParallelEmbedding``), or anything with ``weight`` and
+            ``quant_method`` attributes.
+
+    Returns:
+        ``(eligible, reason)``; ``reason`` is ``"ok"`` or a short explanation.
+
+    Raises:
+        ValueError: env ``PATCHQ_INT8_LMHEAD_MIN_ROWS`` is not an integer.
+    """
+    import torch
+
+    if _env_flag(_ENV_DISABLE):
+        return False, f"{_ENV_DISABLE}=1"
+    w = getattr(lm_head, "weight", None)
+    if w is None or not isinstance(w, torch.Tensor):
+        return False, "no weight tensor"
+    if getattr(w, _ATTR, None) is not None:
+        return True, "ok (int8 copy already on the weight Parameter)"
+    if w.dtype not in (torch.bfloat16, torch.float16):
+        return False, f"weight dtype {w.dtype}"
+    if w.dim() != 2:
+        return False, f"weight is {w.dim()}-D"
+    min_rows = _min_rows()
+    if w.shape[0] <= min_rows:
+        return False, f"{w.shape[0]} rows <= {min_rows}"
+    qm = getattr(lm_head, "quant_method", None)
+    qm_name = type(qm).__name__ if qm is not None else "None"
+    if qm_name not in _UNQUANTIZED_METHODS:
+        return False, f"quant_method {qm_name}"
+    if not _env_flag(_ENV_FORCE):
+        if not w.is_cuda:
+            return False, "weight not on CUDA"
+        if not _triton_available():
+            return False, "triton not importable"
+    return True, "ok"
+
+
+def release_bf16_weight(lm_head) -> int:
+    """Drop the storage of ``lm_head.weight`` and keep its metadata.
+
+    ``weight.data`` becomes a one-element tensor expanded to the original shape
+    (stride 0): shape/dtype/device unchanged, reads give zeros, in-place writes raise.
+    Tied embeddings (the module's class is not ``ParallelLMHead``) are left alone.
+
+    Args:
+        lm_head: module with a ``weight`` Parameter that already has an int8 copy.
+
+    Returns:
+        Bytes released to PyTorch's caching allocator (0 if nothing was freed).
+
+    Raises:
+        RuntimeError: the weight has no int8 copy yet (freeing it would lose the
+            only copy).
+    """
+    import torch
+
+    w = lm_head.weight
+    if getattr(w, _ATTR, None) is None:
+        raise RuntimeError("release_bf16_weight: quantize first (no int8 copy on the weight)")
+    if getattr(w, "_patchq_int8_freed", False):
+        return 0
+    if type(lm_head).__name__ != "ParallelLMHead" and not _env_flag("PATCHQ_INT8_LMHEAD_FREE_ANY"):
+        return 0
+    nbytes = w.numel() * w.element_size() if w.stride() != (0,) * w.dim() else 0
+    shape = tuple(w.shape)
+    stub = torch.zeros((), dtype=w.dtype, device=w.device).expand(shape)
+    w.data = stub
+    w._patchq_int8_freed = True
+    w._patchq_int8_orig_shape = shape
+    return nbytes
+
+
+def prepare(lm_head) -> bool:
+    """Decide eligibility and, if eligible, build the int8 copy now.
+
+    Idempotent; :func:`lm_head_logits` calls it on its first call. Frees the bf16
+    weight unless ``PATCHQ_INT8_LMHEAD_KEEP_BF16=1``; on CUDA also compiles the
+    kernels for every batch bucket unless ``PATCHQ_INT8_LMHEAD_WARMUP=0``.
+
+    Args:
+        lm_head: the lm-head module.
+
+    Returns:
+        True when the int8 path is active for this module.
+
+    Raises:
+        ValueError: bad ``PATCHQ_INT8_LMHEAD_MIN_ROWS``.
+    """
+    state = getattr(lm_head, _STATE_ATTR, None)
+    if state is not None:
+        return state == "int8"
+    ok, _reason = is_eligible(lm_head)
+    if not ok:
+        _set_attr(lm_head, _STATE_ATTR, "fallback")
+        return False
+    w = lm_head.weight
+    packed = getattr(w, _ATTR, None)
+    if packed is None:
+        import torch
+
+        with torch.no_grad():
+            packed = quantize_rows(w.detach())
+        w._patchq_int8 = packed
+    _set_attr(lm_head, _ATTR, packed)
+    _set_attr(lm_head, _STATE_ATTR, "int8")
+    if not _env_flag(_ENV_KEEP):
+        release_bf16_weight(lm_head)
+    if packed[0].is_cuda and os.environ.get(_ENV_WARMUP, "1").strip() != "0" and _triton_available():
+        _warmup(packed, w.dtype)
+    return True
+
+
+def _set_attr(mod, name, value):
+    # object.__setattr__ keeps torch.nn.Module from registering tensors as
+    # parameters/buffers (which would move them in .to() and show up in state_dict).
+    object.__setattr__(mod, name, value)
+
+
+def _warmup(packed, dtype) -> None:
+    import torch
+
+    q, scales = packed
+    H = q.shape[1]
+    with torch.no_grad():
+        for b in (1, 16, 32, 64):
+            x = torch.zeros((b, H), dtype=dtype, device=q.device)
+            int8_linear(x, q, scales, None)
+
+
+def lm_head_logits(lm_head, hidden_states, bias=None):
+    """Logits for ``hidden_states`` through ``lm_head`` (the patched vLLM call).
+
+    Args:
+        lm_head: vLLM lm-head module (``weight`` ``[V, H]``, ``quant_method``).
+        hidden_states: ``[..., H]`` activations (bf16/fp16 in serving).
+        bias: optional embedding bias ``[V]``.
+
+    Returns:
+        ``[..., V]`` logits in ``hidden_states.dtype``: from the int8 w8a16 kernel
+        when the module is eligible (decided once, on the first call), else exactly
+        ``lm_head.quant_method.apply(lm_head, hidden_states, bias=bias)``.
+
+    Raises:
+        ValueError: bad ``PATCHQ_INT8_LMHEAD_MIN_ROWS``, or ``hidden_states`` last
+            dim differs from the weight's columns on the int8 path.
+    """
+    packed = getattr(lm_head, _ATTR, None)
+    if packed is None:
+        state = getattr(lm_head, _STATE_ATTR, None)
+        if state is None:
+            w = getattr(lm_head, "weight", None)
+            shared = getattr(w, _ATTR, None) if w is not None else None
+            if shared is not None and not _env_flag(_ENV_DISABLE):
+                # A drafter sharing the target's weight Parameter: reuse its copy.
+                _set_attr(lm_head, _ATTR, shared)
+                _set_attr(lm_head, _STATE_ATTR, "int8")
+                packed = shared
+            elif prepare(lm_head):
+                packed = getattr(lm_head, _ATTR)
+    if packed is None:
+        return lm_head.quant_method.apply(lm_head, hidden_states, bias=bias)
+    q, scales = packed
+    return int8_linear(hidden_states, q, scales, bias)
+
+
+def _describe(lm_head) -> dict:  # pragma: no cover - debugging aid
+    """State of the int8 path on ``lm_head`` (for logs)."""
+    w = getattr(lm_head, "weight", None)
+    packed = getattr(lm_head, _ATTR, None)
+    info: dict[str, Any] = {"state": getattr(lm_head, _STATE_ATTR, None)}
+    if packed is not None:
+        info["int8_bytes"] = packed[0].numel() + packed[1].numel() * 2
+    if w is not None:
+        info["bf16_freed"] = bool(getattr(w, "_patchq_int8_freed", False))
+    return info
