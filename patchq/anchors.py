@@ -409,3 +409,66 @@ def definition_lines(text: str) -> dict[str, int]:
 
     walk(ast.parse(text).body, "")
     return out
+
+
+def replace_definition(module: cst.Module, old: DefNode, new: DefNode) -> cst.Module:
+    """``module`` with the definition ``old`` (by identity) replaced by ``new``.
+
+    Rebuilds only the containers on the path to ``old`` (module body, class bodies,
+    module-level ``if``/``try``/``with`` blocks: where :func:`index_definitions` looks),
+    instead of visiting the whole tree as ``deep_replace`` does.
+
+    Raises:
+        ValueError: ``old`` is not a definition reachable that way.
+    """
+
+    def in_body(body: Sequence[cst.CSTNode]) -> list[cst.CSTNode] | None:
+        for i, stmt in enumerate(body):
+            if stmt is old:
+                return [*body[:i], new, *body[i + 1:]]
+            replaced = in_stmt(stmt)
+            if replaced is not None:
+                return [*body[:i], replaced, *body[i + 1:]]
+        return None
+
+    def in_block(block) -> object | None:
+        if isinstance(block, cst.IndentedBlock):
+            body = in_body(block.body)
+            return None if body is None else block.with_changes(body=body)
+        return None
+
+    def in_stmt(stmt: cst.CSTNode) -> cst.CSTNode | None:
+        if isinstance(stmt, cst.ClassDef):
+            block = in_block(stmt.body)
+            return None if block is None else stmt.with_changes(body=block)
+        if isinstance(stmt, (cst.With, cst.Else, cst.ExceptHandler, cst.Finally)):
+            block = in_block(stmt.body)
+            return None if block is None else stmt.with_changes(body=block)
+        if isinstance(stmt, cst.If):
+            block = in_block(stmt.body)
+            if block is not None:
+                return stmt.with_changes(body=block)
+            if stmt.orelse is not None:
+                orelse = in_stmt(stmt.orelse)
+                return None if orelse is None else stmt.with_changes(orelse=orelse)
+            return None
+        if isinstance(stmt, cst.Try):
+            block = in_block(stmt.body)
+            if block is not None:
+                return stmt.with_changes(body=block)
+            for i, h in enumerate(stmt.handlers):
+                nh = in_stmt(h)
+                if nh is not None:
+                    return stmt.with_changes(handlers=[*stmt.handlers[:i], nh, *stmt.handlers[i + 1:]])
+            for name in ("orelse", "finalbody"):
+                part = getattr(stmt, name)
+                if part is not None:
+                    np = in_stmt(part)
+                    if np is not None:
+                        return stmt.with_changes(**{name: np})
+        return None
+
+    body = in_body(module.body)
+    if body is None:
+        raise ValueError("definition not found at module, class or block level")
+    return module.with_changes(body=body)

@@ -20,6 +20,7 @@ from patchq.anchors import (
     fingerprint,
     index_definitions,
     match_anchor,
+    replace_definition,
     resolve_definition,
 )
 from patchq.edits import EditContext, add_sentinel
@@ -217,7 +218,7 @@ def plan(
                                       f"{type(exc).__name__}: {exc}", kind="conflict",
                                       anchor=anchor_id) from exc
                 new_def = add_sentinel(new_def, patch.id, patch.hash)
-                ws.tree[hit.relpath] = ws.tree[hit.relpath].deep_replace(hit.node, new_def)
+                ws.tree[hit.relpath] = replace_definition(ws.tree[hit.relpath], hit.node, new_def)
                 result.anchors.append(AnchorResult(
                     anchor_id, hit.relpath, hit.qualname, ws.line_of(hit.relpath, hit.qualname),
                     hit.moved, len(matches), fp, _verified(spec, fp)))
