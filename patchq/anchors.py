@@ -26,7 +26,7 @@ import ast
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import libcst as cst
 
@@ -45,32 +45,43 @@ _WILDCARD_WHEN_EMPTY = frozenset({"orelse", "finalbody", "decorator_list", "type
 
 
 def _strip_docstrings(tree: ast.AST) -> None:
+    """Remove docstrings in place (prefer ``_normalize(..., strip_docstrings=True)``)."""
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if (
-                body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, _DOC_OWNERS) and node.body and _is_docstring(node.body[0]):
+            node.body = node.body[1:] or [ast.Pass()]
 
 
-def _normalize(node: object) -> object:
-    """A plain, Python-version-independent structure for an AST node."""
+def _is_docstring(stmt: object) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, str)
+    )
+
+
+_DOC_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _normalize(node: object, strip_docstrings: bool = False) -> object:
+    """A plain, Python-version-independent structure for an AST node.
+
+    With ``strip_docstrings`` the docstring of every module, class and function is left
+    out (an emptied body becomes ``pass``), without mutating the tree.
+    """
     if isinstance(node, ast.AST):
         items = []
         for name in node._fields:
             if name in _SKIP_FIELDS:
                 continue
             value = getattr(node, name, None)
+            if strip_docstrings and name == "body" and isinstance(node, _DOC_OWNERS) and value and _is_docstring(value[0]):
+                value = value[1:] or [ast.Pass()]
             if value is None or value == []:
                 continue
-            items.append((name, _normalize(value)))
+            items.append((name, _normalize(value, strip_docstrings)))
         return (type(node).__name__, tuple(items))
     if isinstance(node, list):
-        return tuple(_normalize(v) for v in node)
+        return tuple(_normalize(v, strip_docstrings) for v in node)
     return repr(node)
 
 
@@ -81,8 +92,7 @@ def fingerprint_code(code: str) -> str:
         SyntaxError: ``code`` does not parse.
     """
     tree = ast.parse(code)
-    _strip_docstrings(tree)
-    return hashlib.sha256(repr(_normalize(tree)).encode()).hexdigest()[:16]
+    return hashlib.sha256(repr(_normalize(tree, strip_docstrings=True)).encode()).hexdigest()[:16]
 
 
 def node_code(node: cst.CSTNode) -> str:
@@ -315,54 +325,199 @@ class DefinitionHit:
     moved: bool
 
 
-def resolve_definition(
+def locate_definition(
     spec: AnchorSpec,
     source: CodeSource,
-    module_of: Callable[[str], cst.Module | None],
-) -> DefinitionHit:
-    """Find the one definition ``spec.qualname`` names (see module docstring).
+    index_of: Callable[[str], Mapping[str, Sequence[object]] | None],
+) -> tuple[str, bool]:
+    """Which file holds the one definition ``spec.qualname`` names (module docstring).
 
     Args:
         spec: the anchor.
-        source: the vLLM to search (its file list and texts).
-        module_of: relpath -> parsed (possibly already edited) module, or None when the
-            file does not exist; the caller caches parses.
+        source: the vLLM to search (its file list and texts, for the package-wide search).
+        index_of: relpath -> {qualname: [definitions]} of the (possibly edited) file, or
+            None when it does not exist; :func:`ast_index` or :func:`index_definitions`.
+    Returns:
+        (relpath, moved): moved is True when found outside the module hint.
     Raises:
-        AnchorError: not found anywhere, or found in more than one place.
+        AnchorError: ``gone`` when not found anywhere; ``conflict`` when defined more than
+            once in the hinted module, or found in several other files.
     """
     hinted = [p for p in spec.module_paths if source.exists(p)]
     for relpath in hinted:
-        module = module_of(relpath)
-        found = index_definitions(module).get(spec.qualname, []) if module else []
+        found = (index_of(relpath) or {}).get(spec.qualname, [])
         if len(found) == 1:
-            return DefinitionHit(relpath, spec.qualname, found[0], moved=False)
+            return relpath, False
         if len(found) > 1:
             raise AnchorError(
                 f"{spec.qualname} is defined {len(found)} times in {relpath} "
                 f"(conditional definitions): cannot pick one", kind="conflict", anchor=spec.id,
             )
     first = spec.qualname.split(".")[0]
-    hits: list[DefinitionHit] = []
+    hits: list[str] = []
     for relpath in source.py_files():
         if relpath in hinted:
             continue
         text = source.read_text(relpath)
         if text is None or not _declares(text, first):
             continue
-        module = module_of(relpath)
-        for node in index_definitions(module).get(spec.qualname, []) if module else []:
-            hits.append(DefinitionHit(relpath, spec.qualname, node, moved=True))
+        hits += [relpath] * len((index_of(relpath) or {}).get(spec.qualname, []))
     if len(hits) == 1:
-        return hits[0]
+        return hits[0], True
     where = spec.module_paths[0] if not hinted else hinted[0]
     if not hits:
         raise AnchorError(
             f"anchor {spec.id}: {spec.qualname} not found in {where} nor anywhere in the package",
             kind="gone", anchor=spec.id,
         )
-    places = ", ".join(h.relpath for h in hits)
-    raise AnchorError(f"anchor {spec.id}: {spec.qualname} not in {where}; found {len(hits)} times elsewhere: {places}",
-                      kind="conflict", anchor=spec.id)
+    raise AnchorError(f"anchor {spec.id}: {spec.qualname} not in {where}; found {len(hits)} times "
+                      f"elsewhere: {', '.join(hits)}", kind="conflict", anchor=spec.id)
+
+
+def resolve_definition(
+    spec: AnchorSpec,
+    source: CodeSource,
+    module_of: Callable[[str], cst.Module | None],
+) -> DefinitionHit:
+    """Find the one definition ``spec.qualname`` names, as a node of a whole parsed module.
+
+    Args:
+        spec: the anchor.
+        source: the vLLM to search.
+        module_of: relpath -> parsed (possibly already edited) module, or None when the
+            file does not exist; the caller caches parses.
+    Raises:
+        AnchorError: see :func:`locate_definition`.
+    """
+
+    def index_of(relpath: str):
+        module = module_of(relpath)
+        return index_definitions(module) if module is not None else None
+
+    relpath, moved = locate_definition(spec, source, index_of)
+    node = index_definitions(module_of(relpath))[spec.qualname][0]  # type: ignore[arg-type]
+    return DefinitionHit(relpath, spec.qualname, node, moved=moved)
+
+
+# ---------------------------------------------------------------------------
+# definitions as text segments (the engine parses only these with libcst)
+
+
+def ast_index(text: str) -> dict[str, list[ast.AST]]:
+    """qualname -> :mod:`ast` definitions of a module's text (same rules as
+    :func:`index_definitions`, at C-parser speed).
+
+    Raises:
+        SyntaxError: the text does not parse.
+    """
+    out: dict[str, list[ast.AST]] = {}
+
+    def walk(body: list[ast.stmt], prefix: str) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                qual = prefix + stmt.name
+                out.setdefault(qual, []).append(stmt)
+                if isinstance(stmt, ast.ClassDef):
+                    walk(stmt.body, qual + ".")
+            elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+                walk(getattr(stmt, "body", []), prefix)
+                walk(getattr(stmt, "orelse", []), prefix)
+                walk(getattr(stmt, "finalbody", []), prefix)
+                for h in getattr(stmt, "handlers", []):
+                    walk(h.body, prefix)
+
+    walk(ast.parse(text).body, "")
+    return out
+
+
+def fingerprint_ast(node: ast.AST) -> str:
+    """:func:`fingerprint` of an :mod:`ast` definition (the same value, without libcst)."""
+    tree = ast.Module(body=[node], type_ignores=[])
+    return hashlib.sha256(repr(_normalize(tree, strip_docstrings=True)).encode()).hexdigest()[:16]
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings, split on ``\n`` only (as :mod:`ast` counts lines)."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    if not lines[-1]:
+        lines.pop()
+    return lines
+
+
+_WRAPPER = "class _patchq_segment_:\n"  # an indented definition parses inside it
+_LEAD = "pass\n"  # keeps comments above a top-level definition out of Module.header
+
+
+@dataclass
+class Segment:
+    """One definition cut out of a module's text, parsed alone with libcst.
+
+    Attributes:
+        relpath, qualname: where it is.
+        start, end: 0-based line range ``[start, end)`` in the module text, including
+            the comment lines directly above (sentinels) and decorators.
+        wrapped: True when the definition is indented (a method): it is parsed inside a
+            one-line dummy class, so its lines are parsed unchanged.
+        module: the parsed segment; node: the definition inside it.
+    """
+
+    relpath: str
+    qualname: str
+    start: int
+    end: int
+    wrapped: bool
+    module: cst.Module
+    node: DefNode
+
+    def render(self, new: DefNode) -> str:
+        """The segment's text with ``node`` replaced by ``new`` (same indentation)."""
+        if self.wrapped:
+            cls = self.module.body[0]
+            block = cls.body.with_changes(body=[new])  # type: ignore[attr-defined]
+            code = self.module.with_changes(body=[cls.with_changes(body=block)]).code  # type: ignore[attr-defined]
+            return code[len(_WRAPPER):]
+        return self.module.with_changes(body=[self.module.body[0], new]).code[len(_LEAD):]
+
+
+def cut_segment(text: str, relpath: str, qualname: str, node: ast.AST) -> Segment:
+    """Cut the definition ``node`` (from :func:`ast_index` of ``text``) out and parse it.
+
+    Raises:
+        libcst.ParserSyntaxError: the segment does not parse alone (never seen in vLLM).
+    """
+    lines = split_lines(text)
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+    end = node.end_lineno  # type: ignore[attr-defined]
+    line = lines[first]
+    indent = line[: len(line) - len(line.lstrip(" \t"))]
+    start = first
+    while start > 0:
+        above = lines[start - 1]
+        stripped = above.lstrip(" \t")
+        if stripped.startswith("#") and above[: len(above) - len(stripped)] == indent:
+            start -= 1
+        else:
+            break
+    seg = "".join(lines[start:end])
+    if not seg.endswith("\n"):
+        seg += "\n"
+    if indent:
+        module = cst.parse_module(_WRAPPER + seg)
+        defn = module.body[0].body.body[0]  # type: ignore[attr-defined]
+    else:
+        module = cst.parse_module(_LEAD + seg)
+        defn = module.body[1]
+    return Segment(relpath, qualname, start, end, bool(indent), module, defn)
+
+
+def splice(text: str, segment: Segment, new_text: str) -> str:
+    """``text`` with the segment's lines replaced by ``new_text``."""
+    lines = split_lines(text)
+    tail = lines[segment.end:]
+    if not tail and not text.endswith("\n") and new_text.endswith("\n"):
+        new_text = new_text[:-1]
+    return "".join(lines[: segment.start]) + new_text + "".join(tail)
 
 
 def match_anchor(spec: AnchorSpec, defn: DefNode) -> list[cst.CSTNode]:

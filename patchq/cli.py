@@ -131,20 +131,10 @@ def revert(
 def _render_apply(doc: dict, as_json: bool) -> None:
     if as_json:
         report.emit_json(doc)
-        return
-    con = report.console()
-    if doc["patches"] and (not doc["ok"] or not doc["noop"]):
-        report.render_patches(doc, f"{doc['command']} {doc['profile'] or '--all'} on vllm {doc['vllm']['version']}")
-    if doc["error"]:
-        typer.echo(f"patchq: error: {doc['error']}", err=True)
-        return
-    if doc["noop"]:
-        con.print(f"{doc['command']}: nothing to do (vllm {doc['vllm']['version']} already as wanted)")
-        return
-    for rel, kept in doc["foreign_kept"].items():
-        con.print(f"[yellow]kept foreign edit of {rel} at {kept}[/]")
-    con.print(f"{doc['command']}: wrote {len(doc['written'])} file(s); added {', '.join(doc['added']) or '-'}; "
-              f"removed {', '.join(doc['removed']) or '-'}")
+    elif doc["error"]:
+        typer.echo(report.apply_text(doc), err=True)
+    else:
+        typer.echo(report.apply_text(doc))
 
 
 @app.command()
@@ -205,6 +195,40 @@ def diff(
     else:
         sys.stdout.write(text)
     raise typer.Exit(EXIT_OK)
+
+
+@app.command()
+def check(
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to check"),
+    all_: bool = typer.Option(False, "--all", help="check every patch of the series"),
+    vllm: Optional[str] = typer.Option(None, "--vllm", help="a release from PyPI (cached) instead of the installed vLLM"),
+    source: Optional[str] = typer.Option(None, "--source", help="a vLLM source tree or git checkout instead"),
+    as_version: Optional[str] = typer.Option(None, "--as-version", help="the version of the --source tree"),
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    series_dir: Optional[str] = SeriesDir,
+    no_diff: bool = typer.Option(False, "--no-diff", help="do not print the drift diffs"),
+    as_json: bool = Json,
+) -> None:
+    """Dry-run a profile on a vLLM: each patch's status, reason, locations and upstream drift."""
+    from patchq.check import target_for
+    from patchq.commands import check as cmd
+
+    try:
+        if bool(profile) == all_:
+            raise UsageError("give --profile NAME or --all")
+        target = target_for(vllm, source, as_version, site_packages, python)
+        doc, code = cmd.run(target, _series(series_dir), profile)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    if as_json:
+        report.emit_json(doc)
+    else:
+        report.render_patches(doc, f"check {profile or '--all'} on vllm {doc['vllm']['version']} ({doc['vllm']['kind']})")
+        text = cmd.render_text(doc, show_diffs=not no_diff)
+        if text:
+            typer.echo(text)
+    raise typer.Exit(code)
 
 
 def main() -> None:

@@ -15,13 +15,14 @@ from typing import Callable, Iterable
 import libcst as cst
 
 from patchq.anchors import (
-    DefinitionHit,
-    definition_lines,
+    Segment,
+    ast_index,
+    cut_segment,
     fingerprint,
-    index_definitions,
+    fingerprint_ast,
+    locate_definition,
     match_anchor,
-    replace_definition,
-    resolve_definition,
+    splice,
 )
 from patchq.edits import EditContext, add_sentinel
 from patchq.errors import AnchorError
@@ -110,42 +111,87 @@ class Plan:
 
 
 class Workspace:
-    """Parsed modules of one source, pristine and edited (each file parsed once)."""
+    """The texts of one source, pristine and edited, and their indexes.
+
+    Definitions are located with :mod:`ast` (C speed) and only the anchored definition
+    is parsed with libcst (:func:`patchq.anchors.cut_segment`), then spliced back into
+    the text: everything outside the changed definitions stays byte-identical, and a
+    large module costs an ``ast`` parse, not a libcst parse.
+    """
 
     def __init__(self, source: CodeSource, read: Callable[[str], str | None]) -> None:
         self.source = source
         self._read = read
         self.pristine_text: dict[str, str] = {}
-        self.pristine_tree: dict[str, cst.Module] = {}
-        self.tree: dict[str, cst.Module] = {}
-        self._lines: dict[str, dict[str, int]] = {}
+        self.text: dict[str, str] = {}
+        self._index: dict[str, tuple[str, dict]] = {}
+        self._pristine_index: dict[str, dict] = {}
+        self._modules: dict[str, tuple[str, cst.Module]] = {}
 
-    def module(self, relpath: str) -> cst.Module | None:
-        """The current (possibly edited) module, or None when the file does not exist."""
-        if relpath not in self.tree:
+    def current(self, relpath: str) -> str | None:
+        """The current (possibly edited) text, or None when the file does not exist."""
+        if relpath not in self.text:
             text = self._read(relpath)
             if text is None:
                 return None
-            self.pristine_text[relpath] = text
-            self.pristine_tree[relpath] = self.tree[relpath] = cst.parse_module(text)
-        return self.tree[relpath]
+            self.pristine_text[relpath] = self.text[relpath] = text
+        return self.text[relpath]
+
+    def index(self, relpath: str) -> dict | None:
+        """qualname -> ast definitions of the current text (cached per text)."""
+        text = self.current(relpath)
+        if text is None:
+            return None
+        cached = self._index.get(relpath)
+        if cached is None or cached[0] is not text:
+            cached = (text, ast_index(text))
+            self._index[relpath] = cached
+        return cached[1]
+
+    def pristine_index(self, relpath: str) -> dict:
+        """qualname -> ast definitions of the pristine text."""
+        if relpath not in self._pristine_index:
+            self.current(relpath)
+            self._pristine_index[relpath] = ast_index(self.pristine_text[relpath])
+        return self._pristine_index[relpath]
+
+    def module(self, relpath: str) -> cst.Module | None:
+        """The whole current module parsed with libcst (lazily; for callers that need it)."""
+        text = self.current(relpath)
+        if text is None:
+            return None
+        cached = self._modules.get(relpath)
+        if cached is None or cached[0] is not text:
+            cached = (text, cst.parse_module(text))
+            self._modules[relpath] = cached
+        return cached[1]
+
+    def locate(self, spec: AnchorSpec) -> tuple[str, bool]:
+        """(relpath, moved) of the anchor's definition in the current texts."""
+        return locate_definition(spec, self.source, self.index)
+
+    def segment(self, relpath: str, qualname: str) -> Segment:
+        """The current definition ``qualname`` of ``relpath``, parsed alone."""
+        node = self.index(relpath)[qualname][0]  # type: ignore[index]
+        return cut_segment(self.text[relpath], relpath, qualname, node)
+
+    def replace(self, segment: Segment, new_def: cst.CSTNode) -> None:
+        """Splice an edited definition back into the current text."""
+        self.text[segment.relpath] = splice(self.text[segment.relpath], segment, segment.render(new_def))
 
     def line_of(self, relpath: str, qualname: str) -> int | None:
         """1-based line of a definition in the pristine file."""
-        if relpath not in self._lines:
-            self._lines[relpath] = definition_lines(self.pristine_text[relpath])
-        return self._lines[relpath].get(qualname)
+        found = self.pristine_index(relpath).get(qualname)
+        return found[0].lineno if found else None
 
-    def pristine_definition(self, hit: DefinitionHit) -> cst.CSTNode:
-        """The pristine version of a definition that earlier patches may have edited."""
-        if self.tree[hit.relpath] is self.pristine_tree[hit.relpath]:
-            return hit.node
-        found = index_definitions(self.pristine_tree[hit.relpath]).get(hit.qualname, [])
-        return found[0] if len(found) == 1 else hit.node
+    def pristine_fingerprint(self, relpath: str, qualname: str) -> str | None:
+        """Fingerprint of the pristine definition (None when it is not in the pristine file)."""
+        found = self.pristine_index(relpath).get(qualname)
+        return fingerprint_ast(found[0]) if found and len(found) == 1 else None
 
     def changed(self) -> list[str]:
-        """Relpaths whose tree differs from the pristine one, sorted."""
-        return sorted(p for p, t in self.tree.items() if t is not self.pristine_tree[p])
+        """Relpaths whose text differs from the pristine one, sorted."""
+        return sorted(p for p, t in self.text.items() if t != self.pristine_text[p])
 
 
 def _verified(spec: AnchorSpec, fp: str) -> str | None:
@@ -173,15 +219,15 @@ def plan(
     ws = Workspace(source, read or source.read_text)
     results: list[PatchResult] = []
 
-    def pristine_module(relpath: str) -> cst.Module | None:
-        return ws.pristine_tree[relpath] if ws.module(relpath) is not None else None
-
     def lookup(qualname: str, module: str):
+        """A pristine definition elsewhere (e.g. a base class hook), read-only."""
         spec = AnchorSpec(id="lookup", module=module, qualname=qualname)
         try:
-            return resolve_definition(spec, source, pristine_module).node
+            relpath, _ = locate_definition(spec, source, lambda p: ws.pristine_index(p) if ws.current(p) is not None else None)
         except AnchorError:
             return None
+        node = ws.pristine_index(relpath)[qualname][0]
+        return cut_segment(ws.pristine_text[relpath], relpath, qualname, node).node
 
     for patch in patches:
         variant = patch.variant_for(source.version)
@@ -199,35 +245,36 @@ def plan(
             results.append(PatchResult(patch.id, patch.hash, variant.kind,
                                        variant.upstreamed or variant.absent or "", label))
             continue
-        before = dict(ws.tree)
+        before = dict(ws.text)
         result = PatchResult(patch.id, patch.hash, OK, variant=label)
         ctx = EditContext(patch.id, patch.hash, source.version, source, lookup)
         try:
             for anchor_id, edit in variant.edits.items():
                 spec = patch.anchors[anchor_id]
-                hit = resolve_definition(spec, source, ws.module)
-                fp = fingerprint(ws.pristine_definition(hit))  # type: ignore[arg-type]
-                matches = match_anchor(spec, hit.node)
+                relpath, moved = ws.locate(spec)
+                seg = ws.segment(relpath, spec.qualname)
+                fp = ws.pristine_fingerprint(relpath, spec.qualname) or fingerprint(seg.node)
+                matches = match_anchor(spec, seg.node)
                 try:
-                    new_def = edit(hit.node, matches, ctx)
+                    new_def = edit(seg.node, matches, ctx)
                 except AnchorError as exc:
                     exc.anchor = exc.anchor or anchor_id
                     raise
                 except Exception as exc:  # a transform bug or an unexpected shape
-                    raise AnchorError(f"anchor {anchor_id}: transform failed in {hit.qualname}: "
+                    raise AnchorError(f"anchor {anchor_id}: transform failed in {spec.qualname}: "
                                       f"{type(exc).__name__}: {exc}", kind="conflict",
                                       anchor=anchor_id) from exc
-                new_def = add_sentinel(new_def, patch.id, patch.hash)
-                ws.tree[hit.relpath] = replace_definition(ws.tree[hit.relpath], hit.node, new_def)
+                ws.replace(seg, add_sentinel(new_def, patch.id, patch.hash))
                 result.anchors.append(AnchorResult(
-                    anchor_id, hit.relpath, hit.qualname, ws.line_of(hit.relpath, hit.qualname),
-                    hit.moved, len(matches), fp, _verified(spec, fp)))
-                if hit.relpath not in result.files:
-                    result.files.append(hit.relpath)
-        except AnchorError as exc:
-            ws.tree = before
-            result.status, result.reason = FAILED, str(exc)
-            result.failure, result.failed_anchor = exc.kind, exc.anchor or ""
+                    anchor_id, relpath, spec.qualname, ws.line_of(relpath, spec.qualname),
+                    moved, len(matches), fp, _verified(spec, fp)))
+                if relpath not in result.files:
+                    result.files.append(relpath)
+        except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
+            ws.text = before
+            result.status, result.reason = FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            result.failure = getattr(exc, "kind", "conflict")
+            result.failed_anchor = getattr(exc, "anchor", "") or ""
             result.anchors.clear()
             result.files.clear()
         results.append(result)
@@ -235,10 +282,9 @@ def plan(
     pristine: dict[str, str] = {}
     patched: dict[str, str] = {}
     for relpath in ws.changed():
-        code = ws.tree[relpath].code
+        code = ws.text[relpath]
         try:
-            compile(code, relpath, "exec", flags=ast.PyCF_ONLY_AST)
-            compile(code, relpath, "exec")
+            compile(code, relpath, "exec", dont_inherit=True)
         except SyntaxError as exc:
             for r in results:
                 if relpath in r.files and r.status == OK:

@@ -1,10 +1,11 @@
-"""The fast path: ``status``, and ``apply`` when nothing needs to change.
+"""The fast path: ``status``, and ``apply`` (a no-op without parsing anything).
 
 ``patchq apply --profile P`` runs at every server start; when the environment already
 carries P it must cost about an interpreter start. This module answers with the
 standard library only (os, json, hashlib): it reads the journal, hashes the series
 files and the patched files, and parses nothing. Any argument it does not recognise,
-or any doubt (no journal, a pending write, a hash mismatch), returns None and the full
+or any doubt about a no-op (no journal, a pending write, a hash mismatch) leads to a real
+apply, run without typer and rich; unrecognised arguments return None and the full
 CLI takes over.
 """
 
@@ -65,9 +66,12 @@ def try_fast(argv: list[str]) -> int | None:
             return _status(site, series, anchors, opts["json"])
         if "profile" not in opts:
             return None
-        return _noop_apply(site, series, anchors, opts["profile"], opts["json"])
+        code = _noop_apply(site, series, anchors, opts["profile"], opts["json"])
     except Exception:  # any doubt: the full path decides and reports properly
         return None
+    if code is None:
+        code = _apply(opts, series)
+    return code
 
 
 def _status(site: str, series: str, anchors: str, as_json: bool) -> int:
@@ -110,3 +114,25 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: boo
     else:
         sys.stdout.write(f"apply: nothing to do (vllm {version} already carries profile {profile})\n")
     return 0
+
+
+def _apply(opts: dict, series_root: str) -> int:
+    """A real apply, without typer and rich (they cost more than the rest of the start)."""
+    from patchq import report, series, sources
+    from patchq.commands import apply as cmd
+    from patchq.errors import PatchqError
+
+    try:
+        target = sources.installed(opts.get("site_packages"))
+        doc, code = cmd.apply(target, series.load(opts.get("series") or series_root), opts["profile"])
+    except PatchqError as exc:
+        if opts["json"]:
+            report.emit_json({"ok": False, "error": str(exc), "exit_code": exc.exit_code})
+        else:
+            sys.stderr.write(f"patchq: error: {exc}\n")
+        return exc.exit_code
+    if opts["json"]:
+        report.emit_json(doc)
+    else:
+        (sys.stderr if doc["error"] else sys.stdout).write(report.apply_text(doc) + "\n")
+    return code

@@ -59,3 +59,30 @@ def render_patches(doc: dict, title: str) -> None:
         style = _STYLE.get(p["status"], "")
         table.add_row(p["id"], f"[{style}]{p['status']}[/]", where, p.get("reason", ""))
     console().print(table)
+
+
+def apply_text(doc: dict) -> str:
+    """Plain-text rendering of a ``patchq.apply/1`` document (no rich: apply runs at
+    every server start, and its output is read in logs)."""
+    lines = []
+    head = f"{doc['command']} {doc['profile'] or '--all'} on vllm {doc['vllm']['version']}"
+    if doc["patches"] and (not doc["ok"] or not doc["noop"]):
+        lines.append(head + ":")
+        width = max(len(p["id"]) for p in doc["patches"])
+        for p in doc["patches"]:
+            where = ", ".join(dict.fromkeys(f"{a['qualname']} ({a['path'].rsplit('/', 1)[-1]}:{a['line']})"
+                              for a in p.get("anchors", [])))
+            detail = p.get("reason") or where
+            lines.append(f"  {p['id']:<{width}}  {p['status']:<14}  {detail}")
+    if doc["error"]:
+        lines.append(f"patchq: error: {doc['error']}")
+    elif doc["noop"]:
+        lines.append(f"{doc['command']}: nothing to do (vllm {doc['vllm']['version']} already as wanted)")
+    else:
+        for rel, kept in doc["foreign_kept"].items():
+            lines.append(f"kept the foreign edit of {rel} at {kept}")
+        if doc["recovered"]:
+            lines.append(f"completed an interrupted write of {', '.join(doc['recovered'])}")
+        lines.append(f"{doc['command']}: wrote {len(doc['written'])} file(s); "
+                     f"added {', '.join(doc['added']) or '-'}; removed {', '.join(doc['removed']) or '-'}")
+    return "\n".join(lines)
