@@ -231,6 +231,37 @@ def check(
     raise typer.Exit(code)
 
 
+@app.command()
+def matrix(
+    releases: str = typer.Option(">=0.20.2,<=0.33.0", "--releases", help="range ('>=0.20.2,<=0.33.0') or list ('0.23.0,0.26.0')"),
+    profiles: str = typer.Option("base,mtp,dflash,dense", "--profiles", help="comma-separated profiles"),
+    out: str = typer.Option("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html"),
+    workers: int = typer.Option(2, "--workers", help="releases checked in parallel"),
+    levels: list[str] = typer.Option([], "--levels", help="import/probe records (ci/cpu_levels.py JSON); repeatable"),
+    boot: list[str] = typer.Option([], "--boot", help="boot records JSON; repeatable"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Check every profile on every release: JSON, Markdown and HTML grids, cell by cell explained."""
+    from patchq.commands import matrix as cmd
+
+    try:
+        doc, paths, code = cmd.run(releases, profiles, out, series_dir=series_dir, workers=workers,
+                                   levels=levels, boot=boot)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    if as_json:
+        report.emit_json(doc)
+    else:
+        blocking = sum(c["blocking"] for per in doc["cells"].values() for row in per.values() for c in row.values())
+        typer.echo(f"matrix: {len(doc['releases'])} releases x {len(doc['profiles'])} profiles in "
+                   f"{doc['timing']['wall_s']} s; {blocking} blocking cell(s); "
+                   f"{len(doc['errors'])} release(s) not checked")
+        for kind, path in paths.items():
+            typer.echo(f"  {kind}: {path}")
+    raise typer.Exit(code)
+
+
 def main() -> None:
     """Run the typer app."""
     app()

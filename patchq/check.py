@@ -1,0 +1,726 @@
+"""What each patch of a profile will do on a given vLLM, and why (``patchq check``).
+
+One :func:`engine.plan` pass over the target (each target file parsed once) gives every
+patch's raw outcome; :func:`classify` turns it into one **status** per patch, with a
+reason, the file/line locations of its anchors and, for drift, the node-scoped upstream
+diff. Nothing is written.
+
+Statuses (the rule that decides each, in this order):
+
+``not-applicable``
+    the version is outside the patch's applies-range.
+``upstreamed``
+    the variant for the version says so, and/or the patch's ``upstream_check(source)``
+    returns a reason. When the two disagree the reason says so (and ``upstream_check``
+    in the row carries the check's own verdict).
+``absent``
+    the variant says the target code does not exist yet; the anchors of the nearest
+    edit variant are resolved to confirm it (``confirmed: false`` plus a note when one
+    does resolve).
+``gone``
+    an anchored definition is not found, neither at the module hint nor anywhere in the
+    package (:class:`patchq.errors.AnchorError` with ``kind == "gone"``).
+``moved``
+    the definition was found outside the module hint; or (blocking) it is gone under its
+    qualified name but exactly one definition with the same last name component elsewhere
+    matches the anchor's pattern: the anchor's qualname must be updated.
+``conflict``
+    the definition was found but the pattern count is wrong, it is ambiguous, the
+    transform fails, or the result does not compile.
+``applies``
+    the transform applies and every anchored definition's fingerprint equals one recorded
+    for a verified release in ``anchors/<patch>.toml``.
+``applies-drifted``
+    the transform applies and compiles but some anchored definition changed since the
+    verified releases: ``drift`` holds the unified diff of that definition's text
+    between the nearest verified release (read from patchq's release cache) and the target.
+
+When no variant covers an in-range version, the nearest edit variant is tried in its
+place (what a rebase would start from): the status is that trial's, and the row is
+``blocking`` because ``apply`` would refuse the patch. ``blocking`` is true exactly when
+``apply`` of the profile would fail on this patch: conflict, gone, moved under another
+qualname, an uncovered version, or an edit variant that fails where the upstream check
+says the fix is upstream.
+
+JSON document ``patchq.check/1`` (``patchq check --json``)::
+
+    {
+      "schema": "patchq.check/1",
+      "ok": true,                      # exit_code == 0
+      "exit_code": 0,                  # 1 when any row is blocking
+      "profile": "dense",              # null with --all
+      "vllm": {"version": "0.33.0", "kind": "release", "root": "/…/releases/0.33.0"},
+      "counts": {"applies": 3, "upstreamed": 1, …},     # rows per status
+      "patches": [                     # in series order
+        {
+          "id": "unify-kv-page", "hash": "12 hex",
+          "status": "applies-drifted",            # one of STATUSES
+          "reason": "one line (several joined by '; ')",
+          "blocking": false,
+          "variant": ">=0.33",                    # applies-range of the variant used; null: none
+          "variant_kind": "edit",                 # edit | upstreamed | absent | null
+          "tried_variant": null,                  # range of the nearest variant tried when none covers
+          "confirmed": null,                      # absent: whether the anchors indeed do not resolve
+          "anchors": [{"anchor": "scaled-replace", "path": "vllm/v1/core/kv_cache_planning.py",
+                       "qualname": "unify_kv_cache_spec_page_size", "line": 346,
+                       "moved": false, "matches": 1, "fingerprint": "16 hex",
+                       "verified": "0.32.0"}],    # verified: release with an equal fingerprint, or null
+          "upstream_check": {"verdict": "not-upstreamed", "reason": ""},   # null: the patch has none
+                              # verdict: upstreamed | not-upstreamed | error
+          "drift": [{"anchor": "…", "qualname": "…", "base": "0.32.0",
+                     "base_path": "vllm/…", "base_line": 1292, "path": "vllm/…", "line": 346,
+                     "diff": "unified diff text ('' when only formatting/comments differ)"}],
+          "notes": ["free text"],
+          "level": "source"                       # deepest level reached: null when blocking
+        }
+      ]
+    }
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import re
+import textwrap
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Iterable
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from patchq import engine
+from patchq.anchors import Pattern, ast_index, locate_definition
+from patchq.errors import AnchorError
+from patchq.model import AnchorSpec, Patch, Variant
+from patchq.sources import CodeSource
+
+SCHEMA = "patchq.check/1"
+
+APPLIES = "applies"
+DRIFTED = "applies-drifted"
+MOVED = "moved"
+UPSTREAMED = "upstreamed"
+CONFLICT = "conflict"
+GONE = "gone"
+ABSENT = "absent"
+NOT_APPLICABLE = "not-applicable"
+#: Every status, most to least favourable (report order).
+STATUSES = (APPLIES, DRIFTED, MOVED, UPSTREAMED, ABSENT, NOT_APPLICABLE, CONFLICT, GONE)
+
+
+@dataclass
+class PatchCheck:
+    """The check of one patch on one vLLM (one ``patches`` row of ``patchq.check/1``)."""
+
+    id: str
+    hash: str
+    status: str
+    reason: str = ""
+    blocking: bool = False
+    variant: str | None = None
+    variant_kind: str | None = None
+    tried_variant: str | None = None
+    confirmed: bool | None = None
+    anchors: list[dict] = field(default_factory=list)
+    upstream_check: dict | None = None
+    drift: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    level: str | None = "source"
+    #: files this patch read or changed in the plan (for profile views; not in JSON)
+    touched: set = field(default_factory=set, repr=False)
+    compile_failed: bool = field(default=False, repr=False)
+
+    def to_dict(self) -> dict:
+        """The JSON row."""
+        return {
+            "id": self.id, "hash": self.hash, "status": self.status, "reason": self.reason,
+            "blocking": self.blocking, "variant": self.variant, "variant_kind": self.variant_kind,
+            "tried_variant": self.tried_variant, "confirmed": self.confirmed,
+            "anchors": self.anchors, "upstream_check": self.upstream_check,
+            "drift": self.drift, "notes": self.notes, "level": self.level,
+        }
+
+
+# ---------------------------------------------------------------------------
+# variants
+
+
+def _lower_bound(spec: SpecifierSet) -> Version:
+    """The lowest version a range admits by its ``>=``/``>``/``==``/``~=`` clauses (0 if none)."""
+    lows = [Version(s.version.rstrip(".*")) for s in spec if s.operator in (">=", ">", "==", "~=", "===")]
+    return max(lows) if lows else Version("0")
+
+
+def nearest_edit_variant(patch: Patch, version: Version) -> Variant | None:
+    """The edit variant whose range starts closest below ``version`` (else the lowest above).
+
+    Used when no variant covers ``version`` (the trial), and to confirm ``absent``.
+    """
+    edits = [v for v in patch.variants if v.kind == "edit"]
+    if not edits:
+        return None
+    below = [v for v in edits if _lower_bound(v.applies) <= version]
+    if below:
+        return max(below, key=lambda v: _lower_bound(v.applies))
+    return min(edits, key=lambda v: _lower_bound(v.applies))
+
+
+def _label(variant: Variant) -> str:
+    return str(variant.applies) or "all"
+
+
+def effective_patches(patches: Iterable[Patch], version: Version) -> tuple[list[Patch], dict[str, Variant]]:
+    """The patches to plan: an uncovered in-range patch is replaced by its nearest edit variant.
+
+    Returns:
+        (patches in the same order, patch id -> the variant tried in place of a missing one).
+    """
+    out: list[Patch] = []
+    tried: dict[str, Variant] = {}
+    for p in patches:
+        if version in p.applies and p.variant_for(version) is None:
+            near = nearest_edit_variant(p, version)
+            if near is not None:
+                tried[p.id] = near
+                p = replace(p, variants=(replace(near, applies=SpecifierSet()),))
+        out.append(p)
+    return out, tried
+
+
+# ---------------------------------------------------------------------------
+# definitions by qualname, with the standard ast (fast; for diffs and searches)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str) -> tuple[list[str], dict[str, list[ast.AST]]] | None:
+    try:
+        index = ast_index(text)
+    except SyntaxError:
+        return None
+    return text.splitlines(keepends=True), index
+
+
+def definition_text(text: str, qualname: str) -> tuple[int, str] | None:
+    """(1-based first line, dedented source) of the one ``qualname`` in ``text``; decorators
+    and comments inside included. None when absent or defined more than once."""
+    parsed = _parsed(text)
+    if parsed is None:
+        return None
+    lines, index = parsed
+    found = index.get(qualname, [])
+    if len(found) != 1:
+        return None
+    node = found[0]
+    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    return start, textwrap.dedent("".join(lines[start - 1:node.end_lineno]))
+
+
+_DEF_RE = r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{}\b"
+
+
+def _files_declaring(source: CodeSource, name: str) -> list[str]:
+    rx = re.compile(_DEF_RE.format(re.escape(name)), re.M)
+    out = []
+    for rel in source.py_files():
+        text = source.read_text(rel)
+        if text is not None and rx.search(text):
+            out.append(rel)
+    return out
+
+
+def _pattern_count(spec: AnchorSpec, node: ast.AST) -> int:
+    """How many statements of an ast definition match the anchor's pattern (1 when none)."""
+    if spec.node is None:
+        return 1
+    pattern = Pattern.compile(spec.node)
+    lines = set()
+    for sub in ast.walk(node):
+        if sub is not node and isinstance(sub, ast.stmt) and pattern.matches(sub):
+            lines.add(sub.lineno)
+    return len(lines)
+
+
+def renamed_candidates(spec: AnchorSpec, source: CodeSource) -> list[tuple[str, str, int]]:
+    """Definitions named like the anchor's last qualname component under another qualname
+    whose statements match the anchor's pattern with the expected count.
+
+    Returns:
+        [(relpath, qualname, line)], sorted. A gone anchor with exactly one is ``moved``.
+    """
+    last = spec.qualname.rsplit(".", 1)[-1]
+    out = []
+    for rel in _files_declaring(source, last):
+        parsed = _parsed(source.read_text(rel) or "")
+        if parsed is None:
+            continue
+        for qual, nodes in parsed[1].items():
+            if qual == spec.qualname or qual.rsplit(".", 1)[-1] != last or len(nodes) != 1:
+                continue
+            if spec.count_ok(_pattern_count(spec, nodes[0])):
+                out.append((rel, qual, nodes[0].lineno))
+    return sorted(out)
+
+
+# ---------------------------------------------------------------------------
+# drift: the node-scoped upstream diff against the nearest verified release
+
+
+def recorded_fingerprints(patch: Patch, qualname: str) -> dict[str, str]:
+    """version -> fingerprint recorded for ``qualname`` by any anchor of ``patch``.
+
+    A fingerprint belongs to the definition, not to the anchor: a variant's new anchor
+    (say, at a moved module) is verified by an older anchor's record of the same
+    definition. Records of the anchors that name ``qualname`` are merged.
+    """
+    out: dict[str, str] = {}
+    for spec in patch.anchors.values():
+        if spec.qualname == qualname:
+            out.update(spec.fingerprints)
+    return out
+
+
+def verified_release(patch: Patch, qualname: str, fp: str, version: Version) -> str | None:
+    """The recorded release nearest to ``version`` (:func:`nearest_verified`) whose
+    fingerprint of ``qualname`` equals ``fp``, or None."""
+    hits = [v for v, f in recorded_fingerprints(patch, qualname).items() if f == fp]
+    return nearest_verified(hits, version)
+
+
+def nearest_verified(known_versions: Iterable[str], version: Version) -> str | None:
+    """The recorded release nearest to ``version``: the newest at or below it, else the oldest above."""
+    known = sorted(known_versions, key=Version)
+    below = [v for v in known if Version(v) <= version]
+    if below:
+        return below[-1]
+    return known[0] if known else None
+
+
+@functools.lru_cache(maxsize=32)
+def _release_source(version: str) -> CodeSource | None:
+    """A release from patchq's cache only (never downloads); None when not cached."""
+    from patchq import releases, sources
+
+    tree = releases.cache_dir() / "releases" / releases.version_key(version)
+    if not (tree / "vllm").is_dir() and Version(version) not in releases.cached_wheels():
+        return None
+    try:
+        return sources.release_source(version)
+    except Exception:  # a broken cache entry must not break a check
+        return None
+
+
+def _find_reference(spec: AnchorSpec, ref: CodeSource, prefer: str) -> tuple[str, int, str] | None:
+    """(relpath, line, text) of the anchored definition in a reference release."""
+    tried = []
+    for rel in (prefer, *spec.module_paths):
+        if rel in tried:
+            continue
+        tried.append(rel)
+        text = ref.read_text(rel)
+        found = definition_text(text, spec.qualname) if text else None
+        if found:
+            return rel, found[0], found[1]
+    first = spec.qualname.split(".")[0]
+    hits = []
+    for rel in _files_declaring(ref, first):
+        found = definition_text(ref.read_text(rel) or "", spec.qualname)
+        if found:
+            hits.append((rel, found[0], found[1]))
+    return hits[0] if len(hits) == 1 else None
+
+
+def drift_entry(spec: AnchorSpec, anchor: engine.AnchorResult, target: CodeSource, target_text: str,
+                known: Iterable[str] = ()) -> dict:
+    """The ``drift`` item of an unverified anchor: the definition's diff from its nearest
+    verified release to ``target`` (``diff`` is '' when they differ only in docstrings,
+    or null with a ``note`` when no reference can be read). ``known``: the releases with a
+    recorded fingerprint of the definition (:func:`recorded_fingerprints`)."""
+    entry = {"anchor": anchor.anchor, "qualname": anchor.qualname, "path": anchor.relpath,
+             "line": anchor.line, "base": None, "base_path": None, "base_line": None,
+             "diff": None, "note": ""}
+    base = nearest_verified(known, target.version)
+    if base is None:
+        entry["note"] = f"no verified release recorded for {spec.qualname} (anchor {spec.id}) in anchors/"
+        return entry
+    entry["base"] = base
+    ref = _release_source(base)
+    if ref is None:
+        entry["note"] = f"vllm {base} is not in patchq's release cache: no diff"
+        return entry
+    found = _find_reference(spec, ref, anchor.relpath)
+    mine = definition_text(target_text, anchor.qualname)
+    if found is None or mine is None:
+        entry["note"] = f"{spec.qualname} not found once in vllm {base}: no diff"
+        return entry
+    rel, line, text = found
+    entry["base_path"], entry["base_line"] = rel, line
+    entry["diff"] = "".join(difflib.unified_diff(
+        text.splitlines(keepends=True), mine[1].splitlines(keepends=True),
+        f"{base}/{rel}:{line} {spec.qualname}", f"{target.version}/{anchor.relpath}:{mine[0]} {spec.qualname}"))
+    return entry
+
+
+# ---------------------------------------------------------------------------
+# classification
+
+
+def _anchor_row(a: engine.AnchorResult) -> dict:
+    return {"anchor": a.anchor, "path": a.relpath, "qualname": a.qualname, "line": a.line,
+            "moved": a.moved, "matches": a.matches, "fingerprint": a.fingerprint, "verified": a.verified}
+
+
+class _Resolver:
+    """Locates anchor definitions in the plan's pristine texts and :mod:`ast` indexes
+    (the workspace caches both): nothing is read or parsed twice."""
+
+    def __init__(self, plan: engine.Plan) -> None:
+        self.plan = plan
+        self.ws = plan.workspace
+
+    def index(self, relpath: str):
+        if self.ws is None or self.ws.current(relpath) is None:
+            return None
+        return self.ws.pristine_index(relpath)
+
+    def locate(self, spec: AnchorSpec) -> tuple[dict | None, AnchorError | None]:
+        """(location row without pattern data, or None; the AnchorError when not resolved)."""
+        try:
+            relpath, moved = locate_definition(spec, self.plan.source, self.index)
+        except AnchorError as exc:
+            return None, exc
+        line = self.ws.line_of(relpath, spec.qualname) if self.ws else None
+        return {"anchor": spec.id, "path": relpath, "qualname": spec.qualname, "line": line,
+                "moved": moved, "matches": None, "fingerprint": None, "verified": None}, None
+
+    def text(self, relpath: str) -> str:
+        if self.ws is not None and relpath in self.ws.pristine_text:
+            return self.ws.pristine_text[relpath]
+        return self.plan.source.read_text(relpath) or ""
+
+
+def _run_upstream_check(patch: Patch, source: CodeSource) -> dict | None:
+    if patch.upstream_check is None:
+        return None
+    try:
+        reason = patch.upstream_check(source)
+    except Exception as exc:  # the check is series code: report, never crash a check
+        return {"verdict": "error", "reason": f"{type(exc).__name__}: {exc}"}
+    if reason:
+        return {"verdict": "upstreamed", "reason": str(reason)}
+    return {"verdict": "not-upstreamed", "reason": ""}
+
+
+def _edit_anchor_ids(patch: Patch, variant: Variant | None) -> list[str]:
+    if variant is not None and variant.kind == "edit":
+        return list(variant.edits)
+    return list(patch.anchors)
+
+
+def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
+             tried: Variant | None = None, resolver: _Resolver | None = None) -> PatchCheck:
+    """The status of one patch from its plan result (module docstring gives the rules).
+
+    Args:
+        patch: the patch as in the series (not the trial replacement).
+        result: its :class:`engine.PatchResult` in ``plan``.
+        plan: the plan (its workspace is reused to locate definitions).
+        tried: the variant tried because none covers the version, if any.
+    """
+    source = plan.source
+    version = source.version
+    res = resolver or _Resolver(plan)
+    row = PatchCheck(id=patch.id, hash=patch.hash, status=CONFLICT)
+    variant = patch.variant_for(version)
+    if variant is not None:
+        row.variant, row.variant_kind = _label(variant), variant.kind
+
+    if result.status == engine.NOT_APPLICABLE:
+        row.status, row.reason = NOT_APPLICABLE, result.reason
+        row.level = None
+        return row
+
+    row.upstream_check = _run_upstream_check(patch, source)
+    says_upstream = bool(row.upstream_check and row.upstream_check["verdict"] == "upstreamed")
+    if row.upstream_check and row.upstream_check["verdict"] == "error":
+        row.notes.append(f"upstream check raised {row.upstream_check['reason']}")
+
+    if result.status == engine.UPSTREAMED:
+        row.status, row.reason = UPSTREAMED, result.reason
+        if row.upstream_check is not None and row.upstream_check["verdict"] == "not-upstreamed":
+            row.reason += "; but the patch's upstream check disagrees: it does not find the fix in this release"
+            row.notes.append("upstreamed variant contradicted by the patch's upstream check")
+        elif says_upstream:
+            row.reason += f" (upstream check: {row.upstream_check['reason']})"
+        _locate_all(patch, nearest_edit_variant(patch, version), res, row)
+        return row
+
+    if result.status == engine.ABSENT:
+        row.status, row.reason = ABSENT, result.reason
+        near = nearest_edit_variant(patch, version)
+        found = _locate_all(patch, near, res, row)
+        row.confirmed = not found
+        if found:
+            where = ", ".join(f"{a['qualname']} ({a['path']}:{a['line']})" for a in found)
+            row.reason += f"; but the variant's claim is contradicted: {where} resolves"
+            row.notes.append("absent variant contradicted: an anchored definition exists")
+        elif near is not None:
+            row.reason += f" (confirmed: anchors {', '.join(_edit_anchor_ids(patch, near))} do not resolve)"
+        return row
+
+    # an edit variant (or the trial of the nearest one)
+    if tried is not None:
+        row.tried_variant = _label(tried)
+        row.blocking = True
+    if result.status == engine.OK:
+        for a in result.anchors:
+            a.verified = verified_release(patch, a.qualname, a.fingerprint, version)
+        row.anchors = [_anchor_row(a) for a in result.anchors]
+        row.touched = set(result.files) | {a.relpath for a in result.anchors}
+        moved = [a for a in result.anchors if a.moved]
+        unverified = [a for a in result.anchors if a.verified is None]
+        for a in unverified:
+            row.drift.append(drift_entry(patch.anchors[a.anchor], a, source, res.text(a.relpath),
+                                         recorded_fingerprints(patch, a.qualname)))
+        if moved:
+            row.status = MOVED
+            row.reason = "; ".join(
+                f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {a.relpath}:{a.line}"
+                for a in moved) + "; the transform applies there"
+        elif unverified:
+            row.status = DRIFTED
+            row.reason = _drift_reason(unverified, row.drift)
+        else:
+            row.status = APPLIES
+            vs = sorted({a.verified for a in result.anchors}, key=Version)
+            row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
+    else:
+        _classify_failure(patch, result, res, row)
+        row.blocking = True
+    if tried is not None:
+        row.reason = (f"no variant of {patch.id} covers vllm {version}; nearest variant "
+                      f"{row.tried_variant} tried: {row.reason}")
+    if says_upstream:
+        edit = "applies" if result.status == engine.OK else "fails"
+        row.reason = (f"upstream check: {row.upstream_check['reason']}; the series still carries an "
+                      f"edit variant here, which {edit} ({row.status}: {row.reason})")
+        row.status = UPSTREAMED
+    if row.blocking:
+        row.level = None
+    return row
+
+
+def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict]) -> str:
+    """One phrase per distinct definition, then what still holds."""
+    parts, seen, unrecorded = [], set(), []
+    for a, d in zip(unverified, drift):
+        if (a.relpath, a.qualname) in seen:
+            continue
+        seen.add((a.relpath, a.qualname))
+        where = f"{a.qualname} ({a.relpath}:{a.line})"
+        if d["base"] is None:
+            unrecorded.append(where)
+        elif d["diff"] == "":
+            parts.append(f"{where} differs from verified vllm {d['base']} in docstrings/formatting only")
+        else:
+            parts.append(f"{where} changed since verified vllm {d['base']}")
+    if unrecorded:
+        parts.append("no fingerprint recorded for " + ", ".join(unrecorded))
+    return "; ".join(parts) + "; the transform applies and the result compiles"
+
+
+def _locate_all(patch: Patch, variant: Variant | None, res: _Resolver, row: PatchCheck) -> list[dict]:
+    """Resolve the definitions of ``variant``'s anchors; found ones go to ``row.anchors``."""
+    found = []
+    for anchor_id in _edit_anchor_ids(patch, variant):
+        spec = patch.anchors.get(anchor_id)
+        if spec is None:
+            continue
+        loc, _ = res.locate(spec)
+        if loc is not None and not any(f["qualname"] == loc["qualname"] and f["path"] == loc["path"] for f in found):
+            found.append(loc)
+    row.anchors = found
+    return found
+
+
+def _classify_failure(patch: Patch, result: engine.PatchResult, res: _Resolver, row: PatchCheck) -> None:
+    row.reason = result.reason
+    row.compile_failed = "does not compile" in result.reason
+    row.touched = set(result.files)
+    spec = patch.anchors.get(result.failed_anchor) if result.failed_anchor else None
+    if result.failure == "uncovered":
+        row.status = CONFLICT
+        row.reason += " (and no edit variant to try)"
+        return
+    if result.failure == "gone" and spec is not None:
+        cands = renamed_candidates(spec, res.plan.source)
+        if len(cands) == 1:
+            rel, qual, line = cands[0]
+            row.status = MOVED
+            row.reason = (f"{spec.qualname} not found anywhere, but {qual} ({rel}:{line}) matches anchor "
+                          f"{spec.id}: update the anchor's qualname")
+            row.anchors = [{"anchor": spec.id, "path": rel, "qualname": qual, "line": line, "moved": True,
+                            "matches": None, "fingerprint": None, "verified": None}]
+            row.touched.add(rel)
+            return
+        row.status = GONE
+        if cands:
+            row.reason += "; same-named candidates: " + ", ".join(f"{q} ({r}:{ln})" for r, q, ln in cands)
+        return
+    row.status = CONFLICT
+    if spec is not None:
+        loc, _ = res.locate(spec)
+        if loc is not None:
+            row.anchors = [loc]
+            row.touched.add(loc["path"])
+
+
+# ---------------------------------------------------------------------------
+# entry points
+
+
+def pristine_reader(source: CodeSource):
+    """For an installed vLLM that patchq already patched: relpath -> pristine text, read from
+    the journal's pristine copies for files still as patchq wrote them (as ``apply`` plans);
+    None for other sources or an environment without a journal."""
+    if source.kind != "installed":
+        return None
+    from patchq.hashing import sha256_file
+    from patchq.state import StateDir
+
+    state = StateDir(source.root)
+    if not state.journal_path.is_file():
+        return None
+    journal = state.read()
+
+    def read(relpath: str) -> str | None:
+        entry = journal.files.get(relpath)
+        if entry is not None and sha256_file(source.path(relpath)) == entry.patched_sha256:
+            return state.read_pristine(relpath).decode("utf-8")
+        return source.read_text(relpath)
+
+    return read
+
+
+def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
+    """Check ``patches`` (in series order) against ``source`` in one plan.
+
+    An installed vLLM is checked as ``apply`` would plan it: from the pristine copies of
+    files patchq changed (:func:`pristine_reader`).
+
+    Returns:
+        One :class:`PatchCheck` per patch, in order.
+    """
+    planned, tried = effective_patches(patches, source.version)
+    plan = engine.plan(source, planned, read=pristine_reader(source))
+    res = _Resolver(plan)
+    return [classify(p, r, plan, tried.get(p.id), res) for p, r in zip(patches, plan.results)]
+
+
+def exit_code(rows: Iterable[PatchCheck | dict]) -> int:
+    """1 when any row is blocking (an in-range patch that apply would fail on), else 0."""
+    for r in rows:
+        if (r["blocking"] if isinstance(r, dict) else r.blocking):
+            return 1
+    return 0
+
+
+def document(source: CodeSource, profile: str | None, rows: list[PatchCheck]) -> dict:
+    """The ``patchq.check/1`` document (schema in the module docstring)."""
+    code = exit_code(rows)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return {
+        "schema": SCHEMA, "ok": code == 0, "exit_code": code, "profile": profile,
+        "vllm": {"version": str(source.version), "kind": source.kind, "root": str(source.root)},
+        "counts": counts, "patches": [r.to_dict() for r in rows],
+    }
+
+
+# ---------------------------------------------------------------------------
+# several profiles from one plan (the matrix)
+
+
+def union_order(profiles: dict[str, list[str]]) -> list[str]:
+    """Every patch id of the profiles, in first-seen order (longest profile first)."""
+    out: list[str] = []
+    for ids in sorted(profiles.values(), key=len, reverse=True):
+        for pid in ids:
+            if pid not in out:
+                out.append(pid)
+    return out
+
+
+def _is_subsequence(ids: list[str], order: list[str]) -> bool:
+    pos = [order.index(i) for i in ids]
+    return pos == sorted(pos)
+
+
+def view_is_exact(ids: list[str], order: list[str], rows: dict[str, PatchCheck]) -> bool:
+    """True when a profile's rows taken from a plan of ``order`` equal planning just ``ids``.
+
+    A patch's outcome depends on the others only through the files they share: an
+    excluded patch that changed a file before an included one touched it, or a compile
+    failure in a shared file (which fails every patch in that file). Failed patches leave
+    no trace in the plan, so only their compile failures count.
+    """
+    if not _is_subsequence(ids, order):
+        return False
+    included = set(ids)
+    any_compile_failure = any(r.compile_failed for r in rows.values())
+    for i, q in enumerate(order):
+        if q in included:
+            continue
+        rq = rows[q]
+        q_files = set(rq.touched) if (not rq.blocking or rq.compile_failed) else set()
+        if not q_files:
+            continue
+        for j, p in enumerate(order):
+            if p not in included or not (rows[p].touched & q_files):
+                continue
+            if i < j or any_compile_failure:
+                return False
+    return True
+
+
+def check_profiles(source: CodeSource, series, profiles: list[str]) -> dict[str, list[PatchCheck]]:
+    """Check several profiles of ``series`` against ``source``: one plan of all their patches,
+    then one view per profile (planned on its own only when the view would not be exact).
+
+    Returns:
+        profile -> rows in the profile's order.
+    """
+    ids = {name: list(series.profile(name).patches) for name in profiles}
+    order = union_order(ids)
+    rows = {r.id: r for r in check(source, [series.patch(pid) for pid in order])}
+    out: dict[str, list[PatchCheck]] = {}
+    for name, pids in ids.items():
+        if view_is_exact(pids, order, rows):
+            out[name] = [rows[pid] for pid in pids]
+        else:
+            out[name] = check(source, [series.patch(pid) for pid in pids])
+    return out
+
+
+def target_for(vllm: str | None = None, source_dir: str | Path | None = None, as_version: str | None = None,
+               site_packages: str | None = None, python: str | None = None) -> CodeSource:
+    """The CodeSource a check reads: a release (``--vllm``), a tree (``--source``), or installed.
+
+    Raises:
+        UsageError: more than one target given. TargetNotFound: see :mod:`patchq.sources`.
+    """
+    from patchq import sources
+    from patchq.errors import UsageError
+
+    if sum(bool(x) for x in (vllm, source_dir, site_packages or python)) > 1:
+        raise UsageError("give one of --vllm, --source, --site-packages/--python")
+    if as_version and not source_dir:
+        raise UsageError("--as-version goes with --source")
+    if vllm:
+        return sources.release_source(vllm)
+    if source_dir:
+        return sources.source_tree(source_dir, version=as_version)
+    return sources.installed(site_packages, python)

@@ -1,0 +1,36 @@
+"""``patchq check``: what each patch of a profile does on a vLLM (schema in :mod:`patchq.check`)."""
+
+from __future__ import annotations
+
+from patchq import check as checking
+from patchq.series import Series
+from patchq.sources import CodeSource
+
+
+def run(target: CodeSource, series: Series, profile: str | None) -> tuple[dict, int]:
+    """Check ``profile``'s patches (None: every patch of the series) on ``target``.
+
+    Returns:
+        (the ``patchq.check/1`` document, exit code: 1 when any row is blocking, else 0).
+    Raises:
+        UsageError: unknown profile. SeriesError: broken series data.
+    """
+    ids = list(series.profile(profile).patches) if profile else series.all_patch_ids()
+    rows = checking.check(target, [series.patch(pid) for pid in ids])
+    doc = checking.document(target, profile, rows)
+    return doc, doc["exit_code"]
+
+
+def render_text(doc: dict, show_diffs: bool = True) -> str:
+    """A plain-text rendering of a check document after its table: drift diffs and notes."""
+    out: list[str] = []
+    for p in doc["patches"]:
+        for d in p["drift"]:
+            if show_diffs and d.get("diff"):
+                out.append(f"--- drift of {p['id']} anchor {d['anchor']} "
+                           f"(vllm {d['base']} -> {doc['vllm']['version']}) ---\n{d['diff']}")
+            elif d.get("note"):
+                out.append(f"{p['id']} anchor {d['anchor']}: {d['note']}")
+        for n in p["notes"]:
+            out.append(f"{p['id']}: {n}")
+    return "\n".join(out)

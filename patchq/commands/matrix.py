@@ -1,0 +1,41 @@
+"""``patchq matrix``: every profile on every release (schema in :mod:`patchq.matrix`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchq import matrix
+from patchq.errors import UsageError
+
+
+def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: str | None = None,
+        workers: int = 2, levels: list[str] = (), boot: list[str] = ()) -> tuple[dict, dict, int]:
+    """Resolve the releases, build the matrix, write matrix.json/.md/.html into ``out_dir``.
+
+    Args:
+        releases_spec: a specifier range (``>=0.20.2,<=0.33.0``) resolved against PyPI's
+            list, or an explicit comma list (:func:`patchq.releases.list_releases`).
+        profiles: comma-separated profile names.
+        levels, boot: paths of evidence JSON files (:func:`patchq.matrix.load_records`).
+    Returns:
+        (document, {kind: path written}, exit code: 1 when any cell is blocking or a
+        release could not be checked).
+    Raises:
+        UsageError: bad spec or profile. TargetNotFound: the release list is unavailable.
+    """
+    from patchq import releases
+
+    names = [p.strip() for p in profiles.split(",") if p.strip()]
+    if not names:
+        raise UsageError("--profiles is empty")
+    try:
+        versions = [str(v) for v in releases.list_releases(releases_spec)]
+    except releases.ReleaseError as exc:
+        raise UsageError(str(exc)) from None
+    if not versions:
+        raise UsageError(f"no release matches {releases_spec!r}")
+    level_recs = [r for path in levels for r in matrix.load_records(path)]
+    boot_recs = [r for path in boot for r in matrix.load_records(path)]
+    doc = matrix.build(versions, names, series_dir, workers, level_recs, boot_recs)
+    paths = matrix.write(doc, out_dir)
+    return doc, paths, doc["exit_code"]

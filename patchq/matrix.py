@@ -1,0 +1,256 @@
+"""The compatibility matrix: every profile on every release, one explained cell per patch.
+
+:func:`build` checks each release once (:func:`patchq.check.check_profiles`: one plan of
+the union of the profiles' patches, so each target file is parsed once per release, then
+exact per-profile views), releases in parallel processes. Deeper evidence is merged from
+JSON records: ``--levels`` (``ci/cpu_levels.py``: ``import`` and ``probe`` on CPU) and
+``--boot`` (the GPU boot issue: one record per release and profile).
+
+A cell's ``level`` is the deepest level that passed, in the order
+``source < import < probe < boot``: ``source`` when the check is not blocking (a blocking
+cell has level null), ``import``/``probe`` when a levels record for that release, profile
+and patch says ``ok``, ``boot`` when the boot record of its release and profile says
+``ok`` and the patch was applied (an edit status). ``failed_level`` names the shallowest
+level whose record failed, if any.
+
+JSON document ``patchq.matrix/1`` (``matrix.json``)::
+
+    {
+      "schema": "patchq.matrix/1",
+      "generated": "2026-12-01T10:00:00Z",
+      "releases": ["0.20.2", …],                    # ascending
+      "profiles": {"dense": {"description": "…", "patches": ["fla-shmem", …]}, …},
+      "cells": {"dense": {"fla-shmem": {"0.20.2": CELL, …}, …}, …},
+      "boot": {"dense": {"0.23.0": {"result": "ok", "boot_s": 46.0, "error_line": ""}}},
+      "changes": {"dense": {"fla-shmem": [{"release": "0.26.0", "from": "applies",
+                                          "to": "moved", "reason": "…"}]}},
+      "first_change": {"dense": {"fla-shmem": "0.26.0"}},  # null: never changed
+      "errors": {"0.99.0": "why the release could not be checked"},
+      "exit_code": 0,                                 # 1 when any cell is blocking
+      "timing": {"wall_s": 9.1, "workers": 2, "per_release_s": {"0.20.2": 1.2, …}}
+    }
+
+CELL is a ``patchq.check/1`` patch row (see :mod:`patchq.check`) plus ``level``,
+``failed_level`` and ``levels`` (``{"import": {"result": "ok", "detail": "…"}, …}``).
+
+Levels records (``--levels FILE``, written by ``ci/cpu_levels.py``)::
+
+    {"schema": "patchq.levels/1", "records": [
+       {"release": "0.28.0", "profile": "dflash", "patch": "unify-kv-page",
+        "level": "import" | "probe", "result": "ok" | "fail" | "skip", "detail": "…"}]}
+
+Boot records (``--boot FILE``): a list (or ``{"records": [...]}``) of
+``{"release", "profile", "result", "boot_s", "error_line"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Iterable
+
+SCHEMA = "patchq.matrix/1"
+LEVELS = ("source", "import", "probe", "boot")
+_EDIT_STATUSES = ("applies", "applies-drifted", "moved")
+
+_series_cache: dict = {}
+
+
+def _series(series_dir: str | None):
+    from patchq import series
+
+    key = series_dir or ""
+    if key not in _series_cache:
+        _series_cache[key] = series.load(series_dir)
+    return _series_cache[key]
+
+
+def check_release(version: str, profiles: list[str], series_dir: str | None = None) -> dict:
+    """Check one release for several profiles (runs in a worker process).
+
+    Returns:
+        ``{"release", "seconds", "error", "profiles": {name: [patchq.check/1 rows]}}``;
+        ``error`` is a message when the release could not be read (then no profiles).
+    """
+    from patchq import check, sources
+    from patchq.errors import PatchqError
+
+    t0 = time.perf_counter()
+    try:
+        source = sources.release_source(version)
+        views = check.check_profiles(source, _series(series_dir), profiles)
+        out = {name: [r.to_dict() for r in rows] for name, rows in views.items()}
+        error = None
+    except PatchqError as exc:
+        out, error = {}, str(exc)
+    return {"release": version, "seconds": round(time.perf_counter() - t0, 3), "error": error, "profiles": out}
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    # fork: workers inherit the imported modules (libcst, patchq), a second each saved
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+def run_releases(releases: list[str], profiles: list[str], series_dir: str | None = None,
+                 workers: int = 2) -> list[dict]:
+    """:func:`check_release` for every release, ``workers`` processes at a time (1: in-process)."""
+    if workers <= 1 or len(releases) <= 1:
+        return [check_release(v, profiles, series_dir) for v in releases]
+    with _pool(min(workers, len(releases))) as pool:
+        futures = [pool.submit(check_release, v, profiles, series_dir) for v in releases]
+        return [f.result() for f in futures]
+
+
+# ---------------------------------------------------------------------------
+# evidence records
+
+
+def load_records(path: str | Path) -> list[dict]:
+    """The records of a levels or boot JSON file (a list, or a dict with ``records``).
+
+    Raises:
+        UsageError: the file is unreadable or not such a document.
+    """
+    from patchq.errors import UsageError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read records from {path}: {exc}") from None
+    records = data.get("records") if isinstance(data, dict) else data
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise UsageError(f"{path}: expected a list of records or {{\"records\": [...]}}")
+    return records
+
+
+def _ok(result: object) -> bool:
+    return str(result).lower() in ("ok", "pass", "passed", "ready", "true")
+
+
+def _norm_release(v: object) -> str:
+    from packaging.version import Version
+
+    try:
+        return str(Version(str(v)))
+    except Exception:
+        return str(v)
+
+
+def merge_levels(cell: dict, level_recs: dict, boot: dict | None) -> None:
+    """Set a cell's ``levels``, ``level`` and ``failed_level`` (module docstring gives the rule)."""
+    levels: dict[str, dict] = {"source": {"result": "fail" if cell["blocking"] else "ok", "detail": cell["status"]}}
+    for name in ("import", "probe"):
+        rec = level_recs.get(name)
+        if rec is not None:
+            levels[name] = {"result": "ok" if _ok(rec.get("result")) else str(rec.get("result")),
+                            "detail": str(rec.get("detail", ""))}
+    if boot is not None and cell["status"] in _EDIT_STATUSES:
+        levels["boot"] = {"result": "ok" if _ok(boot.get("result")) else str(boot.get("result")),
+                          "detail": f"{boot.get('boot_s', '')} s" if _ok(boot.get("result"))
+                          else str(boot.get("error_line", ""))}
+    cell["levels"] = levels
+    reached = [n for n in LEVELS if levels.get(n, {}).get("result") == "ok"]
+    cell["level"] = None if cell["blocking"] else (reached[-1] if reached else None)
+    failed = [n for n in LEVELS if n in levels and levels[n]["result"] not in ("ok", "skip")]
+    cell["failed_level"] = failed[0] if failed else None
+
+
+# ---------------------------------------------------------------------------
+# the document
+
+
+def _changes(releases: list[str], row: dict) -> list[dict]:
+    out, prev = [], None
+    for v in releases:
+        cell = row.get(v)
+        if cell is None:
+            continue
+        if prev is not None and cell["status"] != prev["status"]:
+            out.append({"release": v, "from": prev["status"], "to": cell["status"], "reason": cell["reason"]})
+        prev = cell
+    return out
+
+
+def build(releases: Iterable[str], profiles: list[str], series_dir: str | None = None, workers: int = 2,
+          levels: list[dict] | None = None, boot: list[dict] | None = None) -> dict:
+    """Check every release for every profile and assemble the ``patchq.matrix/1`` document.
+
+    Args:
+        releases: versions (strings), any order; see :func:`patchq.releases.list_releases`.
+        profiles: profile names (validated against the series first).
+        workers: parallel processes (2 on a 2-core machine).
+        levels, boot: evidence records (:func:`load_records`).
+    Raises:
+        UsageError: an unknown profile.
+    """
+    from packaging.version import Version
+
+    series = _series(series_dir)
+    meta = {name: series.profile(name) for name in profiles}
+    versions = sorted({_norm_release(v) for v in releases}, key=Version)
+    t0 = time.perf_counter()
+    results = run_releases(versions, profiles, series_dir, workers)
+    wall = time.perf_counter() - t0
+
+    lv: dict[tuple, dict] = {}
+    for r in levels or []:
+        lv.setdefault((_norm_release(r.get("release")), r.get("profile"), r.get("patch")), {})[r.get("level")] = r
+    bt: dict[tuple, dict] = {(_norm_release(r.get("release")), r.get("profile")): r for r in boot or []}
+
+    cells: dict[str, dict] = {name: {pid: {} for pid in meta[name].patches} for name in profiles}
+    errors = {}
+    for res in results:
+        v = res["release"]
+        if res["error"]:
+            errors[v] = res["error"]
+            continue
+        for name, rows in res["profiles"].items():
+            for row in rows:
+                cell = dict(row)
+                merge_levels(cell, lv.get((v, name, row["id"]), {}), bt.get((v, name)))
+                cells[name][row["id"]][v] = cell
+    changes = {name: {pid: _changes(versions, row) for pid, row in cells[name].items()} for name in profiles}
+    blocking = any(c["blocking"] for per in cells.values() for row in per.values() for c in row.values())
+    return {
+        "schema": SCHEMA,
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "releases": versions,
+        "profiles": {name: {"description": meta[name].description, "patches": list(meta[name].patches)}
+                     for name in profiles},
+        "cells": cells,
+        "boot": {name: {v: {k: r.get(k) for k in ("result", "boot_s", "error_line")}
+                        for (v, p), r in bt.items() if p == name} for name in profiles},
+        "changes": changes,
+        "first_change": {name: {pid: (ch[0]["release"] if ch else None) for pid, ch in per.items()}
+                         for name, per in changes.items()},
+        "errors": errors,
+        "exit_code": 1 if blocking or errors else 0,
+        "timing": {"wall_s": round(wall, 3), "workers": workers,
+                   "per_release_s": {r["release"]: r["seconds"] for r in results}},
+    }
+
+
+def write(doc: dict, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``matrix.json``, ``matrix.md`` and ``matrix.html`` into ``out_dir`` (created).
+
+    Returns:
+        kind -> path written.
+    """
+    from patchq import matrix_render
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "matrix.json", "md": out / "matrix.md", "html": out / "matrix.html"}
+    texts = {"json": json.dumps(doc, indent=1) + "\n", "md": matrix_render.markdown(doc),
+             "html": matrix_render.html(doc)}
+    for kind, path in paths.items():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(texts[kind], encoding="utf-8")
+        os.replace(tmp, path)
+    return paths

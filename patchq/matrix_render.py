@@ -1,0 +1,276 @@
+"""Renderings of a ``patchq.matrix/1`` document: a Markdown table and a self-contained HTML page.
+
+The HTML page has no external resources (inline CSS, no scripts): it can be opened from a
+CI artifact or served by GitHub Pages as is. Each profile gets a patch x release grid
+coloured by status; each cell's ``title`` carries its reason and locations (tooltip) and
+links to a per-patch detail table where the reason, the upstream check, notes and the
+node-scoped drift diff are visible.
+"""
+
+from __future__ import annotations
+
+import html as _html
+
+SHORT = {
+    "applies": "applies", "applies-drifted": "drifted", "moved": "moved", "upstreamed": "upstream",
+    "absent": "absent", "not-applicable": "n/a", "conflict": "CONFLICT", "gone": "GONE",
+}
+LEVEL_SHORT = {"source": "src", "import": "import", "probe": "probe", "boot": "boot", None: "-"}
+COLORS = {
+    "applies": "#c8e6c9", "applies-drifted": "#fff59d", "moved": "#ffe0b2", "upstreamed": "#b3e5fc",
+    "absent": "#eeeeee", "not-applicable": "#fafafa", "conflict": "#ffcdd2", "gone": "#ef9a9a",
+}
+MEANING = {
+    "applies": "fingerprint identical to a verified release",
+    "applies-drifted": "definition changed upstream; the transform still applies and compiles (diff for review)",
+    "moved": "found under another module (or qualname) than the anchor names",
+    "upstreamed": "the release already does what the patch intends",
+    "absent": "the target code does not exist yet in that release",
+    "not-applicable": "outside the patch's applies-range",
+    "conflict": "definition found, transform cannot apply",
+    "gone": "nothing matches anywhere",
+}
+
+
+def _where(cell: dict, limit: int = 3) -> str:
+    parts, seen = [], set()
+    for a in cell.get("anchors", []):
+        key = (a["path"], a["line"])
+        if key in seen:
+            continue
+        seen.add(key)
+        parts.append(f"{a['qualname']} ({a['path']}:{a['line']})")
+    if len(parts) > limit:
+        parts = parts[:limit] + [f"+{len(parts) - limit} more"]
+    return "; ".join(parts)
+
+
+def _short_where(cell: dict) -> str:
+    for a in cell.get("anchors", []):
+        return f"{a['path'].rsplit('/', 1)[-1]}:{a['line']}"
+    return ""
+
+
+def _flag(cell: dict) -> str:
+    """A marker for cells whose claims disagree with what was found (notes)."""
+    return " !" if cell.get("notes") else ""
+
+
+def _cell_md(cell: dict | None) -> str:
+    if cell is None:
+        return "?"
+    text = SHORT.get(cell["status"], cell["status"]) + _flag(cell)
+    if cell["blocking"]:
+        return f"**{text}**"
+    return f"{text} ({LEVEL_SHORT[cell.get('level')]})"
+
+
+def _boot_text(rec: dict | None) -> str:
+    if not rec:
+        return ""
+    ok = str(rec.get("result", "")).lower() in ("ok", "pass", "passed", "ready", "true")
+    return f"ok {rec.get('boot_s')} s" if ok else f"FAIL"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _clip(text: str, n: int = 300) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def markdown(doc: dict) -> str:
+    """The matrix as Markdown: one table per profile, then per-patch changes and blocking cells."""
+    rel = doc["releases"]
+    out = [f"# patchq compatibility matrix\n",
+           f"Generated {doc['generated']}; vLLM {rel[0] if rel else '-'} .. {rel[-1] if rel else '-'} "
+           f"({len(rel)} releases). Cells: status (deepest level reached: src, import, probe, boot); "
+           f"**bold** = apply would fail; `!` = a claim disagrees with what was found.\n"]
+    for name, prof in doc["profiles"].items():
+        out.append(f"\n## {name}\n\n{prof['description']}\n")
+        out.append("| patch | " + " | ".join(rel) + " | first change |")
+        out.append("|---|" + "---|" * len(rel) + "---|")
+        for pid in prof["patches"]:
+            row = doc["cells"][name][pid]
+            first = doc["first_change"][name][pid] or "-"
+            out.append(f"| {pid} | " + " | ".join(_cell_md(row.get(v)) for v in rel) + f" | {first} |")
+        boots = doc["boot"].get(name, {})
+        if boots:
+            out.append("| *boot* | " + " | ".join(_boot_text(boots.get(v)) for v in rel) + " | |")
+    out.append("\n## Changes per patch\n")
+    seen = set()
+    for name, per in doc["changes"].items():
+        for pid, changes in per.items():
+            first_cell = next(iter(doc["cells"][name][pid].values()), None)
+            key = (pid, tuple((c["release"], c["to"]) for c in changes))
+            if key in seen:
+                continue
+            seen.add(key)
+            start = f"{first_cell['status']} from {rel[0]}" if first_cell else "-"
+            out.append(f"- **{pid}** ({name}): {start}")
+            for c in changes:
+                out.append(f"  - {c['release']}: {c['from']} → {c['to']}: {_md_escape(_clip(c['reason']))}")
+    blocking = [(name, pid, v, c) for name, per in doc["cells"].items() for pid, row in per.items()
+                for v, c in row.items() if c["blocking"]]
+    if blocking:
+        out.append("\n## Blocking cells\n")
+        for name, pid, v, c in blocking:
+            out.append(f"- {name} / {pid} / {v}: {c['status']}: {_md_escape(_clip(c['reason'], 500))}")
+    if doc.get("errors"):
+        out.append("\n## Releases not checked\n")
+        for v, err in doc["errors"].items():
+            out.append(f"- {v}: {_md_escape(err)}")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# HTML
+
+_CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.5em 0}
+th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top}
+th{background:#f0f0f0;font-weight:600}
+table.grid td{text-align:center;min-width:4.6em;font-size:12px}
+table.grid td a{color:inherit;text-decoration:none;display:block}
+table.grid td small{color:#555;display:block}
+td.blk{outline:2px solid #c62828;outline-offset:-2px;font-weight:700}
+td.boot-ok{background:#a5d6a7}td.boot-fail{background:#ef9a9a}
+table.detail td{font-size:12px}
+pre{background:#f7f7f7;border:1px solid #ddd;padding:6px;overflow:auto;font-size:11px;max-width:110em}
+.legend span{display:inline-block;padding:2px 8px;margin:2px;border:1px solid #ccc}
+details>summary{cursor:pointer}
+"""
+
+
+def _e(text: object) -> str:
+    return _html.escape("" if text is None else str(text), quote=True)
+
+
+def _title(cell: dict) -> str:
+    parts = [f"{cell['status']}: {cell['reason']}"]
+    where = _where(cell, limit=6)
+    if where:
+        parts.append(f"where: {where}")
+    if cell.get("variant"):
+        parts.append(f"variant: {cell['variant']}")
+    if cell.get("tried_variant"):
+        parts.append(f"tried variant: {cell['tried_variant']}")
+    for name, lv in (cell.get("levels") or {}).items():
+        if name != "source":
+            parts.append(f"{name}: {lv['result']} {lv.get('detail', '')}")
+    parts += cell.get("notes", [])
+    return "\n".join(parts)
+
+
+def _anchor_id(pid: str, release: str, profile: str | None = None) -> str:
+    base = f"d-{pid}-{release}".replace(".", "_")
+    return base if profile is None else f"{base}-{profile}"
+
+
+def html(doc: dict) -> str:
+    """The matrix as one self-contained HTML page (inline CSS, no scripts, no external links)."""
+    rel = doc["releases"]
+    out = ["<!doctype html><html lang=en><head><meta charset=utf-8>",
+           "<title>patchq compatibility matrix</title><style>", _CSS, "</style></head><body>",
+           f"<h1>patchq compatibility matrix</h1><p>Generated {_e(doc['generated'])}; vLLM "
+           f"{_e(rel[0] if rel else '-')} .. {_e(rel[-1] if rel else '-')} ({len(rel)} releases, "
+           f"{len(doc['profiles'])} profiles). Each cell: status, the deepest level reached "
+           f"(src, import, probe, boot) and where; hover for the reason, click for details. "
+           f"A red outline means <code>patchq apply</code> would fail; <b>!</b> marks a claim "
+           f"that disagrees with what was found.</p>", '<p class="legend">']
+    for status, color in COLORS.items():
+        out.append(f'<span style="background:{color}" title="{_e(MEANING[status])}">{_e(status)}</span>')
+    out.append("</p>")
+
+    # which (patch, release) details are rendered once, and where a profile's cell differs
+    shown: dict[tuple[str, str], dict] = {}
+    for name, prof in doc["profiles"].items():
+        out.append(f"<h2>{_e(name)}</h2><p>{_e(prof['description'])} — patches: {_e(', '.join(prof['patches']))}</p>")
+        out.append('<table class="grid"><tr><th>patch</th>' + "".join(f"<th>{_e(v)}</th>" for v in rel)
+                   + "<th>first change</th></tr>")
+        for pid in prof["patches"]:
+            row = doc["cells"][name][pid]
+            tds = []
+            for v in rel:
+                cell = row.get(v)
+                if cell is None:
+                    tds.append('<td title="not checked">?</td>')
+                    continue
+                base = shown.setdefault((pid, v), dict(cell, _profile=name))
+                same = base["status"] == cell["status"] and base["reason"] == cell["reason"]
+                target = _anchor_id(pid, v) if same else _anchor_id(pid, v, name)
+                if not same:
+                    shown[(pid, v, name)] = dict(cell, _profile=name)  # type: ignore[index]
+                cls = ' class="blk"' if cell["blocking"] else ""
+                level = LEVEL_SHORT[cell.get("level")]
+                tds.append(f'<td{cls} style="background:{COLORS.get(cell["status"], "#fff")}" '
+                           f'title="{_e(_title(cell))}"><a href="#{target}">'
+                           f'{_e(SHORT.get(cell["status"], cell["status"]))}{_e(_flag(cell))}'
+                           f'<small>{_e(level)} · {_e(_short_where(cell))}</small></a></td>')
+            first = doc["first_change"][name][pid]
+            out.append(f'<tr><th><a href="#p-{_e(pid)}">{_e(pid)}</a></th>' + "".join(tds)
+                       + f"<td>{_e(first or '-')}</td></tr>")
+        boots = doc["boot"].get(name, {})
+        if boots:
+            tds = []
+            for v in rel:
+                rec = boots.get(v)
+                if not rec:
+                    tds.append("<td></td>")
+                    continue
+                ok = _boot_text(rec).startswith("ok")
+                tds.append(f'<td class="{"boot-ok" if ok else "boot-fail"}" '
+                           f'title="{_e(rec.get("error_line") or _boot_text(rec))}">{_e(_boot_text(rec))}'
+                           + ("" if ok else f"<small>{_e(_clip(str(rec.get('error_line', '')), 60))}</small>")
+                           + "</td>")
+            out.append("<tr><th><i>boot</i></th>" + "".join(tds) + "<td></td></tr>")
+        out.append("</table>")
+
+    out.append("<h2>Details per patch</h2>")
+    patch_ids = []
+    for prof in doc["profiles"].values():
+        patch_ids += [p for p in prof["patches"] if p not in patch_ids]
+    for pid in patch_ids:
+        changes = next((doc["changes"][n][pid] for n in doc["profiles"] if pid in doc["changes"][n]), [])
+        summary = ", ".join(f"{c['release']}: {c['from']} → {c['to']}" for c in changes) or "no change"
+        out.append(f'<details id="p-{_e(pid)}" open><summary><b>{_e(pid)}</b> — {_e(summary)}</summary>')
+        out.append('<table class="detail"><tr><th>release</th><th>status</th><th>level</th><th>where</th>'
+                   "<th>reason, upstream check, notes, drift</th></tr>")
+        for key, cell in shown.items():
+            if key[0] != pid:
+                continue
+            v = key[1]
+            prof = key[2] if len(key) == 3 else None
+            label = v if prof is None else f"{v} ({prof})"
+            body = [_e(cell["reason"])]
+            uc = cell.get("upstream_check")
+            if uc:
+                body.append(f"<br><i>upstream check</i>: {_e(uc['verdict'])} {_e(uc['reason'])}")
+            for n in cell.get("notes", []):
+                body.append(f"<br><b>!</b> {_e(n)}")
+            for name, lv in (cell.get("levels") or {}).items():
+                if name != "source":
+                    body.append(f"<br><i>{_e(name)}</i>: {_e(lv['result'])} {_e(lv.get('detail', ''))}")
+            for d in cell.get("drift", []):
+                if d.get("diff"):
+                    body.append(f"<details><summary>diff of {_e(d['qualname'])} since verified "
+                                f"{_e(d['base'])}</summary><pre>{_e(d['diff'])}</pre></details>")
+                elif d.get("note"):
+                    body.append(f"<br><small>{_e(d['note'])}</small>")
+            cls = ' class="blk"' if cell["blocking"] else ""
+            out.append(f'<tr id="{_anchor_id(pid, v, prof)}"><td>{_e(label)}</td>'
+                       f'<td{cls} style="background:{COLORS.get(cell["status"], "#fff")}">{_e(cell["status"])}</td>'
+                       f'<td>{_e(LEVEL_SHORT[cell.get("level")])}</td><td>{_e(_where(cell, 6))}</td>'
+                       f'<td>{"".join(body)}</td></tr>')
+        out.append("</table></details>")
+    if doc.get("errors"):
+        out.append("<h2>Releases not checked</h2><ul>")
+        out += [f"<li>{_e(v)}: {_e(err)}</li>" for v, err in doc["errors"].items()]
+        out.append("</ul>")
+    t = doc.get("timing", {})
+    out.append(f"<p><small>source level checked in {_e(t.get('wall_s'))} s with {_e(t.get('workers'))} "
+               f"worker(s); schema {_e(doc['schema'])}.</small></p></body></html>")
+    return "\n".join(out) + "\n"
