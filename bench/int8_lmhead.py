@@ -36,29 +36,44 @@ H_DEFAULT = 3072
 BATCHES_DEFAULT = (1, 2, 4, 8, 13, 16, 32, 64)
 
 
-def _candidates():
-    """Launch configurations tried by --sweep, per bucket (fixed list)."""
-    out = {"1": [], "16": [], "32": [], "64": []}
-    for bn, bk, w in ((16, 512, 4), (32, 256, 4), (32, 512, 8), (64, 256, 8), (64, 128, 4), (128, 128, 8)):
-        for conv in (0, 1):
-            out["1"].append({"kernel": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": 1, "CONVERT": conv})
-    for bucket in ("16", "32", "64"):
+def _candidates(buckets=("1", "16", "32", "64", "128")):
+    """Launch configurations tried by --sweep, per bucket (a fixed list)."""
+    out = {}
+    if "1" in buckets:
+        out["1"] = []
+        for bn, bk, w in ((16, 512, 4), (32, 256, 4), (32, 512, 8), (64, 256, 8), (64, 128, 4), (128, 128, 8)):
+            for conv in (0, 1):
+                out["1"].append({"kernel": "gemv", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": 1,
+                                 "CONVERT": conv})
+    for bucket in ("16", "32", "64", "128"):
+        if bucket not in buckets:
+            continue
         bb = int(bucket)
-        for bn in (64, 128, 256):
-            for bk in (128, 256):
-                for w in (4, 8):
-                    for st in (3, 4):
-                        smem = st * (bn * bk + bb * bk * 2)
-                        if bb == 64:
-                            smem += bn * bk * 2  # converted tile staged for wgmma
-                        if smem > 220 * 1024:
-                            continue
-                        out[bucket].append({"kernel": "dott", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w,
-                                            "num_stages": st, "CONVERT": 0})
-        for bn, bk, w, st in ((128, 256, 4, 3), (128, 128, 8, 3), (256, 128, 8, 3)):
-            out[bucket].append({"kernel": "dott", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st, "CONVERT": 1})
-        for bn, bk, w, st in ((128, 256, 4, 3), (128, 128, 8, 4)):
-            out[bucket].append({"kernel": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st, "CONVERT": 1})
+        lst = out[bucket] = []
+        subs = [s for s in (64, 32, 16) if s <= bb and bb // s in (1, 2, 4)]
+        if bb == 16:
+            subs = [16]
+        bks = (128, 256) if bb == 16 else (64, 128, 256)
+        for sub in subs:
+            for bn in (64, 128, 256):
+                for bk in bks:
+                    for w in (4, 8):
+                        for st in (3, 4):
+                            smem = st * (bn * bk + bb * bk * 2) + (bn * bk * 2 if sub == 64 else 0)
+                            if smem > 220 * 1024:
+                                continue
+                            if bb >= 64 and bn * bb > 128 * 64 * (w // 4) * 2:
+                                continue  # accumulators would not fit in registers
+                            lst.append({"kernel": "dott", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w,
+                                        "num_stages": st, "CONVERT": 0, "SUB_B": sub})
+        if bb <= 64:
+            for bn, bk, w, st in ((128, 256, 4, 3), (128, 128, 8, 3), (256, 128, 8, 3)):
+                lst.append({"kernel": "dott", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st,
+                            "CONVERT": 1, "SUB_B": bb})
+            for bn, bk, w, st in ((128, 128, 4, 3), (128, 64, 4, 4), (256, 64, 8, 3)):
+                for conv in (0, 1):
+                    lst.append({"kernel": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st,
+                                "CONVERT": conv})
     return out
 
 
@@ -113,7 +128,7 @@ def _time_call(fn, reps, warmup):
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))  # ms
 
 
-def _sweep(q, s, H, dtype, reps, workers, log):
+def _sweep(q, s, H, dtype, reps, workers, log, buckets):
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -122,7 +137,7 @@ def _sweep(q, s, H, dtype, reps, workers, log):
     from patchq_runtime import int8_lmhead as m
 
     V = q.shape[0]
-    cands = _candidates()
+    cands = _candidates(buckets)
     jobs = []
     for bucket, lst in cands.items():
         for cfg in lst:
@@ -152,8 +167,7 @@ def _sweep(q, s, H, dtype, reps, workers, log):
         for cfg in lst:
             key = (bucket, json.dumps(cfg, sort_keys=True))
             if key in errors:
-                rows.append((float("inf"), cfg, errors[key]))
-                continue
+                log(f"    precompile failed for {cfg}: {errors[key]} (trying the JIT path)")
             c = dict(cfg)
             if c["kernel"] != "gemv":
                 c["BLOCK_B"] = max(16, B)
@@ -171,6 +185,8 @@ def _sweep(q, s, H, dtype, reps, workers, log):
         nerr = sum(1 for r in rows if r[2])
         if nerr:
             log(f"    ({nerr} configs failed; first: {next(r[2] for r in rows if r[2])})")
+    if "1" not in best or "16" not in best:
+        return best, results
     # bucket "1": the best gemv vs the best "16" config at B=1
     x1 = torch.randn(1, H, device=q.device).to(dtype)
     o1 = torch.empty(1, V, device=q.device, dtype=dtype)
@@ -190,12 +206,14 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=V_DEFAULT)
     ap.add_argument("--hidden", type=int, default=H_DEFAULT)
     ap.add_argument("--batches", default=",".join(map(str, BATCHES_DEFAULT)))
-    ap.add_argument("--extra-batches", default="128,256", help="also timed, reported apart (multi-launch paths)")
+    ap.add_argument("--extra-batches", default="128,256,512", help="also timed, reported apart (multi-launch paths)")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--sweep", action="store_true", help="time the fixed config list first and use the winners")
     ap.add_argument("--sweep-json", help="where --sweep writes the chosen launch table")
     ap.add_argument("--sweep-reps", type=int, default=25)
+    ap.add_argument("--sweep-buckets", default="1,16,32,64,128",
+                    help="buckets to sweep; the others keep the built-in table")
     ap.add_argument("--workers", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
     ap.add_argument("--log", help="also append the printed lines to this file")
     args = ap.parse_args(argv)
@@ -249,7 +267,8 @@ def main(argv=None):
               "torch": torch.__version__, "triton": triton.__version__,
               "copy_tb_s": copy_tbs, "int8_floor_ms": floor_ms}
     if args.sweep:
-        best, sweep_rows = _sweep(q, s, H, dtype, args.sweep_reps, args.workers, log)
+        best, sweep_rows = _sweep(q, s, H, dtype, args.sweep_reps, args.workers, log,
+                                  tuple(args.sweep_buckets.split(",")))
         table = dict(best)
         result["sweep"] = sweep_rows
         result["chosen"] = table
@@ -271,7 +290,9 @@ def main(argv=None):
         x = (torch.randn(B, H, device=dev, generator=g)).to(dtype)
         t8 = _time_call(lambda: m.int8_linear(x, q, s), args.reps, args.warmup)
         t16 = _time_call(lambda: F.linear(x, w), args.reps, args.warmup)
-        cfg = m._bucket_cfg(table, B) if B <= m.MAX_KERNEL_ROWS else ("loop of 64-row launches" if B <= m.MAX_LOOP_ROWS else "dequant+F.linear")
+        top = m._buckets(table)[-1]
+        cfg = m._bucket_cfg(table, B) if B <= top else (
+            f"loop of {top}-row launches" if B <= m.MAX_LOOP_ROWS else "dequant+F.linear")
         row = {"B": B, "int8_ms": t8, "bf16_ms": t16, "speedup": t16 / t8,
                "int8_gb_s": int8_bytes / (t8 * 1e-3) / 1e9, "bf16_gb_s": bf16_bytes / (t16 * 1e-3) / 1e9,
                "config": cfg, "extra": B in extra and B not in batches}

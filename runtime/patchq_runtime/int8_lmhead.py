@@ -149,10 +149,10 @@ _STATE_ATTR = "_patchq_int8_state"
 #   sm80-class mma.sync. Re-run the sweep on the part to tune them.
 LAUNCH_CONFIGS = {
     "sm90": {
-        "1": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "16": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "32": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "64": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 8, "num_stages": 3, "CONVERT": 0},
+        "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "CONVERT": 0},
+        "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "CONVERT": 0},
+        "32": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "64": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
     },
     "sm121": {
         "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
@@ -168,7 +168,6 @@ LAUNCH_CONFIGS = {
     },
 }
 
-_BUCKETS = (16, 32, 64)
 
 
 def _env_flag(name: str) -> bool:
@@ -361,30 +360,41 @@ def _build_kernels():
         x_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
         B, V, K, stride_xb, stride_qn, stride_ob,
         HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, CONVERT: tl.constexpr,
-        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_B: tl.constexpr,
+        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SUB_B: tl.constexpr, NSUB: tl.constexpr,
     ):
-        # Same math as _w8a16_dot_kernel with the operands swapped: activations are
-        # the MMA's A operand, the converted weight tile its B operand. The int8 tile
-        # is loaded straight into registers (16-byte loads), converted there, and
-        # the compiler stages the bf16 tile through shared memory for the MMA.
+        # Same math as _w8a16_dot_kernel with the operands swapped: activation rows
+        # are the MMA's A operand, the converted weight tile its B operand. The int8
+        # tile arrives in shared memory by 16-byte cp.async (num_stages deep), is
+        # converted once per K step, and feeds NSUB (1, 2 or 4) MMAs of SUB_B
+        # activation rows each, so a batch of NSUB * SUB_B rows reads the weight once.
+        # SUB_B < 64 keeps Triton on mma.sync with both operands in registers; a
+        # single SUB_B = 64 tile goes to wgmma (operand B staged through smem).
         pid = tl.program_id(0)
         offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-        rows = tl.minimum(offs_n, V - 1)
+        rows = tl.minimum(offs_n, V - 1)  # tail rows re-read the last row; stores are masked
         offs_k = tl.arange(0, BLOCK_K)
-        offs_b = tl.arange(0, BLOCK_B)
-        bmask = offs_b < B
+        offs_s = tl.arange(0, SUB_B)
         q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]  # [BLOCK_N, BLOCK_K]
-        x_ptrs = x_ptr + offs_b[:, None] * stride_xb + offs_k[None, :]  # [BLOCK_B, BLOCK_K]
-        acc = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.float32)
+        x_ptrs = x_ptr + offs_s[:, None] * stride_xb + offs_k[None, :]  # [SUB_B, BLOCK_K]
+        m0 = offs_s < B
+        m1 = (offs_s + SUB_B) < B
+        m2 = (offs_s + 2 * SUB_B) < B
+        m3 = (offs_s + 3 * SUB_B) < B
+        acc0 = tl.zeros((SUB_B, BLOCK_N), dtype=tl.float32)
+        acc1 = tl.zeros((SUB_B, BLOCK_N), dtype=tl.float32)
+        acc2 = tl.zeros((SUB_B, BLOCK_N), dtype=tl.float32)
+        acc3 = tl.zeros((SUB_B, BLOCK_N), dtype=tl.float32)
         for k0 in range(0, K, BLOCK_K):
             if EVEN_K:
+                kmask = offs_k < BLOCK_K
                 w = tl.load(q_ptrs)
-                xa = tl.load(x_ptrs, mask=bmask[:, None], other=0.0)
             else:
                 kmask = (k0 + offs_k) < K
                 w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
-                xa = tl.load(x_ptrs, mask=bmask[:, None] & kmask[None, :], other=0.0)
             if CONVERT == 1:
+                # int8x4 -> bf16x4, exact: u = b + 128 per byte, byte-permute into
+                # the fp32 2^23 + u, subtract 2^23 + 128, keep the high halves
+                # (exact: |b| <= 128 needs at most 8 significant bits).
                 wb = tl.inline_asm_elementwise(
                     asm="""
                     {
@@ -409,16 +419,34 @@ def _build_kernels():
                     pack=4,
                 )
             else:
-                wb = w.to(xa.dtype)
-            acc = tl.dot(xa, tl.trans(wb), acc)
+                wb = w.to(x_ptr.dtype.element_ty)
+            wt = tl.trans(wb)
+            x0 = tl.load(x_ptrs, mask=m0[:, None] & kmask[None, :], other=0.0)
+            acc0 = tl.dot(x0, wt, acc0)
+            if NSUB >= 2:
+                x1 = tl.load(x_ptrs + SUB_B * stride_xb, mask=m1[:, None] & kmask[None, :], other=0.0)
+                acc1 = tl.dot(x1, wt, acc1)
+            if NSUB >= 4:
+                x2 = tl.load(x_ptrs + 2 * SUB_B * stride_xb, mask=m2[:, None] & kmask[None, :], other=0.0)
+                acc2 = tl.dot(x2, wt, acc2)
+                x3 = tl.load(x_ptrs + 3 * SUB_B * stride_xb, mask=m3[:, None] & kmask[None, :], other=0.0)
+                acc3 = tl.dot(x3, wt, acc3)
             q_ptrs += BLOCK_K
             x_ptrs += BLOCK_K
-        scale = tl.load(s_ptr + rows).to(tl.float32)
-        acc = acc * scale[None, :]
+        scale = tl.load(s_ptr + rows).to(tl.float32)[None, :]
         if HAS_BIAS:
-            acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[None, :]
-        out_ptrs = out_ptr + offs_b[:, None] * stride_ob + offs_n[None, :]
-        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=bmask[:, None] & (offs_n < V)[None, :])
+            bias = tl.load(bias_ptr + rows).to(tl.float32)[None, :]
+        else:
+            bias = tl.zeros((1, BLOCK_N), dtype=tl.float32)
+        nmask = (offs_n < V)[None, :]
+        out_ptrs = out_ptr + offs_s[:, None] * stride_ob + offs_n[None, :]
+        ty = out_ptr.dtype.element_ty
+        tl.store(out_ptrs, (acc0 * scale + bias).to(ty), mask=m0[:, None] & nmask)
+        if NSUB >= 2:
+            tl.store(out_ptrs + SUB_B * stride_ob, (acc1 * scale + bias).to(ty), mask=m1[:, None] & nmask)
+        if NSUB >= 4:
+            tl.store(out_ptrs + 2 * SUB_B * stride_ob, (acc2 * scale + bias).to(ty), mask=m2[:, None] & nmask)
+            tl.store(out_ptrs + 3 * SUB_B * stride_ob, (acc3 * scale + bias).to(ty), mask=m3[:, None] & nmask)
 
     @triton.jit
     def _w8a16_gemv_kernel(
@@ -506,7 +534,7 @@ def _configs_for(device) -> dict:
             data = json.load(fh)
         if arch in data and isinstance(data[arch], dict):
             data = data[arch]
-        table.update({str(k): v for k, v in data.items() if str(k) in ("1", "16", "32", "64")})
+        table.update({str(k): v for k, v in data.items() if str(k) in ("1", "16", "32", "64", "128")})
     _CONFIG_CACHE[key] = table
     return table
 
@@ -540,7 +568,18 @@ def _kernel_call(cfg: dict, x2, q, scales, bias, out):
         return kernels["gemv"], args, kw, grid
     if kind not in ("dot", "dott"):
         raise ValueError(f"unknown kernel {kind!r} in launch config")
-    kw["BLOCK_B"] = int(cfg.get("BLOCK_B", 0)) or max(16, 1 << (max(B, 1) - 1).bit_length())
+    block_b = int(cfg.get("BLOCK_B", 0)) or max(16, 1 << (max(B, 1) - 1).bit_length())
+    if B > block_b:
+        raise ValueError(f"batch {B} > BLOCK_B {block_b}")
+    if kind == "dott":
+        sub_b = min(int(cfg.get("SUB_B", block_b)), block_b)
+        nsub = block_b // sub_b
+        if nsub not in (1, 2, 4) or nsub * sub_b != block_b:
+            raise ValueError(f"BLOCK_B {block_b} is not 1, 2 or 4 tiles of SUB_B {sub_b}")
+        kw["SUB_B"] = sub_b
+        kw["NSUB"] = nsub
+    else:
+        kw["BLOCK_B"] = block_b
     args = (x2, q, scales, bias_arg, out, B, V, K, x2.stride(0), q.stride(0), out.stride(0))
     return kernels[kind], args, kw, grid
 
@@ -551,15 +590,20 @@ def _launch(x2, q, scales, bias, out, cfg: dict) -> None:
     fn[grid](*args, **kw)
 
 
+def _buckets(table: dict):
+    """Batch buckets of a launch table: 16/32/64 always, 128 when the table has it."""
+    return tuple(b for b in (16, 32, 64, 128) if str(b) in table)
+
+
 def _bucket_cfg(table: dict, B: int) -> dict:
     if B == 1:
         return table["1"]
-    for b in _BUCKETS:
+    for b in _buckets(table):
         if B <= b:
             cfg = dict(table[str(b)])
             cfg.setdefault("BLOCK_B", b)
             return cfg
-    raise ValueError(f"batch {B} > {MAX_KERNEL_ROWS}")
+    raise ValueError(f"batch {B} > largest bucket of the launch table")
 
 
 def int8_linear(x, q, scales, bias=None):
@@ -605,9 +649,10 @@ def int8_linear(x, q, scales, bias=None):
             out[:, i : i + DEQUANT_CHUNK_ROWS] = torch.nn.functional.linear(x2, wd, bc)
         return out.reshape(*lead, V)
     table = _configs_for(x.device)
-    for i in range(0, B, MAX_KERNEL_ROWS):
-        xb = x2[i : i + MAX_KERNEL_ROWS]
-        _launch(xb, q, scales, bias, out[i : i + MAX_KERNEL_ROWS], _bucket_cfg(table, xb.shape[0]))
+    step = _buckets(table)[-1]
+    for i in range(0, B, step):
+        xb = x2[i : i + step]
+        _launch(xb, q, scales, bias, out[i : i + step], _bucket_cfg(table, xb.shape[0]))
     return out.reshape(*lead, V)
 
 
