@@ -1,0 +1,129 @@
+"""``patchq upstream sync`` and ``patchq upstream log PATCH``.
+
+``sync`` builds or extends the releases repository (:func:`patchq.upstream.sync`), or,
+with ``--repo``, checks that a clone has the wanted ``vX.Y.Z`` tags. ``log`` follows each
+anchored definition of a patch through the tagged releases
+(:func:`patchq.upstream.definition_history`) and lists the releases where it changed,
+with the diff of just that definition and, for a clone, the commits that touched it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from patchq import releases, upstream
+from patchq.errors import EXIT_OK, UsageError
+from patchq.model import AnchorSpec
+from patchq.series import Series
+
+SYNC_SCHEMA = "patchq.upstream-sync/1"
+LOG_SCHEMA = "patchq.upstream-log/1"
+
+
+def sync(spec: str | None, repo: str | None = None) -> tuple[dict, int]:
+    """Sync releases (``spec``: a list or a specifier, as ``--releases``). Returns (document, code).
+
+    Raises:
+        UsageError: no spec for the releases repository, or a malformed one.
+        TargetNotFound: a clone lacks a wanted tag, or a release cannot be had.
+    """
+    if repo is not None:
+        up = upstream.open_upstream(repo)
+        tagged = up.versions()
+        wanted = upstream.select_versions(up, spec) if spec else tagged
+        return {"schema": SYNC_SCHEMA, "kind": "clone", "path": str(up.path),
+                "releases": [str(v) for v in tagged], "selected": [str(v) for v in wanted],
+                "added": [], "skipped": [str(v) for v in wanted], "rewritten": [], "seconds": {}}, EXIT_OK
+    if not spec:
+        raise UsageError("give --releases SPEC (e.g. 0.23.0,0.24.0,0.26.0 or '>=0.23,<=0.26') or --repo PATH")
+    try:
+        versions = _releases(spec)
+    except releases.ReleaseError as exc:
+        raise UsageError(str(exc)) from None
+    if not versions:
+        raise UsageError(f"--releases {spec!r} selects no release")
+    result = upstream.sync(versions)
+    doc = {"schema": SYNC_SCHEMA, "kind": "releases", **asdict(result)}
+    doc["path"] = str(result.path)
+    doc["selected"] = [str(v) for v in versions]
+    return doc, EXIT_OK
+
+
+def _releases(spec: str) -> list:
+    """An explicit list of cached releases is taken as is (no index query); anything
+    else goes through :func:`patchq.releases.list_releases` (PyPI, cached an hour)."""
+    if not any(op in spec for op in "<>=!~"):
+        try:
+            return releases.filter_releases(releases.cached_wheels(), spec)
+        except releases.ReleaseError:
+            pass
+    return releases.list_releases(spec)
+
+
+def render_sync(doc: dict) -> str:
+    """Human summary of a sync."""
+    lines = [f"upstream ({doc['kind']}) at {doc['path']}: {len(doc['releases'])} release(s) tagged"]
+    if doc["added"]:
+        took = ", ".join(f"{v} ({doc['seconds'].get(v, 0):.1f}s)" for v in doc["added"])
+        lines.append(f"  added: {took}")
+    if doc["rewritten"]:
+        lines.append(f"  re-chained (an older release was inserted): {', '.join(doc['rewritten'])}")
+    if doc["skipped"]:
+        lines.append(f"  already there: {', '.join(doc['skipped'])}")
+    return "\n".join(lines) + "\n"
+
+
+def log(series: Series, patch_id: str, spec: str | None = None, repo: str | None = None,
+        commits: bool | None = None) -> tuple[dict, int]:
+    """The history of each anchored definition of a patch. Returns (document, code).
+
+    Raises:
+        TargetNotFound: no upstream history (sync first) or no such clone.
+        UsageError: an unknown patch, or a spec selecting no tagged release.
+    """
+    patch = series.patch(patch_id)
+    up = upstream.open_upstream(repo)
+    versions = upstream.select_versions(up, spec)
+    if not versions:
+        raise UsageError(f"--releases {spec!r} selects none of the tagged releases")
+    seen: dict[tuple[str, str], list[str]] = {}
+    for a in patch.anchors.values():
+        seen.setdefault((a.module, a.qualname), []).append(a.id)
+    defs = []
+    for (module, qualname), ids in seen.items():
+        spec_ = AnchorSpec(id=ids[0], module=module, qualname=qualname)
+        history = upstream.definition_history(up, spec_, versions)
+        entries = upstream.log_entries(up, history, with_commits=commits)
+        present = {str(v): (s.relpath if isinstance(s, upstream.DefinitionAt) else s)
+                   for v, s in history.states.items()}
+        defs.append({"qualname": qualname, "module": module, "anchors": ids,
+                     "releases": present, "changes": [asdict(e) for e in entries]})
+    doc = {"schema": LOG_SCHEMA, "patch": patch_id, "upstream": {"kind": up.kind, "path": str(up.path)},
+           "releases": [str(v) for v in versions], "definitions": defs}
+    return doc, EXIT_OK
+
+
+def render_log(doc: dict, show_diff: bool = True) -> str:
+    """Human rendering of a log: per definition, per change, its diff and commits."""
+    lines = [f"{doc['patch']}: {len(doc['definitions'])} anchored definition(s) over "
+             f"{len(doc['releases'])} release(s) ({doc['releases'][0]} .. {doc['releases'][-1]}, "
+             f"{doc['upstream']['kind']} {doc['upstream']['path']})"]
+    for d in doc["definitions"]:
+        lines.append(f"\n== {d['qualname']} (anchors: {', '.join(d['anchors'])})")
+        if not d["changes"]:
+            lines.append("   not found in any selected release")
+        for c in d["changes"]:
+            where = c["relpath"] or "-"
+            if c["previous_relpath"] and c["relpath"] and c["previous_relpath"] != c["relpath"]:
+                where = f"{c['previous_relpath']} -> {c['relpath']}"
+            fp = f" fp {c['fingerprint']}" if c["fingerprint"] else ""
+            since = f" (since {c['previous']})" if c["previous"] and c["change"] != "appears" else ""
+            lines.append(f"-- {c['version']}{since}: {c['change']} [{where}]{fp}")
+            if c["change"] == "ambiguous":
+                lines.append(f"   {c['diff']}")
+            elif show_diff and c["diff"]:
+                lines += ["   " + ln for ln in c["diff"].rstrip("\n").splitlines()]
+            if c["commits"]:
+                lines.append(f"   commits ({c['commits_method']}):")
+                lines += [f"     {r['commit'][:12]} {r['date']} {r['subject']}" for r in c["commits"]]
+    return "\n".join(lines) + "\n"
