@@ -1,0 +1,242 @@
+"""``patchq rebase --to VERSION [--from VERSION] [--patch ID] [--write]``.
+
+Runs :func:`patchq.merge.rebase_patch` for each patch and, with ``--write``, records
+what a clean rebase proves (:func:`record`):
+
+* the transform carries forward (its result at the target equals the clean merge):
+  the variant's range is widened to the target when no variant covers it
+  (:func:`patchq.seriesedit.widen_variant`), the anchors' fingerprints at both releases
+  go into ``anchors/<patch>.toml`` (:mod:`patchq.fingerprints`' format), and the patch's
+  diff at the target into ``series/diffs/<target>/<patch>.diff`` (:mod:`patchq.diffstore`);
+* the merge is clean but the transform differs or fails: the merged definitions (the
+  proposed new variant's golden text) and the merged diff go to the work directory.
+
+Conflicts are always written to the work directory, with or without ``--write``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from packaging.version import Version
+
+from patchq import diffstore, merge, rangediff, releases, seriesedit
+from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
+from patchq.model import Patch
+from patchq.series import Series, module_file
+from patchq.sources import release_source
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SCHEMA = "patchq.rebase/1"
+FAILING = ("conflict", "gone", "failed-at-base")
+
+
+def default_from(patch: Patch, target: Version) -> Version | None:
+    """The release to rebase ``patch`` from when ``--from`` is not given.
+
+    The newest release before ``target`` on which every anchor of its variant has a
+    recorded fingerprint (the last verified release), else the newest cached release
+    before ``target`` where the patch has an edit variant; None when there is none.
+    """
+    recorded = sorted({Version(v) for a in patch.anchors.values() for v in a.fingerprints}, reverse=True)
+    for v in recorded:
+        variant = patch.variant_for(v)
+        if v < target and variant is not None and variant.kind == "edit" and \
+                all(str(v) in patch.anchors[a].fingerprints for a in variant.edits):
+            return v
+    for v in sorted(releases.cached_wheels(), reverse=True):
+        variant = patch.variant_for(v)
+        if v < target and variant is not None and variant.kind == "edit":
+            return v
+    return None
+
+
+def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]]) -> str | None:
+    """Merge ``fps`` (anchor -> {version: fp}) into ``anchors/<patch>.toml``; the path when changed."""
+    from patchq import fingerprints
+
+    path = series.anchors_root / f"{patch_id}.toml"
+    old = path.read_text(encoding="utf-8")
+    data = tomllib.loads(old)
+    for anchor_id, table in data.get("anchors", {}).items():
+        if anchor_id in fps:
+            table["fingerprints"] = fingerprints.merged(table.get("fingerprints", {}), fps[anchor_id], fps[anchor_id])
+    new = fingerprints.render(patch_id, data)
+    if new == old:
+        return None
+    path.write_text(new, encoding="utf-8")
+    return str(path)
+
+
+def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
+    """Write what a clean rebase proves (module docstring); appends to ``res.written``."""
+    if res.merge != merge.CLEAN or res.status not in ("clean",):
+        return
+    tv, fv = Version(res.to_version), res.from_version
+    if res.transform != "carries-forward":
+        d = merge.unit_dir(workdir, res.to_version, res.patch_id)
+        d.mkdir(parents=True, exist_ok=True)
+        for u in res.units:
+            path = d / f"{u.qualname}.py"
+            path.write_text(u.merged or "", encoding="utf-8")
+            u.files.append(str(path))
+            res.written.append(str(path))
+        if res.new_diff:
+            path = d / f"{res.patch_id}.diff"
+            path.write_text(res.new_diff, encoding="utf-8")
+            res.written.append(str(path))
+        return
+    patch = series.patch(res.patch_id)
+    current = patch.variant_for(tv)
+    if current is None:
+        if tv not in patch.applies:
+            res.next_steps.append(f"vllm {tv} is outside {patch.id}'s applies-range {patch.applies}: widen it by hand")
+            covers = False
+        else:
+            old, new = seriesedit.widen_variant(module_file(series.root, patch.id), res.variant_obj.applies, tv)
+            res.written.append(str(module_file(series.root, patch.id)))
+            res.next_steps = [s for s in res.next_steps if not s.startswith("widen the variant")]
+            res.next_steps.append(f"widened variant \"{old}\" to \"{new}\" in {module_file(series.root, patch.id).name}: review it")
+            covers = True
+    else:
+        covers = current is res.variant_obj
+        if not covers:
+            res.next_steps.append(f"the series has its own variant at vllm {tv} ({res.target_variant}): "
+                                  f"fingerprints at {tv} not recorded for the {res.variant} variant")
+    fps = {a: {v: fp for v, fp in table.items() if v == fv or (covers and v == str(tv))}
+           for a, table in res.fingerprints.items()}
+    written = _write_anchor_fingerprints(series, patch.id, fps)
+    if written:
+        res.written.append(written)
+    if covers:
+        fresh = Series(series.root, series.anchors_root, series.profiles, {})  # re-read: the hash changed
+        source = release_source(res.to_version)
+        rendered = diffstore.write(diffstore.render(source, [fresh.patch(patch.id)]), source,
+                                   diffstore.diffs_dir(series.root, res.to_version))
+        if rendered[0].action in ("wrote", "unchanged"):
+            res.written.append(rendered[0].path)
+
+
+def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] | None = None,
+        write: bool = False, workdir: Path | None = None) -> tuple[dict, int]:
+    """Rebase the series' patches to ``to``. Returns (``patchq.rebase/1`` document, exit code).
+
+    Raises:
+        UsageError: an unknown patch id, or no release to rebase from.
+        TargetNotFound: a release cannot be had.
+    """
+    target = Version(to)
+    workdir = Path(workdir) if workdir else series.root.parent / ".patchq-rebase"
+    ids = patch_ids or series.all_patch_ids()
+    to_source = release_source(to)
+    sources: dict[str, object] = {}
+    results: list[merge.PatchRebase] = []
+    for pid in ids:
+        patch = series.patch(pid)
+        fv = Version(from_) if from_ else default_from(patch, target)
+        if fv is None:
+            res = merge.PatchRebase(pid, "", str(target), status="skipped",
+                                    reason=f"no release before {target} where {pid} has an edit variant")
+            results.append(res)
+            continue
+        key = str(fv)
+        if key not in sources:
+            sources[key] = release_source(key)
+        res = merge.rebase_patch(patch, sources[key], to_source, workdir)  # type: ignore[arg-type]
+        if write:
+            record(res, series, workdir)
+        results.append(res)
+    doc = document(results, to, from_, write, workdir)
+    return doc, (EXIT_PATCH_FAILED if any(r.status in FAILING for r in results) else EXIT_OK)
+
+
+def _unit_row(u: merge.UnitRebase) -> dict:
+    row = asdict(u)
+    row.pop("target_span", None)
+    return row
+
+
+def document(results: list[merge.PatchRebase], to: str, from_: str | None, write: bool, workdir: Path) -> dict:
+    """The ``patchq.rebase/1`` document."""
+    patches = []
+    for r in results:
+        patches.append({
+            "id": r.patch_id, "from": r.from_version, "to": r.to_version, "variant": r.variant,
+            "status": r.status, "merge": r.merge, "transform": r.transform, "reason": r.reason,
+            "target_variant": r.target_variant,
+            "units": [_unit_row(u) for u in r.units],
+            "range_diff": {"counts": rangediff.counts(r.range_diff), "rows": rangediff.render(r.range_diff)},
+            "new_diff_source": r.new_diff_source, "old_diff": r.old_diff, "new_diff": r.new_diff,
+            "fingerprints": r.fingerprints, "written": r.written, "next_steps": r.next_steps,
+        })
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return {"schema": SCHEMA, "to": to, "from": from_, "write": write, "workdir": str(workdir),
+            "counts": counts, "ok": not any(r.status in FAILING for r in results), "patches": patches}
+
+
+def render_text(doc: dict) -> str:
+    """The human report: per patch its status, units, range-diff and next steps."""
+    out = [f"rebase to vllm {doc['to']}" + (f" from {doc['from']}" if doc["from"] else "") + ":"]
+    for p in doc["patches"]:
+        head = f"{p['id']}: {p['status'].upper()}"
+        if p["from"]:
+            head += f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; series at {p['to']}: {p['target_variant']})"
+        out.append(head)
+        if p["status"] == "skipped" or p["status"] == "failed-at-base":
+            out.append(f"  {p['reason']}")
+            continue
+        for u in p["units"]:
+            where = u["base_path"]
+            if u["target_path"] and u["target_path"] != u["base_path"]:
+                where += f" -> {u['target_path']}"
+            up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
+            line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {u['merge']}"
+            if u["conflicts"]:
+                line += f" ({u['conflicts']} conflict block(s))"
+            if u["transform"]:
+                line += f"; transform {u['transform'].replace('-', ' ')}"
+            out.append(line)
+            for c in u["candidates"]:
+                out.append(f"      similar: {c['qualname']} in {c['relpath']} (score {c['score']:g})")
+            if u["transform"] == "fails" and u["transform_reason"]:
+                out.append(f"      transform: {u['transform_reason']}")
+            if u["merge"] == "gone":
+                out.append(f"      {u['reason']}")
+            for f in u["files"]:
+                out.append(f"      wrote {f}")
+        if p["status"] in ("upstreamed", "absent"):
+            out.append(f"  {p['reason']}")
+        rd = p["range_diff"]
+        if rd["rows"]:
+            c = rd["counts"]
+            src = f" (new rendering from the {p['new_diff_source']})" if p["new_diff_source"] else " (no new rendering)"
+            out.append(f"  range-diff {p['from']} -> {p['to']}: {c['same']} same, {c['changed']} changed, "
+                       f"{c['removed']} removed, {c['added']} added{src}")
+            out += [f"    {row}" for row in rd["rows"]]
+        for w in p["written"]:
+            if not any(w in u["files"] for u in p["units"]):
+                out.append(f"  wrote {w}")
+        for s in p["next_steps"]:
+            out.append(f"  next: {s}")
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(doc["counts"].items()))
+    out.append(f"summary: {counts}" + ("" if doc["ok"] else " (exit 1: conflicts to resolve)"))
+    return "\n".join(out) + "\n"
+
+
+def check_ids(series: Series, ids: list[str] | None) -> list[str] | None:
+    """Validate ``--patch`` ids. Raises UsageError for an unknown one."""
+    if not ids:
+        return None
+    known = series.all_patch_ids()
+    bad = [i for i in ids if i not in known]
+    if bad:
+        raise UsageError(f"unknown patch(es) {', '.join(bad)}; known: {', '.join(known)}")
+    return ids
