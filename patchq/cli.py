@@ -163,11 +163,12 @@ def status(
 
 @app.command()
 def diff(
-    profile: str = typer.Option(..., "--profile", "-p", help="profile to render"),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to render"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
-    vllm: Optional[str] = typer.Option(None, "--vllm", help="a release from PyPI instead of the installed vLLM"),
+    vllm: Optional[str] = typer.Option(None, "--vllm", "--release", help="a release from PyPI instead of the installed vLLM"),
     source: Optional[str] = typer.Option(None, "--source", help="a vLLM source tree instead"),
+    write: bool = typer.Option(False, "--write", help="with --release: store each patch's diff in series/diffs/VERSION/"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
@@ -175,7 +176,20 @@ def diff(
     from patchq import diffs, engine, sources
     from patchq.converge import PlanFailed, converge
 
+    if write:  # one validated diff per patch (patchq/commands/diffwrite.py)
+        from patchq.commands import diffwrite
+
+        try:
+            if not vllm:
+                raise UsageError("--write needs --release VERSION")
+            doc, code = diffwrite.run(_series(series_dir), vllm, profile)
+        except PatchqError as exc:
+            _fail(exc, as_json)
+        report.emit_json(doc) if as_json else typer.echo(diffwrite.render_text(doc), nl=False)
+        raise typer.Exit(code)
     try:
+        if not profile:
+            raise UsageError("give --profile NAME (or --release VERSION --write)")
         s = _series(series_dir)
         patches = s.patches_of(profile)
         if vllm or source:
@@ -259,6 +273,95 @@ def matrix(
                    f"{len(doc['errors'])} release(s) not checked")
         for kind, path in paths.items():
             typer.echo(f"  {kind}: {path}")
+    raise typer.Exit(code)
+
+
+# -- upstream tracking, rebase and import (patchq/commands/upstream.py, rebase.py, import_.py)
+
+upstream_app = typer.Typer(help="A git history of vLLM releases, and what upstream changed under a patch.",
+                           no_args_is_help=True)
+app.add_typer(upstream_app, name="upstream")
+UpstreamRepo = typer.Option(None, "--repo", help="an existing vLLM clone (vX.Y.Z tags) instead of the releases history")
+
+
+@upstream_app.command("sync")
+def upstream_sync(
+    releases: Optional[str] = typer.Option(None, "--releases", help="list ('0.23.0,0.24.0') or range ('>=0.23,<=0.26')"),
+    repo: Optional[str] = UpstreamRepo,
+    as_json: bool = Json,
+) -> None:
+    """Commit each release's vllm/**/*.py, in release order, tagged vX.Y.Z (incremental)."""
+    from patchq.commands import upstream as cmd
+
+    try:
+        doc, code = cmd.sync(releases, repo)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    report.emit_json(doc) if as_json else typer.echo(cmd.render_sync(doc), nl=False)
+    raise typer.Exit(code)
+
+
+@upstream_app.command("log")
+def upstream_log(
+    patch: str = typer.Argument(..., help="patch id"),
+    releases: Optional[str] = typer.Option(None, "--releases", help="among the tagged releases (default: all)"),
+    repo: Optional[str] = UpstreamRepo,
+    commits: Optional[bool] = typer.Option(None, "--commits/--no-commits", help="list commits between tags (default: with --repo)"),
+    no_diff: bool = typer.Option(False, "--no-diff", help="do not print the definition diffs"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Releases where each anchored definition changed (by fingerprint), with its diff."""
+    from patchq.commands import upstream as cmd
+
+    try:
+        doc, code = cmd.log(_series(series_dir), patch, releases, repo, commits)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    report.emit_json(doc) if as_json else typer.echo(cmd.render_log(doc, show_diff=not no_diff), nl=False)
+    raise typer.Exit(code)
+
+
+@app.command()
+def rebase(
+    to: str = typer.Option(..., "--to", help="the release to carry the series to"),
+    from_: Optional[str] = typer.Option(None, "--from", help="the release to carry it from (default: last verified)"),
+    patch: list[str] = typer.Option([], "--patch", help="only this patch (repeatable; default: all)"),
+    write: bool = typer.Option(False, "--write", help="record fingerprints, diffs, widened ranges; proposals to the work dir"),
+    workdir: Optional[str] = typer.Option(None, "--workdir", help="where conflicts go (default: .patchq-rebase/ beside series/)"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Carry each patch to another release: node-scoped three-way merges (git merge-file)."""
+    from patchq.commands import rebase as cmd
+
+    try:
+        s = _series(series_dir)
+        doc, code = cmd.run(s, to, from_, cmd.check_ids(s, patch), write, workdir)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    report.emit_json(doc) if as_json else typer.echo(cmd.render_text(doc), nl=False)
+    raise typer.Exit(code)
+
+
+@app.command("import")
+def import_cmd(
+    file: str = typer.Argument(..., help="a unified diff (git, quilt or patch-package format)"),
+    id_: str = typer.Option(..., "--id", help="the new patch's id (kebab-case)"),
+    release: Optional[str] = typer.Option(None, "--release", help="the release the diff was made against (default: guessed)"),
+    summary: Optional[str] = typer.Option(None, "--summary", help="one-line summary"),
+    force: bool = typer.Option(False, "--force", help="overwrite an existing patch of that id"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Turn a unified diff into an anchored, node-scoped patch (series/<id>.py + anchors/<id>.toml)."""
+    from patchq.commands import import_ as cmd
+
+    try:
+        doc, code = cmd.run(_series(series_dir), file, id_, release, summary, force)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    report.emit_json(doc) if as_json else typer.echo(cmd.render_text(doc), nl=False)
     raise typer.Exit(code)
 
 

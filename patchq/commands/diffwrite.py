@@ -1,0 +1,48 @@
+"""``patchq diff --release VERSION --write``: store each patch's diff under ``series/diffs/VERSION/``.
+
+Every patch of the profile (or of the whole series) is planned alone on the pristine
+release and its diff validated and written by :mod:`patchq.diffstore`. Exit 1 when a
+patch fails on that release (its file is left as it was).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from patchq import diffstore, engine, releases
+from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
+from patchq.series import Series
+from patchq.sources import release_source
+
+SCHEMA = "patchq.diff-write/1"
+
+
+def run(series: Series, version: str, profile: str | None = None) -> tuple[dict, int]:
+    """Render, validate and store the diffs. Returns (document, exit code).
+
+    Raises:
+        TargetNotFound: the release cannot be had.
+        DiffInvalid: a rendered diff fails validation.
+    """
+    source = release_source(version)
+    ids = list(series.profile(profile).patches) if profile else series.all_patch_ids()
+    dest = diffstore.diffs_dir(series.root, releases.version_key(version))
+    rendered = diffstore.write(diffstore.render(source, [series.patch(i) for i in ids]), source, dest)
+    failed = [r for r in rendered if r.status == engine.FAILED]
+    doc = {"schema": SCHEMA, "vllm": str(source.version), "dir": str(dest), "profile": profile,
+           "ok": not failed, "patches": [asdict(r) for r in rendered]}
+    return doc, (EXIT_PATCH_FAILED if failed else EXIT_OK)
+
+
+def render_text(doc: dict) -> str:
+    """One line per patch: what was written and the diff's size, or why nothing was."""
+    lines = [f"diffs of vllm {doc['vllm']} in {doc['dir']}:"]
+    for r in doc["patches"]:
+        if r["status"] == engine.OK:
+            s = r["stats"]
+            lines.append(f"  {r['patch_id']}: {r['action']} ({s['files']} file(s), {s['hunks']} hunk(s), "
+                         f"+{s['added']} -{s['removed']}; unidiff ok, git apply --check ok)")
+        else:
+            what = f"; {r['action']} {r['path']}" if r["action"] else ""
+            lines.append(f"  {r['patch_id']}: {r['status']}: {r['reason']}{what}")
+    return "\n".join(lines) + "\n"
