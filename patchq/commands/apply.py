@@ -63,7 +63,9 @@ def revert(target: CodeSource, series: Series, profile: str | None, force: bool)
     else:
         drop = set(series.profile(profile).patches)
         keep_ids = [pid for pid in journal.patches if pid not in drop]
-        remaining_profile = journal.profile if journal.profile != profile else None
+        # the environment still carries the recorded profile only if none of its patches goes
+        recorded = series.profiles.get(journal.profile) if journal.profile else None
+        remaining_profile = journal.profile if recorded and not drop & set(recorded.patches) else None
     keep = [series.patch(pid) for pid in series.all_patch_ids() if pid in keep_ids]
     try:
         result = converge(target, keep, profile=remaining_profile, force=force, summary=summary(series))
