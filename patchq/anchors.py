@@ -470,14 +470,19 @@ class Segment:
     module: cst.Module
     node: DefNode
 
-    def render(self, new: DefNode) -> str:
-        """The segment's text with ``node`` replaced by ``new`` (same indentation)."""
+    def render(self, new: DefNode | cst.FlattenSentinel) -> str:
+        """The segment's text with ``node`` replaced by ``new`` (same indentation).
+
+        ``new`` may be a FlattenSentinel: statements placed beside the definition (an
+        imported patch's module-level insertions, :mod:`patchq.stmtpatch`).
+        """
+        nodes = list(new.nodes) if isinstance(new, cst.FlattenSentinel) else [new]
         if self.wrapped:
             cls = self.module.body[0]
-            block = cls.body.with_changes(body=[new])  # type: ignore[attr-defined]
+            block = cls.body.with_changes(body=nodes)  # type: ignore[attr-defined]
             code = self.module.with_changes(body=[cls.with_changes(body=block)]).code  # type: ignore[attr-defined]
             return code[len(_WRAPPER):]
-        return self.module.with_changes(body=[self.module.body[0], new]).code[len(_LEAD):]
+        return self.module.with_changes(body=[self.module.body[0], *nodes]).code[len(_LEAD):]
 
 
 def cut_segment(text: str, relpath: str, qualname: str, node: ast.AST) -> Segment:

@@ -131,8 +131,13 @@ def append_members(tree: DefNode, new: Sequence[cst.BaseStatement]) -> DefNode:
 def add_sentinel(tree: DefNode, patch_id: str, patch_hash: str) -> DefNode:
     """Mark ``tree`` as changed by a patch: a sentinel comment above the definition.
 
-    An older sentinel of the same patch is replaced; other patches' are kept.
+    An older sentinel of the same patch is replaced; other patches' are kept. For a
+    FlattenSentinel (statements inserted beside the definition), every definition in it
+    is marked.
     """
+    if isinstance(tree, cst.FlattenSentinel):
+        return cst.FlattenSentinel([add_sentinel(n, patch_id, patch_hash) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
+                                    else n for n in tree.nodes])  # type: ignore[return-value]
     text = sentinel_comment(patch_id, patch_hash)
     kept = [
         line
