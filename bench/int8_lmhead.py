@@ -206,7 +206,7 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=V_DEFAULT)
     ap.add_argument("--hidden", type=int, default=H_DEFAULT)
     ap.add_argument("--batches", default=",".join(map(str, BATCHES_DEFAULT)))
-    ap.add_argument("--extra-batches", default="128,256,512", help="also timed, reported apart (multi-launch paths)")
+    ap.add_argument("--extra-batches", default="128,256,512,2048", help="also timed, reported apart (multi-launch paths)")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--sweep", action="store_true", help="time the fixed config list first and use the winners")

@@ -60,7 +60,7 @@ def test_module_imports_without_torch_or_triton():
         assert m.MIN_ROWS_DEFAULT == 100000
         assert set(m.LAUNCH_CONFIGS) >= {'sm90', 'sm121', 'default'}
         for arch, table in m.LAUNCH_CONFIGS.items():
-            assert set(table) == {'1', '16', '32', '64'}, arch
+            assert {'1', '16', '32', '64'} <= set(table) <= {'1', '16', '32', '64', '128'}, arch
         print('ok')
         """
     )
@@ -555,7 +555,7 @@ def test_big_shape_bias_and_fp16(big):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("VH", [(100003, 3001), (4099, 1000), (257, 72), (1000, 4104)])
-@pytest.mark.parametrize("B", [1, 5, 31, 64, 100, 300])
+@pytest.mark.parametrize("B", [1, 5, 31, 64, 100, 300, 1100])
 def test_odd_shapes(VH, B):
     torch = _cuda()
     from patchq_runtime import int8_lmhead as m

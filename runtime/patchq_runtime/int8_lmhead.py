@@ -61,17 +61,23 @@ earlier.
 Kernel
 ------
 ``out[b, n] = (sum_k x[b, k] * q[n, k]) * scale[n] (+ bias[n])``: bf16/fp16
-activations, int8 weight converted in registers, fp32 accumulation (tensor cores via
-``tl.dot``: every product of a bf16 value and an int8 value is exact in fp32), fp32
-scale and bias epilogue, one rounding to the activation dtype. Each program owns
-``BLOCK_N`` weight rows and loops over K in ``BLOCK_K`` steps; the whole batch
-(padded to ``BLOCK_B`` in {16, 32, 64}) is processed per weight tile, so the weight
-is read exactly once per launch for any batch of 1..64 rows. A batch of exactly
-one row may use a CUDA-core GEMV variant when the architecture's table says so.
-Batches above 64 rows run as consecutive 64-row launches (each re-reads the weight)
-up to :data:`MAX_LOOP_ROWS`; larger batches (prefill-sized, compute-bound) dequantize
-``DEQUANT_CHUNK_ROWS`` weight rows at a time to the activation dtype and use
-``F.linear`` on each chunk.
+activations, int8 weight converted in registers, fp32 accumulation on tensor cores
+(``tl.dot``; every product of a bf16 value and an int8 value is exact in fp32), an
+fp32 scale and bias epilogue, one rounding to the activation dtype. Each program owns
+``BLOCK_N`` weight rows (so the grid is ``ceil(V / BLOCK_N)`` programs, ~1900-3900 for
+the 248320-row head: every SM streams weight) and loops over K in ``BLOCK_K`` steps;
+the int8 tile arrives in shared memory by 16-byte ``cp.async`` loads, ``num_stages``
+deep, is converted once per step and multiplied with the whole batch (padded to the
+bucket size), so the weight is read exactly once per launch. The activations (at
+most 128 x H bf16) stay in L2.
+
+Batch buckets: a batch of B rows uses the smallest bucket >= B of the launch table
+(``1``, ``16``, ``32``, ``64``; ``128`` on sm90): one launch for 1..64 rows (1..128 on
+sm90). Larger batches loop over launches of the largest bucket (each re-reads the
+weight) up to :data:`MAX_LOOP_ROWS`, then switch to a chunked dequantize +
+``F.linear`` (cuBLAS) path -- prefill-sized batches are compute-bound and this path
+rounds each dequantized weight to bf16 once (documented deviation from the kernel's
+math).
 
 Launch configurations are fixed per GPU architecture (:data:`LAUNCH_CONFIGS`, keyed
 ``sm<major><minor>``; no autotuning at server start). Triton still JIT-compiles each
@@ -104,13 +110,14 @@ __all__ = [
 #: ``PATCHQ_INT8_LMHEAD_MIN_ROWS`` overrides it (tests use small values).
 MIN_ROWS_DEFAULT = 100_000
 
-#: Largest batch handled by a single kernel launch.
-MAX_KERNEL_ROWS = 64
-#: Batches up to this many rows loop over 64-row launches; above it, the chunked
-#: dequantize + ``F.linear`` path is used.
-MAX_LOOP_ROWS = 256
-#: Weight rows dequantized at a time on the large-batch path (3072-wide bf16: 96 MiB).
-DEQUANT_CHUNK_ROWS = 16384
+#: Batches above the launch table's largest bucket (64 or 128 rows) and up to this
+#: many rows run as consecutive largest-bucket launches (each re-reads the weight);
+#: larger batches take the chunked dequantize + ``F.linear`` path. The crossover was
+#: not measured: on the H200 a 128-row launch takes ~0.44 ms, so looping costs
+#: ~3.4 us per row, against a fixed ~1 ms + bf16 GEMM time for dequantizing.
+MAX_LOOP_ROWS = 1024
+#: Weight rows dequantized at a time on the large-batch path (3072-wide bf16: 192 MiB).
+DEQUANT_CHUNK_ROWS = 32768
 #: Weight rows processed at a time by :func:`quantize_rows` and the torch reference
 #: path (bounds the fp32 temporaries).
 QUANT_CHUNK_ROWS = 16384
@@ -130,29 +137,38 @@ _STATE_ATTR = "_patchq_int8_state"
 # Launch configurations
 # ---------------------------------------------------------------------------
 # Per architecture, per batch bucket. Bucket "1" is the batch-of-one case; buckets
-# "16"/"32"/"64" serve batches up to that size with BLOCK_B = bucket. Fields:
-#   kernel     "dott": MMA with the activations as operand A and the converted
-#                      weight tile as operand B (16-byte int8 loads, cp.async
-#                      pipelined; mma.sync for BLOCK_B < 64, wgmma at 64 on sm90);
-#              "dot":  MMA with the weight tile as operand A (kept for comparison:
-#                      Triton 3.6 loads its int8 A fragments 2 bytes at a time);
-#              "gemv": CUDA-core FMA kernel, batch of one only.
+# "16"/"32"/"64"/"128" serve batches up to that size with BLOCK_B = bucket. Fields:
+#   kernel     "dott": activations as MMA operand A, converted weight tile as operand
+#                      B; the batch tile is split into BLOCK_B / SUB_B (1, 2 or 4)
+#                      MMAs sharing one converted tile. SUB_B < 64 stays on mma.sync
+#                      with both operands in registers; SUB_B = 64 uses wgmma on sm90
+#                      (the converted tile is staged through shared memory).
+#              "dot":  weight tile as operand A (kept for comparison: Triton 3.6
+#                      loads its int8 A fragments 2 bytes at a time; slower);
+#              "gemv": CUDA-core FMA kernel, batch of one only (slower than "dott"
+#                      on the H200: 0.194 vs 0.177 ms).
 #   BLOCK_N    weight rows per program; BLOCK_K columns per K step;
 #   num_warps, num_stages (software pipelining depth);
-#   CONVERT    0: Triton's own int8->bf16/fp16 conversion (byte-permute + half add
-#              on sm90); 1: this module's PTX (byte-permute into fp32 2^23+u,
-#              subtract, pack) -- exact as well; bf16 activations only for dot/dott.
+#   CONVERT    0: Triton's own int8->bf16/fp16 conversion (LOP3/PRMT/HADD2 on sm90,
+#              ~2 instructions per element); 1: this module's PTX (byte-permute into
+#              the fp32 2^23+u, subtract, pack; ~2.75 per element, bf16 only for
+#              dot/dott). Both exact; 0 was faster everywhere on the H200.
 #
-# sm90 (H100/H200): picked by `bench/int8_lmhead.py --sweep` on an H200 (numbers in
-#   bench/README.md). sm121 (GB10, DGX Spark) and "default": NOT measured here;
-#   conservative choices that fit GB10's 101376 bytes of shared memory per block and
-#   sm80-class mma.sync. Re-run the sweep on the part to tune them.
+# sm90 (H100/H200): the winners of `bench/int8_lmhead.py --sweep` on an H200 (two
+#   sweeps, 282 configurations; see bench/README.md). sm121 (GB10, DGX Spark) and
+#   "default": NOT measured; conservative choices that fit GB10's 101376 bytes of
+#   shared memory per block and sm80-class mma.sync. Re-run the sweep on the part
+#   (`--sweep --sweep-json FILE`) and copy its table here to tune them.
 LAUNCH_CONFIGS = {
     "sm90": {
         "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "CONVERT": 0},
         "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "CONVERT": 0},
-        "32": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "64": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "32": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "CONVERT": 0,
+               "SUB_B": 16},
+        "64": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0,
+               "SUB_B": 64},
+        "128": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4, "CONVERT": 0,
+                "SUB_B": 64},
     },
     "sm121": {
         "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
@@ -617,10 +633,12 @@ def int8_linear(x, q, scales, bias=None):
         bias: optional ``[V]`` (any float dtype), same device.
 
     Returns:
-        ``[..., V]`` in ``x.dtype``. Batches of 1..64 rows: one kernel launch. 65..256
-        rows: consecutive 64-row launches. More: chunked dequantize + ``F.linear``.
-        Falls back to :func:`int8_linear_reference` when ``x`` is not on CUDA or
-        not bf16/fp16, or Triton is missing.
+        ``[..., V]`` in ``x.dtype``. Batches up to the launch table's largest
+        bucket (64 rows; 128 on sm90): one kernel launch. Up to
+        :data:`MAX_LOOP_ROWS` rows: consecutive largest-bucket launches. More:
+        chunked dequantize + cuBLAS GEMM. Falls back to
+        :func:`int8_linear_reference` when ``x`` is not on CUDA or not bf16/fp16,
+        or Triton is missing.
 
     Raises:
         ValueError: shape mismatch between ``x``, ``q``, ``scales``, ``bias``.
@@ -643,10 +661,21 @@ def int8_linear(x, q, scales, bias=None):
     if bias is not None and not bias.is_contiguous():
         bias = bias.contiguous()
     if B > MAX_LOOP_ROWS:
-        for i in range(0, V, DEQUANT_CHUNK_ROWS):
-            wd = (q[i : i + DEQUANT_CHUNK_ROWS].to(x.dtype) * scales[i : i + DEQUANT_CHUNK_ROWS, None].to(x.dtype))
-            bc = None if bias is None else bias[i : i + DEQUANT_CHUNK_ROWS].to(x.dtype)
-            out[:, i : i + DEQUANT_CHUNK_ROWS] = torch.nn.functional.linear(x2, wd, bc)
+        # Compute-bound sizes: dequantize a chunk of rows to the activation dtype
+        # (each weight rounded once, relative error <= 2^-9 on top of the int8 step)
+        # and let cuBLAS do the GEMM into a contiguous buffer.
+        step = DEQUANT_CHUNK_ROWS
+        tmp = torch.empty((B, min(step, V)), dtype=x.dtype, device=x.device)
+        for i in range(0, V, step):
+            n = min(step, V - i)
+            wd = q[i : i + n].to(x.dtype)
+            wd.mul_(scales[i : i + n, None].to(x.dtype))
+            t = tmp[:, :n]
+            torch.mm(x2, wd.t(), out=t)
+            if bias is not None:
+                t.add_(bias[i : i + n].to(x.dtype))
+            out[:, i : i + n].copy_(t)
+            del wd
         return out.reshape(*lead, V)
     table = _configs_for(x.device)
     step = _buckets(table)[-1]
@@ -803,8 +832,9 @@ def _warmup(packed, dtype) -> None:
 
     q, scales = packed
     H = q.shape[1]
+    table = _configs_for(q.device)
     with torch.no_grad():
-        for b in (1, 16, 32, 64):
+        for b in (1,) + _buckets(table):
             x = torch.zeros((b, H), dtype=dtype, device=q.device)
             int8_linear(x, q, scales, None)
 
