@@ -1,0 +1,71 @@
+"""``patchq import FILE.patch --id NAME [--release VERSION]``: a diff becomes an anchored patch.
+
+:func:`patchq.importer.build` parses and attributes the diff, :func:`~patchq.importer.write`
+writes ``series/<id>.py`` and ``anchors/<id>.toml``, and :func:`~patchq.importer.verify`
+plans the new patch on the release: when its result is not exactly the diff's, both files
+are removed again and the import fails (exit 1), so a written patch always reproduces
+its diff.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchq import importer
+from patchq.errors import EXIT_OK, UsageError
+from patchq.series import Series
+
+SCHEMA = "patchq.import/1"
+
+
+def run(series: Series, file: str, patch_id: str, release: str | None = None,
+        summary: str | None = None, force: bool = False) -> tuple[dict, int]:
+    """Import ``file`` as patch ``patch_id``. Returns (``patchq.import/1`` document, exit code).
+
+    Raises:
+        UsageError: unreadable file, bad id, existing patch without --force.
+        ImportRefused: the diff cannot become an anchored patch, or the written patch does
+            not reproduce it (nothing is left written).
+    """
+    path = Path(file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {file}: {exc}") from None
+    plan = importer.build(text, patch_id, release, source_name=path.name)
+    written = importer.write(plan, series.root, series.anchors_root, summary, force)
+    ok, why = importer.verify(plan, Series(series.root, series.anchors_root, series.profiles, {}))
+    if not ok:
+        for w in written:
+            Path(w).unlink(missing_ok=True)
+        raise importer.ImportRefused(f"the generated patch does not reproduce {path.name} on vllm "
+                                     f"{plan.release} (nothing written): {why}")
+    doc = {
+        "schema": SCHEMA, "patch": patch_id, "file": str(path), "release": plan.release,
+        "release_guessed": plan.release_guessed, "written": written, "verified": True,
+        "hunks": [{"path": h.relpath, "header": h.header, "definitions": h.qualnames,
+                   "module_level": h.module_level} for h in plan.hunks],
+        "anchors": [{"id": a.anchor_id, "path": a.relpath, "qualname": a.qualname,
+                     "fingerprint": a.fingerprint, "ops": [o["op"] for o in a.ops]} for a in plan.anchors],
+        "notes": plan.notes,
+    }
+    return doc, EXIT_OK
+
+
+def render_text(doc: dict) -> str:
+    """Human summary: hunks -> definitions, anchors and their operations, notes."""
+    how = "guessed: the newest cached release it applies to exactly" if doc["release_guessed"] else "given"
+    lines = [f"import {doc['file']} as {doc['patch']} (vllm {doc['release']}, {how})"]
+    for h in doc["hunks"]:
+        where = ", ".join(h["definitions"]) + (" + module level" if h["module_level"] else "")
+        lines.append(f"  {h['path']} {h['header']} -> {where or 'module level'}")
+    for a in doc["anchors"]:
+        lines.append(f"  anchor {a['id']}: {a['qualname']} ({a['path']}) fp {a['fingerprint']}: "
+                     f"{', '.join(a['ops']) or '-'}")
+    for n in doc["notes"]:
+        lines.append(f"  note: {n}")
+    lines += [f"  wrote {w}" for w in doc["written"]]
+    moved = any("relocated" in n for n in doc["notes"])
+    lines.append(f"  verified: applying {doc['patch']} to vllm {doc['release']} gives exactly the diff's result"
+                 + (" (relocated insertions aside)" if moved else ""))
+    return "\n".join(lines) + "\n"

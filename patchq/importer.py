@@ -1,0 +1,481 @@
+"""``patchq import``: a unified diff made against a vLLM release becomes an anchored patch.
+
+1. **Parse** the diff with :mod:`unidiff` (git, quilt or patch-package format). Paths
+   are normalized to site-packages-relative ``vllm/...``: the ``a/``/``b/`` prefix, a
+   quilt top directory (``vllm-0.23.0.orig/``), ``.../site-packages/`` or
+   ``node_modules/``-style prefixes all go, by taking the path from its ``vllm``
+   component (the first such suffix that exists in the release). New, deleted and
+   renamed files are refused: a patch changes existing vLLM code.
+2. **Release**: ``--release``, else the newest cached release to which every hunk
+   applies exactly (context and removed lines at the stated line numbers).
+3. **Apply** the hunks exactly to the pristine files, giving the patched texts.
+4. **Attribute** each hunk to its enclosing definition by line range (:mod:`ast`,
+   decorators included; qualnames as :func:`patchq.anchors.ast_index` indexes them:
+   classes nest, nested functions do not): removed lines by the pristine file, added
+   lines by the patched one (a definition new in the patch counts as its parent's
+   change). A hunk outside every definition is *module level*.
+5. **Node-scoped changes**: for each touched definition (the outermost, when a class and
+   one of its methods are both touched) :func:`patchq.stmtpatch.diff_definition` gives
+   the statement operations. Module-level insertions are anchored to the nearest
+   definition by structure: right before the definition that follows them, else right
+   after the one before them; when neither neighbour is a definition (e.g. an import
+   in the middle of the imports) they go before the next definition and are reported as
+   *relocated*. Module-level changes of existing statements are refused.
+6. **Write** ``anchors/<id>.toml`` (one anchor per definition: module hint, qualname,
+   fingerprint at the release) and ``series/<id_with_underscores>.py`` (the operations
+   as literals, ``variant(">=<release>", edits={...})``), then **verify**: the new patch
+   planned on the release must give exactly the diff's result, sentinel lines aside.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import libcst as cst
+from packaging.version import Version
+from unidiff import PatchSet
+from unidiff.constants import LINE_TYPE_NO_NEWLINE
+from unidiff.errors import UnidiffParseError
+
+from patchq import releases, stmtpatch
+from patchq.anchors import ast_index, cut_segment, fingerprint, node_code, split_lines
+from patchq.errors import PatchqError, UsageError
+from patchq.merge import module_of, strip_sentinels
+from patchq.sources import CodeSource, release_source
+from patchq.upstream import definition_span
+
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+class ImportRefused(PatchqError):
+    """The diff cannot become an anchored patch (the message says which hunk and why)."""
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def normalize_path(raw: str, exists: Callable[[str], bool] | None = None) -> str | None:
+    """A diff header path as a site-packages relpath ``vllm/...``; None for ``/dev/null``."""
+    path = raw.split("\t")[0].strip()
+    if path == "/dev/null":
+        return None
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    cands = ["/".join(parts[i:]) for i, p in enumerate(parts) if p == "vllm" and i < len(parts) - 1]
+    for c in cands:
+        if exists is None or exists(c):
+            return c
+    if cands:
+        return cands[-1]
+    return "/".join(parts[1:]) if parts and parts[0] in ("a", "b") else "/".join(parts)
+
+
+@dataclass
+class FilePatch:
+    """One file of the diff: its relpath and hunks (:class:`unidiff.Hunk`)."""
+
+    relpath: str
+    hunks: list
+
+
+def parse(text: str, exists: Callable[[str], bool] | None = None) -> list[FilePatch]:
+    """The files of a unified diff. Raises ImportRefused for non-diffs, new/deleted/renamed files."""
+    try:
+        ps = PatchSet(text)
+    except UnidiffParseError as exc:
+        raise ImportRefused(f"not a unified diff: {exc}") from None
+    if not len(ps):
+        raise ImportRefused("the diff changes no file")
+    out = []
+    for pf in ps:
+        src = normalize_path(pf.source_file, exists)
+        dst = normalize_path(pf.target_file, exists)
+        if src is None or dst is None or pf.is_added_file or pf.is_removed_file:
+            raise ImportRefused(f"{pf.path}: adds or deletes a file; patchq patches change existing vLLM files")
+        if src != dst:
+            raise ImportRefused(f"{src} -> {dst}: renames a file; not supported")
+        if not src.endswith(".py"):
+            raise ImportRefused(f"{src}: not a Python file")
+        out.append(FilePatch(src, list(pf)))
+    return out
+
+
+def apply_exact(text: str, fp: FilePatch) -> str:
+    """``text`` with the hunks applied at their stated lines (no offset, no fuzz).
+
+    Raises:
+        ImportRefused: a context or removed line differs from ``text``.
+    """
+    lines = split_lines(text)
+    out: list[str] = []
+    pos = 0
+    for h in fp.hunks:
+        start = h.source_start - 1 if h.source_length else h.source_start
+        if start < pos or start > len(lines):
+            raise ImportRefused(f"{fp.relpath}: hunk {h.source_start},{h.source_length} is out of range")
+        out += lines[pos:start]
+        pos = start
+        items = list(h)
+        for n, ln in enumerate(items):
+            if ln.line_type == LINE_TYPE_NO_NEWLINE:
+                continue
+            no_eol = n + 1 < len(items) and items[n + 1].line_type == LINE_TYPE_NO_NEWLINE
+            value = ln.value[:-1] if no_eol and ln.value.endswith("\n") else ln.value
+            if ln.is_added:
+                out.append(value)
+                continue
+            if pos >= len(lines) or lines[pos].rstrip("\r\n") != value.rstrip("\r\n"):
+                got = lines[pos].rstrip("\n") if pos < len(lines) else "<end of file>"
+                raise ImportRefused(f"{fp.relpath}:{pos + 1}: the diff expects {value.rstrip(chr(10))!r}, "
+                                    f"the file has {got!r}")
+            if ln.is_context:
+                out.append(lines[pos])
+            pos += 1
+    out += lines[pos:]
+    return "".join(out)
+
+
+def guess_release(files: list[FilePatch]) -> Version:
+    """The newest cached release to which every hunk applies exactly. Raises ImportRefused."""
+    for v in sorted(releases.cached_wheels(), reverse=True):
+        src = release_source(str(v))
+        try:
+            for fp in files:
+                text = src.read_text(fp.relpath)
+                if text is None:
+                    raise ImportRefused(fp.relpath)
+                apply_exact(text, fp)
+        except ImportRefused:
+            continue
+        return v
+    raise ImportRefused("the diff applies exactly to no cached release: pass --release VERSION")
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+def _spans(text: str) -> dict[str, tuple[int, int]]:
+    """qualname -> (first, last) line of every definition defined once."""
+    return {q: definition_span(nodes[0]) for q, nodes in ast_index(text).items() if len(nodes) == 1}
+
+
+def _innermost(spans: dict[str, tuple[int, int]], line: int) -> str | None:
+    best = None
+    for q, (a, b) in spans.items():
+        if a <= line <= b and (best is None or (b - a) < (spans[best][1] - spans[best][0])):
+            best = q
+    return best
+
+
+@dataclass
+class HunkInfo:
+    """A hunk of the diff and where it went: ``qualnames`` (definitions) and/or module level."""
+
+    relpath: str
+    header: str
+    qualnames: list[str] = field(default_factory=list)
+    module_level: bool = False
+
+
+def attribute(relpath: str, pristine: str, patched: str, hunks: list) -> list[HunkInfo]:
+    """Each hunk's enclosing definitions by line range (module docstring, step 4)."""
+    old_spans, new_spans = _spans(pristine), _spans(patched)
+    out = []
+    for h in hunks:
+        info = HunkInfo(relpath, f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@")
+        found: list[str | None] = []
+        for ln in h:
+            if ln.is_removed:
+                found.append(_innermost(old_spans, ln.source_line_no))
+            elif ln.is_added:
+                q = _innermost(new_spans, ln.target_line_no)
+                while q is not None and q not in old_spans:  # a new definition: its parent changed
+                    q = q.rpartition(".")[0] or None
+                found.append(q)
+        for q in found:
+            if q is None:
+                info.module_level = True
+            elif q not in info.qualnames:
+                info.qualnames.append(q)
+        out.append(info)
+    return out
+
+
+def _outermost(qualnames: list[str]) -> list[str]:
+    return [q for q in qualnames if not any(q.startswith(o + ".") for o in qualnames if o != q)]
+
+
+# --------------------------------------------------------------------------- module level
+
+
+class _Stub(cst.CSTTransformer):
+    """Definitions reduced to their names (module-level keys ignore what is inside them)."""
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False
+
+    def visit_ClassDef(self, node) -> bool:
+        return False
+
+    def leave_FunctionDef(self, original, updated):
+        return cst.parse_statement(f"def {updated.name.value}(): ...\n")
+
+    def leave_ClassDef(self, original, updated):
+        return cst.parse_statement(f"class {updated.name.value}: ...\n")
+
+
+def _module_key(stmt: cst.CSTNode) -> str:
+    return node_code(stmt.visit(_Stub()))
+
+
+def module_ops(relpath: str, pristine: str, patched: str) -> tuple[dict[str, list[dict]], list[str]]:
+    """Module-level insertions as ``module-insert`` operations keyed by the anchoring definition.
+
+    Returns:
+        ({top-level qualname: [ops]}, notes on relocated insertions).
+    Raises:
+        ImportRefused: an existing module-level statement is changed or removed.
+    """
+    a = list(cst.parse_module(pristine).body)
+    b = list(cst.parse_module(patched).body)
+    ka, kb = [_module_key(s) for s in a], [_module_key(s) for s in b]
+    ops: dict[str, list[dict]] = {}
+    notes: list[str] = []
+
+    def is_def(s) -> bool:
+        return isinstance(s, (cst.FunctionDef, cst.ClassDef))
+
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if tag != "insert":
+            first = ka[i1].strip().splitlines()[0] if i1 < len(ka) else ""
+            raise ImportRefused(f"{relpath}: a module-level hunk changes existing statements (`{first[:60]}`); "
+                                f"only insertions and changes inside definitions become anchored patches")
+        new = "".join(node_code(s) for s in b[j1:j2])
+        gap = 2
+        if i2 < len(a) and is_def(a[i2]):
+            where, anchor, relocated = "before", a[i2].name.value, False
+            gap = _blank_run(b[j2]) if j2 < len(b) else 2
+        elif i1 > 0 and is_def(a[i1 - 1]):
+            where, anchor, relocated = "after", a[i1 - 1].name.value, False
+        else:
+            nxt = next((s for s in a[i2:] if is_def(s)), None)
+            prv = next((s for s in reversed(a[:i1]) if is_def(s)), None)
+            if nxt is None and prv is None:
+                raise ImportRefused(f"{relpath}: a module-level insertion with no definition in the module to anchor it")
+            where, anchor, relocated = ("before", nxt.name.value, True) if nxt else ("after", prv.name.value, True)
+            notes.append(f"{relpath}: module-level insertion `{new.strip().splitlines()[0][:60]}` relocated "
+                         f"{where} {anchor} (its neighbours are not definitions)")
+        op = {"op": "module-insert", "where": where, "new": new}
+        if where == "before":
+            op["gap"] = gap
+        if relocated:
+            op["relocated"] = True
+        ops.setdefault(anchor, []).append(op)
+    return ops, notes
+
+
+def _blank_run(stmt: cst.CSTNode) -> int:
+    """Blank lines above a statement, before the comment lines directly above it."""
+    n = 0
+    for line in getattr(stmt, "leading_lines", []):
+        if line.comment is not None:
+            break
+        n += 1
+    return n
+
+
+# --------------------------------------------------------------------------- the import
+
+
+@dataclass
+class AnchorOut:
+    """One anchor of the imported patch."""
+
+    anchor_id: str
+    relpath: str
+    qualname: str
+    fingerprint: str
+    ops: list[dict]
+
+
+@dataclass
+class ImportPlan:
+    """What :func:`build` made of a diff (nothing written yet)."""
+
+    patch_id: str
+    release: str
+    release_guessed: bool
+    source_name: str
+    hunks: list[HunkInfo]
+    anchors: list[AnchorOut]
+    pristine: dict[str, str]
+    patched: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+
+def _anchor_id(qualname: str, taken: set[str]) -> str:
+    base = re.sub(r"[^a-z0-9]+", "-", qualname.lower()).strip("-") or "definition"
+    out, n = base, 2
+    while out in taken:
+        out, n = f"{base}-{n}", n + 1
+    taken.add(out)
+    return out
+
+
+def build(diff_text: str, patch_id: str, release: str | None = None, source_name: str = "") -> ImportPlan:
+    """Turn a diff into an :class:`ImportPlan` (module docstring, steps 1-5).
+
+    Raises:
+        UsageError: a bad patch id.
+        ImportRefused: the diff cannot become an anchored patch.
+        TargetNotFound: the release cannot be had.
+    """
+    if not _ID_RE.match(patch_id):
+        raise UsageError(f"patch id {patch_id!r}: use kebab-case (a-z, 0-9, -)")
+    probe: CodeSource | None = release_source(release) if release else None
+    files = parse(diff_text, probe.exists if probe else None)
+    guessed = release is None
+    version = Version(release) if release else guess_release(files)
+    source = probe or release_source(str(version))
+    plan = ImportPlan(patch_id, str(version), guessed, source_name, [], [], {}, {})
+    taken: set[str] = set()
+    for fp in files:
+        pristine = source.read_text(fp.relpath)
+        if pristine is None:
+            raise ImportRefused(f"{fp.relpath} is not in vllm {version}")
+        patched = apply_exact(pristine, fp)
+        plan.pristine[fp.relpath], plan.patched[fp.relpath] = pristine, patched
+        infos = attribute(fp.relpath, pristine, patched, fp.hunks)
+        plan.hunks += infos
+        touched = _outermost([q for i in infos for q in i.qualnames if q])
+        mod_ops: dict[str, list[dict]] = {}
+        if any(i.module_level for i in infos):
+            mod_ops, notes = module_ops(fp.relpath, pristine, patched)
+            plan.notes += notes
+        old_index, new_index = ast_index(pristine), ast_index(patched)
+        for q in touched + [m for m in mod_ops if m not in touched]:
+            if len(old_index.get(q, [])) != 1 or len(new_index.get(q, [])) != 1:
+                raise ImportRefused(f"{fp.relpath}: {q} is not defined exactly once in the pristine and the "
+                                    f"patched file (conditional definitions): cannot anchor it")
+            old = cut_segment(pristine, fp.relpath, q, old_index[q][0]).node
+            new = cut_segment(patched, fp.relpath, q, new_index[q][0]).node
+            ops = stmtpatch.diff_definition(old, new) if q in touched else []
+            if any(o["op"] == "definition" for o in ops):
+                plan.notes.append(f"{q}: replaced as a whole (statement operations could not reproduce the "
+                                  f"patched text exactly); it applies only where {q} is unchanged")
+            ops += mod_ops.get(q, [])
+            plan.anchors.append(AnchorOut(_anchor_id(q, taken), fp.relpath, q, fingerprint(old), ops))
+    return plan
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _literal(value: object, indent: int) -> str:
+    """A Python literal for ``value``; multi-line strings as triple-quoted blocks."""
+    pad = " " * indent
+    if isinstance(value, str) and "\n" in value and '"""' not in value and "\\" not in value \
+            and not value.endswith('"') and value.endswith("\n"):
+        return '"""\\\n' + value + '"""'
+    if isinstance(value, dict):
+        items = ",\n".join(f"{pad}    {k!r}: {_literal(v, indent + 4)}" for k, v in value.items())
+        return "{\n" + items + f",\n{pad}}}"
+    if isinstance(value, list):
+        items = ",\n".join(f"{pad}    {_literal(v, indent + 4)}" for v in value)
+        return "[\n" + items + f",\n{pad}]" if value else "[]"
+    return repr(value)
+
+
+def render_module(plan: ImportPlan, summary: str | None = None) -> str:
+    """The text of ``series/<id>.py``: the operations per anchor and the ``PATCH``."""
+    ops = {a.anchor_id: a.ops for a in plan.anchors}
+    summ = summary or f"imported from {plan.source_name or 'a diff'} (vllm {plan.release})"
+    where = "".join(f"\n* {a.anchor_id}: {a.qualname} ({a.relpath})" for a in plan.anchors)
+    return f'''"""{plan.patch_id}: {summ}.
+
+Generated by `patchq import` from {plan.source_name or 'a unified diff'} made against vllm {plan.release}.
+Each anchor's change is a list of statement operations (patchq/stmtpatch.py), found by
+structure inside the anchored definition:
+{where}
+"""
+
+from patchq.series import patch, variant
+from patchq.stmtpatch import statement_edit
+
+OPS = {_literal(ops, 0)}
+
+PATCH = patch(
+    id={plan.patch_id!r},
+    summary={summ!r},
+    why={("Imported from " + (plan.source_name or "a unified diff") + "; describe why vLLM needs it.")!r},
+    applies={">=" + plan.release!r},
+    variants=[
+        variant({">=" + plan.release!r}, edits={{anchor: statement_edit(ops) for anchor, ops in OPS.items()}}),
+    ],
+)
+'''
+
+
+def render_anchors(plan: ImportPlan) -> str:
+    """The text of ``anchors/<id>.toml`` (tomli_w; one anchor per definition, with its fingerprint)."""
+    import tomli_w
+
+    anchors = {a.anchor_id: {"module": module_of(a.relpath), "qualname": a.qualname, "count": 1,
+                             "fingerprints": {plan.release: a.fingerprint}} for a in plan.anchors}
+    head = (f"# Anchors of patch {plan.patch_id}, generated by `patchq import` (vllm {plan.release}).\n"
+            f"# One anchor per changed definition; the statements are found by series/"
+            f"{plan.patch_id.replace('-', '_')}.py.\n\n")
+    return head + tomli_w.dumps({"anchors": anchors}, multiline_strings=True)
+
+
+def write(plan: ImportPlan, series_root: Path, anchors_root: Path, summary: str | None = None,
+          force: bool = False) -> list[str]:
+    """Write ``series/<id>.py`` and ``anchors/<id>.toml``. Raises UsageError when they exist."""
+    module = series_root / (plan.patch_id.replace("-", "_") + ".py")
+    anchors = anchors_root / f"{plan.patch_id}.toml"
+    if not force and (module.exists() or anchors.exists()):
+        raise UsageError(f"patch {plan.patch_id} exists ({module.name}); pass --force to overwrite")
+    anchors_root.mkdir(parents=True, exist_ok=True)
+    module.write_text(render_module(plan, summary), encoding="utf-8")
+    anchors.write_text(render_anchors(plan), encoding="utf-8")
+    return [str(module), str(anchors)]
+
+
+def verify(plan: ImportPlan, series) -> tuple[bool, str]:
+    """Plan the written patch on its release: (True, "") when every file equals the diff's
+    result (sentinel lines aside), else (False, why)."""
+    from patchq import engine
+
+    sys.modules.pop("patchq_series_" + plan.patch_id.replace("-", "_"), None)
+    patch = series.patch(plan.patch_id)
+    result = engine.plan(release_source(plan.release), [patch])
+    r = result.results[0]
+    if r.status != engine.OK:
+        return False, r.reason
+    moved = [o["new"] for a in plan.anchors for o in a.ops if o.get("relocated")]
+    for rel, want in plan.patched.items():
+        got = strip_sentinels(result.patched.get(rel, plan.pristine[rel]))
+        for block in moved:  # relocated insertions: compare the rest, and require them once
+            if got.count(block.strip("\n")) != 1:
+                return False, f"{rel}: relocated insertion {block.strip()[:60]!r} is not in the result once"
+            got = _drop_block(got, block)
+            want = _drop_block(want, block)
+        if got != want:
+            diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), "diff", "patchq", n=1))
+            return False, f"{rel}: the applied patch differs from the diff's result:\n{diff[:2000]}"
+    return True, ""
+
+
+def _drop_block(text: str, block: str) -> str:
+    """``text`` without the first occurrence of ``block``'s lines and the blank lines after it."""
+    body = block.strip("\n") + "\n"
+    i = text.find(body)
+    if i < 0:
+        return text
+    return text[:i] + text[i + len(body):].lstrip("\n")

@@ -1,0 +1,302 @@
+"""Statement-level changes of one definition, as data: computed from two texts, applied by structure.
+
+``patchq import`` turns a text diff into a node-scoped patch with this module. For each
+changed definition, :func:`diff_definition` compares its pristine and its patched
+version statement by statement (:class:`difflib.SequenceMatcher` over each block's
+statements, recursing into compound statements whose header is unchanged) and yields a
+list of *operations*, plain dicts that ``series/<patch>.py`` stores as literals:
+
+``{"op": "replace", "old": SRC, "new": SRC, "after": PAT|None, "before": PAT|None}``
+    the run of statements ``old`` (matched by normalized AST, anywhere in the
+    definition, as consecutive siblings) becomes ``new`` (``""``: deleted);
+``{"op": "insert", "new": SRC, "after": PAT|None, "before": PAT|None}``
+    ``new`` goes between the sibling statements matching ``after`` and ``before``;
+``{"op": "header", "old": SRC, "new": SRC}``
+    the definition's own decorators/signature change (body kept);
+``{"op": "definition", "fingerprint": FP, "new": SRC}``
+    the fallback when the above cannot reproduce the patched text exactly (e.g. a
+    comment at the end of a block): the whole definition is replaced, and only where
+    its fingerprint is still ``FP``;
+``{"op": "module-insert", "where": "before"|"after", "new": SRC, "gap": N}``
+    module-level statements placed right before/after the anchored definition; for
+    ``before``, ``gap`` blank lines separate them from the definition (the blank lines
+    above the inserted block are the ones already above the definition, outside it).
+
+``after``/``before`` are the neighbouring statements' patterns (a compound statement is
+reduced to its header, ``...`` standing for each block), so an operation finds its place
+by structure and still applies when lines shifted, the block was re-indented, or the
+definition moved to another file. When both neighbours are given and no place has
+both, one neighbour is enough if it is unique; anything ambiguous or missing raises
+:class:`patchq.errors.AnchorError`, never a guess. :func:`statement_edit` wraps a list
+of operations as an edit function for :func:`patchq.series.variant`.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from typing import Callable, Sequence
+
+import libcst as cst
+
+from patchq.anchors import ast_match, fingerprint, node_code
+from patchq.errors import AnchorError
+
+DefNode = cst.FunctionDef | cst.ClassDef
+Op = dict
+
+_ELLIPSIS = cst.SimpleStatementLine(body=[cst.Expr(cst.Ellipsis())])
+
+
+# --------------------------------------------------------------------------- statement views
+
+
+class _Blocks(cst.CSTVisitor):
+    """IndentedBlocks under a node; ``depth1`` stops at the first level."""
+
+    def __init__(self, depth1: bool) -> None:
+        self.depth1 = depth1
+        self.found: list[cst.IndentedBlock] = []
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        self.found.append(node)
+        return not self.depth1
+
+
+def sub_blocks(stmt: cst.CSTNode) -> list[cst.IndentedBlock]:
+    """The blocks directly under a compound statement (body, elif/else, handlers...), in order."""
+    v = _Blocks(depth1=True)
+    stmt.visit(v)
+    return v.found
+
+
+def all_blocks(defn: cst.CSTNode) -> list[cst.IndentedBlock]:
+    """Every block inside ``defn`` at any depth (its own body first), in source order."""
+    v = _Blocks(depth1=False)
+    defn.visit(v)
+    return v.found
+
+
+class _Headers(cst.CSTTransformer):
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
+        return False
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        return updated.with_changes(body=[_ELLIPSIS], footer=[])
+
+
+def stmt_text(stmt: cst.CSTNode) -> str:
+    """A statement's source at column 0, comments above it included."""
+    return node_code(stmt)
+
+
+def header_text(stmt: cst.CSTNode, leading: bool = True) -> str:
+    """A statement with every block directly under it reduced to ``...`` (a pattern).
+
+    For a simple statement this is its text. ``leading=False`` leaves out the comment
+    lines above it.
+    """
+    if not leading and hasattr(stmt, "leading_lines"):
+        stmt = stmt.with_changes(leading_lines=[])
+    if not sub_blocks(stmt):
+        return stmt_text(stmt)
+    return stmt_text(stmt.visit(_Headers()))
+
+
+def _pattern(text: str) -> ast.stmt:
+    return ast.parse(text.strip("\n") + "\n").body[0]
+
+
+def _stmts_ast(text: str) -> list[ast.stmt]:
+    return ast.parse(text).body if text.strip() else []
+
+
+def _parse_stmts(text: str) -> list[cst.BaseStatement]:
+    return list(cst.parse_module(text).body) if text.strip() else []
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def _op_context(block: Sequence[cst.CSTNode], i: int, j: int) -> dict:
+    return {"after": header_text(block[i - 1], leading=False) if i > 0 else None,
+            "before": header_text(block[j], leading=False) if j < len(block) else None}
+
+
+def _emit(ops: list[Op], a: Sequence[cst.CSTNode], i: int, j: int, new: Sequence[cst.CSTNode]) -> None:
+    new_src = "".join(stmt_text(s) for s in new)
+    ctx = _op_context(a, i, j)
+    if i == j:
+        ops.append({"op": "insert", "new": new_src, **ctx})
+    else:
+        ops.append({"op": "replace", "old": "".join(stmt_text(s) for s in a[i:j]), "new": new_src, **ctx})
+
+
+def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[Op]) -> None:
+    ka, kb = [stmt_text(s) for s in a], [stmt_text(s) for s in b]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        ha = [header_text(s) for s in a[i1:i2]]
+        hb = [header_text(s) for s in b[j1:j2]]
+        for t2, a1, a2, b1, b2 in difflib.SequenceMatcher(None, ha, hb, autojunk=False).get_opcodes():
+            if t2 != "equal":
+                _emit(ops, a, i1 + a1, i1 + a2, b[j1 + b1:j1 + b2])
+                continue
+            for k in range(a2 - a1):
+                x, y = a[i1 + a1 + k], b[j1 + b1 + k]
+                if stmt_text(x) == stmt_text(y):
+                    continue
+                bx, by = sub_blocks(x), sub_blocks(y)
+                if bx and len(bx) == len(by):
+                    for sx, sy in zip(bx, by):
+                        _diff_blocks(sx.body, sy.body, ops)
+                else:
+                    _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y])
+
+
+def diff_definition(old: DefNode, new: DefNode) -> list[Op]:
+    """The operations that turn definition ``old`` into ``new`` (module docstring).
+
+    The result is verified: applying it to ``old`` must give ``new``'s exact text;
+    otherwise a single ``definition`` operation is returned instead.
+    """
+    ops: list[Op] = []
+    old_head, new_head = header_text(old, leading=False), header_text(new, leading=False)
+    if old_head != new_head:
+        ops.append({"op": "header", "old": old_head, "new": new_head})
+    if isinstance(old.body, cst.IndentedBlock) and isinstance(new.body, cst.IndentedBlock):
+        _diff_blocks(old.body.body, new.body.body, ops)
+    else:
+        ops = []
+    try:
+        ok = bool(ops) and node_code(apply_ops(old, ops)) == node_code(new.with_changes(leading_lines=old.leading_lines))
+    except AnchorError:
+        ok = False
+    if not ok:
+        ops = [{"op": "definition", "fingerprint": fingerprint(old),
+                "new": node_code(new.with_changes(leading_lines=[]))}]
+    return ops
+
+
+# --------------------------------------------------------------------------- apply
+
+
+def _norm_match(pattern: ast.stmt, stmt: cst.CSTNode, cache: dict) -> bool:
+    key = id(stmt)
+    if key not in cache:
+        try:
+            cache[key] = _pattern(stmt_text(stmt))
+        except SyntaxError:  # pragma: no cover - a statement of a parsed module parses
+            cache[key] = None
+    return cache[key] is not None and ast_match(pattern, cache[key])
+
+
+def _places(defn: DefNode, op: Op, cache: dict) -> list[tuple[cst.IndentedBlock, int, int]]:
+    """Candidate (block, start, end) places of an operation, context applied with relaxing."""
+    old = _stmts_ast(op.get("old", "")) if op["op"] == "replace" else []
+    after = _pattern(op["after"]) if op.get("after") else None
+    before = _pattern(op["before"]) if op.get("before") else None
+    runs: list[tuple[cst.IndentedBlock, int, int]] = []
+    for block in all_blocks(defn):
+        body = block.body
+        k = len(old)
+        for i in range(len(body) - k + 1 if k else len(body) + 1):
+            if all(_norm_match(p, body[i + n], cache) for n, p in enumerate(old)):
+                runs.append((block, i, i + k))
+
+    def ok_after(r):
+        return after is not None and r[1] > 0 and _norm_match(after, r[0].body[r[1] - 1], cache)
+
+    def ok_before(r):
+        return before is not None and r[2] < len(r[0].body) and _norm_match(before, r[0].body[r[2]], cache)
+
+    if op["op"] == "replace" and len(runs) == 1:
+        return runs
+    tiers = []
+    if after is not None and before is not None:
+        tiers.append([r for r in runs if ok_after(r) and ok_before(r)])
+    if after is not None:
+        tiers.append([r for r in runs if ok_after(r)])
+    if before is not None:
+        tiers.append([r for r in runs if ok_before(r)])
+    if op["op"] == "replace":
+        tiers.append(runs)
+    for tier in tiers:
+        if len(tier) == 1:
+            return tier
+    best = max(tiers, key=len) if tiers else runs
+    return best if best else []
+
+
+def _describe(op: Op) -> str:
+    what = op.get("old") or op.get("new") or ""
+    first = next((ln.strip() for ln in what.splitlines() if ln.strip() and not ln.strip().startswith("#")), "")
+    return f"{op['op']} `{first[:70]}`"
+
+
+def apply_op(defn: DefNode, op: Op) -> DefNode | cst.FlattenSentinel:
+    """Apply one operation to ``defn``. Raises AnchorError when its place is missing or ambiguous."""
+    kind = op["op"]
+    if kind == "header":
+        if not ast_match(_pattern(op["old"]), _pattern(header_text(defn, leading=False))):
+            raise AnchorError(f"{defn.name.value}: the signature/decorators differ from the patch's pristine ones")
+        head = cst.parse_module(op["new"]).body[0]
+        return head.with_changes(body=defn.body, leading_lines=defn.leading_lines)  # type: ignore[return-value]
+    if kind == "definition":
+        if fingerprint(defn) != op["fingerprint"]:
+            raise AnchorError(f"{defn.name.value} changed (fingerprint {fingerprint(defn)}, the patch "
+                              f"replaces the whole definition only at {op['fingerprint']})")
+        new = cst.parse_module(op["new"]).body[0]
+        return new.with_changes(leading_lines=defn.leading_lines)  # type: ignore[return-value]
+    if kind == "module-insert":
+        return apply_ops(defn, [op])
+    places = _places(defn, op, {})
+    if len(places) != 1:
+        raise AnchorError(f"{defn.name.value}: {_describe(op)}: "
+                          f"{'no place' if not places else f'{len(places)} places'} match by structure")
+    block, i, j = places[0]
+    body = list(block.body)
+    body[i:j] = _parse_stmts(op["new"])
+    if not body:
+        body = [cst.SimpleStatementLine(body=[cst.Pass()])]
+    return defn.deep_replace(block, block.with_changes(body=body))  # type: ignore[return-value]
+
+
+def apply_ops(defn: DefNode, ops: Sequence[Op]) -> DefNode | cst.FlattenSentinel:
+    """Apply operations in order (module-level insertions last). Raises AnchorError."""
+    inner = [o for o in ops if o["op"] != "module-insert"]
+    outer = [o for o in ops if o["op"] == "module-insert"]
+    for op in inner:
+        defn = apply_op(defn, op)  # type: ignore[assignment]
+    if not outer:
+        return defn
+    before: list[cst.CSTNode] = []
+    after: list[cst.CSTNode] = []
+    gap = 0
+    for o in outer:
+        stmts = _parse_stmts(o["new"])
+        if o["where"] == "before":
+            if not before and stmts and hasattr(stmts[0], "leading_lines"):  # blank lines already above
+                lead = list(stmts[0].leading_lines)
+                while lead and lead[0].comment is None:
+                    lead.pop(0)
+                stmts[0] = stmts[0].with_changes(leading_lines=lead)
+            before += stmts
+            gap = int(o.get("gap", 2))
+        else:
+            after += stmts
+    if before:
+        blank = [cst.EmptyLine(indent=False)] * gap
+        defn = defn.with_changes(leading_lines=[*blank, *defn.leading_lines])
+    return cst.FlattenSentinel([*before, defn, *after])
+
+
+def statement_edit(ops: Sequence[Op]) -> Callable:
+    """An edit function for :func:`patchq.series.variant` that applies ``ops``."""
+
+    def edit(defn, found, ctx):
+        return apply_ops(defn, ops)
+
+    edit.__doc__ = f"{len(ops)} statement operation(s) (patchq.stmtpatch), generated by `patchq import`."
+    return edit
