@@ -255,7 +255,9 @@ class PatchRebase:
 
     Attributes:
         patch_id, from_version, to_version, variant (the from release's variant's range).
-        status: ``clean`` (every unit merged cleanly), ``conflict``, ``gone``,
+        status: ``clean`` (every unit merged cleanly and the transform carries forward),
+            ``needs-variant`` (merged cleanly, but the transform differs or fails at the
+            target: a new variant is needed), ``conflict``, ``gone``,
             ``failed-at-base`` (the variant does not apply at the from release),
             ``skipped`` (no edit variant at the from release), or the series' own
             verdict at the target, ``upstreamed`` / ``absent`` (the merge is still run
@@ -524,6 +526,8 @@ def _summarize(res: PatchRebase, rt: engine.PatchResult, plan_t: engine.Plan, ta
         res.reason = f"the series says {verdict} at vllm {tv}; the merge of the {res.variant} variant is {res.merge}"
     else:
         res.status = res.merge
+        if res.merge == CLEAN and res.transform != "carries-forward":
+            res.status = "needs-variant"
         res.reason = "; ".join(u.reason for u in res.units if u.reason)
     # the rendered diff at the target
     if res.transform == "carries-forward":

@@ -34,7 +34,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SCHEMA = "patchq.rebase/1"
-FAILING = ("conflict", "gone", "failed-at-base")
+FAILING = ("conflict", "gone", "failed-at-base", "needs-variant")
 
 
 def default_from(patch: Patch, target: Version) -> Version | None:
@@ -76,7 +76,7 @@ def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dic
 
 def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
     """Write what a clean rebase proves (module docstring); appends to ``res.written``."""
-    if res.merge != merge.CLEAN or res.status not in ("clean",):
+    if res.merge != merge.CLEAN or res.status not in ("clean", "needs-variant"):
         return
     tv, fv = Version(res.to_version), res.from_version
     if res.transform != "carries-forward":
@@ -227,7 +227,7 @@ def render_text(doc: dict) -> str:
         for s in p["next_steps"]:
             out.append(f"  next: {s}")
     counts = ", ".join(f"{n} {k}" for k, n in sorted(doc["counts"].items()))
-    out.append(f"summary: {counts}" + ("" if doc["ok"] else " (exit 1: conflicts to resolve)"))
+    out.append(f"summary: {counts}" + ("" if doc["ok"] else " (exit 1: conflicts or new variants to resolve)"))
     return "\n".join(out) + "\n"
 
 
