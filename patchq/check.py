@@ -480,7 +480,11 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
         row.anchors = [_anchor_row(a) for a in result.anchors]
         row.touched = set(result.files) | {a.relpath for a in result.anchors}
         moved = [a for a in result.anchors if a.moved]
-        unverified = [a for a in result.anchors if a.verified is None]
+        unverified, seen = [], set()
+        for a in result.anchors:  # one drift entry per definition (anchors may share one)
+            if a.verified is None and (a.relpath, a.qualname) not in seen:
+                seen.add((a.relpath, a.qualname))
+                unverified.append(a)
         for a in unverified:
             row.drift.append(drift_entry(patch.anchors[a.anchor], a, source, res.text(a.relpath),
                                          recorded_fingerprints(patch, a.qualname)))
@@ -513,12 +517,9 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
 
 
 def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict]) -> str:
-    """One phrase per distinct definition, then what still holds."""
-    parts, seen, unrecorded = [], set(), []
+    """One phrase per drifted definition (``unverified`` and ``drift`` align), then what still holds."""
+    parts, unrecorded = [], []
     for a, d in zip(unverified, drift):
-        if (a.relpath, a.qualname) in seen:
-            continue
-        seen.add((a.relpath, a.qualname))
         where = f"{a.qualname} ({a.relpath}:{a.line})"
         if d["base"] is None:
             unrecorded.append(where)

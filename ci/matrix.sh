@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# What a CI job runs: the compatibility matrix of every profile on every vLLM release.
+#
+#   ci/matrix.sh [OUT_DIR]          (default OUT_DIR: matrix)
+#
+# Environment (all optional):
+#   PATCHQ_RELEASES  release range or list        (default '>=0.20.2,<=0.33.0')
+#   PATCHQ_PROFILES  comma-separated profiles     (default base,mtp,dflash,dense)
+#   PATCHQ_WORKERS   releases checked in parallel (default: number of CPUs)
+#   PATCHQ_LEVELS    space-separated ci/cpu_levels.py JSON files to merge (import/probe)
+#   PATCHQ_BOOT      space-separated boot-record JSON files to merge (boot level)
+#   PATCHQ_STRICT    1: fail the job when a cell blocks (apply would fail); default 0:
+#                    the report is published either way and the job stays green
+#   PATCHQ           the patchq command (default: patchq)
+# Writes OUT_DIR/matrix.{json,md,html} and OUT_DIR/index.html (a copy, for Pages); appends
+# matrix.md to $GITHUB_STEP_SUMMARY when set. Caches: ~/.cache/patchq (release trees,
+# wheels, the PyPI release list); a warm cache needs no download.
+set -euo pipefail
+
+out="${1:-matrix}"
+releases="${PATCHQ_RELEASES:->=0.20.2,<=0.33.0}"
+profiles="${PATCHQ_PROFILES:-base,mtp,dflash,dense}"
+workers="${PATCHQ_WORKERS:-$(nproc 2>/dev/null || echo 2)}"
+patchq="${PATCHQ:-patchq}"
+
+extra=()
+for f in ${PATCHQ_LEVELS:-}; do extra+=(--levels "$f"); done
+for f in ${PATCHQ_BOOT:-}; do extra+=(--boot "$f"); done
+
+set +e
+$patchq matrix --releases "$releases" --profiles "$profiles" --out "$out" \
+    --workers "$workers" ${extra[@]+"${extra[@]}"}
+code=$?
+set -e
+
+# exit 1 means blocking cells (the report is complete); anything else is an error
+if [ "$code" -gt 1 ] || [ ! -f "$out/matrix.html" ]; then
+    echo "ci/matrix.sh: patchq matrix failed (exit $code)" >&2
+    exit "$code"
+fi
+cp "$out/matrix.html" "$out/index.html"
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then
+    cat "$out/matrix.md" >> "$GITHUB_STEP_SUMMARY"
+fi
+if [ "$code" -ne 0 ]; then
+    echo "ci/matrix.sh: some cells block (patchq apply would fail there); see $out/matrix.md" >&2
+    [ "${PATCHQ_STRICT:-0}" = 1 ] && exit "$code"
+fi
+exit 0
