@@ -202,6 +202,7 @@ class StateDir:
             "files": {r: {"from": f, "to": hashlib.sha256(d).hexdigest()} for r, (f, d) in writes.items()},
             "journal": json.loads(journal.to_json()),
         }
+        self.txn.mkdir(parents=True, exist_ok=True)  # no file writes (a profile rename) made no txn dir
         atomic_write(self.txn / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode())
 
     def commit(self, journal: Journal) -> None:
