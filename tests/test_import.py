@@ -1,0 +1,187 @@
+"""Patches as diffs on real releases: ``patchq import`` and ``patchq diff --release V --write``.
+
+The imported diff is made in the test by a real edit of vLLM 0.23.0's
+``unify_kv_cache_spec_page_size`` (the unify-kv-page fix written as a plain text patch).
+0.24.0 re-indents the lines it touches, so the text diff stops applying there; the
+imported, anchored patch still applies (and at 0.33.0, where the function moved file).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patchq import diffs, engine, importer, releases
+from patchq import series as series_mod
+from patchq.merge import strip_sentinels
+from patchq.sources import release_source
+
+REL = "vllm/v1/core/kv_cache_utils.py"
+SCALED = "            new_spec = replace(layer_spec, block_size=new_block_size)\n"
+PAD = (
+    "            if new_spec.page_size_bytes != max_page_size:\n"
+    "                # keep the scaled block size and pad the rest of the page\n"
+    "                new_spec = replace(\n"
+    "                    layer_spec, block_size=new_block_size, page_size_padded=max_page_size\n"
+    "                )\n"
+)
+
+
+def _edit(text: str) -> str:
+    assert text.count(SCALED) == 1
+    return text.replace(SCALED, SCALED + PAD)
+
+
+@pytest.fixture
+def empty_series(tmp_path) -> Path:
+    (tmp_path / "series").mkdir()
+    (tmp_path / "series" / "profiles.toml").write_text('[profiles.imported]\npatches = ["pad-page"]\n')
+    return tmp_path / "series"
+
+
+@pytest.fixture(scope="module")
+def pad_diff(tmp_path_factory) -> tuple[Path, str, str]:
+    """(diff file, pristine 0.23.0 text, edited text): a git-style diff of a real edit."""
+    pristine = release_source("0.23.0").read_text(REL)
+    edited = _edit(pristine)
+    path = tmp_path_factory.mktemp("diffs") / "pad-page.patch"
+    path.write_text(diffs.unified(REL, pristine, edited))
+    return path, pristine, edited
+
+
+def _git_apply_check(diff: Path | str, version: str) -> subprocess.CompletedProcess:
+    data = Path(diff).read_bytes() if isinstance(diff, Path) else diff.encode()
+    return subprocess.run(["git", "apply", "--check", "-p1", "-"], input=data,
+                          cwd=releases.release_tree(version), capture_output=True)
+
+
+def test_import_gives_exactly_the_diffs_result_on_its_release(pad_diff, empty_series, cli):
+    path, pristine, edited = pad_diff
+    res = cli("import", path, "--id", "pad-page", "--series", empty_series, "--json")
+    assert res.rc == 0, res.stderr
+    doc = res.json
+    assert doc["release"] == "0.23.0" and doc["release_guessed"] is True and doc["verified"] is True
+    assert [(h["path"], h["definitions"], h["module_level"]) for h in doc["hunks"]] == \
+        [(REL, ["unify_kv_cache_spec_page_size"], False)]
+    (anchor,) = doc["anchors"]
+    assert anchor["qualname"] == "unify_kv_cache_spec_page_size" and anchor["ops"] == ["insert"]
+    patch = series_mod.load(empty_series).patch("pad-page")
+    spec = patch.anchors["unify-kv-cache-spec-page-size"]
+    assert spec.module == "vllm.v1.core.kv_cache_utils" and spec.node is None
+    plan = engine.plan(release_source("0.23.0"), [patch])
+    assert plan.results[0].status == "ok"
+    assert spec.fingerprints == {"0.23.0": plan.results[0].anchors[0].fingerprint}
+    assert strip_sentinels(plan.patched[REL]) == edited  # exactly the diff's result
+    assert plan.patched[REL].count(f"# patchq:pad-page:{patch.hash}") == 1
+
+
+@pytest.mark.parametrize("version, where", [("0.24.0", REL), ("0.33.0", "vllm/v1/core/kv_cache_planning.py")])
+def test_imported_patch_applies_where_the_text_diff_does_not(pad_diff, empty_series, version, where):
+    path, _, _ = pad_diff
+    importer.write(importer.build(path.read_text(), "pad-page", "0.23.0", path.name),
+                   empty_series, empty_series.parent / "anchors")
+    check = _git_apply_check(path, version)
+    assert check.returncode != 0 and b"patch does not apply" in check.stderr
+    patch = series_mod.load(empty_series).patch("pad-page")
+    plan = engine.plan(release_source(version), [patch])
+    assert plan.results[0].status == "ok", plan.results[0].reason
+    assert list(plan.patched) == [where]
+    text = plan.patched[where]
+    # inserted after the scaled replace, which 0.24.0 re-indented into an if-branch
+    deeper = textwrap.indent(SCALED + PAD, "    ")
+    assert deeper in text
+    # and the rendered diff of the imported patch applies there
+    assert _git_apply_check(diffs.unified_all(plan.pristine, plan.patched), version).returncode == 0
+
+
+def test_diff_write_stores_validated_per_patch_diffs(pad_diff, empty_series, cli):
+    path, _, _ = pad_diff
+    importer.write(importer.build(path.read_text(), "pad-page", "0.23.0"), empty_series, empty_series.parent / "anchors")
+    res = cli("diff", "--release", "0.24.0", "--write", "--series", empty_series, "--json")
+    assert res.rc == 0, res.stderr
+    (row,) = res.json["patches"]
+    assert row["action"] == "wrote" and row["stats"] == {"files": 1, "hunks": 2, "added": 6, "removed": 0}
+    stored = empty_series / "diffs" / "0.24.0" / "pad-page.diff"
+    assert Path(row["path"]) == stored
+    assert _git_apply_check(stored, "0.24.0").returncode == 0
+    again = cli("diff", "--release", "0.24.0", "--write", "--series", empty_series, "--json")
+    assert again.json["patches"][0]["action"] == "unchanged"
+    text = cli("diff", "--release", "0.24.0", "--write", "--series", empty_series).stdout
+    assert "pad-page: unchanged (1 file(s), 2 hunk(s), +6 -0; unidiff ok, git apply --check ok)" in text
+
+
+def test_diff_write_of_the_project_series_at_0_23_0(tmp_path, series_copy, cli):
+    res = cli("diff", "--release", "0.23.0", "--write", "--series", series_copy, "--json")
+    assert res.rc == 0, res.stderr
+    rows = {r["patch_id"]: r for r in res.json["patches"]}
+    assert set(rows) == {"fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead"}
+    for pid, r in rows.items():
+        assert r["status"] == "ok" and r["action"] == "wrote"
+        text = (series_copy / "diffs" / "0.23.0" / f"{pid}.diff").read_text()
+        assert text.startswith("diff --git a/vllm/")
+        assert r["stats"]["hunks"] == sum(ln.startswith("@@ ") for ln in text.splitlines())
+        assert r["stats"]["added"] == sum(ln.startswith("+") and not ln.startswith("+++") for ln in text.splitlines())
+
+
+@pytest.mark.parametrize("raw, want", [
+    ("a/vllm/v1/core/kv_cache_utils.py", REL),
+    ("b/vllm/v1/core/kv_cache_utils.py\t2026-06-15 04:12:42", REL),
+    ("vllm-0.23.0.orig/vllm/v1/core/kv_cache_utils.py", REL),
+    ("/venv/lib/python3.12/site-packages/vllm/v1/core/kv_cache_utils.py", REL),
+    ("a/node_modules/vllm/v1/core/kv_cache_utils.py", REL),
+    ("vllm/v1/core/kv_cache_utils.py", REL),
+    ("/dev/null", None),
+])
+def test_diff_paths_are_normalized_to_site_packages(raw, want):
+    assert importer.normalize_path(raw, release_source("0.23.0").exists) == want
+
+
+def test_quilt_style_diff_imports_the_same(pad_diff, empty_series):
+    path, _, _ = pad_diff
+    quilt = path.read_text().replace("diff --git a/vllm/v1/core/kv_cache_utils.py b/vllm/v1/core/kv_cache_utils.py\n", "")
+    quilt = quilt.replace(f"--- a/{REL}", f"--- vllm-0.23.0.orig/{REL}").replace(f"+++ b/{REL}", f"+++ vllm-0.23.0/{REL}")
+    plan = importer.build(quilt, "pad-page", "0.23.0")
+    assert [a.qualname for a in plan.anchors] == ["unify_kv_cache_spec_page_size"]
+    assert plan.patched[REL] == _edit(release_source("0.23.0").read_text(REL))
+
+
+HELPER = '''
+
+def _patchq_page_ratio(max_page_size: int, layer_page_size: int) -> int:
+    """Helper added by a diff (module level)."""
+    return max_page_size // layer_page_size
+'''
+
+
+def test_module_level_insertions_anchor_to_the_nearest_definition(empty_series, tmp_path):
+    src = release_source("0.23.0")
+    pristine = src.read_text(REL)
+    anchor_line = "def unify_kv_cache_spec_page_size(\n"
+    edited = pristine.replace(anchor_line, HELPER.lstrip("\n") + "\n\n" + anchor_line, 1)
+    edited = edited.replace("import copy\n", "import copy\nimport functools\n", 1)
+    plan = importer.build(diffs.unified(REL, pristine, edited), "pad-page", "0.23.0", "helper.patch")
+    ops = {a.qualname: [o["op"] for o in a.ops] for a in plan.anchors}
+    assert ops["unify_kv_cache_spec_page_size"] == ["module-insert"]  # the helper: right before it
+    assert len(plan.notes) == 1 and "import functools" in plan.notes[0] and "relocated" in plan.notes[0]
+    importer.write(plan, empty_series, empty_series.parent / "anchors")
+    ok, why = importer.verify(plan, series_mod.load(empty_series))
+    assert ok, why
+    result = engine.plan(src, [series_mod.load(empty_series).patch("pad-page")])
+    got = strip_sentinels(result.patched[REL])
+    assert HELPER.lstrip("\n") + "\n\n" + anchor_line in got  # exact placement, blank lines kept
+
+
+def test_refusals_are_explicit():
+    src = release_source("0.23.0")
+    pristine = src.read_text(REL)
+    changed_constant = pristine.replace("import copy\n", "import copy as _copy\n", 1)
+    with pytest.raises(importer.ImportRefused, match="module-level hunk changes existing statements"):
+        importer.build(diffs.unified(REL, pristine, changed_constant), "x", "0.23.0")
+    new_file = "--- /dev/null\n+++ b/vllm/new.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    with pytest.raises(importer.ImportRefused, match="adds or deletes a file"):
+        importer.build(new_file, "x", "0.23.0")
+    with pytest.raises(importer.ImportRefused, match="the diff expects"):  # made against 0.23.0, not 0.24.0
+        importer.build(diffs.unified(REL, pristine, _edit(pristine)), "x", "0.24.0")
