@@ -142,12 +142,15 @@ def status(
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
+    runtime: bool = typer.Option(False, "--runtime", help="the patches live in running `patchq run` processes, per pid"),
     as_json: bool = Json,
 ) -> None:
     """Which patches are live (applied / not-applied / stale / foreign) and each file's state."""
     from patchq import series as series_mod
     from patchq import status as st
 
+    if runtime:
+        _status_runtime(series_dir, as_json)
     try:
         target = _target(site_packages, python)
         root = series_mod.series_dir(series_dir)
@@ -159,6 +162,45 @@ def status(
     else:
         typer.echo(st.render_text(doc))
     raise typer.Exit(st.exit_code(doc))
+
+
+def _status_runtime(series_dir, as_json: bool) -> None:
+    from patchq import hookdir, runtime_status
+    from patchq import series as series_mod
+    from patchq.hashing import series_summary
+
+    try:
+        root = series_mod.series_dir(series_dir)
+        hashes = series_summary(root, series_mod.anchors_dir(root))["hashes"]
+    except PatchqError:
+        hashes = None  # no series here: report the processes without the stale check
+    doc = runtime_status.collect(hookdir.runtime_dir(), hashes)
+    if as_json:
+        report.emit_json(doc)
+    else:
+        typer.echo(runtime_status.render_text(doc))
+    raise typer.Exit(runtime_status.exit_code(doc))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run(
+    profile: str = typer.Option(..., "--profile", "-p", help="profile to make live at import time"),
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    series_dir: Optional[str] = SeriesDir,
+    print_env: bool = typer.Option(False, "--print-env", help="print the environment as export lines; run nothing"),
+    as_json: bool = Json,
+    command: Optional[list[str]] = typer.Argument(None, help="the command (after --)"),
+) -> None:
+    """Run COMMAND with the profile patched in at import time (site-packages untouched)."""
+    from patchq.commands import run as cmd
+
+    argv = ["--profile", profile]
+    for flag, value in (("--site-packages", site_packages), ("--python", python), ("--series", series_dir)):
+        if value:
+            argv += [flag, value]
+    argv += ["--print-env"] * print_env + ["--json"] * as_json + ["--", *(command or [])]
+    raise typer.Exit(cmd.main(argv))
 
 
 @app.command()

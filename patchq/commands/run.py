@@ -1,0 +1,225 @@
+"""``patchq run --profile NAME -- COMMAND...``: run a command with a profile live at import time.
+
+site-packages is left untouched: the command (and every Python process below it) gets
+patchq's import hook through a generated ``sitecustomize`` on ``PYTHONPATH`` (see
+:mod:`patchq.hookdir` and ``runtime/patchq_runtime/hook.py``). The served texts come
+from the same plan as ``patchq apply`` (byte-identical to what apply writes).
+
+Before the command starts, ``run`` plans the profile (or reuses the hook directory when
+nothing changed: a warm start parses nothing); a patch that does not apply prints the
+report and exits 1 without running anything. Then it replaces itself (``execvp``) with
+the command, whose exit status becomes ``patchq run``'s, in this environment:
+
+``PYTHONPATH``                 the hook directory first (other patchq hook dirs removed)
+``PATCHQ_RUNTIME_MANIFEST``    the hook's ``manifest.json``
+``PATCHQ_RUNTIME_DIR``         where processes leave ``<pid>.json`` (``status --runtime``)
+``PATCHQ_EXPECT_PROFILE``      the profile (the vLLM plugin checks it in every process);
+                               a different value already set is a usage error
+``PATCHQ_STRICT``              ``1`` unless already set (the plugin stops a process
+                               where the profile is not live)
+``VLLM_CACHE_ROOT``            the root vLLM would use, with ``patchq/<profile>-<digest>``
+                               folded in (``docs/compile-cache.md``)
+
+``--print-env`` prints those as ``export`` lines instead of running anything.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+
+from patchq.errors import EXIT_OK, EXIT_USAGE, PatchqError, UsageError
+
+USAGE = ("usage: patchq run --profile NAME [--site-packages DIR | --python EXE] [--series DIR]\n"
+         "                  [--print-env] [--json] [--] COMMAND [ARG...]")
+
+#: The variables ``run`` sets (in this order in ``--print-env``).
+VARIABLES = ("PYTHONPATH", "PATCHQ_RUNTIME_MANIFEST", "PATCHQ_RUNTIME_DIR", "PATCHQ_EXPECT_PROFILE",
+             "PATCHQ_STRICT", "VLLM_CACHE_ROOT")
+
+
+@dataclass
+class RunOptions:
+    """Parsed ``patchq run`` arguments."""
+
+    profile: str | None = None
+    site_packages: str | None = None
+    python: str | None = None
+    series: str | None = None
+    print_env: bool = False
+    as_json: bool = False
+    command: list[str] = field(default_factory=list)
+
+
+_VALUE = {"--profile": "profile", "-p": "profile", "--site-packages": "site_packages",
+          "--python": "python", "--series": "series"}
+_FLAG = {"--print-env": "print_env", "--json": "as_json"}
+
+
+def parse(argv: list[str]) -> RunOptions:
+    """Parse ``run``'s arguments: options, then ``--`` (optional) and the command.
+
+    Raises:
+        UsageError: unknown option, missing value, no ``--profile``.
+    """
+    opts = RunOptions()
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            opts.command = argv[i + 1:]
+            break
+        key, eq, value = arg.partition("=")
+        if key in _VALUE:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError(f"{arg} needs a value\n{USAGE}")
+                value = argv[i + 1]
+                i += 1
+            setattr(opts, _VALUE[key], value)
+        elif arg in _FLAG:
+            setattr(opts, _FLAG[arg], True)
+        elif arg.startswith("-"):
+            raise UsageError(f"unknown option {arg}\n{USAGE}")
+        else:
+            opts.command = argv[i:]
+            break
+        i += 1
+    if not opts.profile:
+        raise UsageError(f"--profile NAME is required\n{USAGE}")
+    if not opts.command and not opts.print_env:
+        raise UsageError(f"no command to run\n{USAGE}")
+    return opts
+
+
+class RunPlanFailed(PatchqError):
+    """A patch did not apply: the report is in ``text``/``doc``; nothing was run."""
+
+    def __init__(self, exc, doc: dict, text: str) -> None:
+        super().__init__(str(exc))
+        self.exit_code = exc.exit_code
+        self.doc, self.text = doc, text
+
+
+def prepare(opts: RunOptions) -> dict:
+    """The hook manifest for ``opts`` (warm when possible, else planned and written).
+
+    Raises:
+        TargetNotFound, UsageError, SeriesError, ForeignEditError, RunPlanFailed.
+    """
+    from patchq_runtime.cachefold import profile_digest
+
+    from patchq import hookdir, sources
+    from patchq import series as series_mod
+    from patchq.hashing import series_summary
+
+    target = sources.installed(opts.site_packages, opts.python)
+    root = series_mod.series_dir(opts.series)
+    summary = series_summary(root, series_mod.anchors_dir(root))
+    if opts.profile not in summary["profiles"]:
+        raise UsageError(f"unknown profile {opts.profile!r} (known: {', '.join(summary['profiles'])})")
+    digest = profile_digest({pid: summary["hashes"][pid] for pid in summary["profiles"][opts.profile]})
+    hook_dir = hookdir.hook_dir_for(target.root, str(target.version), opts.profile, digest)
+    manifest = hookdir.load_warm(hook_dir, target.root)
+    if manifest is not None:
+        manifest["hook_dir"] = str(hook_dir)
+        manifest["warm"] = True
+        return manifest
+    from patchq.converge import PlanFailed
+
+    try:
+        manifest = hookdir.build(target, series_mod.load(opts.series), opts.profile, summary)
+    except PlanFailed as exc:
+        from patchq import report
+        from patchq.commands.apply import document
+
+        doc = document("run", target, opts.profile, None, exc, plan=exc.plan)
+        raise RunPlanFailed(exc, doc, report.apply_text(doc)) from None
+    manifest["warm"] = False
+    return manifest
+
+
+def environment(manifest: dict, base: dict[str, str]) -> dict[str, str]:
+    """``base`` plus the variables ``run`` sets (module docstring).
+
+    Raises:
+        UsageError: ``PATCHQ_EXPECT_PROFILE`` is set to another profile.
+    """
+    from patchq_runtime.cachefold import fold
+    from patchq_runtime.hook import MARKER
+
+    from patchq.hookdir import runtime_dir
+
+    profile = manifest["profile"]
+    expect = base.get("PATCHQ_EXPECT_PROFILE")
+    if expect and expect != profile:
+        raise UsageError(f"PATCHQ_EXPECT_PROFILE={expect} but `patchq run --profile {profile}`: "
+                         f"the vLLM plugin would stop every process")
+    env = dict(base)
+    hook_dir = manifest["hook_dir"]
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+            if p and not os.path.exists(os.path.join(p, MARKER))]
+    env["PYTHONPATH"] = os.pathsep.join([hook_dir, *rest])
+    env["PATCHQ_RUNTIME_MANIFEST"] = os.path.join(hook_dir, "manifest.json")
+    env["PATCHQ_RUNTIME_DIR"] = env.get("PATCHQ_RUNTIME_DIR") or str(runtime_dir())
+    env["PATCHQ_EXPECT_PROFILE"] = profile
+    env.setdefault("PATCHQ_STRICT", "1")
+    env["VLLM_CACHE_ROOT"] = fold(profile, manifest["digest"], env)[0]
+    return env
+
+
+def _summary_line(manifest: dict, env: dict[str, str]) -> str:
+    live = [f"{p['id']}" for p in manifest["patches"] if p["status"] == "ok"]
+    other = [f"{p['id']} ({p['status']})" for p in manifest["patches"] if p["status"] != "ok"]
+    files = ", ".join(sorted(manifest["modules"])) or "none"
+    text = (f"patchq run: profile {manifest['profile']} on vllm {manifest['vllm']} at import time "
+            f"({'warm' if manifest.get('warm') else 'prepared'}): {', '.join(live) or 'no patch'}")
+    if other:
+        text += f"; {', '.join(other)}"
+    return text + f"; serving {files}; VLLM_CACHE_ROOT={env['VLLM_CACHE_ROOT']}"
+
+
+def main(argv: list[str]) -> int:
+    """Run ``patchq run ARGV``; returns an exit status, or does not return (exec).
+
+    Exit codes: those of patchq before the command starts (1 a patch failed, 2 usage,
+    3 vLLM not found, 4 foreign edit), 127 when the command is not found; after the
+    exec, the command's own.
+    """
+    if argv[:1] in (["-h"], ["--help"]):
+        sys.stdout.write(USAGE + "\n\n" + (__doc__ or "") + "\n")
+        return EXIT_OK
+    try:
+        opts = parse(argv)
+    except UsageError as exc:
+        sys.stderr.write(f"patchq: error: {exc}\n")
+        return EXIT_USAGE
+    try:
+        manifest = prepare(opts)
+        env = environment(manifest, dict(os.environ))
+    except RunPlanFailed as exc:
+        if opts.as_json:
+            from patchq import report
+
+            report.emit_json(exc.doc)
+        else:
+            sys.stderr.write(exc.text + "\npatchq run: nothing was run\n")
+        return exc.exit_code
+    except PatchqError as exc:
+        sys.stderr.write(f"patchq: error: {exc}\n")
+        return exc.exit_code
+    if opts.print_env:
+        for name in VARIABLES:
+            sys.stdout.write(f"export {name}={shlex.quote(env[name])}\n")
+        return EXIT_OK
+    sys.stderr.write(_summary_line(manifest, env) + "\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    try:
+        os.execvpe(opts.command[0], opts.command, env)
+    except OSError as exc:
+        sys.stderr.write(f"patchq run: cannot run {opts.command[0]}: {exc.strerror}\n")
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    return EXIT_OK  # not reached

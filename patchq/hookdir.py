@@ -1,0 +1,237 @@
+"""The hook directories of ``patchq run``: prepared once, reused while nothing changed.
+
+A hook directory (``<patchq cache>/runtime/hooks/<profile>-<key>/``) holds:
+
+``sitecustomize.py``
+    generated: imports ``_patchq_hook`` and calls its ``boot`` (see
+    ``runtime/patchq_runtime/hook.py``, the module docstring explains the hook).
+``_patchq_hook.py``
+    a byte copy of ``patchq_runtime/hook.py`` (the target environment need not have
+    patchq installed; a changed hook file makes the directory stale).
+``manifest.marshal`` / ``manifest.json``
+    the same ``patchq.hook/1`` document: profile, patch-set digest, vLLM version,
+    site-packages, the plan's per-patch rows, and per served module its file, package
+    flag, on-disk size/mtime/sha256, the cached source path, its sha256 and its patches.
+``.patchq-hook``
+    a marker (a hook never chains to another hook's ``sitecustomize``).
+``code/``
+    compiled code per interpreter, written by the hook itself.
+
+``key`` = sha256 over the site-packages path, vLLM version, profile, the profile's patch
+digest (:func:`patchq_runtime.cachefold.profile_digest`) and the toolchain hash (patchq's
+version and its planner sources), so a changed series or planner never reuses it.
+
+The served texts live in ``<patchq cache>/runtime/sources/<pristine sha256[:16]>-<set
+key>.py``: keyed by the pristine file's sha256 and the patch set (digest, vLLM version,
+toolchain). Warm start (:func:`load_warm`): read ``manifest.json``, stat (or hash) the
+target files and the journal: nothing is parsed. Only :func:`build` imports the planner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from patchq_runtime import hook as hook_mod
+from patchq_runtime.cachefold import profile_digest
+
+from patchq import __version__
+from patchq.fsutil import atomic_write
+from patchq.hashing import sha256_file
+
+#: Planner sources whose change can change a patched text.
+_TOOLCHAIN = ("engine.py", "edits.py", "anchors.py", "sentinels.py", "model.py")
+
+
+def cache_root() -> Path:
+    """patchq's cache root (stdlib twin of :func:`patchq.releases.cache_dir`):
+    ``$PATCHQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/patchq``, else ``~/.cache/patchq``."""
+    env = os.environ.get("PATCHQ_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform.startswith("linux"):
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+        return base / "patchq"
+    from patchq.releases import cache_dir  # platformdirs elsewhere
+
+    return cache_dir()
+
+
+def runtime_dir() -> Path:
+    """Where running processes leave their ``<pid>.json`` records: ``$PATCHQ_RUNTIME_DIR``,
+    else ``$XDG_RUNTIME_DIR/patchq``, else ``<patchq cache>/procs``."""
+    env = os.environ.get("PATCHQ_RUNTIME_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg) and os.access(xdg, os.W_OK):
+        return Path(xdg) / "patchq"
+    return cache_root() / "procs"
+
+
+def toolchain_hash() -> str:
+    """12 hex over patchq's version and the planner sources (:data:`_TOOLCHAIN`)."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256(__version__.encode())
+    for name in _TOOLCHAIN:
+        h.update(name.encode() + b"\0" + (sha256_file(here / name) or "-").encode())
+    return h.hexdigest()[:12]
+
+
+def hook_source() -> Path:
+    """The hook module copied into every hook directory."""
+    return Path(hook_mod.__file__)
+
+
+def hook_dir_for(site: Path, version: str, profile: str, digest: str) -> Path:
+    """The hook directory of one environment and patch set (see module docstring)."""
+    key_text = "\0".join([str(Path(site).resolve()), version, profile, digest, toolchain_hash()])
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
+    return cache_root() / "runtime" / "hooks" / f"{profile}-{key}"
+
+
+def _journal_sha(site: Path) -> str | None:
+    root = os.environ.get("PATCHQ_STATE_DIR") or os.path.join(site, ".patchq")
+    return sha256_file(os.path.join(root, "journal.json"))
+
+
+def module_name(relpath: str) -> tuple[str, bool]:
+    """``vllm/a/b.py`` -> (``vllm.a.b``, False); ``vllm/a/__init__.py`` -> (``vllm.a``, True)."""
+    parts = relpath[: -len(".py")].split("/")
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def load_warm(hook_dir: Path, site: Path) -> dict | None:
+    """The manifest of ``hook_dir`` when it can be used as it is, else None.
+
+    Usable: same schema and hook file, every served file unchanged on disk (size and
+    mtime, else sha256), every cached source present, the journal unchanged.
+    """
+    try:
+        manifest = json.loads((hook_dir / "manifest.json").read_text(encoding="utf-8"))
+        if manifest.get("schema") != hook_mod.SCHEMA:
+            return None
+        if (hook_dir / "_patchq_hook.py").read_bytes() != hook_source().read_bytes():
+            return None
+        if not (hook_dir / "sitecustomize.py").is_file() or not (hook_dir / hook_mod.MANIFEST).is_file():
+            return None
+    except (OSError, ValueError):
+        return None
+    if manifest.get("journal_sha256") != _journal_sha(site):
+        return None
+    for entry in manifest["modules"].values():
+        try:
+            st = os.stat(entry["path"])
+        except OSError:
+            return None
+        if (st.st_size, st.st_mtime_ns) != (entry["size"], entry["mtime_ns"]):
+            if sha256_file(entry["path"]) != entry["disk_sha256"]:
+                return None
+        if sha256_file(entry["source"]) != entry["patched_sha256"]:
+            return None
+    return manifest
+
+
+def _sitecustomize(manifest: dict) -> str:
+    return (
+        f"# Generated by `patchq run` for profile {manifest['profile']} (vllm {manifest['vllm']}, "
+        f"patch set {manifest['digest']}).\n"
+        "# Installs patchq's import hook, then runs the sitecustomize this one shadows.\n"
+        "import _patchq_hook\n\n"
+        "_patchq_hook.boot(__file__)\n"
+    )
+
+
+def build(target, series, profile: str, summary: dict | None = None) -> dict:
+    """Plan ``profile`` on ``target`` and write its hook directory; returns the manifest.
+
+    The served texts are exactly what ``patchq apply --profile`` would leave in the files
+    (:func:`patchq.converge.converge` with ``dry_run``): the patched text of every file
+    the profile changes, and the pristine text of files another profile left patched on
+    disk (so the process sees this profile only).
+
+    Args:
+        target: the installed vLLM (:func:`patchq.sources.installed`).
+        series: the loaded series. profile: a profile name in it.
+        summary: :func:`patchq.hashing.series_summary` (computed when None).
+    Raises:
+        PlanFailed: a patch failed (nothing is written; the plan is on the exception).
+        ForeignEditError: a target file was edited by someone else.
+        UsageError: unknown profile.
+    """
+    from patchq.converge import converge
+    from patchq.hashing import series_summary
+    from patchq.state import StateDir
+
+    patches = series.patches_of(profile)
+    summary = summary or series_summary(series.root, series.anchors_root)
+    digest = profile_digest({pid: summary["hashes"][pid] for pid in summary["profiles"][profile]})
+    site = Path(target.root)
+    version = str(target.version)
+    hook_dir = hook_dir_for(site, version, profile, digest)
+    result = converge(target, patches, profile=profile, dry_run=True)
+    plan = result.plan
+
+    set_key = hashlib.sha256(f"{digest}\0{version}\0{toolchain_hash()}".encode()).hexdigest()[:16]
+    sources = cache_root() / "runtime" / "sources"
+    texts: dict[str, tuple[str, str, list[str]]] = {}
+    for r in plan.results:
+        for rel in r.files:
+            if r.status == "ok" and rel in plan.patched:
+                prev = texts.get(rel, ("patched", plan.patched[rel], []))
+                texts[rel] = ("patched", prev[1], prev[2] + [f"{r.patch_id}:{r.hash}"])
+    state = StateDir(site)
+    for rel in result.restored:
+        texts[rel] = ("pristine", state.read_pristine(rel).decode("utf-8"), [])
+
+    modules = {}
+    for rel, (kind, text, pids) in sorted(texts.items()):
+        data = text.encode("utf-8")
+        pristine = plan.pristine.get(rel)
+        pristine_sha = hashlib.sha256(pristine.encode("utf-8") if pristine is not None else data).hexdigest()
+        src = sources / f"{pristine_sha[:16]}-{set_key if kind == 'patched' else 'pristine'}.py"
+        patched_sha = hashlib.sha256(data).hexdigest()
+        if sha256_file(src) != patched_sha:
+            src.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(src, data, mode=0o644)
+        path = site / rel
+        st = os.stat(path)
+        name, package = module_name(rel)
+        modules[name] = {
+            "relpath": rel, "path": str(path), "package": package, "kind": kind,
+            "size": st.st_size, "mtime_ns": st.st_mtime_ns, "disk_sha256": sha256_file(path),
+            "pristine_sha256": pristine_sha, "patched_sha256": patched_sha,
+            "source": str(src), "patches": pids,
+        }
+    manifest = {
+        "schema": hook_mod.SCHEMA,
+        "key": hook_dir.name,
+        "profile": profile,
+        "digest": digest,
+        "vllm": version,
+        "site_packages": str(site),
+        "patchq": __version__,
+        "toolchain": toolchain_hash(),
+        "patches": [{"id": r.patch_id, "hash": r.hash, "status": r.status, "reason": r.reason}
+                    for r in plan.results],
+        "modules": modules,
+        "journal_sha256": _journal_sha(site),
+        "runtime_dir": str(runtime_dir()),
+    }
+    hook_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(hook_dir / hook_mod.MARKER, b"patchq hook directory\n", mode=0o644)
+    atomic_write(hook_dir / "_patchq_hook.py", hook_source().read_bytes(), mode=0o644)
+    atomic_write(hook_dir / "sitecustomize.py", _sitecustomize(manifest).encode(), mode=0o644)
+    import marshal
+
+    # the manifest last: a directory with a manifest is complete
+    atomic_write(hook_dir / hook_mod.MANIFEST, marshal.dumps(manifest), mode=0o644)
+    atomic_write(hook_dir / "manifest.json", (json.dumps(manifest, indent=1) + "\n").encode(), mode=0o644)
+    manifest["hook_dir"] = str(hook_dir)
+    return manifest

@@ -1,0 +1,101 @@
+"""``patchq status --runtime``: the patches live in running processes (``patchq run``).
+
+Each process the import hook served a target module to (or that the vLLM plugin
+checked) leaves ``<runtime dir>/<pid>.json`` (``patchq.runtime/1``, written by
+``runtime/patchq_runtime/hook.py``; the runtime dir is :func:`patchq.hookdir.runtime_dir`).
+A record is live when its pid exists with the same start time (``/proc/<pid>/stat``),
+so a reused pid is not mistaken for it; records of exited processes (a fork child
+leaves its record: it ends with ``os._exit``) are removed (``pruned`` in the report).
+
+Per live process the report gives the profile, its patches (``id:hash``), vLLM version,
+and the modules actually served. A process whose patch hashes differ from the current
+series is ``stale`` (the series changed since it started); exit code 7 then, as for
+``status``. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from patchq_runtime.hook import start_ticks
+
+SCHEMA = "patchq.runtime-status/1"
+
+
+def _alive(pid: int, ticks) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    now = start_ticks(pid)
+    return ticks is None or now is None or now == ticks
+
+
+def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: bool = True) -> dict:
+    """The report (a JSON-ready dict, schema ``patchq.runtime-status/1``).
+
+    Args:
+        runtime_dir: the directory of ``<pid>.json`` records.
+        series_hashes: patch id -> current hash (marks stale processes), or None.
+        prune: remove the records of exited processes.
+    """
+    runtime_dir = str(runtime_dir)
+    processes, pruned = [], []
+    try:
+        names = sorted(n for n in os.listdir(runtime_dir) if n.endswith(".json"))
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        path = os.path.join(runtime_dir, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                rec = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if not _alive(int(rec.get("pid", -1)), rec.get("start_ticks")):
+            pruned.append(rec.get("pid"))
+            if prune:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            continue
+        live = [p for p in rec.get("patches", []) if p.get("status") == "ok"]
+        stale = []
+        if series_hashes is not None:
+            stale = [p["id"] for p in rec.get("patches", [])
+                     if p["id"] in series_hashes and series_hashes[p["id"]] != p["hash"]]
+        processes.append({
+            "pid": rec["pid"], "ppid": rec.get("ppid"), "argv": rec.get("argv", []),
+            "profile": rec.get("profile"), "digest": rec.get("digest"), "vllm": rec.get("vllm"),
+            "site_packages": rec.get("site_packages"), "mode": "runtime",
+            "patches": [f"{p['id']}:{p['hash']}" for p in live],
+            "served": sorted(rec.get("served", {})),
+            "status": "stale" if stale else "live",
+            "reason": f"series changed since start: {', '.join(stale)}" if stale else "",
+        })
+    processes.sort(key=lambda p: p["pid"])
+    return {"schema": SCHEMA, "runtime_dir": runtime_dir, "processes": processes, "pruned": pruned}
+
+
+def exit_code(report: dict) -> int:
+    """7 when a live process runs a stale patch set, else 0."""
+    return 7 if any(p["status"] == "stale" for p in report["processes"]) else 0
+
+
+def render_text(report: dict) -> str:
+    """Plain text: one block per live process."""
+    lines = [f"runtime processes ({report['runtime_dir']}): {len(report['processes'])} live"
+             + (f", {len(report['pruned'])} exited record(s) removed" if report["pruned"] else "")]
+    for p in report["processes"]:
+        cmd = " ".join(p["argv"])[:80]
+        lines.append(f"  pid {p['pid']:<7} {p['status']:<5} profile {p['profile']} ({p['digest']}) "
+                     f"vllm {p['vllm']}  {cmd}")
+        lines.append(f"    patches: {', '.join(p['patches']) or '-'}")
+        lines.append(f"    served:  {', '.join(p['served']) or '-'}")
+        if p["reason"]:
+            lines.append(f"    {p['reason']}")
+    return "\n".join(lines)

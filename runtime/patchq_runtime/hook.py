@@ -1,0 +1,352 @@
+"""patchq's import hook: serve the patched source of vLLM's target modules at import time.
+
+``patchq run`` copies this file, as ``_patchq_hook.py``, into a private hook directory
+beside a generated ``sitecustomize.py`` and a ``manifest.marshal``, and puts that
+directory first on ``PYTHONPATH``. Every Python process started below it (spawn,
+forkserver, ``subprocess`` of python; fork children inherit it) imports
+``sitecustomize`` at startup (``site`` module), which calls :func:`boot`:
+
+1. read the manifest (``marshal``: no json/re import on the way, see the benchmark);
+2. fail loudly (exit 6) when a target module was imported before the hook (a ``.pth``
+   file), or when the manifest is unreadable: never a silent unpatched run;
+3. put a finder first on ``sys.meta_path`` that answers for exactly the target module
+   names; everything else goes to the normal finders untouched;
+4. run the ``sitecustomize`` this one shadows (the next one on ``sys.path``), as
+   ``site`` would have.
+
+Serving a module: the finder checks that the normal path finder resolves the name to
+the very file the manifest was built from, and that the file is unchanged (size and
+mtime, else its sha256), then returns a spec whose loader executes the patched text
+compiled with the REAL file path as ``co_filename`` and registers that text in
+``linecache``: tracebacks and ``inspect.getsource`` show the patched lines with their
+line numbers. Compiled code is cached per interpreter (``code/`` in the hook directory).
+
+Proof per process: the loaded module carries ``__patchq__`` (its ``"id:hash"`` patch
+list); :data:`STATE` is the installed :class:`Hook` (``STATE.manifest``); and once a
+process imports a target module (or the vLLM plugin calls :meth:`Hook.record`), it
+writes ``<runtime dir>/<pid>.json`` (``patchq.runtime/1``), which ``patchq status
+--runtime`` reads; it is removed at normal exit.
+
+Standard library only, and cheap: a process that never imports a target module pays
+one small file read and one ``sys.meta_path`` entry.
+"""
+
+import marshal
+import os
+import sys
+
+SCHEMA = "patchq.hook/1"
+RECORD_SCHEMA = "patchq.runtime/1"
+MANIFEST = "manifest.marshal"
+#: A file that marks a directory as a patchq hook directory (never chained to).
+MARKER = ".patchq-hook"
+#: Exit status of a process the hook stops (patchq's "state disagrees with the files").
+EXIT_HOOK = 6
+
+#: The :class:`Hook` installed in this process, or None.
+STATE = None
+
+
+class HookError(RuntimeError):
+    """A target module cannot be served as prepared (not an ImportError on purpose:
+    ``try: import x / except ImportError`` must not turn it into an unpatched run)."""
+
+
+def _die(message):
+    """Print ``message`` and end the process at once (exit :data:`EXIT_HOOK`)."""
+    try:
+        sys.stderr.write("patchq run: " + message + "\n")
+        sys.stderr.flush()
+    except Exception:  # no usable stderr: the exit status still tells
+        pass
+    os._exit(EXIT_HOOK)
+
+
+def start_ticks(pid="self"):
+    """Start time of a process in clock ticks since boot (``/proc/<pid>/stat`` field 22),
+    or None off Linux. With the pid it identifies a process across pid reuse."""
+    try:
+        with open("/proc/%s/stat" % pid, "rb") as fh:
+            data = fh.read()
+        return int(data.rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _magic():
+    try:
+        import _frozen_importlib_external
+
+        return _frozen_importlib_external.MAGIC_NUMBER
+    except (ImportError, AttributeError):  # not CPython: still keyed by cache_tag
+        return b"PQ00"
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+class PatchedLoader:
+    """Loader of one target module: patched text, real file path (PEP 451 loader plus
+    the ``get_source``/``get_code``/``get_filename`` of PEP 302's InspectLoader)."""
+
+    #: Marks modules served by patchq (the vLLM plugin looks for it).
+    patchq_hook = True
+
+    def __init__(self, hook, name, entry):
+        self.hook = hook
+        self.name = name
+        self.entry = entry
+        self.path = entry["path"]
+        self._text = None
+
+    def create_module(self, spec):
+        return None  # the default module object
+
+    def get_filename(self, name=None):
+        return self.path
+
+    def is_package(self, name=None):
+        return bool(self.entry["package"])
+
+    def get_data(self, path):
+        with open(path, "rb") as fh:
+            return fh.read()
+
+    def get_source(self, name=None):
+        """The patched text (str), exactly what ``patchq apply`` writes."""
+        if self._text is None:
+            with open(self.entry["source"], "rb") as fh:
+                self._text = fh.read().decode("utf-8")
+        return self._text
+
+    def _code_path(self):
+        opt = sys.flags.optimize
+        tag = sys.implementation.cache_tag or "none"
+        name = "%s.%s.%s.opt%d.code" % (self.name, self.entry["patched_sha256"][:16], tag, opt)
+        return os.path.join(self.hook.hook_dir, "code", name)
+
+    def get_code(self, name=None):
+        """The module's code object, compiled with the real path as ``co_filename``
+        (cached on disk per interpreter and optimisation level)."""
+        path = self._code_path()
+        magic = _magic()
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+            if data[:len(magic)] == magic:
+                return marshal.loads(data[len(magic):])
+        except (OSError, ValueError, EOFError, TypeError):
+            pass
+        code = compile(self.get_source(), self.path, "exec", dont_inherit=True)
+        try:  # best effort: a read-only cache only costs a compile per process
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = "%s.%d.tmp" % (path, os.getpid())
+            with open(tmp, "wb") as fh:
+                fh.write(magic + marshal.dumps(code))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return code
+
+    def exec_module(self, module):
+        text = self.get_source()
+        code = self.get_code()
+        import linecache
+
+        # mtime None: linecache.checkcache() leaves the entry alone, so tracebacks and
+        # inspect show the patched lines, not the pristine file on disk
+        linecache.cache[self.path] = (len(text), None, text.splitlines(True), self.path)
+        module.__patchq__ = tuple(self.entry["patches"])
+        exec(code, module.__dict__)
+        self.hook.served(self.name)
+
+
+class Finder:
+    """The ``sys.meta_path`` entry: answers for the manifest's module names only."""
+
+    def __init__(self, hook):
+        self.hook = hook
+
+    def find_spec(self, name, path=None, target=None):
+        entry = self.hook.modules.get(name)
+        if entry is None:
+            return None
+        return self.hook.spec(name, entry, path)
+
+    def invalidate_caches(self):
+        pass
+
+
+class Hook:
+    """The hook installed in one process (see the module docstring)."""
+
+    def __init__(self, hook_dir, manifest):
+        self.hook_dir = hook_dir
+        self.manifest = manifest
+        self.modules = manifest["modules"]
+        self.finder = Finder(self)
+        self.served_names = []
+        self._record_pid = None
+
+    # -- serving --------------------------------------------------------------
+
+    def spec(self, name, entry, path):
+        """A ModuleSpec with a :class:`PatchedLoader`. Raises HookError when the name
+        resolves to another file than the manifest's, or the file changed since."""
+        from importlib.machinery import ModuleSpec, PathFinder
+
+        real = PathFinder.find_spec(name, path)
+        origin = getattr(real, "origin", None)
+        if origin is None or not _same_file(origin, entry["path"]):
+            raise HookError(
+                "patchq run: %s resolves to %s, but the hook (profile %s) was prepared for %s; "
+                "rerun `patchq run` for this environment" % (name, origin, self.manifest["profile"], entry["path"]))
+        self._check_unchanged(name, entry)
+        loader = PatchedLoader(self, name, entry)
+        spec = ModuleSpec(name, loader, origin=entry["path"], is_package=bool(entry["package"]))
+        spec.has_location = True
+        spec.cached = loader._code_path()  # not the pristine file's __pycache__ entry
+        if entry["package"]:
+            spec.submodule_search_locations = list(real.submodule_search_locations or [])
+        return spec
+
+    def _check_unchanged(self, name, entry):
+        st = os.stat(entry["path"])
+        if st.st_size == entry["size"] and st.st_mtime_ns == entry["mtime_ns"]:
+            return
+        import hashlib
+
+        with open(entry["path"], "rb") as fh:
+            now = hashlib.sha256(fh.read()).hexdigest()
+        if now != entry["disk_sha256"]:
+            raise HookError(
+                "patchq run: %s changed since the hook was prepared (sha256 %s, was %s): the "
+                "patched source no longer matches it; rerun `patchq run`" % (entry["path"], now, entry["disk_sha256"]))
+
+    def served(self, name):
+        """Note that ``name`` was executed from patched source; update the record."""
+        if name not in self.served_names:
+            self.served_names.append(name)
+        self.record()
+
+    # -- the per-process record ----------------------------------------------
+
+    def runtime_dir(self):
+        """Where per-process records go: ``$PATCHQ_RUNTIME_DIR``, else the manifest's."""
+        return os.environ.get("PATCHQ_RUNTIME_DIR") or self.manifest["runtime_dir"]
+
+    def record_path(self):
+        return os.path.join(self.runtime_dir(), "%d.json" % os.getpid())
+
+    def document(self):
+        """This process's ``patchq.runtime/1`` record (a JSON-ready dict)."""
+        m = self.manifest
+        return {
+            "schema": RECORD_SCHEMA,
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "start_ticks": start_ticks(),
+            "argv": list(getattr(sys, "argv", []))[:16],
+            "executable": sys.executable,
+            "profile": m["profile"],
+            "digest": m["digest"],
+            "vllm": m["vllm"],
+            "site_packages": m["site_packages"],
+            "patches": m["patches"],
+            "served": {n: {"path": self.modules[n]["path"], "kind": self.modules[n]["kind"],
+                           "patched_sha256": self.modules[n]["patched_sha256"],
+                           "patches": list(self.modules[n]["patches"])} for n in self.served_names},
+            "hook_dir": self.hook_dir,
+            "key": m["key"],
+        }
+
+    def record(self):
+        """Write (or rewrite) this process's record atomically; never raises."""
+        try:
+            import json
+
+            path = self.record_path()
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(self.document(), fh, indent=1)
+            os.replace(tmp, path)
+        except Exception:  # a record is evidence, not a reason to break vLLM
+            return
+        if self._record_pid is None:
+            import atexit
+
+            atexit.register(self._unrecord)
+        self._record_pid = os.getpid()
+
+    def _unrecord(self):
+        # atexit handlers are inherited by fork children: only the writer removes its file
+        if self._record_pid == os.getpid():
+            try:
+                os.unlink(self.record_path())
+            except OSError:
+                pass
+
+    def _after_fork(self):
+        pid_was = self._record_pid
+        self._record_pid = None
+        if self.served_names or pid_was is not None:
+            self.record()
+
+
+def _is_hook_dir(path):
+    return bool(path) and os.path.exists(os.path.join(path, MARKER))
+
+
+def _chain_sitecustomize():
+    """Import the ``sitecustomize`` this one shadows, with ``site``'s error handling."""
+    from importlib.machinery import PathFinder
+
+    paths = [p for p in sys.path if not _is_hook_dir(p)]
+    spec = PathFinder.find_spec("sitecustomize", paths)
+    if spec is None or spec.loader is None:
+        return
+    import importlib._bootstrap as bootstrap
+
+    module = bootstrap.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:
+        if exc.name != "sitecustomize":
+            sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+                             "%s: %s\n" % (type(exc).__name__, exc))
+    except Exception as exc:
+        sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+                         "%s: %s\n" % (type(exc).__name__, exc))
+
+
+def boot(sitecustomize_file):
+    """Install the hook described by the manifest beside ``sitecustomize_file``, then
+    chain to the shadowed ``sitecustomize``. Ends the process (exit 6) when the hook
+    cannot be installed or a target module is already imported."""
+    global STATE
+    if STATE is not None:
+        return
+    hook_dir = os.path.dirname(os.path.abspath(sitecustomize_file))
+    try:
+        with open(os.path.join(hook_dir, MANIFEST), "rb") as fh:
+            manifest = marshal.load(fh)
+    except (OSError, ValueError, EOFError, TypeError) as exc:
+        _die("cannot read the hook manifest in %s (%s); rerun `patchq run`" % (hook_dir, exc))
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        _die("%s/%s is not a %s manifest; rerun `patchq run`" % (hook_dir, MANIFEST, SCHEMA))
+    early = sorted(n for n in manifest["modules"] if n in sys.modules)
+    if early:
+        _die("%s imported before patchq's import hook was installed (by a .pth file?): this process "
+             "would run unpatched code (profile %s)" % (", ".join(early), manifest["profile"]))
+    hook = Hook(hook_dir, manifest)
+    sys.meta_path.insert(0, hook.finder)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=hook._after_fork)
+    STATE = hook
+    _chain_sitecustomize()
