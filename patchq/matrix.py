@@ -31,7 +31,9 @@ JSON document ``patchq.matrix/1`` (``matrix.json``)::
     }
 
 CELL is a ``patchq.check/1`` patch row (see :mod:`patchq.check`) plus ``level``,
-``failed_level`` and ``levels`` (``{"import": {"result": "ok", "detail": "…"}, …}``).
+``failed_level`` and ``levels`` (``{"import": {"result": "ok", "detail": "…"}, …}``), and
+``pristine_probe`` (same shape) when the levels file ran the patch's probe on the
+unpatched release (profile ``pristine``): evidence of what upstream does without the patch.
 
 Levels records (``--levels FILE``, written by ``ci/cpu_levels.py``)::
 
@@ -214,6 +216,10 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
             for row in rows:
                 cell = dict(row)
                 merge_levels(cell, lv.get((v, name, row["id"]), {}), bt.get((v, name)))
+                pristine = lv.get((v, "pristine", row["id"]), {}).get("probe")
+                if pristine is not None:  # the probe on the unpatched release: upstream evidence
+                    cell["pristine_probe"] = {"result": "ok" if _ok(pristine.get("result")) else
+                                              str(pristine.get("result")), "detail": str(pristine.get("detail", ""))}
                 cells[name][row["id"]][v] = cell
     changes = {name: {pid: _changes(versions, row) for pid, row in cells[name].items()} for name in profiles}
     blocking = any(c["blocking"] for per in cells.values() for row in per.values() for c in row.values())

@@ -161,6 +161,9 @@ def _title(cell: dict) -> str:
     for name, lv in (cell.get("levels") or {}).items():
         if name != "source":
             parts.append(f"{name}: {lv['result']} {lv.get('detail', '')}")
+    if cell.get("pristine_probe"):
+        pp = cell["pristine_probe"]
+        parts.append(f"probe on the unpatched release: {pp['result']} {_clip(pp['detail'], 200)}")
     parts += cell.get("notes", [])
     return "\n".join(parts)
 
@@ -254,6 +257,9 @@ def html(doc: dict) -> str:
             for name, lv in (cell.get("levels") or {}).items():
                 if name != "source":
                     body.append(f"<br><i>{_e(name)}</i>: {_e(lv['result'])} {_e(lv.get('detail', ''))}")
+            if cell.get("pristine_probe"):
+                pp = cell["pristine_probe"]
+                body.append(f"<br><i>probe on the unpatched release</i>: {_e(pp['result'])} {_e(pp['detail'])}")
             for d in cell.get("drift", []):
                 if d.get("diff"):
                     body.append(f"<details><summary>diff of {_e(d['qualname'])} since verified "
