@@ -2,13 +2,43 @@
 
 A hybrid checkpoint keeps the INT4 (AutoRound/GPTQ) routed experts and attention, but
 stores the shared experts as block-FP8 (``float8_e4m3fn`` weights with a
-``.weight_scale_inv`` sibling). vLLM's ``INCConfig``
-(``vllm/model_executor/layers/quantization/inc.py``) sends every not-quantized layer to
+``.weight_scale_inv`` sibling). vLLM's ``INCConfig`` sends every not-quantized layer to
 ``UnquantizedLinearMethod``. The patch gives ``INCConfig`` an ``fp8_config`` found from
 the checkpoint's safetensors metadata (``maybe_update_config``, signature copied from the
-installed base class) and routes FP8 layers to ``Fp8LinearMethod``. The logic lives in
-:mod:`patchq_runtime.inc_hybrid`; what is inserted into vLLM only calls it. Inert when
-the checkpoint has no FP8 layers.
+installed base class) and routes FP8 ``LinearBase`` layers to
+``Fp8LinearMethod(self.fp8_config)`` before any fall-back to ``UnquantizedLinearMethod``.
+The logic lives in :mod:`patchq_runtime.inc_hybrid`; what is inserted into vLLM only
+calls it. Inert when the checkpoint has no FP8 layers.
+
+Variants (same behaviour, two shapes of ``INCConfig``):
+
+* ``>=0.15,<0.24``: ``vllm/model_executor/layers/quantization/inc.py``. Anchors:
+  ``init-fields`` (after ``self.pack_factor = Fraction(32, weight_bits)``), ``mapper``
+  (the ``extra_config`` remap), ``bits16-override`` (``get_quant_method``'s
+  ``extra_config`` override for ``bits >= 16``), ``unquantized-branches`` (every
+  ``if not self.check_quantized(weight_bits):`` branch of the ``apply_*_quant_layer``
+  methods: awq/gptq/ipex = 3 up to 0.19.1, awq/gptq/xpu/cpu = 4 from 0.20.2) and
+  ``class-hooks``. The base hook is ``maybe_update_config(self, model_name)`` before
+  0.20.2 (the override then reads the default revision) and gains ``hf_config`` and
+  ``revision`` at 0.20.2; it is copied from the installed base class either way.
+  ``FusedMoE`` -> ``RoutedExperts`` (0.22.1) does not touch the anchors, and the
+  inserted code never imports either name.
+* ``>=0.24``: ``quantization/inc.py`` became the package ``quantization/inc/``
+  (``INCConfig`` in ``inc/inc.py``; ``__init__.py`` re-exports it). The per-backend
+  ``apply_*_quant_layer`` methods and ``check_quantized`` are gone; layer resolution is
+  ``INCConfigParser.resolve`` in ``config_parser.py`` and ``get_quant_method`` holds the
+  one not-quantized branch ``if not layer_config.quantized:`` (anchor ``not-quantized``),
+  which gets the FP8 return first. The ``bits >= 16`` override keeps its test while its
+  body changes (0.24.0: ``RoutedExperts`` check added; 0.30.0: ``LinearBase`` /
+  ``ParallelLMHead`` check, ``return None``); its ``...`` body pattern matches all of
+  them and the FP8 return goes first. The anchors name ``...quantization.inc.inc`` so
+  they resolve in place, not as moved. 0.27.1/0.29.0 grow the class (MXFP8, FP8-block
+  ``auto_round:fp8`` checkpoints: a different, whole-checkpoint format) and 0.31.0
+  renames the hook annotation ``PretrainedConfig`` -> ``PreTrainedConfig``: the copied
+  signature drops annotations, so nothing changes for the patch.
+
+Never upstream in 0.15.1-0.33.0: ``INCConfig`` never defines ``maybe_update_config`` and
+``inc/`` never reads safetensors metadata.
 """
 
 import libcst as cst
@@ -81,12 +111,19 @@ PATCH = patch(
     sends it to UnquantizedLinearMethod, which cannot load FP8 weights.""",
     applies=">=0.15",
     variants=[
-        variant(">=0.20.2,<0.24", edits={
+        variant(">=0.15,<0.24", edits={
             "init-fields": add_fields,
             "mapper": remap_fp8_layers,
             "bits16-override": fp8_first,
             "unquantized-branches": fp8_first,
             "class-hooks": add_hooks,
-        }),
+        }, note="quantization/inc.py with per-backend apply_*_quant_layer methods"),
+        variant(">=0.24", edits={
+            "init-fields-pkg": add_fields,
+            "mapper-pkg": remap_fp8_layers,
+            "bits16-override-pkg": fp8_first,
+            "not-quantized": fp8_first,
+            "class-hooks-pkg": add_hooks,
+        }, note="quantization/inc/ package: one not-quantized branch after config_parser.resolve"),
     ],
 )

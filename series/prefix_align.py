@@ -2,14 +2,33 @@
 
 With prefix caching on and the drafter's attention page twice the target's, unification
 scales the target's mamba and attention blocks (2240 -> 4480) while the drafter group
-stays at 2240. ``resolve_kv_cache_block_sizes`` then sees a mamba block that differs from
-``cache_config.block_size``, backs off to the LCM as hash block size, and the coordinator
-asserts that 2240 is divisible by 4480. In align mode the GCD path is right.
+stays at 2240. ``resolve_kv_cache_block_sizes`` (``vllm/v1/core/kv_cache_utils.py``) then
+sees a mamba block that differs from ``cache_config.block_size``, backs off to the LCM as
+hash block size, and the coordinator asserts that 2240 is divisible by 4480. In align
+mode the GCD path is right.
+
+Variants:
+
+* ``>=0.15,<0.20.2``: absent: the function (and any back-off) does not exist; 0.19.1
+  passes ``hash_block_size`` as the scheduler block size.
+* ``>=0.20.2,<0.28``: anchor ``mamba-backoff`` (the ``if any(isinstance(g.kv_cache_spec,
+  MambaSpec) and g.kv_cache_spec.block_size != cache_config.block_size for g in groups)``
+  back-off) holds unchanged 0.20.2-0.27.1 (0.26.0's DCP scaling and the
+  ``prefix_match_unit`` rename are outside it); the edit puts the align-mode guard in
+  front of its test.
+* ``>=0.28``: upstreamed: the back-off tests ``spec.mamba_cache_mode != "align"`` on the
+  group spec instead of comparing block sizes. In align mode both skip the back-off
+  (what the patch is for); in non-align mode upstream backs off for any Mamba group
+  (more conservative than the patch). 0.29.0 iterates ``iter_layer_specs`` of each
+  group; 0.30-0.32 change the function outside the back-off. :func:`upstream_check`
+  verifies that post-state in the release's code rather than trusting the range.
 """
+
+import ast
 
 import libcst as cst
 
-from patchq import edits
+from patchq import edits, postcheck
 from patchq.series import patch, variant
 
 ALIGN_GUARD = 'getattr(cache_config, "mamba_cache_mode", "none") != "align"'
@@ -23,6 +42,52 @@ def guard_align(resolve, found, ctx):
     return edits.replace(resolve, backoff.test, new_test)
 
 
+def _is_not_align(node: ast.AST) -> bool:
+    """``<x>.mamba_cache_mode != "align"``."""
+    return (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.NotEq)
+            and isinstance(node.left, ast.Attribute) and node.left.attr == "mamba_cache_mode"
+            and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value == "align")
+
+
+def _is_mamba_isinstance(node: ast.AST) -> bool:
+    """``isinstance(<x>, MambaSpec)``."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance"
+            and len(node.args) == 2 and isinstance(node.args[1], ast.Name) and node.args[1].id == "MambaSpec")
+
+
+def _compares_block_size(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "block_size" for n in ast.walk(node))
+
+
+def upstream_check(source):
+    """A reason when the release's back-off already spares align-mode mamba, else None.
+
+    Looks in ``resolve_kv_cache_block_sizes`` for an ``if any(<gen>): return ...`` whose
+    generator element tests ``isinstance(<spec>, MambaSpec)`` and
+    ``<spec>.mamba_cache_mode != "align"`` and no longer compares block sizes (the
+    0.28.0 post-state; the 0.29.0 two-level generator too). The patch's own guard sits
+    outside ``any(...)`` and never matches.
+    """
+    found = postcheck.definition(source, "resolve_kv_cache_block_sizes", "vllm.v1.core.kv_cache_utils")
+    if found is None or found.patched_by("prefix-align"):
+        return None
+    for node in ast.walk(found.node):
+        if not (isinstance(node, ast.If) and node.body and isinstance(node.body[0], ast.Return)):
+            continue
+        test = node.test
+        if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "any"
+                and len(test.args) == 1 and isinstance(test.args[0], ast.GeneratorExp)):
+            continue
+        elt = test.args[0].elt
+        parts = list(ast.walk(elt))
+        if any(map(_is_mamba_isinstance, parts)) and any(map(_is_not_align, parts)) \
+                and not _compares_block_size(elt):
+            return (f"resolve_kv_cache_block_sizes ({found.where}) "
+                    'backs off to the scheduler block size only for Mamba specs with '
+                    'mamba_cache_mode != "align": align mode takes the GCD path, as the patch makes it')
+    return None
+
+
 PATCH = patch(
     id="prefix-align",
     summary="Hash block size back-off only for non-align mamba (prefix caching with a DFlash drafter)",
@@ -31,8 +96,16 @@ PATCH = patch(
     size indivisible by the hash block size and the KV coordinator asserts. Skip the
     back-off in align mode so the GCD path is taken.""",
     upstream=["https://github.com/vllm-project/vllm/blob/v0.28.0/vllm/v1/core/kv_cache_utils.py"],
-    applies=">=0.20.2",
+    applies=">=0.15",
     variants=[
-        variant(">=0.20.2,<0.24", edits={"mamba-backoff": guard_align}),
+        variant(">=0.15,<0.20.2", absent="resolve_kv_cache_block_sizes and its mamba back-off do not "
+                "exist before vLLM 0.20.2 (0.19.1 passes hash_block_size as the scheduler block size)"),
+        variant(">=0.20.2,<0.28", edits={"mamba-backoff": guard_align},
+                note="back-off compares the mamba block size with cache_config.block_size"),
+        variant(">=0.28", upstreamed='vLLM 0.28.0 backs off only for Mamba group specs with '
+                'mamba_cache_mode != "align" (read from the spec, block sizes no longer compared), '
+                "so align mode takes the GCD path as the patch intends; non-align mode backs off for "
+                "every Mamba group"),
     ],
+    upstream_check=upstream_check,
 )

@@ -1,0 +1,179 @@
+"""Record the fingerprints of every anchor on every release where its patch was verified.
+
+An anchor's fingerprint (:func:`patchq.anchors.fingerprint`: 16 hex of the normalized
+AST of the anchored definition, docstrings dropped) is recorded per vLLM version in
+``anchors/<patch>.toml`` as ``[anchors.<id>.fingerprints]`` ``"<version>" = "<fp>"``.
+``patchq check`` calls an anchor *verified* (status ``applies``) on a target whose
+definition has a recorded fingerprint; any other fingerprint is drift to review.
+
+A version is recorded for an anchor when the patch's variant for that version edits
+with that anchor and :func:`patchq.engine.plan` of the whole series on the release
+gives the patch ``ok`` (anchor resolved, count right, transform ran, result compiled).
+Recording rewrites each anchor file with :mod:`tomli_w` (tables in file order, keys
+``module``/``qualname``/``node``/``count``, fingerprints sorted by version), so the
+output is deterministic. Versions that were computed replace what was recorded for
+them (a version where the anchor no longer verifies is dropped); versions that were not
+computed (a release missing from the local cache) are kept.
+
+Run ``python -m patchq.fingerprints --record`` (all cached release wheels, see
+:func:`patchq.releases.cached_wheels`) or ``--check`` (exit 1 when the files differ from
+what would be recorded). ``--releases`` (a specifier or a comma list, as for ``patchq
+matrix``) selects among the cached releases; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import tomli_w
+from packaging.version import Version
+
+from patchq import engine, releases
+from patchq import series as series_mod
+from patchq.sources import release_source
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: patch id -> anchor id -> version -> fingerprint.
+Fingerprints = dict[str, dict[str, dict[str, str]]]
+
+HEADER = (
+    "# Anchors of patch {patch}: where its edits go, by structure (see patchq/model.py AnchorSpec).\n"
+    "# [anchors.<id>.fingerprints] is written by `python -m patchq.fingerprints --record`.\n\n"
+)
+_KEY_ORDER = ("module", "qualname", "node", "count")
+
+
+def cached_versions() -> list[str]:
+    """Versions whose release wheel is in the local cache, oldest first."""
+    return [str(v) for v in sorted(releases.cached_wheels())]
+
+
+def compute(loaded: series_mod.Series, versions: Iterable[str]) -> tuple[Fingerprints, list[str]]:
+    """Fingerprints of the anchors each release verifies (see module docstring).
+
+    Args:
+        loaded: the series (every patch of its directory is planned, in profile order).
+        versions: vLLM versions; each release tree is extracted from the cached wheel
+            (:func:`patchq.sources.release_source`).
+    Returns:
+        (fingerprints, versions computed, as strings).
+    """
+    patches = [loaded.patch(pid) for pid in loaded.all_patch_ids()]
+    out: Fingerprints = {p.id: {a: {} for a in p.anchors} for p in patches}
+    done: list[str] = []
+    for version in versions:
+        plan = engine.plan(release_source(str(version)), patches)
+        for result in plan.results:
+            if result.status != engine.OK:
+                continue
+            for anchor in result.anchors:
+                out[result.patch_id][anchor.anchor][str(version)] = anchor.fingerprint
+        done.append(str(version))
+    return out, done
+
+
+def merged(recorded: Mapping[str, str], computed: Mapping[str, str], done: Iterable[str]) -> dict[str, str]:
+    """``recorded`` with the ``done`` versions replaced by ``computed``, sorted by version."""
+    done = set(done)
+    table = {v: fp for v, fp in recorded.items() if v not in done}
+    table.update(computed)
+    return {v: table[v] for v in sorted(table, key=Version)}
+
+
+def _literal(value: str) -> str | None:
+    """``value`` as a TOML literal string (no escapes: patterns stay readable), or None.
+
+    A multi-line value becomes ``'''`` + newline + value + ``'''`` (TOML trims the newline
+    right after the opening delimiter); literal strings cannot hold ``'''``, ``'`` on
+    one line, or control characters other than newline and tab.
+    """
+    if any(ord(c) < 32 and c not in "\n\t" for c in value) or "\x7f" in value:
+        return None
+    if "\n" in value:
+        return None if "'''" in value or value.endswith("'") else f"'''\n{value}'''"
+    return None if "'" in value else f"'{value}'"
+
+
+def _string_lines(text: str, data: Mapping) -> str:
+    """Rewrite tomli_w's escaped ``node = "..."`` strings as literal strings where that reads better."""
+    for table in data.values():
+        value = table.get("node")
+        if not isinstance(value, str) or '"' not in value:
+            continue
+        lit = _literal(value)
+        if lit is not None:
+            basic = tomli_w.dumps({"node": value}, multiline_strings=True).rstrip("\n")
+            text = text.replace(basic + "\n", f"node = {lit}\n")
+    return text
+
+
+def render(patch_id: str, data: Mapping) -> str:
+    """The text of ``anchors/<patch_id>.toml`` for parsed ``data`` (deterministic).
+
+    Raises:
+        AssertionError: the text would not parse back to ``data`` (a rendering bug).
+    """
+    anchors = {}
+    for anchor_id, table in data.get("anchors", {}).items():
+        row = {k: table[k] for k in _KEY_ORDER if k in table}
+        row.update({k: v for k, v in table.items() if k not in _KEY_ORDER and k != "fingerprints"})
+        if table.get("fingerprints"):
+            row["fingerprints"] = dict(table["fingerprints"])
+        anchors[anchor_id] = row
+    text = HEADER.format(patch=patch_id) + _string_lines(
+        tomli_w.dumps({"anchors": anchors}, multiline_strings=True), anchors)
+    assert tomllib.loads(text) == {"anchors": anchors}, f"{patch_id}: anchors file does not round-trip"
+    return text
+
+
+def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = True) -> dict[Path, str]:
+    """Compute and (when ``write``) store the fingerprints; return path -> new text for changed files."""
+    computed, done = compute(loaded, versions)
+    changed: dict[Path, str] = {}
+    for patch_id, anchors in computed.items():
+        path = loaded.anchors_root / f"{patch_id}.toml"
+        if not path.is_file():
+            continue
+        old_text = path.read_text(encoding="utf-8")
+        data = tomllib.loads(old_text)
+        for anchor_id, table in data.get("anchors", {}).items():
+            table["fingerprints"] = merged(table.get("fingerprints", {}), anchors.get(anchor_id, {}), done)
+        text = render(patch_id, data)
+        if text != old_text:
+            changed[path] = text
+            if write:
+                path.write_text(text, encoding="utf-8")
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m patchq.fingerprints (--record | --check) [--releases SPEC] [--series DIR]``.
+
+    Returns the exit status: 0, or 1 for ``--check`` when a file would change.
+    """
+    ap = argparse.ArgumentParser(prog="python -m patchq.fingerprints", description=__doc__.splitlines()[0])
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--record", action="store_true", help="write anchors/<patch>.toml fingerprints")
+    mode.add_argument("--check", action="store_true", help="exit 1 when recorded fingerprints are out of date")
+    ap.add_argument("--releases", help="version specifier or comma list among the cached releases (default: all)")
+    ap.add_argument("--series", help="series directory (default: the checkout's series/)")
+    args = ap.parse_args(argv)
+    versions = cached_versions()
+    if args.releases:
+        versions = [str(v) for v in releases.filter_releases(versions, args.releases)]
+    loaded = series_mod.load(args.series)
+    changed = record(loaded, versions, write=args.record)
+    for path in sorted(changed):
+        print(f"{'wrote' if args.record else 'out of date:'} {path}")
+    return 1 if (args.check and changed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
