@@ -9,9 +9,9 @@ Two kinds of history are understood:
   (:func:`patchq.releases.release_tree`); its date is the wheel's build date (the
   ``METADATA`` entry of the wheel zip), so the same releases always give the same
   commit ids. Trees are written with git plumbing, never through a work tree:
-  ``hash-object -w --stdin-paths`` for the blobs, ``update-index --index-info`` into a
-  throw-away index, ``write-tree``, ``commit-tree`` (``bench/upstream_sync.py``
-  measures this against ``git add -A`` in a work tree).
+  ``hash-object -w --stdin-paths`` for the blobs the repository lacks,
+  ``update-index --index-info`` into a throw-away index, ``write-tree``, ``commit-tree``
+  (``bench/upstream_sync.py`` measures this against ``git add -A`` in a work tree).
 * **clone** (``--repo PATH``): an existing vLLM clone; its ``vX.Y.Z`` tags name the
   releases and the commits between two tags are the real upstream commits.
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import hashlib
 import re
 import tempfile
 import time
@@ -245,19 +246,34 @@ def release_py_files(tree: Path) -> list[str]:
                   if "__pycache__" not in p.parts)
 
 
+def blob_id(data: bytes) -> str:
+    """The git blob id of ``data`` (sha1 of ``blob <size>\\0`` + data), as hex."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 def build_tree(repo: git.Repo, tree_root: Path, files: Sequence[str]) -> str:
     """Write ``files`` (relpaths under ``tree_root``) as blobs and a tree; return the tree id.
 
-    Plumbing only: ``hash-object -w --stdin-paths`` (one process for all blobs), then
-    ``update-index --add --index-info`` into a temporary index file, then ``write-tree``.
+    Plumbing only: blob ids are computed here (sha1), ``cat-file --batch-check`` says which
+    the repository lacks, ``hash-object -w --stdin-paths`` writes just those (one process;
+    consecutive releases share most files), then ``update-index --add --index-info`` into
+    a temporary index file and ``write-tree``.
     """
+    shas = [blob_id((tree_root / f).read_bytes()) for f in files]
     with tempfile.TemporaryDirectory(prefix="patchq-sync-") as tmp:
-        paths = Path(tmp) / "paths"
-        paths.write_text("".join(str(tree_root / f) + "\n" for f in files), encoding="utf-8")
-        with open(paths, "rb") as fh:
-            shas = repo.git.hash_object("-w", "--stdin-paths", istream=fh).split()
-        if len(shas) != len(files):
-            raise RuntimeError(f"git hash-object returned {len(shas)} ids for {len(files)} files")
+        query = Path(tmp) / "query"
+        query.write_text("".join(f"{sha}\n" for sha in sorted(set(shas))), encoding="utf-8")
+        with open(query, "rb") as fh:
+            answer = repo.git.cat_file("--batch-check", istream=fh)
+        missing = {ln.split()[0] for ln in answer.splitlines() if ln.endswith(" missing")}
+        todo = [(f, sha) for f, sha in zip(files, shas) if sha in missing]
+        if todo:
+            paths = Path(tmp) / "paths"
+            paths.write_text("".join(str(tree_root / f) + "\n" for f, _ in todo), encoding="utf-8")
+            with open(paths, "rb") as fh:
+                written = repo.git.hash_object("-w", "--stdin-paths", istream=fh).split()
+            if written != [sha for _, sha in todo]:
+                raise RuntimeError("git hash-object disagrees with the computed blob ids")
         info = Path(tmp) / "index-info"
         info.write_text("".join(f"100644 {sha}\t{f}\n" for sha, f in zip(shas, files)), encoding="utf-8")
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
