@@ -106,8 +106,9 @@ def dense_bytes(pristine_site) -> dict[str, bytes]:
     return {rel: text.encode("utf-8") for rel, text in plan.patched.items()}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def series_hashes() -> dict[str, str]:
+    """The series' current patch hashes (per test: the series may be edited meanwhile)."""
     from patchq import series
 
     s = series.load()
