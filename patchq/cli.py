@@ -371,6 +371,7 @@ def rebase(
     patch: list[str] = typer.Option([], "--patch", help="only this patch (repeatable; default: all)"),
     write: bool = typer.Option(False, "--write", help="record fingerprints, diffs, widened ranges; proposals to the work dir"),
     workdir: Optional[str] = typer.Option(None, "--workdir", help="where conflicts go (default: .patchq-rebase/ beside series/)"),
+    resume: bool = typer.Option(False, "--continue", help="take the conflicts resolved by hand in the work dir"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
@@ -379,7 +380,7 @@ def rebase(
 
     try:
         s = _series(series_dir)
-        doc, code = cmd.run(s, to, from_, cmd.check_ids(s, patch), write, workdir)
+        doc, code = cmd.run(s, to, from_, cmd.check_ids(s, patch), write, workdir, resume)
     except PatchqError as exc:
         _fail(exc, as_json)
     report.emit_json(doc) if as_json else typer.echo(cmd.render_text(doc), nl=False)

@@ -29,6 +29,7 @@ Finally the patch's rendered diff at the two releases is compared hunk by hunk
 from __future__ import annotations
 
 import ast
+import re
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -216,7 +217,7 @@ class UnitRebase:
         base_path: its file at the from release. target_path / target_qualname: at the
             target (None when gone).
         resolution: ``same``, ``moved`` (other file), ``renamed`` (by similarity),
-            ``gone`` or ``ambiguous``.
+            ``gone``, ``ambiguous``, or ``resolved`` (a conflict resolved by hand, ``--continue``).
         candidates: similarity candidates (when the name was gone), best first.
         upstream_changed: the target's fingerprint differs from the base's.
         merge: ``clean``, ``conflict`` or ``gone``; conflicts: number of conflict blocks.
@@ -339,11 +340,14 @@ class _Indexes:
 
 
 def rebase_patch(patch: Patch, from_source: CodeSource, to_source: CodeSource,
-                 workdir: Path, *, to_index: Callable | None = None) -> PatchRebase:
+                 workdir: Path, *, to_index: Callable | None = None, resume: bool = False) -> PatchRebase:
     """Rebase one patch from ``from_source``'s release to ``to_source``'s (module docstring).
 
     Conflicted definitions are written to ``workdir/<to>/<patch>/`` (always: a conflict
     is never only printed); nothing else is written here (see :func:`record`).
+    With ``resume`` (``--continue``), a conflicted definition whose work file no longer
+    holds conflict markers is taken as resolved by hand: the file's text becomes the
+    merge, checked against the transform like any clean merge.
     """
     fv, tv = from_source.version, to_source.version
     res = PatchRebase(patch.id, str(fv), str(tv), target_variant=describe_variant(patch, tv))
@@ -396,6 +400,10 @@ def rebase_patch(patch: Patch, from_source: CodeSource, to_source: CodeSource,
         unit.merge = CONFLICT if unit.conflicts else CLEAN
         if unit.conflicts:
             unit.reason = f"{unit.conflicts} conflict(s) in {q}"
+            resolved = unit_dir(workdir, str(tv), patch.id) / f"{_slug(q)}.py"
+            if resume and resolved.is_file() and not _MARKERS.search(resolved.read_text(encoding="utf-8")):
+                unit.merged, unit.merge, unit.resolution = resolved.read_text(encoding="utf-8"), CLEAN, "resolved"
+                unit.reason = f"{unit.conflicts} conflict(s) in {q}, resolved by hand in {resolved}"
         _check_transform(unit, theirs, rt, plan_t)
 
     # a clean merge must also parse in its file
@@ -481,6 +489,9 @@ def _dedent_def(text: str) -> str:
         cls = ast.parse(tree_text).body[0]
         return ast.unparse(cls.body[0])  # type: ignore[attr-defined]
     return text
+
+
+_MARKERS = re.compile(r"^(<<<<<<<|>>>>>>>|=======$)", re.M)
 
 
 def _slug(qualname: str) -> str:

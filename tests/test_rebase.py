@@ -256,3 +256,62 @@ def test_cli_text_report(tmp_path, cli):
     assert "range-diff 0.23.0 -> 0.26.0: 1 same, 0 changed, 0 removed, 0 added" in out
     assert f"wrote {tmp_path}/0.26.0/int8-lmhead/LogitsProcessor._get_logits.py" in out
     assert "summary: 1 clean, 1 conflict" in out
+
+
+UNIFY_PATCH = '''
+from patchq import edits
+from patchq.series import patch, variant
+
+PAD = """
+if new_spec.page_size_bytes != max_page_size:
+    new_spec = replace(layer_spec, block_size=new_block_size, page_size_padded=max_page_size)
+"""
+
+
+def pad_after_scale(unify, found, ctx):
+    (scaled,) = found
+    return edits.insert_after(unify, scaled, edits.stmts(PAD))
+
+
+PATCH = patch(
+    id="pad-only",
+    summary="pad after scaling",
+    why="test",
+    applies=">=0.15",
+    variants=[variant(">=0.15,<0.24", edits={"scaled": pad_after_scale})],
+)
+'''
+
+UNIFY_ANCHORS = '''
+[anchors.scaled]
+module = "vllm.v1.core.kv_cache_utils"
+qualname = "unify_kv_cache_spec_page_size"
+node = "new_spec = replace(layer_spec, block_size=new_block_size)"
+count = 1
+'''
+
+
+def test_continue_takes_a_conflict_resolved_by_hand(tmp_path, cli):
+    """0.24.0 conflicts; the maintainer takes the transform's result; --continue --write records it."""
+    sdir = _mini_series(tmp_path, "pad-only", UNIFY_PATCH, UNIFY_ANCHORS)
+    work = tmp_path / "work"
+    first = cli("rebase", "--to", "0.24.0", "--from", "0.23.0", "--series", sdir, "--workdir", work, "--json")
+    assert first.rc == 1 and first.json["patches"][0]["status"] == "conflict"
+    conflict = work / "0.24.0" / "pad-only" / "unify_kv_cache_spec_page_size.py"
+    transform = conflict.with_name("unify_kv_cache_spec_page_size.transform.py")
+    assert "<<<<<<< pad-only on vllm 0.23.0\n" in conflict.read_text()
+    # --continue with the markers still there changes nothing
+    again = cli("rebase", "--to", "0.24.0", "--from", "0.23.0", "--series", sdir, "--workdir", work, "--continue")
+    assert again.rc == 1 and "pad-only: CONFLICT" in again.stdout
+    conflict.write_text(transform.read_text())
+    done = cli("rebase", "--to", "0.24.0", "--from", "0.23.0", "--series", sdir, "--workdir", work,
+               "--continue", "--write", "--json")
+    assert done.rc == 0, done.stdout
+    (p,) = done.json["patches"]
+    (unit,) = p["units"]
+    assert (unit["resolution"], unit["merge"], unit["transform"]) == ("resolved", "clean", "carries-forward")
+    assert p["status"] == "clean"
+    assert 'variant(">=0.15,<=0.24.0", edits={"scaled": pad_after_scale})' in (sdir / "pad_only.py").read_text()
+    assert (sdir / "diffs" / "0.24.0" / "pad-only.diff").is_file()
+    fps = series_mod.load(sdir).patch("pad-only").anchors["scaled"].fingerprints
+    assert set(fps) == {"0.23.0", "0.24.0"} and fps["0.23.0"] != fps["0.24.0"]

@@ -102,7 +102,9 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
             old, new = seriesedit.widen_variant(module_file(series.root, patch.id), res.variant_obj.applies, tv)
             res.written.append(str(module_file(series.root, patch.id)))
             res.next_steps = [s for s in res.next_steps if not s.startswith("widen the variant")]
-            res.next_steps.append(f"widened variant \"{old}\" to \"{new}\" in {module_file(series.root, patch.id).name}: review it")
+            res.next_steps.append(f"widened variant \"{old}\" to \"{new}\" in {module_file(series.root, patch.id).name}: "
+                                  f"review it; it also covers the releases between {fv} and {tv} "
+                                  f"(`patchq check`/`matrix` verifies them)")
             covers = True
     else:
         covers = current is res.variant_obj
@@ -124,8 +126,10 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
 
 
 def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] | None = None,
-        write: bool = False, workdir: Path | None = None) -> tuple[dict, int]:
+        write: bool = False, workdir: Path | None = None, resume: bool = False) -> tuple[dict, int]:
     """Rebase the series' patches to ``to``. Returns (``patchq.rebase/1`` document, exit code).
+
+    ``resume`` (``--continue``) takes conflicts resolved by hand in the work directory.
 
     Raises:
         UsageError: an unknown patch id, or no release to rebase from.
@@ -148,7 +152,7 @@ def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] 
         key = str(fv)
         if key not in sources:
             sources[key] = release_source(key)
-        res = merge.rebase_patch(patch, sources[key], to_source, workdir)  # type: ignore[arg-type]
+        res = merge.rebase_patch(patch, sources[key], to_source, workdir, resume=resume)  # type: ignore[arg-type]
         if write:
             record(res, series, workdir)
         results.append(res)
@@ -198,7 +202,8 @@ def render_text(doc: dict) -> str:
             if u["target_path"] and u["target_path"] != u["base_path"]:
                 where += f" -> {u['target_path']}"
             up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
-            line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {u['merge']}"
+            merged = "resolved by hand" if u["resolution"] == "resolved" else u["merge"]
+            line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {merged}"
             if u["conflicts"]:
                 line += f" ({u['conflicts']} conflict block(s))"
             if u["transform"]:
