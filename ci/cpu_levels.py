@@ -26,6 +26,8 @@ For one release this script:
         "torch": "2.13.0+cpu", "install_s": 103.2,
         "apply": {"dense": {"ok": true, "patches": {"unify-kv-page": "ok", ...}}},
         "records": [{"release": "0.28.0", "profile": "dense", "patch": "unify-kv-page",
+                     "hash": "12 hex (the patch's hash: the matrix marks records of
+                              another hash stale)",
                      "level": "import" | "probe", "result": "ok" | "fail" | "skip",
                      "detail": "...", "seconds": 6.1}, ...]}
 
@@ -159,7 +161,7 @@ def module_of(relpath: str) -> str:
 
 
 def probes(py: Path, patch_ids: list[str], release: str, profile: str, timeout: float, env: dict,
-           with_probe: set[str]) -> list[dict]:
+           with_probe: set[str], hashes: dict[str, str]) -> list[dict]:
     """One probe record per patch that defines a probe (each in a fresh interpreter)."""
     recs = []
     for pid in patch_ids:
@@ -171,7 +173,7 @@ def probes(py: Path, patch_ids: list[str], release: str, profile: str, timeout: 
             res = result_of(proc) or {"ok": False, "detail": tail(proc.stderr)}
         except subprocess.TimeoutExpired:
             res = {"ok": False, "detail": f"probe timed out after {timeout} s"}
-        recs.append({"release": release, "profile": profile, "patch": pid, "level": "probe",
+        recs.append({"release": release, "profile": profile, "patch": pid, "hash": hashes[pid], "level": "probe",
                      "result": "ok" if res["ok"] else "fail", "detail": res["detail"],
                      "seconds": round(time.perf_counter() - t0, 2)})
     return recs
@@ -215,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     with_probe = {pid for pid in all_ids if series.patch(pid).probe is not None}
 
     patchq_cli(["revert", "--all", "--site-packages", str(sp), "--json"], args.timeout)
-    doc["records"] += probes(py, all_ids, args.release, "pristine", args.timeout, env, with_probe)
+    hashes = {pid: series.patch(pid).hash for pid in all_ids}
+    doc["records"] += probes(py, all_ids, args.release, "pristine", args.timeout, env, with_probe, hashes)
 
     for name in profiles:
         code, applied, err = patchq_cli(["apply", "--profile", name, "--site-packages", str(sp), "--json"],
@@ -239,19 +242,20 @@ def main(argv: list[str] | None = None) -> int:
             row = next((r for r in rows if r["id"] == pid), None)
             if row is None or row["status"] != "ok" or code != 0:
                 why = f"not applied: {row['status']} {row.get('reason', '')}" if row else "apply failed"
-                doc["records"].append({"release": args.release, "profile": name, "patch": pid, "level": "import",
+                doc["records"].append({"release": args.release, "profile": name, "patch": pid,
+                                       "hash": hashes[pid], "level": "import",
                                        "result": "skip" if code == 0 else "fail", "detail": why.strip()})
                 continue
             mods = [module_of(f) for f in row["files"]]
             bad = [f"{m}: {imported.get(m, {}).get('detail', 'not run')}" for m in mods
                    if not imported.get(m, {}).get("ok")]
             doc["records"].append({
-                "release": args.release, "profile": name, "patch": pid, "level": "import",
+                "release": args.release, "profile": name, "patch": pid, "hash": hashes[pid], "level": "import",
                 "result": "fail" if bad else "ok",
                 "detail": "; ".join(bad) if bad else "imported " + ", ".join(mods) + " (sentinel present)",
                 "seconds": max((imported.get(m, {}).get("seconds", 0) for m in mods), default=0)})
         applied_ids = [r["id"] for r in ok_rows]
-        doc["records"] += probes(py, applied_ids, args.release, name, args.timeout, env, with_probe)
+        doc["records"] += probes(py, applied_ids, args.release, name, args.timeout, env, with_probe, hashes)
 
     patchq_cli(["revert", "--all", "--site-packages", str(sp), "--json"], args.timeout)
     Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")

@@ -8,7 +8,9 @@
 #   PATCHQ_PROFILES  comma-separated profiles     (default base,mtp,dflash,dense)
 #   PATCHQ_WORKERS   releases checked in parallel (default: number of CPUs)
 #   PATCHQ_LEVELS    space-separated ci/cpu_levels.py JSON files to merge (import/probe)
+#                    (default: ci/evidence/levels-*.json)
 #   PATCHQ_BOOT      space-separated boot-record JSON files to merge (boot level)
+#                    (default: ci/evidence/boot-*.json)
 #   PATCHQ_STRICT    1: fail the job when a cell blocks (apply would fail); default 0:
 #                    the report is published either way and the job stays green
 #   PATCHQ           the patchq command (default: patchq)
@@ -23,9 +25,14 @@ profiles="${PATCHQ_PROFILES:-base,mtp,dflash,dense}"
 workers="${PATCHQ_WORKERS:-$(nproc 2>/dev/null || echo 2)}"
 patchq="${PATCHQ:-patchq}"
 
+here="$(cd "$(dirname "$0")" && pwd)"
+shopt -s nullglob
+default_levels=("$here"/evidence/levels-*.json)
+default_boot=("$here"/evidence/boot-*.json)
+shopt -u nullglob
 extra=()
-for f in ${PATCHQ_LEVELS:-}; do extra+=(--levels "$f"); done
-for f in ${PATCHQ_BOOT:-}; do extra+=(--boot "$f"); done
+for f in ${PATCHQ_LEVELS-${default_levels[@]+"${default_levels[@]}"}}; do extra+=(--levels "$f"); done
+for f in ${PATCHQ_BOOT-${default_boot[@]+"${default_boot[@]}"}}; do extra+=(--boot "$f"); done
 
 set +e
 $patchq matrix --releases "$releases" --profiles "$profiles" --out "$out" \

@@ -11,7 +11,8 @@ A cell's ``level`` is the deepest level that passed, in the order
 cell has level null), ``import``/``probe`` when a levels record for that release, profile
 and patch says ``ok``, ``boot`` when the boot record of its release and profile says
 ``ok`` and the patch was applied (an edit status). ``failed_level`` names the shallowest
-level whose record failed, if any.
+level whose record failed, if any. A levels record carrying a patch ``hash`` other than
+the series' is ``stale`` (neither passed nor failed).
 
 JSON document ``patchq.matrix/1`` (``matrix.json``)::
 
@@ -149,9 +150,14 @@ def merge_levels(cell: dict, level_recs: dict, boot: dict | None) -> None:
     levels: dict[str, dict] = {"source": {"result": "fail" if cell["blocking"] else "ok", "detail": cell["status"]}}
     for name in ("import", "probe"):
         rec = level_recs.get(name)
-        if rec is not None:
-            levels[name] = {"result": "ok" if _ok(rec.get("result")) else str(rec.get("result")),
-                            "detail": str(rec.get("detail", ""))}
+        if rec is None:
+            continue
+        if rec.get("hash") and rec["hash"] != cell["hash"]:  # evidence of another version of the patch
+            levels[name] = {"result": "stale", "detail": f"record for patch hash {rec['hash']}, "
+                                                          f"series has {cell['hash']}: re-run ci/cpu_levels.py"}
+            continue
+        levels[name] = {"result": "ok" if _ok(rec.get("result")) else str(rec.get("result")),
+                        "detail": str(rec.get("detail", ""))}
     if boot is not None and cell["status"] in _EDIT_STATUSES:
         levels["boot"] = {"result": "ok" if _ok(boot.get("result")) else str(boot.get("result")),
                           "detail": f"{boot.get('boot_s', '')} s" if _ok(boot.get("result"))
@@ -159,7 +165,7 @@ def merge_levels(cell: dict, level_recs: dict, boot: dict | None) -> None:
     cell["levels"] = levels
     reached = [n for n in LEVELS if levels.get(n, {}).get("result") == "ok"]
     cell["level"] = None if cell["blocking"] else (reached[-1] if reached else None)
-    failed = [n for n in LEVELS if n in levels and levels[n]["result"] not in ("ok", "skip")]
+    failed = [n for n in LEVELS if n in levels and levels[n]["result"] not in ("ok", "skip", "stale")]
     cell["failed_level"] = failed[0] if failed else None
 
 

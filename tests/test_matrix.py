@@ -147,6 +147,14 @@ def test_levels_and_boot_evidence(tmp_path):
     assert 'class="boot-ok"' in page and 'class="boot-fail" title="AssertionError: block_size must be' in page
 
 
+def test_levels_of_another_patch_hash_are_stale():
+    cell = {"hash": "aaaaaaaaaaaa", "blocking": False, "status": "applies"}
+    matrix.merge_levels(cell, {"import": {"hash": "bbbbbbbbbbbb", "result": "ok", "detail": "x"}}, None)
+    assert cell["levels"]["import"]["result"] == "stale"
+    assert "re-run ci/cpu_levels.py" in cell["levels"]["import"]["detail"]
+    assert (cell["level"], cell["failed_level"]) == ("source", None)
+
+
 def test_load_records_rejects_garbage(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"records": 3}')
