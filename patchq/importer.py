@@ -371,6 +371,9 @@ def build(diff_text: str, patch_id: str, release: str | None = None, source_name
                                   f"patched text exactly); it applies only where {q} is unchanged")
             ops += mod_ops.get(q, [])
             plan.anchors.append(AnchorOut(_anchor_id(q, taken), fp.relpath, q, fingerprint(old), ops))
+    if not any(a.ops for a in plan.anchors):
+        raise ImportRefused("the diff changes nothing that can be anchored (only comments or blank lines "
+                            "outside definitions?)")
     return plan
 
 

@@ -185,3 +185,22 @@ def test_refusals_are_explicit():
         importer.build(new_file, "x", "0.23.0")
     with pytest.raises(importer.ImportRefused, match="the diff expects"):  # made against 0.23.0, not 0.24.0
         importer.build(diffs.unified(REL, pristine, _edit(pristine)), "x", "0.24.0")
+    only_comment = pristine.replace("def unify_kv_cache_spec_page_size(", "# a note\ndef unify_kv_cache_spec_page_size(", 1)
+    with pytest.raises(importer.ImportRefused, match="changes nothing that can be anchored"):
+        importer.build(diffs.unified(REL, pristine, only_comment), "x", "0.23.0")
+
+
+def test_a_comment_at_the_end_of_a_block_replaces_the_definition_whole(empty_series):
+    pristine = release_source("0.23.0").read_text(REL)
+    tail = "            new_kv_cache_spec[layer_name] = new_spec\n    return new_kv_cache_spec\n"
+    edited = pristine.replace(tail, "            new_kv_cache_spec[layer_name] = new_spec\n"
+                                    "            # trailing note\n    return new_kv_cache_spec\n", 1)
+    plan = importer.build(diffs.unified(REL, pristine, edited), "x", "0.23.0")
+    (anchor,) = plan.anchors
+    assert [o["op"] for o in anchor.ops] == ["definition"]
+    assert anchor.ops[0]["fingerprint"] == anchor.fingerprint
+    assert "replaced as a whole" in plan.notes[0]
+    importer.write(plan, empty_series, empty_series.parent / "anchors")
+    assert importer.verify(plan, series_mod.load(empty_series)) == (True, "")
+    later = engine.plan(release_source("0.24.0"), [series_mod.load(empty_series).patch("x")]).results[0]
+    assert later.status == "failed" and "replaces the whole definition only at" in later.reason
