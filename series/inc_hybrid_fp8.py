@@ -17,10 +17,10 @@ Variants (same behaviour, two shapes of ``INCConfig``):
   (the ``extra_config`` remap), ``bits16-override`` (``get_quant_method``'s
   ``extra_config`` override for ``bits >= 16``), ``unquantized-branches`` (every
   ``if not self.check_quantized(weight_bits):`` branch of the ``apply_*_quant_layer``
-  methods: awq/gptq/ipex = 3 up to 0.19.1, awq/gptq/xpu/cpu = 4 from 0.20.2) and
-  ``class-hooks``. The base hook is ``maybe_update_config(self, model_name)`` before
-  0.20.2 (the override then reads the default revision) and gains ``hf_config`` and
-  ``revision`` at 0.20.2; it is copied from the installed base class either way.
+  methods: awq/gptq/ipex = 3 up to 0.19.1, awq/gptq/xpu/cpu = 4 from 0.20.0) and
+  ``class-hooks``. The base hook is ``maybe_update_config(self, model_name)`` up to
+  0.19.1 (the override then reads the default revision) and gains ``hf_config`` and
+  ``revision`` at 0.20.0; it is copied from the installed base class either way.
   ``FusedMoE`` -> ``RoutedExperts`` (0.22.1) does not touch the anchors, and the
   inserted code never imports either name.
 * ``>=0.24``: ``quantization/inc.py`` became the package ``quantization/inc/``

@@ -7,11 +7,11 @@ and falls back to ``lm_head.quant_method.apply`` for anything not eligible. The 
 is kept local to the patched method (vLLM's file never imports triton or patchq).
 
 Variants (``vllm/model_executor/layers/logits_processor.py``, class ``LogitsProcessor``;
-number of ``lm_head.quant_method.apply(...)`` calls: 1 in 0.15.1, 2 in 0.17.1-0.25.1,
-1 from 0.26.0):
+number of ``lm_head.quant_method.apply(...)`` calls: 1 in 0.15.1-0.16.0, 2 in
+0.17.0-0.25.1, 1 from 0.26.0):
 
-* ``>=0.15,<0.17.1``: the one call, an assignment in ``_get_logits``.
-* ``>=0.17.1,<0.26``: the same assignment in ``_get_logits`` and in the new
+* ``>=0.15,<0.17``: the one call, an assignment in ``_get_logits``.
+* ``>=0.17,<0.26``: the same assignment in ``_get_logits`` and in the new
   ``get_top_tokens`` (the spec-decode proposers' path); both are replaced.
 * ``>=0.26``: both (and ``get_top_k_tokens``, 0.28.0+) call the new helper
   ``_apply_head``, which holds the only call as ``return lm_head.quant_method.apply(
@@ -68,9 +68,9 @@ PATCH = patch(
     of bf16 weight for the KV cache pool.""",
     applies=">=0.15",
     variants=[
-        variant(">=0.15,<0.17.1", edits={"get-logits-call": int8_assign},
+        variant(">=0.15,<0.17", edits={"get-logits-call": int8_assign},
                 note="one call, in _get_logits"),
-        variant(">=0.17.1,<0.26", edits={"get-logits-call": int8_assign, "top-tokens-call": int8_assign},
+        variant(">=0.17,<0.26", edits={"get-logits-call": int8_assign, "top-tokens-call": int8_assign},
                 note="_get_logits and the proposers' get_top_tokens each hold the call"),
         variant(">=0.26", edits={"apply-head-return": int8_return},
                 note="the call moved into _apply_head (a 3-line return) used by every caller"),

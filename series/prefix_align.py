@@ -9,13 +9,13 @@ mode the GCD path is right.
 
 Variants:
 
-* ``>=0.15,<0.20.2``: absent: the function (and any back-off) does not exist; 0.19.1
-  passes ``hash_block_size`` as the scheduler block size.
-* ``>=0.20.2,<0.28``: anchor ``mamba-backoff`` (the ``if any(isinstance(g.kv_cache_spec,
+* ``>=0.15,<0.20``: absent: the function (and any back-off) does not exist in 0.15.1 -
+  0.19.1; 0.19.1 passes ``hash_block_size`` as the scheduler block size.
+* ``>=0.20,<0.28``: anchor ``mamba-backoff`` (the ``if any(isinstance(g.kv_cache_spec,
   MambaSpec) and g.kv_cache_spec.block_size != cache_config.block_size for g in groups)``
-  back-off) holds unchanged 0.20.2-0.27.1 (0.26.0's DCP scaling and the
-  ``prefix_match_unit`` rename are outside it); the edit puts the align-mode guard in
-  front of its test.
+  back-off) holds unchanged 0.20.0-0.27.1 (the function is already in 0.20.0 and 0.20.1;
+  0.26.0's DCP scaling and the ``prefix_match_unit`` rename are outside it); the edit
+  puts the align-mode guard in front of its test.
 * ``>=0.28``: upstreamed: the back-off tests ``spec.mamba_cache_mode != "align"`` on the
   group spec instead of comparing block sizes. In align mode both skip the back-off
   (what the patch is for); in non-align mode upstream backs off for any Mamba group
@@ -98,9 +98,9 @@ PATCH = patch(
     upstream=["https://github.com/vllm-project/vllm/blob/v0.28.0/vllm/v1/core/kv_cache_utils.py"],
     applies=">=0.15",
     variants=[
-        variant(">=0.15,<0.20.2", absent="resolve_kv_cache_block_sizes and its mamba back-off do not "
-                "exist before vLLM 0.20.2 (0.19.1 passes hash_block_size as the scheduler block size)"),
-        variant(">=0.20.2,<0.28", edits={"mamba-backoff": guard_align},
+        variant(">=0.15,<0.20", absent="resolve_kv_cache_block_sizes and its mamba back-off do not "
+                "exist before vLLM 0.20.0 (0.19.1 passes hash_block_size as the scheduler block size)"),
+        variant(">=0.20,<0.28", edits={"mamba-backoff": guard_align},
                 note="back-off compares the mamba block size with cache_config.block_size"),
         variant(">=0.28", upstreamed='vLLM 0.28.0 backs off only for Mamba group specs with '
                 'mamba_cache_mode != "align" (read from the spec, block sizes no longer compared), '

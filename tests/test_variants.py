@@ -49,12 +49,19 @@ INT8_HEAD = ("apply-head-return",)
 ABSENT, UPSTREAMED = "absent", "upstreamed"
 
 #: release -> (fla-shmem, unify-kv-page, prefix-align, inc-hybrid-fp8, int8-lmhead):
-#: anchors edited (status ok) or the status.
+#: anchors edited (status ok) or the status. Every final release 0.15.1 - 0.33.0 (the
+#: issue's target is 0.20.2 - 0.33.0; the older ones are kept sensible).
 EXPECTED = {
     "0.15.1": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_ONE),
+    "0.16.0": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_ONE),
+    "0.17.0": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
     "0.17.1": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
+    "0.18.0": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
     "0.18.1": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
+    "0.19.0": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
     "0.19.1": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
+    "0.20.0": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
+    "0.20.1": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
     "0.20.2": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
     "0.21.0": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
     "0.22.0": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
@@ -218,7 +225,7 @@ def test_int8_lmhead_leaves_no_stock_lm_head_call(version):
     rel = "vllm/model_executor/layers/logits_processor.py"
     before = _class(plan.pristine[rel], "LogitsProcessor")
     after = _class(plan.patched[rel], "LogitsProcessor")
-    stock = {"0.15.1": 1}.get(version, 2 if Version(version) < Version("0.26.0") else 1)
+    stock = 1 if Version(version) < Version("0.17.0") else 2 if Version(version) < Version("0.26.0") else 1
     assert _calls_to(before, "apply") == stock
     assert _calls_to(after, "apply") == 0
     int8 = [n for n in ast.walk(after) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
@@ -248,7 +255,7 @@ def test_inc_every_unquantized_return_tries_fp8_first(version):
     parents = {child: node for node in ast.walk(cls) for child in ast.iter_child_nodes(node)}
     returns = [n for n in ast.walk(cls) if isinstance(n, ast.Return)
                and ast.unparse(n) == "return UnquantizedLinearMethod()"]
-    assert len(returns) == (4 if Version(version) < Version("0.20.2") else 5 if Version(version) < Version("0.24.0") else 2)
+    assert len(returns) == (4 if Version(version) < Version("0.20.0") else 5 if Version(version) < Version("0.24.0") else 2)
     for ret in returns:
         node, guarded = ret, False
         while node in parents and not isinstance(node, ast.FunctionDef):

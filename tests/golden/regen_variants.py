@@ -27,13 +27,14 @@ sys.path.insert(0, str(HERE.parent))  # tests/: support.py
 from support import definition_source, golden_path, mask_sentinel_hashes  # noqa: E402
 
 #: First/last verified release of each variant range (see each series/<patch>.py):
-#: 0.15.1 first of every old-shape variant and the only 1-call int8 release; 0.17.1 first
-#: 2-call int8; 0.19.1 last before prefix-align exists and the 1-arg base hook; 0.20.2
-#: first prefix-align edit; 0.24.0 / 0.25.1 first/last re-indented unify and first inc/
-#: package; 0.26.0 first moved FLA, Mamba branch, _apply_head; 0.27.1 last prefix-align
-#: edit; 0.32.0 last unify in kv_cache_utils; 0.33.0 first kv_cache_planning and last of all.
-GOLDEN_VERSIONS = ("0.15.1", "0.17.1", "0.19.1", "0.20.2", "0.24.0", "0.25.1", "0.26.0",
-                   "0.27.1", "0.32.0", "0.33.0")
+#: 0.15.1 / 0.16.0 first/last 1-call int8 and first of every old-shape variant; 0.17.0
+#: first 2-call int8; 0.19.1 last without prefix-align and with the 1-arg base hook;
+#: 0.20.0 first prefix-align edit, 4 INC backends; 0.24.0 / 0.25.1 first/last re-indented
+#: unify, first inc/ package, last 2-call int8 and old FLA path; 0.26.0 first moved FLA,
+#: Mamba branch, _apply_head; 0.27.1 last prefix-align edit; 0.32.0 last unify in
+#: kv_cache_utils; 0.33.0 first kv_cache_planning and last of all.
+GOLDEN_VERSIONS = ("0.15.1", "0.16.0", "0.17.0", "0.19.1", "0.20.0", "0.24.0", "0.25.1",
+                   "0.26.0", "0.27.1", "0.32.0", "0.33.0")
 
 
 def expected(version: str) -> dict[Path, str]:
