@@ -142,22 +142,36 @@ def pristine_site(vllm_site) -> Path:
     return vllm_site(DEFAULT_VERSION)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the item (``item.rep_call``) for fixtures to read."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
 @pytest.fixture
-def make_site(vllm_site, tmp_path_factory):
+def make_site(vllm_site, tmp_path_factory, request):
     """Factory: ``make_site(version="0.23.0")`` -> a fresh hard-linked copy of that install.
 
-    After the test, the pristine install is checked (see module docstring)."""
-    used: list[str] = []
+    After the test, the pristine install is checked (see module docstring), and the copy
+    is deleted when the test passed (a copy is ~4000 entries; pytest would keep three
+    sessions' worth and delete them at the next start). A failed test's copy stays."""
+    used: list[tuple[str, Path]] = []
 
     def make(version: str = DEFAULT_VERSION) -> Path:
         pristine = vllm_site(version)
         dst = tmp_path_factory.mktemp(f"vllm-{version}") / "site-packages"
         link_copy(pristine, dst)
-        used.append(version)
+        used.append((version, dst))
         return dst
 
     yield make
-    for version in used:
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.passed:
+        for _, dst in used:
+            shutil.rmtree(dst.parent, ignore_errors=True)
+    for version in {v for v, _ in used}:
         site, before = vllm_site.snapshots[version]
         changed = [rel for rel, st in snapshot(site).items() if before.get(rel) != st]
         assert not changed, f"a test (or patchq) wrote through a hard link into the pristine install: {changed[:5]}"
@@ -196,6 +210,8 @@ def immutable():
     done: list[Path] = []
 
     def make(*dirs: Path) -> None:
+        if shutil.which("chattr") is None:
+            pytest.skip("chattr (e2fsprogs) is not installed")
         for d in dirs:
             assert Path(d).is_dir(), f"{d}: only directories (files share inodes with the pristine install)"
             proc = subprocess.run(["chattr", "+i", str(d)], capture_output=True, text=True)
