@@ -121,6 +121,8 @@ def load_warm(hook_dir: Path, site: Path) -> dict | None:
             return None
         if not (hook_dir / "sitecustomize.py").is_file() or not (hook_dir / hook_mod.MANIFEST).is_file():
             return None
+        if not (hook_dir / "__pycache__").is_dir():
+            _precompile(hook_dir)
     except (OSError, ValueError):
         return None
     if manifest.get("journal_sha256") != _journal_sha(site):
@@ -146,6 +148,19 @@ def _sitecustomize(manifest: dict) -> str:
         "import _patchq_hook\n\n"
         "_patchq_hook.boot(__file__)\n"
     )
+
+
+def _precompile(hook_dir: Path) -> None:
+    """Write the ``.pyc`` of the hook's two modules for this interpreter: every process
+    imports them, and ``PYTHONDONTWRITEBYTECODE`` (common in containers) would otherwise
+    make each one compile them from source (~5 ms). Another interpreter compiles its own."""
+    import py_compile
+
+    for name in ("sitecustomize.py", "_patchq_hook.py"):
+        try:
+            py_compile.compile(str(hook_dir / name), doraise=True)
+        except (OSError, py_compile.PyCompileError):
+            pass  # a missing .pyc costs time, never correctness
 
 
 def build(target, series, profile: str, summary: dict | None = None) -> dict:
@@ -228,6 +243,7 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
     atomic_write(hook_dir / hook_mod.MARKER, b"patchq hook directory\n", mode=0o644)
     atomic_write(hook_dir / "_patchq_hook.py", hook_source().read_bytes(), mode=0o644)
     atomic_write(hook_dir / "sitecustomize.py", _sitecustomize(manifest).encode(), mode=0o644)
+    _precompile(hook_dir)
     import marshal
 
     # the manifest last: a directory with a manifest is complete

@@ -197,7 +197,8 @@ class Hook:
     def spec(self, name, entry, path):
         """A ModuleSpec with a :class:`PatchedLoader`. Raises HookError when the name
         resolves to another file than the manifest's, or the file changed since."""
-        from importlib.machinery import ModuleSpec, PathFinder
+        from _frozen_importlib import ModuleSpec
+        from _frozen_importlib_external import PathFinder
 
         real = PathFinder.find_spec(name, path)
         origin = getattr(real, "origin", None)
@@ -304,15 +305,16 @@ def _is_hook_dir(path):
 
 def _chain_sitecustomize():
     """Import the ``sitecustomize`` this one shadows, with ``site``'s error handling."""
-    from importlib.machinery import PathFinder
+    # the frozen importlib modules are loaded already: importing the importlib package
+    # would cost every process about half a millisecond
+    import _frozen_importlib
+    import _frozen_importlib_external
 
     paths = [p for p in sys.path if not _is_hook_dir(p)]
-    spec = PathFinder.find_spec("sitecustomize", paths)
+    spec = _frozen_importlib_external.PathFinder.find_spec("sitecustomize", paths)
     if spec is None or spec.loader is None:
         return
-    import importlib._bootstrap as bootstrap
-
-    module = bootstrap.module_from_spec(spec)
+    module = _frozen_importlib.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     try:
         spec.loader.exec_module(module)
