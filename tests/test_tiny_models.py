@@ -322,3 +322,140 @@ def test_fatbin_zeroing_keeps_only_what_sm90_can_use(tmp_path):
     junk = tmp_path / "junk.so"
     junk.write_bytes(b"\x7fELF\x02\x01" + bytes(20))
     assert slimwheel.zero_foreign_entries(junk, {90})["zeroed"] == 0
+
+
+# ---------------------------------------------------------------- boot runner, against a fake vLLM
+
+FAKE_MAIN = r'''
+"""Stand-in for vllm.entrypoints.cli.main: fails or serves the way vLLM 0.23.0 does, by patch state."""
+import json, os, sys, time, multiprocessing
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+def applied():
+    site = Path(__file__).resolve().parents[3]
+    try:
+        return set(json.loads((site / ".patchq" / "journal.json").read_text()).get("patches", {}))
+    except FileNotFoundError:
+        return set()
+
+def unify_kv_cache_spec_page_size():
+    new_spec_page_size_bytes, max_page_size = 1, 2
+    assert new_spec_page_size_bytes == max_page_size
+
+def child():
+    time.sleep(3600)
+
+def main():
+    a = sys.argv[1:]
+    port = int(a[a.index("--port") + 1])
+    spec = json.loads(a[a.index("--speculative-config") + 1]) if "--speculative-config" in a else None
+    prefix = "--enable-prefix-caching" in a
+    multiprocessing.Process(target=child, daemon=False).start()  # an engine-core-like child
+    time.sleep(0.5)
+    p = applied()
+    if spec and spec["method"] == "dflash" and "unify-kv-page" not in p:
+        print("(EngineCore_DP0 pid=1) ERROR 11-30 12:00:00 [core.py:1] EngineCore failed to start.", flush=True)
+        print("Traceback (most recent call last):", flush=True)
+        print('  File "/x/vllm/v1/core/kv_cache_utils.py", line 1064, in unify_kv_cache_spec_page_size', flush=True)
+        print("    assert new_spec.page_size_bytes == max_page_size", flush=True)
+        print("AssertionError", flush=True)
+        print("RuntimeError: Engine core initialization failed. See root cause above.", flush=True)
+        os._exit(1)
+    if spec and prefix and "prefix-align" not in p:
+        print("AssertionError: block_size must be divisible by hash_block_size", flush=True)
+        os._exit(1)
+    n = {"drafts": 0}
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *x): pass
+        def _send(self, code, body, ctype="application/json"):
+            b = body.encode(); self.send_response(code); self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+        def do_GET(self):
+            if self.path == "/health": return self._send(200, "")
+            if self.path == "/metrics":
+                k = spec["num_speculative_tokens"] if spec else 0
+                return self._send(200, "# HELP x\nvllm:spec_decode_num_drafts_total{engine=\"0\"} %d\n"
+                                  "vllm:spec_decode_num_draft_tokens_total{engine=\"0\"} %d\n"
+                                  "vllm:spec_decode_num_accepted_tokens_total{engine=\"0\"} 0.0\n"
+                                  "vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 5\n" % (n["drafts"], n["drafts"] * k), "text/plain")
+            self._send(404, "{}")
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if spec: n["drafts"] += 23
+            flip = os.environ.get("PATCHQ_INT8_LMHEAD_DISABLE") == "1"
+            if self.path == "/v1/completions":
+                ids = [5, 6, 7] + ([9] if flip else [8])
+                return self._send(200, json.dumps({"choices": [{"text": " Paris" + ("!" if flip else "."), "token_ids": ids}], "usage": {}}))
+            return self._send(200, json.dumps({"choices": [{"message": {"content": "Paris"}}], "usage": {}}))
+    print("INFO 11-30 12:00:00 [api_server.py:1] Starting vLLM API server on port %d" % port, flush=True)
+    ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+
+if __name__ == "__main__":
+    main()
+'''
+
+_PATCHQ_DEPS = [m for m in ("libcst", "typer", "filelock", "rich", "packaging") if importlib.util.find_spec(m) is None]
+VLLM_SITE = Path(os.environ.get("PATCHQ_VLLM_SITE", "/tmp/sitetest"))
+
+
+@pytest.mark.skipif(bool(_PATCHQ_DEPS) or not (VLLM_SITE / "vllm-0.23.0.dist-info").is_dir(),
+                    reason=f"needs patchq's deps ({', '.join(_PATCHQ_DEPS) or 'ok'}) and a vLLM 0.23.0 .py tree with "
+                           f"its dist-info at {VLLM_SITE} (set PATCHQ_VLLM_SITE)")
+def test_boot_runner_against_fake_vllm(tmp_path):
+    import boot
+
+    root = tmp_path / "pq"
+    site = root / "rel" / "0.23.0" / "site"
+    shutil.copytree(VLLM_SITE, site, ignore=shutil.ignore_patterns("__pycache__", ".patchq"))
+    (site / "vllm" / "entrypoints" / "cli" / "main.py").write_text(FAKE_MAIN)
+    boot.write_plugin_dist(root)
+    boot.make_neg_series(root)
+    (root / "models").mkdir()
+    plan = [r for r in boot.default_plan("0.23.0") if r["id"] in ("dflash", "neg-unify", "neg-prefix-align", "dense", "dense-bf16head", "base")]
+    planf = tmp_path / "plan.json"
+    planf.write_text(json.dumps(plan))
+    env_before = dict(os.environ)
+    try:
+        rc = boot.main(["--root", str(root), "run", "--release", "0.23.0", "--plan", str(planf), "--jobs", "3",
+                        "--stagger", "0", "--boot-timeout", "60", "--base-port", "18400"])
+    finally:
+        os.environ.clear()
+        os.environ.update(env_before)
+    recs = {r["run"]: r for r in map(json.loads, (root / "results" / "0.23.0.jsonl").read_text().splitlines())}
+    assert rc == 0, {k: (v["result"], v["error_line"]) for k, v in recs.items()}
+    assert recs["dflash"]["result"] == "serves" and recs["dflash"]["drafts"] == 46 and recs["dflash"]["draft_tokens"] == 46 * 12
+    assert recs["dflash"]["patches_applied"] == ["fla-shmem", "unify-kv-page", "prefix-align"]
+    assert recs["neg-unify"]["result"] == "fails" and recs["neg-unify"]["as_expected"]
+    assert recs["neg-unify"]["error_line"].startswith("AssertionError: `assert new_spec.page_size_bytes == max_page_size` in unify_kv_cache_spec_page_size")
+    assert recs["neg-unify"]["patches_applied"] == ["fla-shmem", "prefix-align"]
+    assert recs["neg-prefix-align"]["error_line"] == "AssertionError: block_size must be divisible by hash_block_size"
+    assert recs["base"]["drafts"] == 0 and recs["base"]["patches_applied"] == ["fla-shmem"]
+    assert recs["dense-bf16head"]["compare"]["first_diff"] == 3 and not recs["dense-bf16head"]["compare"]["same_text"]
+    assert "--kv-cache-memory-bytes" in recs["dense"]["flags"]
+    # every server and its child are gone
+    import subprocess as sp
+
+    left = sp.run(["pgrep", "-f", str(root)], capture_output=True, text=True).stdout.split()
+    assert left == []
+    out = tmp_path / "out"
+    assert boot.main(["--root", str(root), "wait", "--out", str(out), "--max-wait", "1"]) == 0
+    assert len(list(out.iterdir())) <= 8 and (out / "logs.tgz").is_file()
+    assert len((out / "results.jsonl").read_text().splitlines()) == len(plan)
+
+
+def test_boot_error_line_and_metrics():
+    import boot
+
+    log = "\n".join([
+        "(EngineCore_DP0 pid=7) ERROR 11-30 10:00:00 [core.py:900] Traceback (most recent call last):",
+        '(EngineCore_DP0 pid=7) ERROR 11-30 10:00:00 [core.py:900]   File "/s/vllm/v1/core/kv_cache_coordinator.py", line 507, in __init__',
+        "(EngineCore_DP0 pid=7) ERROR 11-30 10:00:00 [core.py:900]     assert block_size % hash_block_size == 0, (",
+        "(EngineCore_DP0 pid=7) ERROR 11-30 10:00:00 [core.py:900] AssertionError: block_size must be divisible by hash_block_size",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ])
+    assert boot.error_line(log) == "AssertionError: block_size must be divisible by hash_block_size"
+    assert boot.error_line("foo\nValueError: bad thing\nRuntimeError: Engine core initialization failed.") == "ValueError: bad thing"
+    m = boot.parse_spec_metrics('vllm:spec_decode_num_drafts_total{a="1"} 3.0\nvllm:spec_decode_num_drafts_total{a="2"} 2\n'
+                                "vllm:spec_decode_num_accepted_tokens_per_pos_total{p=\"0\"} 9\n# c\n")
+    assert m == {"drafts": 5.0, "draft_tokens": 0.0, "accepted": 0.0}
