@@ -446,3 +446,22 @@ def test_real_import_executes_patched_code(site, env, tmp_path, torch_python):
         assert filename == str(site / rel) and line == patched[lineno - 1].strip()
         assert line == "return cls[arch.upper()].value" and pristine[lineno - 1].strip() != line
     assert sha256_path(site / rel) == record_hashes(site)[rel]
+
+
+REGISTER = ("from importlib.metadata import entry_points\n"
+            "(ep,) = [e for e in entry_points(group='vllm.general_plugins') if e.name == 'patchq']\n"
+            "ep.load()()  # what vllm.plugins.load_general_plugins does in every vLLM process\n"
+            "print('registered')\n")
+
+
+def test_plugin_entry_point_stops_or_passes(site, env):
+    """vLLM's way in (the entry point): passes under run, stops a strict unpatched process."""
+    ok = patchq("run", "--profile", PROFILE, "--site-packages", site, "--", sys.executable, "-c", REGISTER,
+                env=env, extra_env={"PYTHONPATH": str(site)})
+    assert ok.returncode == 0 and ok.stdout.strip() == "registered", ok.stderr
+    procs = json.loads(patchq("status", "--runtime", "--json", env=env).stdout)
+    assert procs["processes"] == []  # the record was removed at exit
+    bare = subprocess.run([sys.executable, "-c", REGISTER], capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": str(site), "PATCHQ_EXPECT_PROFILE": PROFILE, "PATCHQ_STRICT": "1"})
+    assert bare.returncode != 0 and "registered" not in bare.stdout
+    assert "ProfileNotLive: patchq: PATCHQ_EXPECT_PROFILE=dense but no patchq profile is live" in bare.stderr

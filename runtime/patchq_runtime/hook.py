@@ -116,6 +116,14 @@ class PatchedLoader:
         with open(path, "rb") as fh:
             return fh.read()
 
+    def get_resource_reader(self, name=None):
+        """Resources of a served package are its directory's files (as for a plain file)."""
+        if not self.entry["package"]:
+            return None
+        from importlib.readers import FileReader
+
+        return FileReader(self)
+
     def get_source(self, name=None):
         """The patched text (str), exactly what ``patchq apply`` writes."""
         if self._text is None:
@@ -272,7 +280,9 @@ class Hook:
 
             path = self.record_path()
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-            tmp = path + ".tmp"
+            import _thread
+
+            tmp = "%s.%d.tmp" % (path, _thread.get_ident())  # two threads may serve at once
             with open(tmp, "w", encoding="utf-8") as fh:
                 json.dump(self.document(), fh, indent=1)
             os.replace(tmp, path)
