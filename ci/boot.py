@@ -8,8 +8,9 @@ Layout under ``--root`` (default ``/tmp/pq``)::
 
     rel/<release>/site      pristine vLLM (slim bundle or wheel) + release-specific deps
     deps/site               dependency wheels (one set for releases with the same pins)
-    pqsite/                 a ``patchq-0.1.0.dist-info`` with the ``vllm.general_plugins``
-                            entry point, so vLLM loads patchq_runtime.plugin from PYTHONPATH
+    pqsite/                 symlinks to the repo's patchq and patchq_runtime + a
+                            ``patchq-0.1.0.dist-info`` with the ``vllm.general_plugins`` entry
+                            point, so vLLM loads patchq_runtime.plugin from PYTHONPATH
     models/                 tiny models (ci/tiny_models.py), checked after generation
     negseries/{series,anchors}  the project's series plus the negative-control profiles
     runs/<release>/<run>/   per run: site/ (own copy of vLLM: .py copied, the rest
@@ -27,6 +28,7 @@ Steps (subcommands)::
     python ci/boot.py wait --out $OUT [--max-wait 540] [--triton-out]   # collect results into $OUT
     python ci/boot.py triton save OUT.tgz | restore IN.tgz
     python ci/boot.py probe --out $OUT             # python/torch/GPU/packages facts, cheap
+    python ci/boot.py smoke --release R --out $OUT # launch a kernel from each slimmed extension
 
 A run (one entry of the plan): patchq ``apply --profile P`` on the run's own copy of vLLM
 (``revert --all`` for ``profile: null``), then ``vllm serve`` with boot.md's flags under
@@ -198,16 +200,23 @@ def copy_site(src: Path, dst: Path) -> None:
 
 
 def _pythonpath(root: Path, site: Path) -> str:
-    parts = [site, root / "deps" / "site", root / "pqsite", REPO, REPO / "runtime"]
+    """run's vLLM copy, then the deps, then ``pqsite`` (patchq, patchq_runtime and their dist-info).
+
+    The repo root itself is left off: its top-level folders (``runtime``, ``tests``, ``bench``)
+    would become importable namespace packages inside vLLM's processes.
+    """
+    parts = [site, root / "deps" / "site", root / "pqsite"]
     return os.pathsep.join(str(p) for p in parts)
 
 
 def write_plugin_dist(root: Path) -> Path:
-    """A ``patchq-0.1.0.dist-info`` (METADATA + entry_points.txt) under ``root/pqsite``.
+    """``root/pqsite``: symlinks ``patchq`` and ``patchq_runtime`` to the repo's packages, and a
+    ``patchq-<version>.dist-info`` (METADATA + entry_points.txt from pyproject.toml).
 
-    importlib.metadata finds distributions on every sys.path entry, so with this folder and
-    the repo on PYTHONPATH vLLM loads ``patchq_runtime.plugin:register`` as a general
-    plugin, as it would after ``pip install -e .`` -- without building anything.
+    importlib.metadata finds distributions on every sys.path entry, so with this folder on
+    PYTHONPATH vLLM loads ``patchq_runtime.plugin:register`` as a general plugin and imports
+    ``patchq_runtime.int8_lmhead``, as it would after ``pip install -e .`` -- without building
+    anything (the device has no index to build from). Returns the dist-info folder.
     """
     try:
         import tomllib
@@ -219,7 +228,14 @@ def write_plugin_dist(root: Path) -> Path:
         proj = tomllib.loads((REPO / "pyproject.toml").read_text()).get("project", {})
         eps = proj.get("entry-points", eps) or eps
         version = proj.get("version", version)
-    di = root / "pqsite" / f"patchq-{version}.dist-info"
+    pq = root / "pqsite"
+    pq.mkdir(parents=True, exist_ok=True)
+    for name, target in (("patchq", REPO / "patchq"), ("patchq_runtime", REPO / "runtime" / "patchq_runtime")):
+        link = pq / name
+        if link.is_symlink() or link.exists():
+            link.unlink() if link.is_symlink() else shutil.rmtree(link)
+        link.symlink_to(target, target_is_directory=True)
+    di = pq / f"patchq-{version}.dist-info"
     di.mkdir(parents=True, exist_ok=True)
     (di / "METADATA").write_text(f"Metadata-Version: 2.1\nName: patchq\nVersion: {version}\n")
     lines = []
@@ -362,7 +378,11 @@ def _kill_group(proc: subprocess.Popen, grace: float = 15.0) -> None:
 
 
 def cmd_install(a) -> int:
-    """Install vLLM (bundle, wheel, or split wheel/bundle) and the dependencies under ``--root``."""
+    """Install vLLM (bundle, wheel, or split wheel/bundle) and/or the dependencies under ``--root``.
+
+    Either half may come alone (one device call carries the vLLM bundle, the next the deps).
+    Writes the plugin dist-info and the negative-control series each time. Returns an exit code.
+    """
     root = Path(a.root)
     t0 = time.time()
     rel = root / "rel" / a.release
@@ -378,8 +398,9 @@ def cmd_install(a) -> int:
             a.vllm_wheel = str(joined)
         else:
             a.vllm_bundle = str(joined)
-    if rel.exists():
-        shutil.rmtree(rel)
+    if a.vllm_bundle or a.vllm_wheel:
+        if rel.exists():
+            shutil.rmtree(rel)
     if a.vllm_bundle:
         extract_tar_xz(Path(a.vllm_bundle), rel)
     elif a.vllm_wheel:
@@ -389,8 +410,8 @@ def cmd_install(a) -> int:
         if r.returncode:
             print(r.stdout)
             return 1
-    else:
-        print("install: give --vllm-bundle, --vllm-wheel or --vllm-manifest", file=sys.stderr)
+    elif not (a.deps_bundle or a.deps_wheels):
+        print("install: give --vllm-bundle, --vllm-wheel or --vllm-manifest (and/or the deps)", file=sys.stderr)
         return 2
     if a.deps_bundle:
         if (root / "deps").exists():
@@ -405,7 +426,8 @@ def cmd_install(a) -> int:
             return 1
     write_plugin_dist(root)
     make_neg_series(root)
-    _log(f"installed vLLM {a.release} in {rel / 'site'} ({time.time() - t0:.0f} s)")
+    _log(f"installed under {root}: vLLM {a.release} {'present' if (rel / 'site' / 'vllm').is_dir() else 'MISSING'}, "
+         f"deps {'present' if (root / 'deps' / 'site').is_dir() else 'missing'} ({time.time() - t0:.0f} s)")
     return 0
 
 
@@ -746,8 +768,16 @@ def cmd_wait(a) -> int:
         if (root / "runner.log").is_file():
             _add_bytes(tf, "runner.log", (root / "runner.log").read_bytes()[-200_000:])
     if a.triton_out and not alive:
-        n = triton_save(out / "triton-cache.tgz")
+        tgz = out / "triton-cache.tgz"
+        n = triton_save(tgz)
         state["triton_cache_bytes"] = n
+        if n > 15 * 1024 * 1024:  # $OUT files come back only up to 16 MiB each: split
+            sys.path.insert(0, str(REPO / "ci"))
+            import wheelsplit
+
+            man = wheelsplit.split(tgz, out, limit=15 * 1024 * 1024)
+            tgz.unlink()
+            state["triton_cache_manifest"] = man.name
         (out / "state.json").write_text(json.dumps(state, indent=1))
     for r in recs:
         print(f"{r['release']:8} {r['run']:18} {str(r['result']):6} as_expected={r['as_expected']!s:5} "
@@ -764,6 +794,57 @@ def _add_bytes(tf: tarfile.TarFile, name: str, data: bytes) -> None:
     ti.size = len(data)
     ti.mtime = int(time.time())
     tf.addfile(ti, io.BytesIO(data))
+
+
+SMOKE = r"""
+import json, sys, torch
+site = sys.argv[1]
+res = {}
+def run(name, fn):
+    try:
+        res[name] = fn()
+    except Exception as e:  # report, never raise: this is a probe
+        res[name] = f"FAIL {type(e).__name__}: {e}"[:400]
+def c_ops():
+    torch.ops.load_library(f"{site}/vllm/_C.abi3.so")
+    x = torch.randn(4, 128, device="cuda", dtype=torch.bfloat16); w = torch.rand(128, device="cuda", dtype=torch.bfloat16)
+    out = torch.empty_like(x); torch.ops._C.rms_norm(out, x, w, 1e-6); torch.cuda.synchronize()
+    ref = (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()).to(x.dtype)
+    return f"ok rms_norm max err {(out.float() - ref.float()).abs().max().item():.3g}"
+def moe_ops():
+    torch.ops.load_library(f"{site}/vllm/_moe_C.abi3.so")
+    g = torch.randn(4, 8, device="cuda"); tw = torch.empty(4, 2, device="cuda")
+    ti = torch.empty(4, 2, device="cuda", dtype=torch.int32); te = torch.empty_like(ti)
+    torch.ops._moe_C.topk_softmax(tw, ti, te, g, False, None); torch.cuda.synchronize()
+    ok = torch.equal(ti.sort(-1).values.long(), g.topk(2, -1).indices.sort(-1).values)
+    return f"ok topk_softmax ids {'match' if ok else 'DIFFER'}"
+def stable():
+    torch.ops.load_library(f"{site}/vllm/_C_stable_libtorch.abi3.so"); return "ok loaded"
+def fa3():
+    torch.ops.load_library(f"{site}/vllm/vllm_flash_attn/_vllm_fa3_C.abi3.so"); return "ok loaded"
+run("_C", c_ops); run("_moe_C", moe_ops); run("_C_stable_libtorch", stable); run("_vllm_fa3_C", fa3)
+res["gpu"] = torch.cuda.get_device_name(0)
+print(json.dumps(res))
+"""
+
+
+def cmd_smoke(a) -> int:
+    """Load the slimmed extension modules on the GPU and launch one kernel from _C and _moe_C.
+
+    Cheap check, before the long boot call, that zeroing the other archs' fatbin entries
+    left what sm_90 needs. Writes ``--out``/smoke.json; exit 1 when any check failed.
+    """
+    site = Path(a.root) / "rel" / a.release / "site"
+    r = _sh([sys.executable, "-c", SMOKE, str(site)], timeout=300)
+    line = (r.stdout.strip().splitlines() or [""])[-1]
+    try:
+        res = json.loads(line)
+    except json.JSONDecodeError:
+        res = {"error": r.stdout[-2000:]}
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / "smoke.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps(res))
+    return 0 if all(not str(v).startswith("FAIL") for v in res.values()) and "error" not in res else 1
 
 
 def cmd_probe(a) -> int:
@@ -833,6 +914,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("path")
     pr = sub.add_parser("probe")
     pr.add_argument("--out", required=True)
+    sm = sub.add_parser("smoke")
+    sm.add_argument("--release", required=True)
+    sm.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     a.argv = list(sys.argv[1:] if argv is None else argv)
     if a.cmd == "install":
@@ -852,6 +936,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             triton_restore(Path(a.path))
         return 0
+    if a.cmd == "smoke":
+        return cmd_smoke(a)
     return cmd_probe(a)
 
 
