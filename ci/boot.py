@@ -453,7 +453,7 @@ class Runner:
     """Executes plan entries for one release; thread-safe record writing."""
 
     def __init__(self, root: Path, release: str, boot_timeout: float, jobs: int, kv_bytes: int | None,
-                 base_port: int, keep_sites: bool):
+                 base_port: int, keep_sites: bool, plugin: bool = True):
         self.root = root
         self.release = release
         self.boot_timeout = boot_timeout
@@ -461,11 +461,18 @@ class Runner:
         self.kv_bytes = kv_bytes
         self.base_port = base_port
         self.keep_sites = keep_sites
+        self.plugin = plugin
         self.lock = threading.Lock()
         self.patchq_lock = threading.Lock()
         self.results = root / "results" / f"{release}.jsonl"
         self.results.parent.mkdir(parents=True, exist_ok=True)
         self.done: dict[str, dict] = {}
+        self.prev: dict[str, dict] = {}  # records of earlier invocations (for compare_to)
+        if self.results.is_file():
+            for ln in self.results.read_text().splitlines():
+                if ln.strip():
+                    r = json.loads(ln)
+                    self.prev[r["run"]] = r
 
     def _patchq(self, args: list[str], env: dict) -> tuple[int, dict | None, str]:
         r = _sh([sys.executable, "-m", "patchq", *args], env=env, timeout=300, cwd=str(REPO))
@@ -532,14 +539,16 @@ class Runner:
                        + (out.splitlines()[-1] if out else ""))
             return self._finish(rec, spec)
         # 2. serve
-        if spec.get("profile") and spec.get("series") != "neg":
-            env["PATCHQ_EXPECT_PROFILE"] = spec["profile"]
+        if self.plugin and spec.get("profile") and spec.get("series") != "neg":
+            env["PATCHQ_EXPECT_PROFILE"] = spec["profile"]  # the plugin logs "patchq: profile P live"
+        if not self.plugin:
+            env["VLLM_PLUGINS"] = "none"  # load no general plugin (patchq_runtime.plugin included)
         env.update(spec.get("env", {}))
         port = self.base_port + index
         argv = self.serve_argv(spec, site, port)
         hard = int(self.boot_timeout + 300)
         rec["flags"] = argv[4:]
-        rec["env"] = {k: env[k] for k in sorted(set(BASE_ENV) | set(spec.get("env", {})) | {"PATCHQ_EXPECT_PROFILE"}) if k in env}
+        rec["env"] = {k: env[k] for k in sorted(set(BASE_ENV) | set(spec.get("env", {})) | {"PATCHQ_EXPECT_PROFILE", "VLLM_PLUGINS"}) if k in env}
         log_path = rdir / "serve.log"
         rec["log"] = str(log_path)
         t0 = time.time()
@@ -615,8 +624,9 @@ class Runner:
         rec["as_expected"] = ok
         with self.lock:
             self.done[rec["run"]] = rec
-            if spec.get("compare_to") and spec["compare_to"] in self.done:
-                rec["compare"] = compare_greedy(self.done[spec["compare_to"]], rec)
+            other = self.done.get(spec.get("compare_to")) or self.prev.get(spec.get("compare_to"))
+            if other is not None:
+                rec["compare"] = compare_greedy(other, rec)
             with open(self.results, "a") as f:
                 f.write(json.dumps(rec) + "\n")
         _log(f"{self.release} {rec['run']}: {rec['result']} in {rec['boot_s']} s"
@@ -659,7 +669,8 @@ def cmd_run(a) -> int:
         plan = [r for r in plan if r["id"] in want]
         plan.sort(key=lambda r: want.index(r["id"]))
     kv = a.kv_cache_bytes if a.kv_cache_bytes is not None else (2 << 30 if a.jobs > 1 else None)
-    runner = Runner(root, a.release, a.boot_timeout, a.jobs, kv or None, a.base_port, a.keep_sites)
+    runner = Runner(root, a.release, a.boot_timeout, a.jobs, kv or None, a.base_port, a.keep_sites,
+                    plugin=not a.no_plugin)
     (root / "runner.state").write_text(json.dumps({"release": a.release, "plan": [r["id"] for r in plan],
                                                    "started": time.time(), "running": True}))
     _log(f"release {a.release}: {len(plan)} runs, jobs {a.jobs}, boot timeout {a.boot_timeout:.0f} s, kv bytes {kv}")
@@ -902,6 +913,9 @@ def main(argv: list[str] | None = None) -> int:
                         "concurrent servers skip memory profiling, else unset)")
     r.add_argument("--base-port", type=int, default=8100)
     r.add_argument("--keep-sites", action="store_true")
+    r.add_argument("--no-plugin", action="store_true",
+                   help="VLLM_PLUGINS=none: vLLM loads no general plugin (default: patchq_runtime.plugin "
+                        "is loaded and PATCHQ_EXPECT_PROFILE set for the project's profiles)")
     r.add_argument("--detach", action="store_true")
     r.add_argument("--triton-in")
     r.add_argument("--triton-out")
