@@ -238,16 +238,16 @@ def _ast_statements(tree: ast.AST) -> list[ast.stmt]:
     return stmts
 
 
-def find_statements(defn: DefNode, pattern: Pattern) -> list[cst.CSTNode]:
+def find_statements(defn: DefNode, pattern: Pattern, tree: ast.AST | None = None) -> list[cst.CSTNode]:
     """The statements of ``defn`` that match ``pattern``, in source order.
 
     A small statement is returned as its whole line (``SimpleStatementLine``), which is
-    what edits insert before, after or in place of.
+    what edits insert before, after or in place of. ``tree`` is the :mod:`ast` of the
+    same definition when the caller has it (saves rendering and re-parsing ``defn``).
     """
     collector = _StatementCollector()
     defn.visit(collector)
-    code = node_code(defn)
-    ast_stmts = _ast_statements(ast.parse(code))
+    ast_stmts = _ast_statements(tree if tree is not None else ast.parse(node_code(defn)))
     if len(ast_stmts) != len(collector.items):  # pragma: no cover - defensive
         ast_stmts = [ast.parse(node_code(line) if isinstance(line, cst.BaseStatement) else
                                cst.Module(body=[cst.SimpleStatementLine(body=[small])]).code).body[0]
@@ -527,7 +527,7 @@ def splice(text: str, segment: Segment, new_text: str) -> str:
     return "".join(lines[: segment.start]) + new_text + "".join(tail)
 
 
-def match_anchor(spec: AnchorSpec, defn: DefNode) -> list[cst.CSTNode]:
+def match_anchor(spec: AnchorSpec, defn: DefNode, tree: ast.AST | None = None) -> list[cst.CSTNode]:
     """The statements of ``defn`` that ``spec.node`` matches, checked against the count.
 
     Returns ``[defn]`` when the anchor has no node pattern.
@@ -537,7 +537,7 @@ def match_anchor(spec: AnchorSpec, defn: DefNode) -> list[cst.CSTNode]:
     """
     if spec.node is None:
         return [defn]
-    found = find_statements(defn, Pattern.compile(spec.node))
+    found = find_statements(defn, Pattern.compile(spec.node), tree)
     if not spec.count_ok(len(found)):
         raise AnchorError(
             f"anchor {spec.id}: expected {spec.count_text()} match(es) of "

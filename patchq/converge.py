@@ -19,6 +19,7 @@ from typing import Sequence
 
 from patchq import engine
 from patchq.errors import ForeignEditError, PatchqError, ReadOnlyError, StateError
+from patchq.fsutil import fsync_dir
 from patchq.hashing import sha256_file
 from patchq.model import Patch
 from patchq.sources import CodeSource, is_writable_dir, sha256_hex
@@ -178,6 +179,7 @@ def _converge(target, state, patches, profile, force, dry_run, summary) -> Conve
     for relpath in writes:
         if not is_writable_dir(target.path(relpath).parent):
             raise ReadOnlyError(f"{target.path(relpath).parent} is not writable; nothing was written")
+    kept_dirs = set()
     for relpath, data in wanted.items():
         if relpath in new_journal.files:
             pristine = plan.pristine.get(relpath)
@@ -186,7 +188,7 @@ def _converge(target, state, patches, profile, force, dry_run, summary) -> Conve
                 rec = target.record().get(relpath)
                 if rec is not None and sha256_hex(pdata) != rec:
                     raise StateError(f"pristine text of {relpath} does not match its RECORD hash")
-                state.save_pristine(relpath, pdata)
+                kept_dirs.add(state.save_pristine(relpath, pdata))
         elif relpath in writes:
             rec = target.record().get(relpath)
             if rec is not None and sha256_hex(data) != rec:
@@ -196,6 +198,8 @@ def _converge(target, state, patches, profile, force, dry_run, summary) -> Conve
         current = target.read_bytes(relpath)
         if current is not None:
             result.foreign_kept[relpath] = str(state.keep_foreign(relpath, current))
+    for directory in kept_dirs - {None}:  # the pristine copies are durable before any write
+        fsync_dir(directory)
     state.begin(writes, new_journal)
     for relpath in sorted(writes):
         write_file(target.path(relpath), writes[relpath][1])

@@ -201,6 +201,47 @@ def _verified(spec: AnchorSpec, fp: str) -> str | None:
     return None
 
 
+def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: PatchResult) -> None:
+    """Run a variant's edits in order. Consecutive edits of the same definition share one
+    libcst parse and one render; each edited definition gets the patch's sentinel.
+
+    Raises:
+        AnchorError: an anchor does not resolve or match, or a transform fails.
+    """
+    seg = None  # the definition being edited, and its edited node
+    node = None
+
+    def flush() -> None:
+        if seg is not None:
+            ws.replace(seg, add_sentinel(node, patch.id, patch.hash))
+
+    for anchor_id, edit in variant.edits.items():
+        spec = patch.anchors[anchor_id]
+        relpath, moved = ws.locate(spec)
+        tree = None
+        if seg is None or (seg.relpath, seg.qualname) != (relpath, spec.qualname):
+            flush()
+            seg = ws.segment(relpath, spec.qualname)
+            node = seg.node
+            tree = ws.index(relpath)[spec.qualname][0]  # the unedited definition's ast
+        fp = ws.pristine_fingerprint(relpath, spec.qualname) or fingerprint(seg.node)
+        matches = match_anchor(spec, node, tree)
+        try:
+            node = edit(node, matches, ctx)
+        except AnchorError as exc:
+            exc.anchor = exc.anchor or anchor_id
+            raise
+        except Exception as exc:  # a transform bug or an unexpected shape
+            raise AnchorError(f"anchor {anchor_id}: transform failed in {spec.qualname}: "
+                              f"{type(exc).__name__}: {exc}", kind="conflict", anchor=anchor_id) from exc
+        result.anchors.append(AnchorResult(
+            anchor_id, relpath, spec.qualname, ws.line_of(relpath, spec.qualname),
+            moved, len(matches), fp, _verified(spec, fp)))
+        if relpath not in result.files:
+            result.files.append(relpath)
+    flush()
+
+
 def plan(
     source: CodeSource,
     patches: Iterable[Patch],
@@ -249,27 +290,7 @@ def plan(
         result = PatchResult(patch.id, patch.hash, OK, variant=label)
         ctx = EditContext(patch.id, patch.hash, source.version, source, lookup)
         try:
-            for anchor_id, edit in variant.edits.items():
-                spec = patch.anchors[anchor_id]
-                relpath, moved = ws.locate(spec)
-                seg = ws.segment(relpath, spec.qualname)
-                fp = ws.pristine_fingerprint(relpath, spec.qualname) or fingerprint(seg.node)
-                matches = match_anchor(spec, seg.node)
-                try:
-                    new_def = edit(seg.node, matches, ctx)
-                except AnchorError as exc:
-                    exc.anchor = exc.anchor or anchor_id
-                    raise
-                except Exception as exc:  # a transform bug or an unexpected shape
-                    raise AnchorError(f"anchor {anchor_id}: transform failed in {spec.qualname}: "
-                                      f"{type(exc).__name__}: {exc}", kind="conflict",
-                                      anchor=anchor_id) from exc
-                ws.replace(seg, add_sentinel(new_def, patch.id, patch.hash))
-                result.anchors.append(AnchorResult(
-                    anchor_id, relpath, spec.qualname, ws.line_of(relpath, spec.qualname),
-                    moved, len(matches), fp, _verified(spec, fp)))
-                if relpath not in result.files:
-                    result.files.append(relpath)
+            _run_edits(ws, patch, variant, ctx, result)
         except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
             ws.text = before
             result.status, result.reason = FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__

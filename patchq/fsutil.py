@@ -29,13 +29,15 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+def atomic_write(path: Path, data: bytes, mode: int | None = None, sync_dir: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically.
 
     Args:
         path: the file to create or replace.
         data: its new bytes.
         mode: permission bits; default: the existing file's, else 0o644.
+        sync_dir: fsync the directory afterwards; a caller writing many files into a
+            few directories passes False and calls :func:`fsync_dir` once per directory.
     Raises:
         OSError: the directory cannot be written (nothing is changed then).
     """
@@ -59,7 +61,8 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         except FileNotFoundError:
             pass
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 def invalidate_pycache(path: Path) -> list[Path]:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from patchq.errors import ReadOnlyError, StateError
-from patchq.fsutil import atomic_write, invalidate_pycache
+from patchq.fsutil import atomic_write, fsync_dir, invalidate_pycache
 from patchq.hashing import sha256_file
 
 SCHEMA = 1
@@ -157,13 +157,15 @@ class StateDir:
         journal.updated = _utc()
         atomic_write(self.journal_path, journal.to_json().encode())
 
-    def save_pristine(self, relpath: str, data: bytes) -> None:
-        """Keep the pristine bytes of a file (once; atomic)."""
+    def save_pristine(self, relpath: str, data: bytes) -> Path | None:
+        """Keep the pristine bytes of a file (once; atomic). Returns the directory the
+        caller must :func:`fsync_dir` before relying on the copy, or None."""
         path = self.pristine_path(relpath)
         if path.is_file():
-            return
+            return None
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, data, mode=0o644)
+        atomic_write(path, data, mode=0o644, sync_dir=False)
+        return path.parent
 
     def read_pristine(self, relpath: str) -> bytes:
         """The kept pristine bytes. Raises StateError when missing."""
@@ -192,10 +194,14 @@ class StateDir:
         """Record an intended write: relpath -> (current sha256, new bytes), and the journal after."""
         if self.txn.exists():
             shutil.rmtree(self.txn)
+        dirs = set()
         for relpath, (_, data) in writes.items():
             path = self.txn / "files" / relpath
             path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, data, mode=0o644)
+            atomic_write(path, data, mode=0o644, sync_dir=False)
+            dirs.add(path.parent)
+        for directory in dirs:  # once per directory, before the manifest makes them count
+            fsync_dir(directory)
         import hashlib
 
         manifest = {
