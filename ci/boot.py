@@ -144,6 +144,9 @@ def default_plan(release: str) -> list[dict]:
          "prefix_caching": False, "spec": DFLASH_SPEC, "expect": {"result": "fails", "error": UNIFY_ASSERT}},
         {"id": "neg-prefix-align", "profile": "dflash-minus-prefix-align", "series": "neg", "model": "target",
          "prefix_caching": True, "spec": DFLASH_SPEC, "expect": {"result": "fails", "error": HASH_ASSERT}},
+        # issue 7: the same dflash boot patched at import time; site-packages must stay pristine
+        {"id": "dflash-run", "profile": "dflash", "series": "project", "model": "target", "mode": "run",
+         "prefix_caching": True, "spec": DFLASH_SPEC, "expect": {"result": "serves"}},
         {"id": "dense-bf16head", "profile": "dense", "series": "project", "model": "target-int4-fp8",
          "prefix_caching": True, "spec": DFLASH_SPEC,
          "env": {"PATCHQ_INT8_LMHEAD_MIN_ROWS": "512", "PATCHQ_INT8_LMHEAD_DISABLE": "1"},
@@ -519,8 +522,12 @@ class Runner:
             "error_line": "", "drafts": None, "draft_tokens": None, "accepted": None,
         }
         # 1. patch
+        run_mode = spec.get("mode") == "run"
         with self.patchq_lock:
-            if spec.get("profile"):
+            if run_mode:  # nothing on disk: `patchq run` patches at import time below
+                rc, doc, out = 0, None, ""
+                rec["patchq_apply"] = {"exit": 0, "doc": "runtime mode (patchq run)"}
+            elif spec.get("profile"):
                 rc, doc, out = self._patchq(["apply", "--profile", spec["profile"], "--site-packages", str(site),
                                              "--series", series, "--json"], env)
                 rec["patchq_apply"] = {"exit": rc, "doc": doc if doc is not None else out}
@@ -546,8 +553,12 @@ class Runner:
         env.update(spec.get("env", {}))
         port = self.base_port + index
         argv = self.serve_argv(spec, site, port)
-        hard = int(self.boot_timeout + 300)
         rec["flags"] = argv[4:]
+        if run_mode:
+            env["PATCHQ_RUNTIME_DIR"] = str(rdir / "procs")
+            argv = [sys.executable, "-m", "patchq", "run", "--profile", spec["profile"], "--site-packages", str(site),
+                    "--series", series, "--", *argv]
+        hard = int(self.boot_timeout + 300)
         rec["env"] = {k: env[k] for k in sorted(set(BASE_ENV) | set(spec.get("env", {})) | {"PATCHQ_EXPECT_PROFILE", "VLLM_PLUGINS"}) if k in env}
         log_path = rdir / "serve.log"
         rec["log"] = str(log_path)
@@ -568,6 +579,9 @@ class Runner:
                 rec["boot_s"] = round(time.time() - t0, 1)
                 if healthy:
                     self._requests(rec, port)
+                    if run_mode:  # every live process reports the profile (issue 7)
+                        _, rdoc, rout = self._patchq(["status", "--runtime", "--json"], env)
+                        rec["runtime_status"] = rdoc if rdoc is not None else rout[-2000:]
                 else:
                     rec["result"] = "fails"
                     if proc.poll() is None:
@@ -581,6 +595,11 @@ class Runner:
             rec["error_line"] += "; last: " + error_line(log)
         rec["evidence"] = [_strip_prefix(ln) for ln in log.splitlines() if EVIDENCE.search(ln)][-40:]
         rec["log_bytes"] = len(log)
+        if run_mode:  # site-packages untouched: every file still at its RECORD hash, no state dir
+            _, pdoc, pout = self._patchq(["status", "--site-packages", str(site), "--series", series, "--json"], env)
+            files = (pdoc or {}).get("files", [])
+            rec["site_pristine"] = bool(files) and all(f.get("state") == "pristine" for f in files) \
+                and not (site / ".patchq").exists()
         if not self.keep_sites:
             shutil.rmtree(site, ignore_errors=True)
         return self._finish(rec, spec)
