@@ -302,3 +302,18 @@ def test_cli_check_source_tree(base_tree, tmp_path, cli):
     assert {p["id"]: p["status"] for p in doc["patches"]} == {
         "fla-shmem": "applies", "unify-kv-page": "applies", "prefix-align": "gone"}
     assert not doc["ok"] and doc["counts"] == {"applies": 2, "gone": 1}
+
+
+def test_check_installed_reads_pristine_copies(site, cli):
+    """An installed vLLM that patchq already patched is checked as apply plans it: from
+    the journal's pristine copies, so the statuses are those of the pristine release."""
+    assert cli("apply", "--profile", "dense", "--site-packages", str(site)).rc == 0
+    patched = (site / "vllm/v1/core/kv_cache_utils.py").read_text()
+    assert "patchq:unify-kv-page:" in patched
+    res = cli("check", "--profile", "dense", "--site-packages", str(site), "--json")
+    assert res.rc == 0, res.stdout
+    assert res.json["vllm"]["kind"] == "installed"
+    assert {p["id"]: p["status"] for p in res.json["patches"]} == {
+        pid: "applies" for pid in series.load().profile("dense").patches}
+    assert all(a["verified"] == "0.23.0" for p in res.json["patches"] for a in p["anchors"])
+    assert (site / "vllm/v1/core/kv_cache_utils.py").read_text() == patched  # check writes nothing
