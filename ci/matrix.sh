@@ -10,7 +10,7 @@
 #   PATCHQ_LEVELS    space-separated ci/cpu_levels.py JSON files to merge (import/probe)
 #                    (default: ci/evidence/levels-*.json)
 #   PATCHQ_BOOT      space-separated boot-record JSON files to merge (boot level)
-#                    (default: ci/evidence/boot-*.json)
+#                    (default: ci/evidence/boot-*.json[l]; ci/boot.py's results.jsonl works)
 #   PATCHQ_STRICT    1: fail the job when a cell blocks (apply would fail); default 0:
 #                    the report is published either way and the job stays green
 #   PATCHQ           the patchq command (default: patchq)
@@ -28,7 +28,7 @@ patchq="${PATCHQ:-patchq}"
 here="$(cd "$(dirname "$0")" && pwd)"
 shopt -s nullglob
 default_levels=("$here"/evidence/levels-*.json)
-default_boot=("$here"/evidence/boot-*.json)
+default_boot=("$here"/evidence/boot-*.json "$here"/evidence/boot-*.jsonl)
 shopt -u nullglob
 extra=()
 for f in ${PATCHQ_LEVELS-${default_levels[@]+"${default_levels[@]}"}}; do extra+=(--levels "$f"); done

@@ -42,8 +42,10 @@ Levels records (``--levels FILE``, written by ``ci/cpu_levels.py``)::
        {"release": "0.28.0", "profile": "dflash", "patch": "unify-kv-page",
         "level": "import" | "probe", "result": "ok" | "fail" | "skip", "detail": "…"}]}
 
-Boot records (``--boot FILE``): a list (or ``{"records": [...]}``) of
-``{"release", "profile", "result", "boot_s", "error_line"}``.
+Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (``ci/boot.py``'s
+``results.jsonl``) of ``{"release", "profile", "result", "boot_s", "error_line"}``;
+``result`` ``ok``/``serves`` passes. Records of profiles not in the matrix (negative
+controls) are ignored; of several runs of one profile, the run named like the profile wins.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def run_releases(releases: list[str], profiles: list[str], series_dir: str | Non
 
 
 def load_records(path: str | Path) -> list[dict]:
-    """The records of a levels or boot JSON file (a list, or a dict with ``records``).
+    """The records of a levels or boot file: a JSON list, a dict with ``records``, or JSON Lines.
 
     Raises:
         UsageError: the file is unreadable or not such a document.
@@ -123,7 +125,11 @@ def load_records(path: str | Path) -> list[dict]:
     from patchq.errors import UsageError
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
+        try:
+            data = json.loads(text)
+        except ValueError:  # JSON Lines (ci/boot.py's results.jsonl): one record a line
+            data = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read records from {path}: {exc}") from None
     records = data.get("records") if isinstance(data, dict) else data
@@ -133,7 +139,7 @@ def load_records(path: str | Path) -> list[dict]:
 
 
 def _ok(result: object) -> bool:
-    return str(result).lower() in ("ok", "pass", "passed", "ready", "true")
+    return str(result).lower() in ("ok", "pass", "passed", "ready", "serves", "true")
 
 
 def _norm_release(v: object) -> str:
@@ -209,7 +215,11 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     lv: dict[tuple, dict] = {}
     for r in levels or []:
         lv.setdefault((_norm_release(r.get("release")), r.get("profile"), r.get("patch")), {})[r.get("level")] = r
-    bt: dict[tuple, dict] = {(_norm_release(r.get("release")), r.get("profile")): r for r in boot or []}
+    bt: dict[tuple, dict] = {}
+    for r in boot or []:  # several runs of one profile (ci/boot.py variants): the one named so wins
+        key = (_norm_release(r.get("release")), r.get("profile"))
+        if key not in bt or (r.get("run") == r.get("profile") and bt[key].get("run") != r.get("profile")):
+            bt[key] = r
 
     cells: dict[str, dict] = {name: {pid: {} for pid in meta[name].patches} for name in profiles}
     errors = {}

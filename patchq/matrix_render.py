@@ -68,7 +68,7 @@ def _cell_md(cell: dict | None) -> str:
 def _boot_text(rec: dict | None) -> str:
     if not rec:
         return ""
-    ok = str(rec.get("result", "")).lower() in ("ok", "pass", "passed", "ready", "true")
+    ok = str(rec.get("result", "")).lower() in ("ok", "pass", "passed", "ready", "serves", "true")
     return f"ok {rec.get('boot_s')} s" if ok else f"FAIL"
 
 

@@ -125,7 +125,10 @@ def test_levels_and_boot_evidence(tmp_path):
             {"release": "0.33.0", "profile": "dense", "result": "fail", "boot_s": None,
              "error_line": "AssertionError: block_size must be divisible by hash_block_size"}]
     (tmp_path / "levels.json").write_text(json.dumps({"schema": "patchq.levels/1", "records": levels}))
-    (tmp_path / "boot.json").write_text(json.dumps(boot))
+    boot.append({"release": "0.23.0", "run": "dense-bf16head", "profile": "dense", "result": "fails",
+                 "boot_s": 3.0, "error_line": "a variant run of the profile"})
+    boot.append({"release": "0.23.0", "run": "neg-unify", "profile": "dflash-minus-unify", "result": "fails"})
+    (tmp_path / "boot.json").write_text("".join(json.dumps(r) + "\n" for r in boot))  # JSON Lines
     doc = matrix.build(["0.23.0", "0.33.0"], ["dense"], workers=1,
                        levels=matrix.load_records(tmp_path / "levels.json"),
                        boot=matrix.load_records(tmp_path / "boot.json"))
