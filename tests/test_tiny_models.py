@@ -399,6 +399,8 @@ _PATCHQ_DEPS = [m for m in ("libcst", "typer", "filelock", "rich", "packaging") 
 VLLM_SITE = Path(os.environ.get("PATCHQ_VLLM_SITE", "/tmp/sitetest"))
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                    reason="the fake `vllm serve` imports the real vllm package, whose __init__ imports torch")
 @pytest.mark.skipif(bool(_PATCHQ_DEPS) or not (VLLM_SITE / "vllm-0.23.0.dist-info").is_dir(),
                     reason=f"needs patchq's deps ({', '.join(_PATCHQ_DEPS) or 'ok'}) and a vLLM 0.23.0 .py tree with "
                            f"its dist-info at {VLLM_SITE} (set PATCHQ_VLLM_SITE)")
