@@ -305,7 +305,8 @@ def _sub_blocks(stmt: cst.CSTNode) -> Iterable[Sequence[cst.CSTNode]]:
         yield _block(stmt.body)
 
 
-def _declares(text: str, name: str) -> bool:
+def declares(text: str, name: str) -> bool:
+    """True when ``text`` has a ``def`` or ``class`` statement named ``name`` (no parsing)."""
     if name not in text:  # a substring test first: the regex over every file of vllm costs seconds
         return False
     return re.search(rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{re.escape(name)}\b", text, re.M) is not None
@@ -361,7 +362,7 @@ def locate_definition(
         if relpath in hinted:
             continue
         text = source.read_text(relpath)
-        if text is None or not _declares(text, first):
+        if text is None or not declares(text, first):
             continue
         hits += [relpath] * len((index_of(relpath) or {}).get(spec.qualname, []))
     if len(hits) == 1:

@@ -41,7 +41,7 @@ from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
 from patchq import releases
-from patchq.anchors import ast_index, fingerprint_ast
+from patchq.anchors import ast_index, declares, fingerprint_ast
 from patchq.errors import TargetNotFound, UsageError
 from patchq.model import AnchorSpec
 from patchq.sources import PACKAGE, CodeSource
@@ -369,10 +369,6 @@ def definition_span(node: ast.AST) -> tuple[int, int]:
     return start, node.end_lineno  # type: ignore[attr-defined]
 
 
-def _declares(text: str, name: str) -> bool:
-    return re.search(rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{re.escape(name)}\b", text, re.M) is not None
-
-
 def find_definition(source: CodeSource, qualname: str, hints: Sequence[str]) -> tuple[list[tuple[str, ast.AST, str]], bool]:
     """Every definition of ``qualname`` in the first hinted file that has one, else package-wide.
 
@@ -392,7 +388,7 @@ def find_definition(source: CodeSource, qualname: str, hints: Sequence[str]) -> 
         if relpath in hints:
             continue
         text = source.read_text(relpath)
-        if text is None or not _declares(text, first):
+        if text is None or not declares(text, first):
             continue
         try:
             defs = ast_index(text)
