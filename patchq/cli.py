@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 
 from patchq import report
-from patchq.errors import EXIT_OK, PatchqError, UsageError
+from patchq.errors import EXIT_OK, EXIT_USAGE, PatchqError, UsageError
 
 app = typer.Typer(
     name="patchq",
@@ -409,5 +409,19 @@ def import_cmd(
 
 
 def main() -> None:
-    """Run the typer app."""
-    app()
+    """Run the typer app; a usage error is one line on stderr and exit code 2."""
+    try:
+        code = app(standalone_mode=False)
+    except Exception as exc:  # click's exceptions (typer may vendor click: match by shape)
+        if type(exc).__name__ == "Abort":
+            typer.echo("patchq: aborted", err=True)
+            sys.exit(1)
+        fmt = getattr(exc, "format_message", None)
+        if fmt is None or not isinstance(getattr(exc, "exit_code", None), int):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and exc.exit_code == EXIT_USAGE else ""
+        if fmt():  # empty for a bare `patchq`, whose help was already printed
+            typer.echo(f"patchq: error: {fmt()}{hint}", err=True)
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
