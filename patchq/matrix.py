@@ -4,13 +4,14 @@
 the union of the profiles' patches, so each target file is parsed once per release, then
 exact per-profile views), releases in parallel processes. Deeper evidence is merged from
 JSON records: ``--levels`` (``ci/cpu_levels.py``: ``import`` and ``probe`` on CPU) and
-``--boot`` (the GPU boot issue: one record per release and profile).
+``--boot`` (the GPU boot issue: every run of a profile and its negative controls,
+grouped by :mod:`patchq.matrix_boot`).
 
 A cell's ``level`` is the deepest level that passed, in the order
 ``source < import < probe < boot``: ``source`` when the check is not blocking (a blocking
 cell has level null), ``import``/``probe`` when a levels record for that release, profile
-and patch says ``ok``, ``boot`` when the boot record of its release and profile says
-``ok`` and the patch was applied (an edit status). ``failed_level`` names the shallowest
+and patch says ``ok``, ``boot`` when the primary boot run of its release and profile
+serves and the patch was applied (an edit status). ``failed_level`` names the shallowest
 level whose record failed, if any. A levels record carrying a patch ``hash`` other than
 the series' is ``stale`` (neither passed nor failed).
 
@@ -22,7 +23,8 @@ JSON document ``patchq.matrix/1`` (``matrix.json``)::
       "releases": ["0.20.2", …],                    # ascending
       "profiles": {"dense": {"description": "…", "patches": ["fla-shmem", …]}, …},
       "cells": {"dense": {"fla-shmem": {"0.20.2": CELL, …}, …}, …},
-      "boot": {"dense": {"0.23.0": {"result": "ok", "boot_s": 46.0, "error_line": ""}}},
+      "boot": {"dense": {"0.23.0": {"result": "serves", "boot_s": 400.4, "error_line": "",
+                                    "primary": "dense", "verdict": "ok", "runs": [RUN, …]}}},
       "changes": {"dense": {"fla-shmem": [{"release": "0.26.0", "from": "applies",
                                           "to": "moved", "reason": "…"}]}},
       "first_change": {"dense": {"fla-shmem": "0.26.0"}},  # null: never changed
@@ -43,9 +45,10 @@ Levels records (``--levels FILE``, written by ``ci/cpu_levels.py``)::
         "level": "import" | "probe", "result": "ok" | "fail" | "skip", "detail": "…"}]}
 
 Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (``ci/boot.py``'s
-``results.jsonl``) of ``{"release", "profile", "result", "boot_s", "error_line"}``;
-``result`` ``ok``/``serves`` passes. Records of profiles not in the matrix (negative
-controls) are ignored; of several runs of one profile, the run named like the profile wins.
+``results.jsonl``) of ``{"release", "run", "profile", "result", "boot_s", "error_line",
+"expected", "as_expected", …}``; ``result`` ``ok``/``serves`` passes. Every run is kept
+(RUN: :mod:`patchq.matrix_boot`); a negative control ``<profile>-minus-<patch>`` goes to
+``<profile>``'s row; runs of other profiles are ignored.
 """
 
 from __future__ import annotations
@@ -151,6 +154,11 @@ def _norm_release(v: object) -> str:
         return str(v)
 
 
+def _release_order(versions: list[str], release: str) -> tuple:
+    # the matrix's releases in order, then any other release of the evidence by name
+    return (0, versions.index(release), "") if release in versions else (1, 0, release)
+
+
 def merge_levels(cell: dict, level_recs: dict, boot: dict | None) -> None:
     """Set a cell's ``levels``, ``level`` and ``failed_level`` (module docstring gives the rule)."""
     levels: dict[str, dict] = {"source": {"result": "fail" if cell["blocking"] else "ok", "detail": cell["status"]}}
@@ -205,6 +213,8 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     """
     from packaging.version import Version
 
+    from patchq import matrix_boot
+
     series = _series(series_dir)
     meta = {name: series.profile(name) for name in profiles}
     versions = sorted({_norm_release(v) for v in releases}, key=Version)
@@ -215,11 +225,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     lv: dict[tuple, dict] = {}
     for r in levels or []:
         lv.setdefault((_norm_release(r.get("release")), r.get("profile"), r.get("patch")), {})[r.get("level")] = r
-    bt: dict[tuple, dict] = {}
-    for r in boot or []:  # several runs of one profile (ci/boot.py variants): the one named so wins
-        key = (_norm_release(r.get("release")), r.get("profile"))
-        if key not in bt or (r.get("run") == r.get("profile") and bt[key].get("run") != r.get("profile")):
-            bt[key] = r
+    boots = matrix_boot.group(boot or [], profiles, series, _norm_release)  # every run, per profile row
 
     cells: dict[str, dict] = {name: {pid: {} for pid in meta[name].patches} for name in profiles}
     errors = {}
@@ -231,7 +237,9 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         for name, rows in res["profiles"].items():
             for row in rows:
                 cell = dict(row)
-                merge_levels(cell, lv.get((v, name, row["id"]), {}), bt.get((v, name)))
+                entry = boots[name].get(v)
+                merge_levels(cell, lv.get((v, name, row["id"]), {}),
+                             entry if entry and entry["primary"] else None)
                 pristine = lv.get((v, "pristine", row["id"]), {}).get("probe")
                 if pristine is not None:  # the probe on the unpatched release: upstream evidence
                     cell["pristine_probe"] = {"result": "ok" if _ok(pristine.get("result")) else
@@ -246,8 +254,8 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         "profiles": {name: {"description": meta[name].description, "patches": list(meta[name].patches)}
                      for name in profiles},
         "cells": cells,
-        "boot": {name: {v: {k: r.get(k) for k in ("result", "boot_s", "error_line")}
-                        for (v, p), r in bt.items() if p == name} for name in profiles},
+        "boot": {name: dict(sorted(boots[name].items(), key=lambda kv: _release_order(versions, kv[0])))
+                 for name in profiles},
         "changes": changes,
         "first_change": {name: {pid: (ch[0]["release"] if ch else None) for pid, ch in per.items()}
                          for name, per in changes.items()},

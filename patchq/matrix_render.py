@@ -65,11 +65,29 @@ def _cell_md(cell: dict | None) -> str:
     return f"{text} ({LEVEL_SHORT[cell.get('level')]})"
 
 
-def _boot_text(rec: dict | None) -> str:
-    if not rec:
+BOOT_MARK = {"serves": "", "fails-as-expected": "", "serves-unexpectedly": "! ", "fails": "✗ "}
+
+
+def _boot_md(entry: dict | None) -> str:
+    """A boot cell in Markdown: every run's line (:func:`patchq.matrix_boot.run_text`), one per line."""
+    if not entry:
         return ""
-    ok = str(rec.get("result", "")).lower() in ("ok", "pass", "passed", "ready", "serves", "true")
-    return f"ok {rec.get('boot_s')} s" if ok else f"FAIL"
+    return "<br>".join(_md_escape(BOOT_MARK[r["verdict"]] + r["text"]) for r in entry["runs"])
+
+
+def _boot_notes(doc: dict, name: str) -> list[tuple[str, dict]]:
+    """(release, run) of every run of a profile row that did not go as expected."""
+    return [(v, r) for v, entry in doc["boot"].get(name, {}).items() for r in entry["runs"]
+            if r["verdict"] in ("serves-unexpectedly", "fails")]
+
+
+def _boot_note_text(run: dict) -> str:
+    text = run["text"]
+    if run["verdict"] == "serves-unexpectedly":
+        text += ". An informative result, not a failure: upstream changed the code path this control exercises"
+    if run.get("note"):
+        text += f" (variant note: {run['note']})"
+    return text
 
 
 def _md_escape(text: str) -> str:
@@ -97,7 +115,11 @@ def markdown(doc: dict) -> str:
             out.append(f"| {pid} | " + " | ".join(_cell_md(row.get(v)) for v in rel) + f" | {first} |")
         boots = doc["boot"].get(name, {})
         if boots:
-            out.append("| *boot* | " + " | ".join(_boot_text(boots.get(v)) for v in rel) + " | |")
+            out.append("| *boot* | " + " | ".join(_boot_md(boots.get(v)) for v in rel) + " | |")
+            notes = _boot_notes(doc, name)
+            if notes:
+                out.append("\nBoot runs not as expected (`!` a negative control served, `✗` a failure):\n")
+                out += [f"- {v} {r['run']}: {_md_escape(_boot_note_text(r))}" for v, r in notes]
     out.append("\n## Changes per patch\n")
     seen = set()
     for name, per in doc["changes"].items():
@@ -137,11 +159,15 @@ table.grid td{text-align:center;min-width:4.6em;font-size:12px}
 table.grid td a{color:inherit;text-decoration:none;display:block}
 table.grid td small{color:#555;display:block}
 td.blk{outline:2px solid #c62828;outline-offset:-2px;font-weight:700}
-td.boot-ok{background:#a5d6a7}td.boot-fail{background:#ef9a9a}
+table.grid td.boot{text-align:left;min-width:16em;max-width:24em;font-size:11px;padding:2px 4px}
+td.boot div{margin:1px 0;padding:1px 3px;border-radius:2px}
+td.boot-ok{background:#e8f5e9}td.boot-unexpected{background:#fff8e1}td.boot-fail{background:#ffebee}
+div.run-ok{background:#a5d6a7}div.run-unexp{background:#ffe082;font-weight:600}div.run-fail{background:#ef9a9a;font-weight:600}
 table.detail td{font-size:12px}
 pre{background:#f7f7f7;border:1px solid #ddd;padding:6px;overflow:auto;font-size:11px;max-width:110em}
 .legend span{display:inline-block;padding:2px 8px;margin:2px;border:1px solid #ccc}
 details>summary{cursor:pointer}
+ul.boot-notes{font-size:12px;padding-left:1.2em}ul.boot-notes li{margin:2px 0;padding:1px 4px;list-style:none}
 """
 
 
@@ -173,6 +199,33 @@ def _anchor_id(pid: str, release: str, profile: str | None = None) -> str:
     return base if profile is None else f"{base}-{profile}"
 
 
+_RUN_CLASS = {"serves": "run-ok", "fails-as-expected": "run-ok", "serves-unexpectedly": "run-unexp",
+              "fails": "run-fail"}
+
+
+def _run_title(run: dict) -> str:
+    parts = [run["text"], f"profile {run['profile']}, {run['mode']} mode, prefix caching "
+                          f"{'on' if run.get('prefix_caching') else 'off'}; expected: {run['expected']}"
+             + (f" ({run['expected_error']})" if run.get("expected_error") else "")]
+    if run.get("drafts") is not None:
+        parts.append(f"spec decode: {run['drafts']:g} drafts, {run.get('draft_tokens') or 0:g} draft tokens, "
+                     f"{run.get('accepted') or 0:g} accepted")
+    if run.get("reverted"):
+        parts.append("reverted: " + ", ".join(run["reverted"]))
+    if run.get("note"):
+        parts.append(f"variant note: {run['note']}")
+    return "\n".join(parts)
+
+
+def _boot_td(entry: dict | None) -> str:
+    """A boot cell: one line per run, coloured by its verdict; the cell by the worst one."""
+    if not entry:
+        return "<td></td>"
+    lines = [f'<div class="{_RUN_CLASS[r["verdict"]]}" title="{_e(_run_title(r))}">'
+             f'{_e(BOOT_MARK[r["verdict"]])}{_e(r["text"])}</div>' for r in entry["runs"]]
+    return f'<td class="boot boot-{_e(entry["verdict"])}">{"".join(lines)}</td>'
+
+
 def html(doc: dict) -> str:
     """The matrix as one self-contained HTML page (inline CSS, no scripts, no external links)."""
     rel = doc["releases"]
@@ -183,7 +236,10 @@ def html(doc: dict) -> str:
            f"{len(doc['profiles'])} profiles). Each cell: status, the deepest level reached "
            f"(src, import, probe, boot) and where; hover for the reason, click for details. "
            f"A red outline means <code>patchq apply</code> would fail; <b>!</b> marks a claim "
-           f"that disagrees with what was found.</p>", '<p class="legend">']
+           f"that disagrees with what was found. The <i>boot</i> row lists every boot run on the GPU: "
+           f"green served (or a negative control failed with its known error), amber <b>!</b> a negative "
+           f"control served (informative: the error it looks for no longer fires), red <b>✗</b> a failure."
+           f"</p>", '<p class="legend">']
     for status, color in COLORS.items():
         out.append(f'<span style="background:{color}" title="{_e(MEANING[status])}">{_e(status)}</span>')
     out.append("</p>")
@@ -218,19 +274,14 @@ def html(doc: dict) -> str:
                        + f"<td>{_e(first or '-')}</td></tr>")
         boots = doc["boot"].get(name, {})
         if boots:
-            tds = []
-            for v in rel:
-                rec = boots.get(v)
-                if not rec:
-                    tds.append("<td></td>")
-                    continue
-                ok = _boot_text(rec).startswith("ok")
-                tds.append(f'<td class="{"boot-ok" if ok else "boot-fail"}" '
-                           f'title="{_e(rec.get("error_line") or _boot_text(rec))}">{_e(_boot_text(rec))}'
-                           + ("" if ok else f"<small>{_e(_clip(str(rec.get('error_line', '')), 60))}</small>")
-                           + "</td>")
+            tds = [_boot_td(boots.get(v)) for v in rel]
             out.append("<tr><th><i>boot</i></th>" + "".join(tds) + "<td></td></tr>")
         out.append("</table>")
+        notes = _boot_notes(doc, name)
+        if notes:
+            out.append('<ul class="boot-notes">' + "".join(
+                f'<li class="{_RUN_CLASS[r["verdict"]]}">{_e(v)} {_e(r["run"])}: {_e(_boot_note_text(r))}</li>'
+                for v, r in notes) + "</ul>")
 
     out.append("<h2>Details per patch</h2>")
     patch_ids = []
