@@ -51,6 +51,11 @@ def _short_where(cell: dict) -> str:
     return ""
 
 
+def _wbr(text: str) -> str:
+    """Escaped ``text`` that may wrap after ``_`` (long file names would widen every grid column)."""
+    return _e(text).replace("_", "_<wbr>")
+
+
 def _flag(cell: dict) -> str:
     """A marker for cells whose claims disagree with what was found (notes)."""
     return " !" if cell.get("notes") else ""
@@ -155,14 +160,16 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}
 th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top}
 th{background:#f0f0f0;font-weight:600}
-table.grid td{text-align:center;min-width:4.6em;font-size:12px}
+table.grid td{text-align:center;min-width:4.2em;font-size:12px;padding:3px 4px}
 table.grid td a{color:inherit;text-decoration:none;display:block}
-table.grid td small{color:#555;display:block}
+table.grid td small{color:#555;display:block;font-size:10px}
 td.blk{outline:2px solid #c62828;outline-offset:-2px;font-weight:700}
-table.grid td.boot{text-align:left;min-width:16em;max-width:24em;font-size:11px;padding:2px 4px}
-td.boot div{margin:1px 0;padding:1px 3px;border-radius:2px}
+table.grid tr>th:first-child{white-space:nowrap}
+table.grid td.boot{text-align:left;min-width:9.5em;max-width:14em;font-size:11px;padding:2px 4px}
+td.boot div{margin:1px 0;padding:1px 3px;border-radius:2px;overflow-wrap:anywhere}
 td.boot-ok{background:#e8f5e9}td.boot-unexpected{background:#fff8e1}td.boot-fail{background:#ffebee}
-div.run-ok{background:#a5d6a7}div.run-unexp{background:#ffe082;font-weight:600}div.run-fail{background:#ef9a9a;font-weight:600}
+div.run-ok{background:#a5d6a7}.run-unexp{background:#ffe082}.run-fail{background:#ef9a9a}
+div.run-fail{font-weight:600}
 table.detail td{font-size:12px}
 pre{background:#f7f7f7;border:1px solid #ddd;padding:6px;overflow:auto;font-size:11px;max-width:110em}
 .legend span{display:inline-block;padding:2px 8px;margin:2px;border:1px solid #ccc}
@@ -268,7 +275,7 @@ def html(doc: dict) -> str:
                 tds.append(f'<td{cls} style="background:{COLORS.get(cell["status"], "#fff")}" '
                            f'title="{_e(_title(cell))}"><a href="#{target}">'
                            f'{_e(SHORT.get(cell["status"], cell["status"]))}{_e(_flag(cell))}'
-                           f'<small>{_e(level)} · {_e(_short_where(cell))}</small></a></td>')
+                           f'<small>{_e(level)} · {_wbr(_short_where(cell))}</small></a></td>')
             first = doc["first_change"][name][pid]
             out.append(f'<tr><th><a href="#p-{_e(pid)}">{_e(pid)}</a></th>' + "".join(tds)
                        + f"<td>{_e(first or '-')}</td></tr>")
