@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -82,6 +83,7 @@ def converge(
     force: bool = False,
     dry_run: bool = False,
     summary: dict | None = None,
+    restore_foreign: Sequence[str] = (),
 ) -> ConvergeResult:
     """Make ``target`` carry exactly ``patches`` (see module docstring).
 
@@ -93,6 +95,9 @@ def converge(
         dry_run: plan only; write nothing, take no lock (``diff`` uses this).
         summary: :func:`patchq.hashing.series_summary`, cached in the journal for the
             fast path.
+        restore_foreign: with ``force``, further relpaths (the series' target modules) to
+            restore from the release wheel when someone else edited them (e.g. the old
+            sentinel scripts); a copy of each edit is kept.
     Raises:
         PlanFailed: a patch failed to resolve, transform or compile (nothing written).
         ForeignEditError: a file to change was modified by someone else (no ``force``).
@@ -101,22 +106,52 @@ def converge(
     """
     state = StateDir(target.root)
     if dry_run:
-        return _converge(target, state, patches, profile, force, True, summary)
+        return _converge(target, state, patches, profile, force, True, summary, restore_foreign)
     if not is_writable_dir(target.root):
         raise ReadOnlyError(f"{target.root} is not writable; nothing was written "
                             f"(use `patchq run` to patch at import time instead)")
     state.ensure()
     with state.lock():
         recovered = state.recover()
-        result = _converge(target, state, patches, profile, force, False, summary)
+        result = _converge(target, state, patches, profile, force, False, summary, restore_foreign)
         result.recovered = recovered
         return result
 
 
-def _converge(target, state, patches, profile, force, dry_run, summary) -> ConvergeResult:
-    journal = state.read()
+def _foreign_message(target: CodeSource, relpaths) -> str:
+    return (f"modified by someone else (neither RECORD nor patchq's journal matches): "
+            f"{', '.join(sorted(relpaths))}; refusing to overwrite. `patchq revert --all --force` "
+            f"restores them from the vllm {target.version} wheel and keeps a copy of each edit")
+
+
+def _release_bytes(target: CodeSource, relpath: str) -> bytes:
+    """A file's pristine bytes from the release wheel (downloaded once into the cache).
+
+    Raises:
+        StateError: the release cannot be had, or its file does not match RECORD.
+    """
+    from patchq import releases
+
+    try:
+        data = (releases.release_tree(str(target.version)) / relpath).read_bytes()
+    except (releases.ReleaseError, OSError) as exc:
+        raise StateError(f"cannot restore {relpath}: the vllm {target.version} wheel is not available "
+                         f"({exc}); reinstall vllm") from None
+    if sha256_hex(data) != target.record().get(relpath):
+        raise StateError(f"{relpath} from the vllm {target.version} wheel does not match RECORD; reinstall vllm")
+    return data
+
+
+def _converge(target, state, patches, profile, force, dry_run, summary, restore_foreign=()) -> ConvergeResult:
+    try:
+        journal = state.read()
+    except StateError:
+        if not force or dry_run:
+            raise
+        state.set_aside()  # a forced revert restores from RECORD-verified copies without it
+        journal = Journal()
     if journal.vllm and journal.vllm != str(target.version):
-        journal = _forget_upgraded(target, state, journal)
+        journal = _forget_upgraded(target, state, journal, dry_run)
     foreign: dict[str, str | None] = {}
 
     def read(relpath: str) -> str | None:
@@ -130,6 +165,8 @@ def _converge(target, state, patches, profile, force, dry_run, summary) -> Conve
         return target.read_text(relpath)
 
     plan = engine.plan(target, patches, read=read)
+    if foreign and not force:  # before plan failures: an edit explains failing anchors
+        raise ForeignEditError(_foreign_message(target, foreign))
     if not plan.ok:
         raise PlanFailed(plan)
 
@@ -148,11 +185,17 @@ def _converge(target, state, patches, profile, force, dry_run, summary) -> Conve
         elif kind == "foreign":
             foreign.pop(relpath, None)  # someone else already wrote exactly this
 
+    if force:  # files edited by someone else outside the journal: back to the release's bytes
+        for relpath in restore_foreign:
+            if relpath in writes or relpath in wanted or target.read_bytes(relpath) is None:
+                continue
+            kind, now = _file_state(target, state, journal, relpath)
+            if kind == "foreign":
+                foreign[relpath] = now
+                writes[relpath] = (now, _release_bytes(target, relpath))
     to_overwrite = {r for r in foreign if r in writes}
     if to_overwrite and not force:
-        listing = ", ".join(sorted(to_overwrite))
-        raise ForeignEditError(f"modified by someone else (neither RECORD nor patchq's journal "
-                               f"matches): {listing}; refusing to overwrite (revert --force keeps a copy)")
+        raise ForeignEditError(_foreign_message(target, to_overwrite))
 
     new_journal = _journal_after(target, journal, plan, wanted, profile)
     new_journal.series = summary or journal.series
@@ -201,12 +244,30 @@ def _converge(target, state, patches, profile, force, dry_run, summary) -> Conve
     for directory in kept_dirs - {None}:  # the pristine copies are durable before any write
         fsync_dir(directory)
     state.begin(writes, new_journal)
-    for relpath in sorted(writes):
-        write_file(target.path(relpath), writes[relpath][1])
+    previous: dict[str, bytes | None] = {}
+    try:
+        for relpath in sorted(writes):
+            previous[relpath] = target.read_bytes(relpath)
+            write_file(target.path(relpath), writes[relpath][1])
+    except (ReadOnlyError, OSError) as exc:
+        _roll_back(target, previous)
+        shutil.rmtree(state.txn, ignore_errors=True)
+        raise ReadOnlyError(f"{exc}; nothing was changed ({len(previous) - 1} file(s) written before it "
+                            f"were rolled back)") from None
     state.commit(new_journal)
     for relpath in result.restored:
         state.drop_pristine(relpath)
     return result
+
+
+def _roll_back(target: CodeSource, previous: dict[str, bytes | None]) -> None:
+    """Put back the files written before a write failed (their earlier bytes)."""
+    for relpath, data in previous.items():
+        if data is not None and target.read_bytes(relpath) != data:
+            try:
+                write_file(target.path(relpath), data)
+            except (ReadOnlyError, OSError):
+                pass  # the txn is gone with it: status reports the file as modified
 
 
 def _journal_after(target: CodeSource, journal: Journal, plan: engine.Plan,
@@ -231,14 +292,12 @@ def _journal_after(target: CodeSource, journal: Journal, plan: engine.Plan,
                    results=patch_rows(plan), updated=journal.updated)
 
 
-def _forget_upgraded(target: CodeSource, state: StateDir, journal: Journal) -> Journal:
-    """After a vLLM upgrade the journal's files were replaced by the installer: forget them."""
-    kept = Journal(vllm=str(target.version))
-    for relpath, entry in journal.files.items():
-        now = sha256_file(target.path(relpath))
-        if now is not None and now == target.record().get(relpath):
+def _forget_upgraded(target: CodeSource, state: StateDir, journal: Journal, dry_run: bool) -> Journal:
+    """After a vLLM upgrade (or downgrade) the installer replaced or removed the files the
+    journal describes: its entries and pristine copies belong to the old release. Forget
+    them; a file that now matches neither RECORD nor the journal is then reported as a
+    foreign edit by the normal checks."""
+    if not dry_run:
+        for relpath in journal.files:
             state.drop_pristine(relpath)
-            continue
-        raise StateError(f"vllm changed from {journal.vllm} to {target.version} but {relpath} "
-                         f"is not the new release's file; reinstall vllm")
-    return kept
+    return Journal(vllm=str(target.version), series=journal.series)

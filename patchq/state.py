@@ -130,6 +130,13 @@ class StateDir:
         except FileNotFoundError:
             return Journal()
 
+    def set_aside(self) -> Path:
+        """Move a damaged journal aside (``journal.json.damaged-<UTC time>``) so that a forced
+        revert can start from an empty one; returns where it went."""
+        aside = self.root / f"journal.json.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        os.replace(self.journal_path, aside)
+        return aside
+
     def has_pending(self) -> bool:
         """True when an interrupted write awaits recovery."""
         return (self.txn / "manifest.json").is_file()
@@ -158,10 +165,11 @@ class StateDir:
         atomic_write(self.journal_path, journal.to_json().encode())
 
     def save_pristine(self, relpath: str, data: bytes) -> Path | None:
-        """Keep the pristine bytes of a file (once; atomic). Returns the directory the
+        """Keep the pristine bytes of a file (atomic; a stale copy left by a journal that was
+        set aside or an old release is replaced). Returns the directory the
         caller must :func:`fsync_dir` before relying on the copy, or None."""
         path = self.pristine_path(relpath)
-        if path.is_file():
+        if path.is_file() and path.read_bytes() == data:
             return None
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, data, mode=0o644, sync_dir=False)

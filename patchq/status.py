@@ -52,12 +52,26 @@ def record_hashes(site: str, di: str, wanted: set[str]) -> dict[str, str]:
 
 
 def read_journal(state_root: str) -> dict:
-    """The journal as a plain dict ({} when none)."""
+    """The journal as a plain dict ({} when none).
+
+    Raises:
+        StateError: the file is not a journal of this schema (exit code 6).
+    """
     try:
         with open(os.path.join(state_root, "journal.json"), encoding="utf-8") as fh:
-            return json.load(fh)
+            data = json.load(fh)
     except FileNotFoundError:
         return {}
+    except (ValueError, UnicodeDecodeError) as exc:
+        from patchq.errors import StateError
+
+        raise StateError(f"{state_root}/journal.json is damaged ({exc}); `patchq revert --all --force` "
+                         f"restores the files, then apply again") from None
+    if not isinstance(data, dict) or data.get("schema") != 1:
+        from patchq.errors import StateError
+
+        raise StateError(f"{state_root}/journal.json is not a patchq journal of schema 1")
+    return data
 
 
 def state_root(site: str) -> str:
@@ -90,6 +104,9 @@ def collect(site, series_root, anchors_root) -> dict:
     version = di[len("vllm-"): -len(".dist-info")]
     root = state_root(site)
     journal = read_journal(root)
+    upgraded = bool(journal.get("vllm")) and journal.get("vllm") != version
+    if upgraded:  # the installer replaced the files the journal describes
+        journal = {"series": journal.get("series"), "vllm": journal.get("vllm")}
     summary = summary_for(journal, series_root, anchors_root)
     jfiles: dict = journal.get("files", {})
     jpatches: dict = journal.get("patches", {})
@@ -149,6 +166,8 @@ def collect(site, series_root, anchors_root) -> dict:
         "state_dir": root,
         "profile": journal.get("profile"),
         "journal_vllm": journal.get("vllm"),
+        "note": (f"the journal is from vllm {journal.get('vllm')}; vllm {version} was installed since: "
+                 f"its patches are gone with the old files (apply again)") if upgraded else "",
         "pending_write": os.path.isfile(os.path.join(root, "txn", "manifest.json")),
         "patches": patches,
         "files": files,
@@ -165,6 +184,8 @@ def exit_code(report: dict) -> int:
 def render_text(report: dict) -> str:
     """A plain-text rendering (no rich: status stays at interpreter-start cost)."""
     lines = [f"vllm {report['vllm']} at {report['site_packages']}  profile: {report['profile'] or 'none'}"]
+    if report.get("note"):
+        lines.append(f"! {report['note']}")
     if report["pending_write"]:
         lines.append("! an interrupted write is pending: the next apply or revert completes it")
     width = max((len(p["id"]) for p in report["patches"]), default=8)

@@ -53,10 +53,20 @@ def apply(target: CodeSource, series: Series, profile: str) -> tuple[dict, int]:
 
 
 def revert(target: CodeSource, series: Series, profile: str | None, force: bool) -> tuple[dict, int]:
-    """Revert ``profile``'s patches (None: all). Returns (document, exit code)."""
-    from patchq.state import StateDir
+    """Revert ``profile``'s patches (None: all): the environment keeps the applied patches
+    that are not in ``profile``. With ``force``, foreign edits are overwritten (a copy is
+    kept): journalled files go back to patchq's pristine copy, and with ``--all`` any other
+    target module of the series that someone else edited (e.g. the old sentinel scripts)
+    goes back to the release wheel's bytes. Returns (document, exit code)."""
+    from patchq.errors import StateError
+    from patchq.state import Journal, StateDir
 
-    journal = StateDir(target.root).read()
+    try:
+        journal = StateDir(target.root).read()
+    except StateError as exc:
+        if not force:
+            return document("revert", target, profile, None, exc), exc.exit_code
+        journal = Journal()  # converge sets the damaged journal aside
     if profile is None:
         keep_ids: list[str] = []
         remaining_profile = None
@@ -67,8 +77,11 @@ def revert(target: CodeSource, series: Series, profile: str | None, force: bool)
         recorded = series.profiles.get(journal.profile) if journal.profile else None
         remaining_profile = journal.profile if recorded and not drop & set(recorded.patches) else None
     keep = [series.patch(pid) for pid in series.all_patch_ids() if pid in keep_ids]
+    digest = summary(series)
+    restore = sorted({rel for rels in digest["modules"].values() for rel in rels}) if force and profile is None else []
     try:
-        result = converge(target, keep, profile=remaining_profile, force=force, summary=summary(series))
+        result = converge(target, keep, profile=remaining_profile, force=force, summary=digest,
+                          restore_foreign=restore)
     except PlanFailed as exc:
         return document("revert", target, profile, None, exc, plan=exc.plan), exc.exit_code
     except PatchqError as exc:
