@@ -421,7 +421,9 @@ def main() -> None:
             raise
         ctx = getattr(exc, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and exc.exit_code == EXIT_USAGE else ""
-        if fmt():  # empty for a bare `patchq`, whose help was already printed
+        if "--json" in sys.argv[1:]:  # the contract holds for option errors too
+            report.emit_json({"ok": False, "error": fmt(), "exit_code": exc.exit_code})
+        elif fmt():  # empty for a bare `patchq`, whose help was already printed
             typer.echo(f"patchq: error: {fmt()}{hint}", err=True)
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -13,11 +13,14 @@
 #   MAX_MODEL_LEN [16384]  GPU_MEMORY_UTILIZATION [0.85]  MAX_NUM_SEQS [4]
 #   NUM_SPEC_TOKENS [12 for dflash/dense, 2 for mtp]  DRAFTER_BACKEND [FLASH_ATTN]
 #   PREFIX_CACHING [1]  TOOL_PARSER [qwen3_coder]  REASONING_PARSER [qwen3]
-#   PATCHQ [patchq]  PATCHQ_MODE [apply|run]  PATCHQ_STRICT [1]  VLLM_EXTRA_ARGS []
+#   PATCHQ [patchq]  VLLM [the vllm beside $PATCHQ, else vllm on PATH]
+#   PATCHQ_MODE [apply|run]  PATCHQ_STRICT [1]  VLLM_EXTRA_ARGS []
+# patchq patches the vLLM of its own environment: VLLM defaults to the `vllm` script of
+# that same environment, so the server runs the code that was patched.
 set -euo pipefail
 
-PROFILE="${1:-${PROFILE:-dflash}}"
-[ "$#" -gt 0 ] && shift
+PROFILE="${PROFILE:-dflash}"
+if [ "$#" -gt 0 ] && [ "$1" != "--" ]; then PROFILE="$1"; shift; fi
 [ "${1:-}" = "--" ] && shift
 
 MODEL="${MODEL:-/model}"
@@ -34,6 +37,10 @@ TOOL_PARSER="${TOOL_PARSER:-qwen3_coder}"
 REASONING_PARSER="${REASONING_PARSER:-qwen3}"
 PATCHQ="${PATCHQ:-patchq}"
 PATCHQ_MODE="${PATCHQ_MODE:-apply}"
+if [ -z "${VLLM:-}" ]; then
+  pq_bin="$(dirname "$(command -v "$PATCHQ" || echo "$PATCHQ")")"
+  if [ -x "$pq_bin/vllm" ]; then VLLM="$pq_bin/vllm"; else VLLM=vllm; fi
+fi
 
 args=(serve "$MODEL"
   --served-model-name "$SERVED_NAME"
@@ -71,10 +78,10 @@ export PATCHQ_STRICT="${PATCHQ_STRICT:-1}"
 extra=(${VLLM_EXTRA_ARGS:-})
 
 if [ "$PATCHQ_MODE" = "run" ]; then
-  exec "$PATCHQ" run --profile "$PROFILE" -- vllm "${args[@]}" "${extra[@]}" "$@"
+  exec "$PATCHQ" run --profile "$PROFILE" -- "$VLLM" "${args[@]}" "${extra[@]}" "$@"
 fi
 if ! "$PATCHQ" apply --profile "$PROFILE"; then
   echo "serve.sh: patchq could not apply profile '$PROFILE' (report above); not serving" >&2
   exit 1
 fi
-exec vllm "${args[@]}" "${extra[@]}" "$@"
+exec "$VLLM" "${args[@]}" "${extra[@]}" "$@"
