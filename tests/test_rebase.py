@@ -315,3 +315,16 @@ def test_continue_takes_a_conflict_resolved_by_hand(tmp_path, cli):
     assert (sdir / "diffs" / "0.24.0" / "pad-only.diff").is_file()
     fps = series_mod.load(sdir).patch("pad-only").anchors["scaled"].fingerprints
     assert set(fps) == {"0.23.0", "0.24.0"} and fps["0.23.0"] != fps["0.24.0"]
+
+
+def test_rebase_to_a_release_the_series_already_carries_merges_nothing():
+    """Without --from, a patch whose variant is verified on the target is reported carried."""
+    import json
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "patchq", "rebase", "--to", "0.24.0", "--json"],
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0, r.stderr
+    assert {p["status"] for p in doc["patches"]} == {"skipped"}
+    assert all("already carried" in p["reason"] for p in doc["patches"])

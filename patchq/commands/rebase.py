@@ -143,6 +143,15 @@ def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] 
     results: list[merge.PatchRebase] = []
     for pid in ids:
         patch = series.patch(pid)
+        carried = patch.variant_for(target)
+        if not from_ and carried is not None and (carried.kind != "edit" or all(
+                str(target) in patch.anchors[a].fingerprints for a in carried.edits)):
+            # the series already carries the patch to the target: nothing to merge
+            what = (f"variant {carried.applies} is verified on {target}" if carried.kind == "edit"
+                    else f"variant {carried.applies} says {carried.kind}")
+            results.append(merge.PatchRebase(pid, "", str(target), status="skipped",
+                                             reason=f"already carried: {what} (give --from to rebase anyway)"))
+            continue
         fv = Version(from_) if from_ else default_from(patch, target)
         if fv is None:
             res = merge.PatchRebase(pid, "", str(target), status="skipped",
