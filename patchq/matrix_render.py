@@ -47,7 +47,7 @@ def _where(cell: dict, limit: int = 3) -> str:
 
 def _short_where(cell: dict) -> str:
     for a in cell.get("anchors", []):
-        return f"{a['path'].rsplit('/', 1)[-1]}:{a['line']}"
+        return f"{a['path'].rsplit('/', 1)[-1].removesuffix('.py')}:{a['line']}"  # narrow grid columns
     return ""
 
 
