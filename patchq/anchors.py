@@ -2,12 +2,13 @@
 
 An anchor (:class:`patchq.model.AnchorSpec`) is resolved in two steps:
 
-1. **The definition.** The module hint is parsed with libcst and its definitions are
-   indexed by qualified name (``Class.method``; definitions under module-level
+1. **The definition.** The module hint's definitions are indexed by qualified name
+   with :mod:`ast` (:func:`ast_index`: ``Class.method``; definitions under module-level
    ``if``/``try``/``with`` count, nested functions do not). When the hint does not
-   define the name, every ``.py`` file of the package whose text declares the last
+   define the name, every ``.py`` file of the package whose text declares the first
    name component is indexed too (code moves between files across releases).
    Exactly one definition must be found; otherwise :class:`AnchorError` names what was.
+   Only that definition is then cut out and parsed with libcst (:func:`cut_segment`).
 2. **The statements.** The pattern is parsed with :mod:`ast` and compared with every
    statement of the definition by normalized AST, so re-wrapping, re-indenting,
    comments and quotes do not matter. ``...`` in a pattern matches any expression, or
@@ -42,13 +43,6 @@ DefNode = cst.FunctionDef | cst.ClassDef
 
 _SKIP_FIELDS = frozenset({"ctx", "type_comment", "kind"})
 _WILDCARD_WHEN_EMPTY = frozenset({"orelse", "finalbody", "decorator_list", "type_params"})
-
-
-def _strip_docstrings(tree: ast.AST) -> None:
-    """Remove docstrings in place (prefer ``_normalize(..., strip_docstrings=True)``)."""
-    for node in ast.walk(tree):
-        if isinstance(node, _DOC_OWNERS) and node.body and _is_docstring(node.body[0]):
-            node.body = node.body[1:] or [ast.Pass()]
 
 
 def _is_docstring(stmt: object) -> bool:
@@ -265,7 +259,11 @@ def find_statements(defn: DefNode, pattern: Pattern, tree: ast.AST | None = None
 
 
 def index_definitions(module: cst.Module) -> dict[str, list[DefNode]]:
-    """qualname -> definitions in ``module`` (several when conditionally defined)."""
+    """qualname -> libcst definitions in ``module`` (several when conditionally defined).
+
+    The libcst twin of :func:`ast_index`, for callers that hold a whole parsed module
+    (tests put patched definitions back node by node with it).
+    """
     out: dict[str, list[DefNode]] = {}
 
     def walk(body: Sequence[cst.CSTNode], prefix: str) -> None:
@@ -310,22 +308,6 @@ def declares(text: str, name: str) -> bool:
     if name not in text:  # a substring test first: the regex over every file of vllm costs seconds
         return False
     return re.search(rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{re.escape(name)}\b", text, re.M) is not None
-
-
-@dataclass(frozen=True)
-class DefinitionHit:
-    """A definition found for an anchor.
-
-    Attributes:
-        relpath: file that holds it. qualname: its qualified name.
-        node: the libcst node (from the tree ``trees`` returned for ``relpath``).
-        moved: True when found outside the module hint.
-    """
-
-    relpath: str
-    qualname: str
-    node: DefNode
-    moved: bool
 
 
 def locate_definition(
@@ -375,31 +357,6 @@ def locate_definition(
         )
     raise AnchorError(f"anchor {spec.id}: {spec.qualname} not in {where}; found {len(hits)} times "
                       f"elsewhere: {', '.join(hits)}", kind="conflict", anchor=spec.id)
-
-
-def resolve_definition(
-    spec: AnchorSpec,
-    source: CodeSource,
-    module_of: Callable[[str], cst.Module | None],
-) -> DefinitionHit:
-    """Find the one definition ``spec.qualname`` names, as a node of a whole parsed module.
-
-    Args:
-        spec: the anchor.
-        source: the vLLM to search.
-        module_of: relpath -> parsed (possibly already edited) module, or None when the
-            file does not exist; the caller caches parses.
-    Raises:
-        AnchorError: see :func:`locate_definition`.
-    """
-
-    def index_of(relpath: str):
-        module = module_of(relpath)
-        return index_definitions(module) if module is not None else None
-
-    relpath, moved = locate_definition(spec, source, index_of)
-    node = index_definitions(module_of(relpath))[spec.qualname][0]  # type: ignore[arg-type]
-    return DefinitionHit(relpath, spec.qualname, node, moved=moved)
 
 
 # ---------------------------------------------------------------------------
@@ -551,87 +508,3 @@ def match_anchor(spec: AnchorSpec, defn: DefNode, tree: ast.AST | None = None) -
 def _one_line(text: str, limit: int = 80) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def definition_lines(text: str) -> dict[str, int]:
-    """qualname -> 1-based line of its ``def``/``class`` keyword, via :mod:`ast` (fast)."""
-    out: dict[str, int] = {}
-
-    def walk(body: list[ast.stmt], prefix: str) -> None:
-        for stmt in body:
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                qual = prefix + stmt.name
-                out.setdefault(qual, stmt.lineno)
-                if isinstance(stmt, ast.ClassDef):
-                    walk(stmt.body, qual + ".")
-            elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
-                walk(getattr(stmt, "body", []), prefix)
-                walk(getattr(stmt, "orelse", []), prefix)
-                for h in getattr(stmt, "handlers", []):
-                    walk(h.body, prefix)
-
-    walk(ast.parse(text).body, "")
-    return out
-
-
-def replace_definition(module: cst.Module, old: DefNode, new: DefNode) -> cst.Module:
-    """``module`` with the definition ``old`` (by identity) replaced by ``new``.
-
-    Rebuilds only the containers on the path to ``old`` (module body, class bodies,
-    module-level ``if``/``try``/``with`` blocks: where :func:`index_definitions` looks),
-    instead of visiting the whole tree as ``deep_replace`` does.
-
-    Raises:
-        ValueError: ``old`` is not a definition reachable that way.
-    """
-
-    def in_body(body: Sequence[cst.CSTNode]) -> list[cst.CSTNode] | None:
-        for i, stmt in enumerate(body):
-            if stmt is old:
-                return [*body[:i], new, *body[i + 1:]]
-            replaced = in_stmt(stmt)
-            if replaced is not None:
-                return [*body[:i], replaced, *body[i + 1:]]
-        return None
-
-    def in_block(block) -> object | None:
-        if isinstance(block, cst.IndentedBlock):
-            body = in_body(block.body)
-            return None if body is None else block.with_changes(body=body)
-        return None
-
-    def in_stmt(stmt: cst.CSTNode) -> cst.CSTNode | None:
-        if isinstance(stmt, cst.ClassDef):
-            block = in_block(stmt.body)
-            return None if block is None else stmt.with_changes(body=block)
-        if isinstance(stmt, (cst.With, cst.Else, cst.ExceptHandler, cst.Finally)):
-            block = in_block(stmt.body)
-            return None if block is None else stmt.with_changes(body=block)
-        if isinstance(stmt, cst.If):
-            block = in_block(stmt.body)
-            if block is not None:
-                return stmt.with_changes(body=block)
-            if stmt.orelse is not None:
-                orelse = in_stmt(stmt.orelse)
-                return None if orelse is None else stmt.with_changes(orelse=orelse)
-            return None
-        if isinstance(stmt, cst.Try):
-            block = in_block(stmt.body)
-            if block is not None:
-                return stmt.with_changes(body=block)
-            for i, h in enumerate(stmt.handlers):
-                nh = in_stmt(h)
-                if nh is not None:
-                    return stmt.with_changes(handlers=[*stmt.handlers[:i], nh, *stmt.handlers[i + 1:]])
-            for name in ("orelse", "finalbody"):
-                part = getattr(stmt, name)
-                if part is not None:
-                    np = in_stmt(part)
-                    if np is not None:
-                        return stmt.with_changes(**{name: np})
-        return None
-
-    body = in_body(module.body)
-    if body is None:
-        raise ValueError("definition not found at module, class or block level")
-    return module.with_changes(body=body)
