@@ -84,17 +84,18 @@ def _status(site: str, series: str, anchors: str, as_json: bool) -> int:
 
 def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: bool) -> int | None:
     from patchq.hashing import series_inputs, sha256_file
-    from patchq.status import dist_info, read_journal, state_root
+    from patchq.record import dist_info_name, version_of
+    from patchq.status import read_journal, state_root
 
     root = state_root(site)
     if os.path.exists(os.path.join(root, "txn", "manifest.json")):
         return None
     journal = read_journal(root)
-    di = dist_info(site)
+    di = dist_info_name(site)
     cached = journal.get("series") or {}
     if not journal or di is None or journal.get("profile") != profile or not cached:
         return None
-    version = di[len("vllm-"): -len(".dist-info")]
+    version = version_of(di)
     if journal.get("vllm") != version or cached.get("inputs") != series_inputs(series, anchors):
         return None
     ids = cached["profiles"].get(profile)

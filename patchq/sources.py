@@ -8,8 +8,6 @@ takes seconds; the distribution is found from its ``*.dist-info`` metadata inste
 
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
 import os
 import re
@@ -20,6 +18,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from patchq import record
 from patchq.errors import TargetNotFound, UsageError
 
 PACKAGE = "vllm"
@@ -28,26 +27,6 @@ PACKAGE = "vllm"
 def sha256_hex(data: bytes) -> str:
     """Hex sha256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
-
-
-def record_hash_to_hex(value: str) -> str | None:
-    """Convert a RECORD hash field (``sha256=<urlsafe b64, no padding>``) to hex, or None."""
-    algo, _, b64 = value.partition("=")
-    if algo != "sha256" or not b64:
-        return None
-    return base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-
-
-def read_record(dist_info: Path) -> dict[str, str]:
-    """Parse ``dist_info/RECORD`` into relpath -> hex sha256 (files without a hash omitted)."""
-    out: dict[str, str] = {}
-    with open(dist_info / "RECORD", newline="", encoding="utf-8") as fh:
-        for row in csv.reader(fh):
-            if len(row) >= 2 and row[1]:
-                h = record_hash_to_hex(row[1])
-                if h:
-                    out[row[0]] = h
-    return out
 
 
 @dataclass
@@ -117,14 +96,14 @@ class CodeSource:
     def record(self) -> dict[str, str]:
         """relpath -> hex sha256 from RECORD; empty for a source tree."""
         if self._record is None:
-            self._record = read_record(self.dist_info) if self.dist_info else {}
+            self._record = record.read_record(str(self.dist_info)) if self.dist_info else {}
         return self._record
 
 
 def _dist_info_in(site_packages: Path) -> Path | None:
     """The ``vllm-*.dist-info`` directory in ``site_packages`` (newest if several)."""
-    found = sorted(site_packages.glob(f"{PACKAGE}-*.dist-info"))
-    return found[-1] if found else None
+    name = record.dist_info_name(str(site_packages), PACKAGE)
+    return site_packages / name if name else None
 
 
 def _version_from_dist_info(dist_info: Path) -> Version:

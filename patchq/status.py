@@ -22,33 +22,11 @@ from __future__ import annotations
 import json
 import os
 
+from patchq import record
 from patchq.hashing import series_inputs, sha256_file
 from patchq.sentinels import find_sentinels
 
 SCHEMA = "patchq.status/1"
-
-
-def dist_info(site: str) -> str | None:
-    """The ``vllm-*.dist-info`` directory name in ``site``, or None."""
-    try:
-        found = sorted(n for n in os.listdir(site) if n.startswith("vllm-") and n.endswith(".dist-info"))
-    except FileNotFoundError:
-        return None
-    return found[-1] if found else None
-
-
-def record_hashes(site: str, di: str, wanted: set[str]) -> dict[str, str]:
-    """RECORD relpath -> hex sha256, for the ``wanted`` relpaths only."""
-    import base64
-
-    out = {}
-    with open(os.path.join(site, di, "RECORD"), encoding="utf-8") as fh:
-        for line in fh:
-            path, _, rest = line.partition(",")
-            if path in wanted and rest.startswith("sha256="):
-                b64 = rest[7:].split(",", 1)[0]
-                out[path] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
-    return out
 
 
 def read_journal(state_root: str) -> dict:
@@ -96,12 +74,12 @@ def collect(site, series_root, anchors_root) -> dict:
         TargetNotFound: no vllm distribution in ``site``.
     """
     site, series_root, anchors_root = str(site), str(series_root), str(anchors_root)
-    di = dist_info(site)
+    di = record.dist_info_name(site)
     if di is None:
         from patchq.errors import TargetNotFound
 
         raise TargetNotFound(f"no vllm distribution found in {site}")
-    version = di[len("vllm-"): -len(".dist-info")]
+    version = record.version_of(di)
     root = state_root(site)
     journal = read_journal(root)
     upgraded = bool(journal.get("vllm")) and journal.get("vllm") != version
@@ -116,7 +94,7 @@ def collect(site, series_root, anchors_root) -> dict:
         for rel in summary["modules"].get(pid, []):
             if rel not in relpaths and os.path.isfile(os.path.join(site, rel)):
                 relpaths.append(rel)
-    record = record_hashes(site, di, set(relpaths))
+    recorded = record.read_record(os.path.join(site, di), set(relpaths))
     files, sentinels, modified = [], {}, set()
     for rel in sorted(relpaths):
         path = os.path.join(site, rel)
@@ -126,7 +104,7 @@ def collect(site, series_root, anchors_root) -> dict:
             kind = "missing"
         elif entry is not None and now == entry["patched_sha256"]:
             kind = "patched"
-        elif now == record.get(rel):
+        elif now == recorded.get(rel):
             kind = "pristine"
         else:
             kind = "modified"
@@ -136,7 +114,7 @@ def collect(site, series_root, anchors_root) -> dict:
             with open(path, encoding="utf-8") as fh:
                 found = set(find_sentinels(fh.read()))
         sentinels[rel] = found
-        files.append({"path": rel, "state": kind, "sha256": now, "record_sha256": record.get(rel),
+        files.append({"path": rel, "state": kind, "sha256": now, "record_sha256": recorded.get(rel),
                       "sentinels": sorted(f"{p}:{h}" for p, h in found)})
 
     patches = []
