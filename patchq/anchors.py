@@ -310,6 +310,43 @@ def declares(text: str, name: str) -> bool:
     return re.search(rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{re.escape(name)}\b", text, re.M) is not None
 
 
+def find_definitions(
+    source: CodeSource,
+    qualname: str,
+    hints: Sequence[str],
+    index_of: Callable[[str], Mapping[str, Sequence[object]] | None],
+) -> tuple[list[tuple[str, object]], bool]:
+    """Every definition of ``qualname``: those of the first ``hints`` file that has any,
+    else those of every other ``.py`` file of ``source`` whose text declares the first
+    name component (module docstring).
+
+    Args:
+        source: the vLLM to search (its file list and texts, for the package-wide search).
+        qualname: ``Class.method`` as :func:`ast_index` names it.
+        hints: files to look in first, in order (missing ones are skipped).
+        index_of: relpath -> {qualname: [definitions]} of the (possibly edited) file, or
+            None when it does not exist or does not parse; :func:`ast_index` or
+            :func:`index_definitions`.
+    Returns:
+        ([(relpath, definition)], searched_package): searched_package is True when no
+        hint defines the name (the hits, if any, moved).
+    """
+    for relpath in hints:
+        found = (index_of(relpath) or {}).get(qualname, [])
+        if found:
+            return [(relpath, node) for node in found], False
+    first = qualname.split(".")[0]
+    hits: list[tuple[str, object]] = []
+    for relpath in source.py_files():
+        if relpath in hints:
+            continue
+        text = source.read_text(relpath)
+        if text is None or not declares(text, first):
+            continue
+        hits += [(relpath, node) for node in (index_of(relpath) or {}).get(qualname, [])]
+    return hits, True
+
+
 def locate_definition(
     spec: AnchorSpec,
     source: CodeSource,
@@ -320,8 +357,7 @@ def locate_definition(
     Args:
         spec: the anchor.
         source: the vLLM to search (its file list and texts, for the package-wide search).
-        index_of: relpath -> {qualname: [definitions]} of the (possibly edited) file, or
-            None when it does not exist; :func:`ast_index` or :func:`index_definitions`.
+        index_of: as for :func:`find_definitions`.
     Returns:
         (relpath, moved): moved is True when found outside the module hint.
     Raises:
@@ -329,26 +365,15 @@ def locate_definition(
             once in the hinted module, or found in several other files.
     """
     hinted = [p for p in spec.module_paths if source.exists(p)]
-    for relpath in hinted:
-        found = (index_of(relpath) or {}).get(spec.qualname, [])
-        if len(found) == 1:
-            return relpath, False
-        if len(found) > 1:
-            raise AnchorError(
-                f"{spec.qualname} is defined {len(found)} times in {relpath} "
-                f"(conditional definitions): cannot pick one", kind="conflict", anchor=spec.id,
-            )
-    first = spec.qualname.split(".")[0]
-    hits: list[str] = []
-    for relpath in source.py_files():
-        if relpath in hinted:
-            continue
-        text = source.read_text(relpath)
-        if text is None or not declares(text, first):
-            continue
-        hits += [relpath] * len((index_of(relpath) or {}).get(spec.qualname, []))
-    if len(hits) == 1:
-        return hits[0], True
+    found, moved = find_definitions(source, spec.qualname, hinted, index_of)
+    if len(found) == 1:
+        return found[0][0], moved
+    if found and not moved:
+        raise AnchorError(
+            f"{spec.qualname} is defined {len(found)} times in {found[0][0]} "
+            f"(conditional definitions): cannot pick one", kind="conflict", anchor=spec.id,
+        )
+    hits = [relpath for relpath, _ in found]
     where = spec.module_paths[0] if not hinted else hinted[0]
     if not hits:
         raise AnchorError(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import hashlib
 import re
 import tempfile
@@ -41,7 +42,7 @@ from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
 from patchq import releases
-from patchq.anchors import ast_index, declares, fingerprint_ast
+from patchq.anchors import ast_index, find_definitions, fingerprint_ast
 from patchq.errors import TargetNotFound, UsageError
 from patchq.model import AnchorSpec
 from patchq.sources import PACKAGE, CodeSource
@@ -369,33 +370,16 @@ def definition_span(node: ast.AST) -> tuple[int, int]:
     return start, node.end_lineno  # type: ignore[attr-defined]
 
 
-def find_definition(source: CodeSource, qualname: str, hints: Sequence[str]) -> tuple[list[tuple[str, ast.AST, str]], bool]:
-    """Every definition of ``qualname`` in the first hinted file that has one, else package-wide.
-
-    Returns:
-        ([(relpath, ast node, file text)], searched_package).
-    """
-    for relpath in hints:
-        text = source.read_text(relpath)
-        if text is None:
-            continue
-        found = ast_index(text).get(qualname, [])
-        if found:
-            return [(relpath, n, text) for n in found], False
-    first = qualname.split(".")[0]
-    hits = []
-    for relpath in source.py_files():
-        if relpath in hints:
-            continue
-        text = source.read_text(relpath)
-        if text is None or not declares(text, first):
-            continue
-        try:
-            defs = ast_index(text)
-        except SyntaxError:
-            continue
-        hits += [(relpath, n, text) for n in defs.get(qualname, [])]
-    return hits, True
+def _index_or_none(source: CodeSource, relpath: str) -> dict | None:
+    """:func:`ast_index` of a file (read once: CodeSource caches texts); None when it is
+    missing or does not parse."""
+    text = source.read_text(relpath)
+    if text is None:
+        return None
+    try:
+        return ast_index(text)
+    except SyntaxError:
+        return None
 
 
 @dataclass
@@ -432,16 +416,17 @@ def definition_history(up: Upstream, spec: AnchorSpec, versions: Sequence[Versio
             states[v] = last
             continue
         hints = ([last.relpath] if last else []) + [p for p in spec.module_paths if not last or p != last.relpath]
-        found, _ = find_definition(src, spec.qualname, hints)
+        found, _ = find_definitions(src, spec.qualname, hints, functools.partial(_index_or_none, src))
         if not found:
             states[v] = "absent"
             last = None
             continue
         if len(found) > 1:
-            states[v] = "ambiguous: " + ", ".join(f"{p}:{n.lineno}" for p, n, _ in found)  # type: ignore[attr-defined]
+            states[v] = "ambiguous: " + ", ".join(f"{p}:{n.lineno}" for p, n in found)  # type: ignore[attr-defined]
             last = None
             continue
-        relpath, node, text = found[0]
+        relpath, node = found[0]
+        text = src.read_text(relpath) or ""
         start, end = definition_span(node)
         lines = text.splitlines(keepends=True)[start - 1:end]
         last = DefinitionAt(v, relpath, spec.qualname, start, end, "".join(lines),
