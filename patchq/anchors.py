@@ -415,6 +415,13 @@ def ast_index(text: str) -> dict[str, list[ast.AST]]:
     return out
 
 
+def definition_span(node: ast.AST) -> tuple[int, int]:
+    """1-based (first, last) line of an :mod:`ast` definition, decorators included."""
+    decos = getattr(node, "decorator_list", [])
+    start = min([node.lineno] + [d.lineno for d in decos])  # type: ignore[attr-defined]
+    return start, node.end_lineno  # type: ignore[attr-defined]
+
+
 def fingerprint_ast(node: ast.AST) -> str:
     """:func:`fingerprint` of an :mod:`ast` definition (the same value, without libcst)."""
     tree = ast.Module(body=[node], type_ignores=[])
@@ -477,8 +484,8 @@ def cut_segment(text: str, relpath: str, qualname: str, node: ast.AST) -> Segmen
         libcst.ParserSyntaxError: the segment does not parse alone (never seen in vLLM).
     """
     lines = split_lines(text)
-    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
-    end = node.end_lineno  # type: ignore[attr-defined]
+    first, end = definition_span(node)
+    first -= 1
     line = lines[first]
     indent = line[: len(line) - len(line.lstrip(" \t"))]
     start = first

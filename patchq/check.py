@@ -92,7 +92,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from patchq import engine
-from patchq.anchors import Pattern, ast_index, locate_definition
+from patchq.anchors import Pattern, ast_index, definition_span, locate_definition, split_lines
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
 from patchq.sources import CodeSource
@@ -200,7 +200,7 @@ def _parsed(text: str) -> tuple[list[str], dict[str, list[ast.AST]]] | None:
         index = ast_index(text)
     except SyntaxError:
         return None
-    return text.splitlines(keepends=True), index
+    return split_lines(text), index
 
 
 def definition_text(text: str, qualname: str) -> tuple[int, str] | None:
@@ -213,9 +213,8 @@ def definition_text(text: str, qualname: str) -> tuple[int, str] | None:
     found = index.get(qualname, [])
     if len(found) != 1:
         return None
-    node = found[0]
-    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-    return start, textwrap.dedent("".join(lines[start - 1:node.end_lineno]))
+    start, end = definition_span(found[0])
+    return start, textwrap.dedent("".join(lines[start - 1:end]))
 
 
 _DEF_RE = r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{}\b"

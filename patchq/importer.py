@@ -43,11 +43,10 @@ from unidiff.constants import LINE_TYPE_NO_NEWLINE
 from unidiff.errors import UnidiffParseError
 
 from patchq import releases, stmtpatch
-from patchq.anchors import ast_index, cut_segment, fingerprint, node_code, split_lines
+from patchq.anchors import ast_index, cut_segment, definition_span, fingerprint, node_code, split_lines
 from patchq.errors import PatchqError, UsageError
 from patchq.merge import module_of, strip_sentinels
 from patchq.sources import CodeSource, release_source
-from patchq.upstream import definition_span
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 

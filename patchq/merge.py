@@ -40,12 +40,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from patchq import diffs, engine, rangediff
-from patchq.anchors import ast_index, fingerprint_ast, locate_definition, split_lines
+from patchq.anchors import ast_index, definition_span, fingerprint_ast, locate_definition, split_lines
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
 from patchq.sentinels import SENTINEL_RE
 from patchq.sources import CodeSource
-from patchq.upstream import definition_span
 
 #: Body similarity (rapidfuzz ratio, 0-100) from which a renamed definition is followed.
 SIMILARITY_MIN = 85.0

@@ -42,7 +42,7 @@ from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
 from patchq import releases
-from patchq.anchors import ast_index, find_definitions, fingerprint_ast
+from patchq.anchors import ast_index, definition_span, find_definitions, fingerprint_ast, split_lines
 from patchq.errors import TargetNotFound, UsageError
 from patchq.model import AnchorSpec
 from patchq.sources import PACKAGE, CodeSource
@@ -363,13 +363,6 @@ class DefinitionAt:
     blob: str = ""
 
 
-def definition_span(node: ast.AST) -> tuple[int, int]:
-    """1-based (first, last) line of a definition, decorators included."""
-    decos = getattr(node, "decorator_list", [])
-    start = min([node.lineno] + [d.lineno for d in decos])  # type: ignore[attr-defined]
-    return start, node.end_lineno  # type: ignore[attr-defined]
-
-
 def _index_or_none(source: CodeSource, relpath: str) -> dict | None:
     """:func:`ast_index` of a file (read once: CodeSource caches texts); None when it is
     missing or does not parse."""
@@ -428,7 +421,7 @@ def definition_history(up: Upstream, spec: AnchorSpec, versions: Sequence[Versio
         relpath, node = found[0]
         text = src.read_text(relpath) or ""
         start, end = definition_span(node)
-        lines = text.splitlines(keepends=True)[start - 1:end]
+        lines = split_lines(text)[start - 1:end]
         last = DefinitionAt(v, relpath, spec.qualname, start, end, "".join(lines),
                             fingerprint_ast(node), blobs.get(relpath, ""))
         states[v] = last
