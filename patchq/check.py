@@ -82,7 +82,6 @@ from __future__ import annotations
 import ast
 import difflib
 import functools
-import re
 import textwrap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -92,7 +91,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from patchq import engine
-from patchq.anchors import Pattern, ast_index, definition_span, locate_definition, split_lines
+from patchq.anchors import Pattern, ast_index, declares, definition_span, locate_definition, split_lines
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
 from patchq.sources import CodeSource
@@ -217,17 +216,10 @@ def definition_text(text: str, qualname: str) -> tuple[int, str] | None:
     return start, textwrap.dedent("".join(lines[start - 1:end]))
 
 
-_DEF_RE = r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{}\b"
-
-
 def _files_declaring(source: CodeSource, name: str) -> list[str]:
-    rx = re.compile(_DEF_RE.format(re.escape(name)), re.M)
-    out = []
-    for rel in source.py_files():
-        text = source.read_text(rel)
-        if text is not None and rx.search(text):
-            out.append(rel)
-    return out
+    """The ``.py`` files of ``source`` with a ``def``/``class`` named ``name`` (:func:`declares`)."""
+    return [rel for rel in source.py_files()
+            if (text := source.read_text(rel)) is not None and declares(text, name)]
 
 
 def _pattern_count(spec: AnchorSpec, node: ast.AST) -> int:
