@@ -42,14 +42,21 @@ def summary(series: Series) -> dict:
 
 def apply(target: CodeSource, series: Series, profile: str) -> tuple[dict, int]:
     """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code)."""
-    patches = series.patches_of(profile)
+    return _converge("apply", target, profile, series.patches_of(profile), profile=profile,
+                     summary=summary(series))
+
+
+def _converge(command: str, target: CodeSource, asked: str | None, patches: list,
+              **options) -> tuple[dict, int]:
+    """:func:`converge` to ``patches`` with ``options``, as (document for the profile
+    ``asked`` on the command line, exit code)."""
     try:
-        result = converge(target, patches, profile=profile, summary=summary(series))
+        result = converge(target, patches, **options)
     except PlanFailed as exc:
-        return document("apply", target, profile, None, exc, plan=exc.plan), exc.exit_code
+        return document(command, target, asked, None, exc, plan=exc.plan), exc.exit_code
     except PatchqError as exc:
-        return document("apply", target, profile, None, exc), exc.exit_code
-    return document("apply", target, profile, result), EXIT_OK
+        return document(command, target, asked, None, exc), exc.exit_code
+    return document(command, target, asked, result), EXIT_OK
 
 
 def revert(target: CodeSource, series: Series, profile: str | None, force: bool) -> tuple[dict, int]:
@@ -79,11 +86,5 @@ def revert(target: CodeSource, series: Series, profile: str | None, force: bool)
     keep = [series.patch(pid) for pid in series.all_patch_ids() if pid in keep_ids]
     digest = summary(series)
     restore = sorted({rel for rels in digest["modules"].values() for rel in rels}) if force and profile is None else []
-    try:
-        result = converge(target, keep, profile=remaining_profile, force=force, summary=digest,
-                          restore_foreign=restore)
-    except PlanFailed as exc:
-        return document("revert", target, profile, None, exc, plan=exc.plan), exc.exit_code
-    except PatchqError as exc:
-        return document("revert", target, profile, None, exc), exc.exit_code
-    return document("revert", target, profile, result), EXIT_OK
+    return _converge("revert", target, profile, keep, profile=remaining_profile, force=force,
+                     summary=digest, restore_foreign=restore)
