@@ -13,8 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from patchq.anchors import ast_index, locate_definition
-from patchq.errors import AnchorError
+from patchq.anchors import ast_index, find_definitions
 from patchq.model import AnchorSpec
 from patchq.sentinels import find_sentinels
 from patchq.sources import CodeSource
@@ -65,7 +64,7 @@ def definition(source: CodeSource, qualname: str, *modules: str) -> Definition |
         qualname: e.g. ``resolve_kv_cache_block_sizes`` or ``Backend``.
         modules: dotted module hints tried in order (the definition moves between files
             across releases); when none holds it, the whole package is searched
-            (:func:`patchq.anchors.locate_definition`).
+            (:func:`patchq.anchors.find_definitions`, once).
     """
     indexes: dict[str, dict | None] = {}
 
@@ -78,13 +77,17 @@ def definition(source: CodeSource, qualname: str, *modules: str) -> Definition |
                 indexes[relpath] = None
         return indexes[relpath]
 
-    for module in modules:
-        spec = AnchorSpec(id="upstream-check", module=module, qualname=qualname)
-        try:
-            relpath, _moved = locate_definition(spec, source, index_of)
-        except AnchorError:
-            continue
-        node = index_of(relpath)[qualname][0]  # type: ignore[index]
-        text = source.read_text(relpath) or ""
-        return Definition(relpath, node, node.lineno, _sentinels_above(text, node))
-    return None
+    hints = [p for m in modules for p in AnchorSpec(id="hint", module=m, qualname=qualname).module_paths]
+    for relpath in hints:  # each hinted file alone: one defining it twice is skipped
+        found = (index_of(relpath) or {}).get(qualname, [])
+        if len(found) == 1:
+            return _definition(source, relpath, found[0])
+    if any((index_of(p) or {}).get(qualname) for p in hints):
+        return None
+    found, _ = find_definitions(source, qualname, (), index_of)  # one package-wide search
+    return _definition(source, *found[0]) if len(found) == 1 else None
+
+
+def _definition(source: CodeSource, relpath: str, node) -> Definition:
+    text = source.read_text(relpath) or ""
+    return Definition(relpath, node, node.lineno, _sentinels_above(text, node))
