@@ -74,7 +74,34 @@ def _candidates(buckets=("1", "16", "32", "64", "128")):
                 for conv in (0, 1):
                     lst.append({"kernel": "dot", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st,
                                 "CONVERT": conv})
+    for bucket in ("32", "64", "128"):
+        if bucket not in buckets:
+            continue
+        out[bucket].extend(_imma_candidates(int(bucket)))
     return out
+
+
+def _imma_candidates(bb):
+    """The int8-tensor-core kernel: NP=3 activation digit planes over tile shapes
+    (separate MMAs, or planes 0-1 stacked: STACK=2), NP=2 (separate or stacked)
+    and NP=4 stacked. Filters: shared memory per CTA and int32 accumulators
+    within 192 registers per thread."""
+    lst = []
+    for n_planes, stack in ((3, 0), (3, 2), (2, 0), (2, 1), (4, 1)):
+        for bn in (64, 128, 256, 512):
+            for bk in (64, 128, 256):
+                for w in (4, 8, 16):
+                    for st in (2, 3, 4, 5):
+                        smem = st * (bn * bk + n_planes * bb * bk)
+                        if smem > 225 * 1024 or n_planes * bb * bn > 192 * 32 * w or bn * bb < 64 * 32 * w // 4:
+                            continue
+                        if (n_planes, stack) == (3, 2) and (bk == 64 or st not in (3, 4) or bn in (64, 512)):
+                            continue
+                        if n_planes != 3 and (bk != 128 or st not in (3, 4) or bn == 64):
+                            continue
+                        lst.append({"kernel": "imma", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w,
+                                    "num_stages": st, "NP": n_planes, "STACK": stack})
+    return lst
 
 
 class _Fake:
@@ -106,8 +133,14 @@ def _compile_one(cfg, B, V, H, dtype_name):
     out = _Fake(dt, (B, V), (V, 1))
     t = time.time()
     try:
-        fn, args, kw, grid = m._kernel_call(cfg, x2, q, s, None, out)
-        fn.warmup(*args, grid=grid, **kw)
+        def alloc(shape, dtype):
+            strides = [1]
+            for n in reversed(shape[1:]):
+                strides.insert(0, strides[0] * n)
+            return _Fake(dtype, shape, strides)
+
+        for fn, args, kw, grid in m._kernel_calls(cfg, x2, q, s, None, out, alloc=alloc):
+            fn.warmup(*args, grid=grid, **kw)
         return None, time.time() - t
     except Exception as e:  # noqa: BLE001 - reported in the sweep table
         return f"{type(e).__name__}: {str(e)[:200]}", time.time() - t
@@ -128,7 +161,14 @@ def _time_call(fn, reps, warmup):
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))  # ms
 
 
-def _sweep(q, s, H, dtype, reps, workers, log, buckets):
+def _arch(device):
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm{major}{minor}"
+
+
+def _sweep(q, s, H, dtype, reps, workers, log, buckets, kernels=(), min_planes=3):
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -138,6 +178,14 @@ def _sweep(q, s, H, dtype, reps, workers, log, buckets):
 
     V = q.shape[0]
     cands = _candidates(buckets)
+    if kernels:
+        # keep the named kernels, plus the built-in table's entry to beat
+        table = m.LAUNCH_CONFIGS.get(_arch(q.device), {})
+        for bucket, lst in cands.items():
+            keep = [c for c in lst if c["kernel"] in kernels]
+            if bucket in table and table[bucket] not in keep:
+                keep.append(dict(table[bucket]))
+            cands[bucket] = keep
     jobs = []
     for bucket, lst in cands.items():
         for cfg in lst:
@@ -177,10 +225,21 @@ def _sweep(q, s, H, dtype, reps, workers, log, buckets):
             except Exception as e:  # noqa: BLE001
                 rows.append((float("inf"), cfg, f"{type(e).__name__}: {str(e)[:160]}"))
         rows.sort(key=lambda r: r[0])
+        if any(c["kernel"] == "imma" for c in lst):
+            # the activation digit split alone (the first of imma's two launches)
+            for n_planes in (2, 3, 4):
+                split = m._kernel_calls({"kernel": "imma", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8,
+                                         "num_stages": 3, "NP": n_planes, "BLOCK_B": B}, x, q, s, None, out)[0]
+                fn, a, kw, grid = split
+                ms = _time_call(lambda: fn[grid](*a, **kw), reps, 3)
+                log(f"    split of {B} rows into {n_planes} int8 planes alone: {ms * 1e3:.1f} us")
         results[bucket] = [{"ms": r[0], "cfg": r[1], "error": r[2]} for r in rows]
-        best[bucket] = rows[0][1]
-        log(f"sweep bucket {bucket} (B={B}): best {rows[0][0]:.4f} ms {rows[0][1]}")
-        for ms, cfg, err in rows[:6]:
+        eligible = [r for r in rows if r[1]["kernel"] != "imma" or r[1].get("NP", 3) >= min_planes] or rows
+        best[bucket] = eligible[0][1]
+        log(f"sweep bucket {bucket} (B={B}): best {eligible[0][0]:.4f} ms {eligible[0][1]}"
+            + ("" if eligible[0] is rows[0] else f" (fastest overall {rows[0][0]:.4f} ms {rows[0][1]}, "
+               f"not chosen: fewer than {min_planes} digit planes)"))
+        for ms, cfg, err in rows[:10]:
             log(f"    {ms:8.4f} ms  {cfg}" + (f"  ERR {err}" if err else ""))
         nerr = sum(1 for r in rows if r[2])
         if nerr:
@@ -214,6 +273,10 @@ def main(argv=None):
     ap.add_argument("--sweep-reps", type=int, default=25)
     ap.add_argument("--sweep-buckets", default="1,16,32,64,128",
                     help="buckets to sweep; the others keep the built-in table")
+    ap.add_argument("--sweep-kernels", default="",
+                    help="comma-separated kernel kinds to sweep (default all); the built-in entry is always kept")
+    ap.add_argument("--min-planes", type=int, default=2,
+                    help="imma configs with fewer activation digit planes are timed but never chosen")
     ap.add_argument("--workers", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
     ap.add_argument("--log", help="also append the printed lines to this file")
     args = ap.parse_args(argv)
@@ -268,7 +331,8 @@ def main(argv=None):
               "copy_tb_s": copy_tbs, "int8_floor_ms": floor_ms}
     if args.sweep:
         best, sweep_rows = _sweep(q, s, H, dtype, args.sweep_reps, args.workers, log,
-                                  tuple(args.sweep_buckets.split(",")))
+                                  tuple(args.sweep_buckets.split(",")),
+                                  tuple(k for k in args.sweep_kernels.split(",") if k), args.min_planes)
         table = dict(best)
         result["sweep"] = sweep_rows
         result["chosen"] = table

@@ -386,12 +386,15 @@ def test_argmax_agreement_small_cpu(monkeypatch):
 # Triton interpreter (CPU): kernel indexing and masking, fp16 only
 # ---------------------------------------------------------------------------
 def test_kernels_in_triton_interpreter():
-    """Runs the three kernels under TRITON_INTERPRET=1 on odd shapes (fp16: the
+    """Runs the kernels under TRITON_INTERPRET=1 on odd shapes (fp16: the
     3.6 interpreter mis-handles bf16 dot operands and int8->bf16 casts, so bf16 and
     the PTX conversion are covered by the GPU tests only)."""
     _torch()
     pytest.importorskip("triton", reason="triton is not installed: interpreter test skipped")
-    pytest.importorskip("numpy", reason="the triton interpreter needs numpy")
+    np = pytest.importorskip("numpy", reason="the triton interpreter needs numpy")
+    if tuple(int(p) for p in np.__version__.split(".")[:2]) >= (2, 4):
+        pytest.skip(f"numpy {np.__version__}: triton 3.6's interpreter turns 1-element arrays into "
+                    "loop bounds with int(), which numpy >= 2.4 refuses")
     code = textwrap.dedent(
         """
         import torch
@@ -404,7 +407,7 @@ def test_kernels_in_triton_interpreter():
             x = torch.randn(B, H).to(torch.float16)
             for bias in (None, torch.randn(V).to(torch.float16)):
                 ref = m.int8_linear_reference(x, q, s, bias)
-                kinds = [("dot", 64, 128), ("dott", 64, 128), ("dott", 32, 64)]
+                kinds = [("dot", 64, 128), ("dott", 64, 128), ("dott", 32, 64), ("imma", 64, 64)]
                 if B == 1:
                     kinds.append(("gemv", 32, 128))
                 for kind, bn, bk in kinds:
@@ -493,8 +496,23 @@ def big():
     return w, q, s
 
 
-def _check_against_reference(torch, m, x, q, s, bias, out, label):
-    """out (kernel, x.dtype) vs the fp32 dequantized reference; returns figures."""
+def _split_bound(torch, x, q, s, n_planes=3):
+    """Worst-case error of the imma kernel's digit split: each activation is kept
+    to within half of step = absmax / (127 * 254^(NP-1)) (plus fp32 roundings of
+    the steps, ~2^-23 * absmax), so a logit moves by at most that times
+    sum_k |q[n, k]| * s[n]."""
+    amax = x.float().abs().amax(dim=1)
+    half_step = amax / (127.0 * 254.0 ** (n_planes - 1)) / 2 + amax * 2.0**-22
+    qsum = q.abs().sum(dim=1, dtype=torch.int64).float() * s.float()
+    return half_step[:, None] * qsum[None, :]
+
+
+def _check_against_reference(torch, m, x, q, s, bias, out, label, extra_tol=None):
+    """out (kernel, x.dtype) vs the fp32 dequantized reference; returns figures.
+
+    ``extra_tol`` (``[B, V]``) widens the bound by a documented extra error term
+    (the imma kernel's digit split); the figures then also give the ratio to the
+    plain bound."""
     ref32 = m.int8_linear_reference(x, q, s, bias, out_dtype=torch.float32)
     absmag = m.int8_linear_reference(x.abs(), q.abs(), s, None, out_dtype=torch.float32)
     K = q.shape[1]
@@ -506,10 +524,15 @@ def _check_against_reference(torch, m, x, q, s, bias, out, label):
         tol = tol + 2.0**-21 * bias.float().abs()
     tol = tol + 2.0**-21 * ref32.abs() + 1e-30
     err = (out.float() - ref32).abs()
+    plain = (err / tol).max().item()
+    if extra_tol is not None:
+        tol = tol + extra_tol
     ratio = (err / tol).max().item()
     same = (out == ref32.to(x.dtype)).float().mean().item()
     fig = {"label": label, "max_abs_err": err.max().item(), "max_err_over_bound": ratio,
            "frac_equal_to_rounded_ref": same, "max_abs_logit": ref32.abs().max().item()}
+    if extra_tol is not None:
+        fig["max_err_over_plain_bound"] = plain
     print(f"[accuracy] {fig}")
     assert torch.isfinite(out).all(), f"{label}: NaN/Inf in output"
     assert ratio <= 1.0, f"{label}: error beyond fp32-accumulation bound ({fig})"
@@ -612,6 +635,98 @@ def test_dott_subtiles(big, B, block_b, sub_b):
            "BLOCK_B": block_b, "SUB_B": sub_b}
     m._launch(x, q, s, bias, out, cfg)
     _check_against_reference(torch, m, x, q, s, bias, out, f"dott B={B} BLOCK_B={block_b} SUB_B={sub_b}")
+
+
+IMMA_CFG = {"kernel": "imma", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "NP": 3}
+
+
+def _imma_cfg(B, **over):
+    cfg = dict(IMMA_CFG, BLOCK_B=max(16, 1 << (B - 1).bit_length()))
+    cfg.update(over)
+    return cfg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_planes,stack", [(3, 0), (3, 2), (4, 0), (4, 1), (2, 0), (2, 1)])
+@pytest.mark.parametrize("B", [1, 17, 33, 64, 128])
+def test_imma_matches_dequantized_reference(big, n_planes, stack, B):
+    """The int8-tensor-core kernel (activations split into NP int8 digit planes):
+    NP >= 3 is within the same fp32-accumulation bound as the conversion kernels;
+    NP = 2 (14 bits per row) only within that bound plus the split's own bound."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+
+    _w, q, s = big
+    V, H = q.shape
+    g = torch.Generator(device="cuda").manual_seed(200 + B + n_planes)
+    x = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+    bias = (torch.randn(V, device="cuda", generator=g) * 0.5).to(torch.bfloat16) if B % 2 else None
+    out = torch.full((B, V), float("nan"), device="cuda", dtype=torch.bfloat16)
+    over = {"NP": n_planes, "STACK": stack}
+    if n_planes * max(B, 16) > 256:
+        # shared memory and registers: NP * 128 activation rows per stage and accumulator
+        over.update(num_stages=2, BLOCK_N=64)
+    m._launch(x, q, s, bias, out, _imma_cfg(B, **over))
+    extra = _split_bound(torch, x, q, s, n_planes) if n_planes == 2 else None
+    _check_against_reference(torch, m, x, q, s, bias, out, f"imma NP={n_planes} STACK={stack} B={B}",
+                             extra_tol=extra)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("VH", [(100003, 3001), (4099, 1000), (257, 72), (1000, 4104)])
+@pytest.mark.parametrize("B", [1, 5, 31, 64, 100])
+def test_imma_odd_shapes(VH, B):
+    """Tails in V, K not a multiple of BLOCK_K (masked K loop), padded batch rows."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+
+    V, H = VH
+    g = torch.Generator(device="cuda").manual_seed(V + 7 * B)
+    w = (torch.randn(V, H, device="cuda", generator=g) * 0.03).to(torch.bfloat16)
+    q, s = m.quantize_rows(w)
+    x = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+    bias = (torch.randn(V, device="cuda", generator=g)).to(torch.bfloat16) if B % 2 else None
+    for over in ({}, {"BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4}):
+        out = torch.full((B, V), float("nan"), device="cuda", dtype=torch.bfloat16)
+        m._launch(x, q, s, bias, out, _imma_cfg(B, **over))
+        _check_against_reference(torch, m, x, q, s, bias, out, f"imma [{V},{H}] B={B} {over}")
+
+
+@pytest.mark.gpu
+def test_imma_outliers_zero_rows_and_non_finite(big):
+    """Rows with a massive activation (the digit split's worst case), an all-zero
+    row (gives exactly the bias), fp16 input, and NaN/Inf rows (whole output row
+    NaN, other rows unaffected)."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+
+    _w, q, s = big
+    V, H = q.shape
+    g = torch.Generator(device="cuda").manual_seed(77)
+    x = torch.randn(48, H, device="cuda", generator=g)
+    x[:16, 5] = 3000.0  # one channel ~1000x the others
+    x[16:32] *= torch.exp(4 * torch.randn(16, H, device="cuda", generator=g))  # magnitudes over ~e^+-12
+    x[32] = 0.0
+    bias = torch.randn(V, device="cuda", generator=g).to(torch.bfloat16)
+    xb = x.to(torch.bfloat16)
+    out = torch.full((48, V), float("nan"), device="cuda", dtype=torch.bfloat16)
+    m._launch(xb, q, s, bias, out, _imma_cfg(48))
+    _check_against_reference(torch, m, xb, q, s, bias, out, "imma outliers/wide range/zero row",
+                             extra_tol=_split_bound(torch, xb, q, s))
+    assert torch.equal(out[32], bias), "an all-zero row must give exactly the bias"
+    x16 = torch.cat([x[:16], x[32:48]]).to(torch.float16)  # rows 16-31 overflow fp16
+    out16 = torch.empty((32, V), device="cuda", dtype=torch.float16)
+    m._launch(x16, q, s, bias.to(torch.float16), out16, _imma_cfg(32))
+    _check_against_reference(torch, m, x16, q, s, bias.to(torch.float16), out16, "imma fp16",
+                             extra_tol=_split_bound(torch, x16, q, s))
+    xn = torch.randn(6, H, device="cuda", generator=g).to(torch.bfloat16)
+    xn[1, 7] = float("nan")
+    xn[3, 9] = float("inf")
+    outn = torch.empty((6, V), device="cuda", dtype=torch.bfloat16)
+    m._launch(xn, q, s, None, outn, _imma_cfg(6))
+    assert torch.isnan(outn[1]).all() and torch.isnan(outn[3]).all()
+    keep = [0, 2, 4, 5]
+    _check_against_reference(torch, m, xn[keep], q, s, None, outn[keep], "imma rows beside NaN/Inf rows")
 
 
 def _argmax_report(torch, m, w, q, s, lead, n_rows, seed, label):

@@ -116,6 +116,9 @@ MIN_ROWS_DEFAULT = 100_000
 #: not measured: on the H200 a 128-row launch takes ~0.44 ms, so looping costs
 #: ~3.4 us per row, against a fixed ~1 ms + bf16 GEMM time for dequantizing.
 MAX_LOOP_ROWS = 1024
+#: Largest hidden size for the "imma" kernel: its int32 accumulators hold at most
+#: K * 127 * 127 (< 2^31).
+IMMA_MAX_K = 133_000
 #: Weight rows dequantized at a time on the large-batch path (3072-wide bf16: 192 MiB).
 DEQUANT_CHUNK_ROWS = 32768
 #: Weight rows processed at a time by :func:`quantize_rows` and the torch reference
@@ -520,7 +523,159 @@ def _build_kernels():
             r = r + tl.load(bias_ptr + rows).to(tl.float32)
         tl.store(out_ptr + offs_n, r.to(out_ptr.dtype.element_ty), mask=offs_n < V)
 
-    _KERNELS = {"dot": _w8a16_dot_kernel, "dott": _w8a16_dott_kernel, "gemv": _w8a16_gemv_kernel}
+    @triton.jit
+    def _split_rows_kernel(
+        x_ptr, xq_ptr, xs_ptr, B, K, stride_xb,
+        NP: tl.constexpr, CHUNK: tl.constexpr,
+    ):
+        # One program per padded activation row b (rows >= B are written as zeros).
+        # Splits the row into NP int8 digits of base 254 against the row's absmax:
+        # x ~= step * sum_j d_j * 254^(NP-1-j), d_j in [-127, 127], with
+        # step = absmax / (127 * 254^(NP-1)). Digit j is rint(r_j / step_j) of the
+        # running residual (step_j = step * 254^(NP-1-j)); the residual is updated
+        # with one fused multiply-add, so |x - x_hat| <= step / 2 (plus fp32
+        # roundings of the steps, ~2^-24 * absmax). NaN/Inf rows get xs = NaN.
+        b = tl.program_id(0)
+        offs = tl.arange(0, CHUNK)
+        live = b < B
+        amax = tl.zeros((CHUNK,), dtype=tl.float32)
+        bad = tl.zeros((CHUNK,), dtype=tl.int32)
+        for k0 in range(0, K, CHUNK):
+            m = ((k0 + offs) < K) & live
+            v = tl.load(x_ptr + b * stride_xb + k0 + offs, mask=m, other=0.0).to(tl.float32)
+            av = tl.abs(v)
+            bad = tl.maximum(bad, ((v != v) | (av == float("inf"))).to(tl.int32))
+            amax = tl.maximum(amax, av)
+        rmax = tl.max(amax, axis=0)
+        step = rmax / 127.0
+        for _j in tl.static_range(NP - 1):
+            step = step / 254.0
+        # a zero row, or one so small that its step underflows, gives zero digits
+        xs = tl.where(tl.max(bad, axis=0) > 0, float("nan"), tl.where(step > 0, step, 0.0))
+        tl.store(xs_ptr + b, xs)
+        top = rmax / 127.0
+        inv_top = tl.where(step > 0, 1.0 / top, 0.0)
+        for k0 in range(0, K, CHUNK):
+            m = (k0 + offs) < K
+            r = tl.load(x_ptr + b * stride_xb + k0 + offs, mask=m & live, other=0.0).to(tl.float32)
+            r = tl.where(r == r, r, 0.0)
+            r = tl.where(tl.abs(r) == float("inf"), 0.0, r)
+            step_j = top
+            inv_j = inv_top
+            for j in tl.static_range(NP):
+                # round half to even: one fp32 rounding of |v| < 2^22 against 1.5 * 2^23
+                d = (r * inv_j + 12582912.0) - 12582912.0
+                d = tl.minimum(tl.maximum(d, -127.0), 127.0)
+                r = tl.fma(-d, step_j, r)
+                step_j = step_j / 254.0
+                inv_j = inv_j * 254.0
+                tl.store(xq_ptr + (j * tl.num_programs(0) + b) * K + k0 + offs, d.to(tl.int8), mask=m)
+
+    @triton.jit(do_not_specialize=["B"])
+    def _w8a16_imma_kernel(
+        xq_ptr, xs_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
+        B, V, K, stride_qn, stride_ob,
+        HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_B: tl.constexpr, NP: tl.constexpr,
+        STACK: tl.constexpr,
+    ):
+        # w8a16 on the int8 tensor cores: the activations arrive as NP int8 digit
+        # planes ([NP, BLOCK_B, K], from _split_rows_kernel), the int8 weight tile
+        # goes from shared memory straight into the MMA (no conversion), and each
+        # plane accumulates exactly in int32 (|sum| <= K * 127 * 127 < 2^31 for
+        # K <= IMMA_MAX_K). The planes are combined once, in fp32, in the epilogue.
+        pid = tl.program_id(0)
+        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+        rows = tl.minimum(offs_n, V - 1)  # tail rows re-read the last row; stores are masked
+        offs_k = tl.arange(0, BLOCK_K)
+        offs_b = tl.arange(0, BLOCK_B)
+        q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]  # [BLOCK_N, BLOCK_K]
+        if STACK:
+            # STACK=1: all planes as one [NP * BLOCK_B, BLOCK_K] operand (one MMA chain
+            # per K step); STACK=2 (NP=3): planes 0-1 stacked, plane 2 on its own
+            SP: tl.constexpr = NP if STACK == 1 else 2
+            offs_pb = tl.arange(0, SP * BLOCK_B)
+            a_ptrs = xq_ptr + offs_pb[:, None] * K + offs_k[None, :]
+            acc_s = tl.zeros((SP * BLOCK_B, BLOCK_N), dtype=tl.int32)
+        else:
+            a_ptrs = xq_ptr + offs_b[:, None] * K + offs_k[None, :]  # [BLOCK_B, BLOCK_K], plane 0
+        plane = BLOCK_B * K
+        acc0 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
+        acc1 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
+        acc2 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
+        acc3 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
+        for k0 in range(0, K, BLOCK_K):
+            if EVEN_K:
+                w = tl.load(q_ptrs)
+            else:
+                kmask = (k0 + offs_k) < K
+                w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
+            wt = tl.trans(w)
+            if STACK:
+                if EVEN_K:
+                    a_s = tl.load(a_ptrs)
+                else:
+                    a_s = tl.load(a_ptrs, mask=kmask[None, :], other=0)
+                acc_s = tl.dot(a_s, wt, acc_s, out_dtype=tl.int32)
+                if STACK == 2:
+                    a2_ptrs = xq_ptr + 2 * plane + offs_b[:, None] * K + (k0 + offs_k)[None, :]
+                    if EVEN_K:
+                        a2 = tl.load(a2_ptrs)
+                    else:
+                        a2 = tl.load(a2_ptrs, mask=kmask[None, :], other=0)
+                    acc2 = tl.dot(a2, wt, acc2, out_dtype=tl.int32)
+            else:
+                if EVEN_K:
+                    a0 = tl.load(a_ptrs)
+                else:
+                    a0 = tl.load(a_ptrs, mask=kmask[None, :], other=0)
+                acc0 = tl.dot(a0, wt, acc0, out_dtype=tl.int32)
+                if NP >= 2:
+                    if EVEN_K:
+                        a1 = tl.load(a_ptrs + plane)
+                    else:
+                        a1 = tl.load(a_ptrs + plane, mask=kmask[None, :], other=0)
+                    acc1 = tl.dot(a1, wt, acc1, out_dtype=tl.int32)
+                if NP >= 3:
+                    if EVEN_K:
+                        a2 = tl.load(a_ptrs + 2 * plane)
+                    else:
+                        a2 = tl.load(a_ptrs + 2 * plane, mask=kmask[None, :], other=0)
+                    acc2 = tl.dot(a2, wt, acc2, out_dtype=tl.int32)
+                if NP >= 4:
+                    if EVEN_K:
+                        a3 = tl.load(a_ptrs + 3 * plane)
+                    else:
+                        a3 = tl.load(a_ptrs + 3 * plane, mask=kmask[None, :], other=0)
+                    acc3 = tl.dot(a3, wt, acc3, out_dtype=tl.int32)
+            q_ptrs += BLOCK_K
+            a_ptrs += BLOCK_K
+        if STACK:
+            # plane j weighs 254^(NP-1-j) (exact in fp32 for NP <= 4)
+            pj = SP - 1 - tl.arange(0, SP)
+            digit_w = tl.where(pj == 0, 1.0, tl.where(pj == 1, 254.0, tl.where(pj == 2, 64516.0, 16387064.0)))
+            acc = tl.sum(tl.reshape(acc_s.to(tl.float32), (SP, BLOCK_B, BLOCK_N)) * digit_w[:, None, None], axis=0)
+            if STACK == 2:
+                acc = acc * 254.0 + acc2.to(tl.float32)
+        else:
+            acc = acc0.to(tl.float32)
+            if NP >= 2:
+                acc = acc * 254.0 + acc1.to(tl.float32)
+            if NP >= 3:
+                acc = acc * 254.0 + acc2.to(tl.float32)
+            if NP >= 4:
+                acc = acc * 254.0 + acc3.to(tl.float32)
+        bmask = offs_b < B
+        xs = tl.load(xs_ptr + offs_b)
+        scale = tl.load(s_ptr + rows).to(tl.float32)
+        acc = acc * xs[:, None] * scale[None, :]
+        if HAS_BIAS:
+            acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[None, :]
+        out_ptrs = out_ptr + offs_b[:, None] * stride_ob + offs_n[None, :]
+        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=bmask[:, None] & (offs_n < V)[None, :])
+
+    _KERNELS = {"dot": _w8a16_dot_kernel, "dott": _w8a16_dott_kernel, "gemv": _w8a16_gemv_kernel,
+                "imma": _w8a16_imma_kernel, "split": _split_rows_kernel}
     return _KERNELS
 
 
@@ -555,8 +710,16 @@ def _configs_for(device) -> dict:
     return table
 
 
-def _kernel_call(cfg: dict, x2, q, scales, bias, out):
-    """(jit function, positional args, keyword args, grid) for one launch."""
+def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
+    """The launches for one batch tile: a list of (jit function, args, kwargs, grid).
+
+    One launch for the "dot"/"dott"/"gemv" kernels; two for "imma" (the digit split
+    of the activations, then the int8 MMA kernel), whose scratch buffers come from
+    ``alloc(shape, dtype)`` (default ``torch.empty`` on ``x2``'s device).
+
+    Raises:
+        ValueError: unknown kernel name, or a batch larger than the config's tile.
+    """
     import torch
     import triton
 
@@ -572,7 +735,7 @@ def _kernel_call(cfg: dict, x2, q, scales, bias, out):
     has_bias = bias is not None
     bias_arg = bias if has_bias else scales  # dummy pointer, never read
     kw = dict(
-        HAS_BIAS=has_bias, EVEN_K=(K % BLOCK_K == 0), CONVERT=convert,
+        HAS_BIAS=has_bias, EVEN_K=(K % BLOCK_K == 0),
         BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
         num_warps=int(cfg["num_warps"]), num_stages=int(cfg["num_stages"]),
     )
@@ -581,12 +744,32 @@ def _kernel_call(cfg: dict, x2, q, scales, bias, out):
         if B != 1:
             raise ValueError("the gemv kernel handles a batch of one row")
         args = (x2, q, scales, bias_arg, out, V, K, q.stride(0))
-        return kernels["gemv"], args, kw, grid
-    if kind not in ("dot", "dott"):
+        return [(kernels["gemv"], args, dict(kw, CONVERT=convert), grid)]
+    if kind not in ("dot", "dott", "imma"):
         raise ValueError(f"unknown kernel {kind!r} in launch config")
     block_b = int(cfg.get("BLOCK_B", 0)) or max(16, 1 << (max(B, 1) - 1).bit_length())
     if B > block_b:
         raise ValueError(f"batch {B} > BLOCK_B {block_b}")
+    if kind == "imma":
+        if K > IMMA_MAX_K:
+            raise ValueError(f"hidden size {K} > {IMMA_MAX_K}: int32 accumulation could overflow")
+        n_planes = int(cfg.get("NP", 3))
+        if n_planes not in (1, 2, 3, 4):
+            raise ValueError(f"NP {n_planes} is not 1..4")
+        if alloc is None:
+            def alloc(shape, dtype):
+                return torch.empty(shape, dtype=dtype, device=x2.device)
+        xq = alloc((n_planes, block_b, K), torch.int8)
+        xs = alloc((block_b,), torch.float32)
+        split = (kernels["split"], (x2, xq, xs, B, K, x2.stride(0)),
+                 dict(NP=n_planes, CHUNK=1024, num_warps=4), (block_b,))
+        args = (xq, xs, q, scales, bias_arg, out, B, V, K, q.stride(0), out.stride(0))
+        stack = int(cfg.get("STACK", 0))
+        if (stack == 1 and n_planes not in (1, 2, 4)) or (stack == 2 and n_planes != 3) or stack not in (0, 1, 2):
+            raise ValueError(f"STACK={stack} with NP={n_planes}: STACK=1 needs NP 1, 2 or 4 (a power-of-two "
+                             "operand), STACK=2 needs NP=3")
+        return [split, (kernels["imma"], args, dict(kw, BLOCK_B=block_b, NP=n_planes, STACK=stack), grid)]
+    kw["CONVERT"] = convert
     if kind == "dott":
         sub_b = min(int(cfg.get("SUB_B", block_b)), block_b)
         nsub = block_b // sub_b
@@ -597,13 +780,13 @@ def _kernel_call(cfg: dict, x2, q, scales, bias, out):
     else:
         kw["BLOCK_B"] = block_b
     args = (x2, q, scales, bias_arg, out, B, V, K, x2.stride(0), q.stride(0), out.stride(0))
-    return kernels[kind], args, kw, grid
+    return [(kernels[kind], args, kw, grid)]
 
 
 def _launch(x2, q, scales, bias, out, cfg: dict) -> None:
-    """One kernel launch for ``x2`` [B<=64, K] -> ``out`` [B, V] with config ``cfg``."""
-    fn, args, kw, grid = _kernel_call(cfg, x2, q, scales, bias, out)
-    fn[grid](*args, **kw)
+    """Launch ``x2`` [B <= tile, K] -> ``out`` [B, V] with config ``cfg``."""
+    for fn, args, kw, grid in _kernel_calls(cfg, x2, q, scales, bias, out):
+        fn[grid](*args, **kw)
 
 
 def _buckets(table: dict):
