@@ -78,6 +78,7 @@ def _candidates(buckets=("1", "16", "32", "64", "128")):
         if bucket not in buckets:
             continue
         out[bucket].extend(_imma_candidates(int(bucket)))
+        out[bucket].extend(_wgmma_candidates(int(bucket)))
     return out
 
 
@@ -101,6 +102,28 @@ def _imma_candidates(bb):
                             continue
                         lst.append({"kernel": "imma", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w,
                                     "num_stages": st, "NP": n_planes, "STACK": stack})
+    return lst
+
+
+def _wgmma_candidates(bb):
+    """The Gluon sm90 kernel (async int8 wgmma, TMA ring of STAGES slots): NP=3
+    over tile shapes and pipeline depths, NP=2 for the record. Tiles are at least
+    64 activation rows; filters as for imma (accumulators per thread =
+    NP * rows * BLOCK_N / (32 * num_warps) <= 192)."""
+    rows = max(64, bb)
+    lst = []
+    for n_planes in (3, 2):
+        for bn in (128, 256):
+            for bk in (64, 128, 256):
+                for w in (4, 8):
+                    for st in (2, 3, 4, 5, 6):
+                        smem = st * (bn * bk + n_planes * rows * bk)
+                        if smem > 220 * 1024 or n_planes * rows * bn > 192 * 32 * w:
+                            continue
+                        if n_planes == 2 and (bk != 128 or st not in (3, 4)):
+                            continue
+                        lst.append({"kernel": "wgmma", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w,
+                                    "num_stages": st, "NP": n_planes})
     return lst
 
 

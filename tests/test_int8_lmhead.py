@@ -729,6 +729,62 @@ def test_imma_outliers_zero_rows_and_non_finite(big):
     _check_against_reference(torch, m, xn[keep], q, s, None, outn[keep], "imma rows beside NaN/Inf rows")
 
 
+WGMMA_CFG = {"kernel": "wgmma", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "NP": 3}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n_planes", [3, 2])
+@pytest.mark.parametrize("B", [1, 33, 64, 128])
+def test_wgmma_matches_dequantized_reference(big, n_planes, B):
+    """The Gluon sm90 kernel (async int8 wgmma over the digit planes, TMA ring)."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the Gluon wgmma kernel is for sm90 (Hopper)")
+    if m._wgmma_module() is None:
+        pytest.skip("triton.experimental.gluon does not import: the wgmma kernel is not available")
+    _w, q, s = big
+    V, H = q.shape
+    g = torch.Generator(device="cuda").manual_seed(300 + B + n_planes)
+    x = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+    bias = (torch.randn(V, device="cuda", generator=g) * 0.5).to(torch.bfloat16) if B % 2 else None
+    out = torch.full((B, V), float("nan"), device="cuda", dtype=torch.bfloat16)
+    cfg = dict(WGMMA_CFG, NP=n_planes, BLOCK_B=max(16, 1 << (B - 1).bit_length()))
+    calls = m._kernel_calls(cfg, x, q, s, bias, out)
+    assert calls[1][0] is m._wgmma_module().wgmma_kernel
+    m._launch(x, q, s, bias, out, cfg)
+    extra = _split_bound(torch, x, q, s, n_planes) if n_planes == 2 else None
+    _check_against_reference(torch, m, x, q, s, bias, out, f"wgmma NP={n_planes} B={B}", extra_tol=extra)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("VH", [(100003, 3008), (4099, 1040), (257, 80), (1000, 3001)])
+@pytest.mark.parametrize("B", [5, 64, 100])
+def test_wgmma_odd_shapes(VH, B):
+    """V tails (TMA reads rows past V as zeros), K not a multiple of BLOCK_K, and a
+    K whose rows TMA cannot address (3001 bytes: falls back to the Triton kernel)."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+
+    if torch.cuda.get_device_capability()[0] != 9 or m._wgmma_module() is None:
+        pytest.skip("the Gluon wgmma kernel needs sm90 and triton.experimental.gluon")
+    V, H = VH
+    g = torch.Generator(device="cuda").manual_seed(V + 11 * B)
+    w = (torch.randn(V, H, device="cuda", generator=g) * 0.03).to(torch.bfloat16)
+    q, s = m.quantize_rows(w)
+    x = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+    bias = (torch.randn(V, device="cuda", generator=g)).to(torch.bfloat16) if B % 2 else None
+    cfg = dict(WGMMA_CFG, BLOCK_B=max(16, 1 << (B - 1).bit_length()))
+    if B > 64:
+        cfg["num_stages"] = 2  # 128 activation rows x 3 planes per slot
+    out = torch.full((B, V), float("nan"), device="cuda", dtype=torch.bfloat16)
+    used = m._kernel_calls(cfg, x, q, s, bias, out)[1][0]
+    assert (used is m._build_kernels()["imma"]) == (H % 16 != 0)
+    m._launch(x, q, s, bias, out, cfg)
+    _check_against_reference(torch, m, x, q, s, bias, out, f"wgmma [{V},{H}] B={B}")
+
+
 def _argmax_report(torch, m, w, q, s, lead, n_rows, seed, label):
     """Greedy argmax of the int8 kernel vs bf16 F.linear; prints every mismatch
     with its logit gap and the agreement by the reference's top-2 gap."""

@@ -745,11 +745,33 @@ def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
             raise ValueError("the gemv kernel handles a batch of one row")
         args = (x2, q, scales, bias_arg, out, V, K, q.stride(0))
         return [(kernels["gemv"], args, dict(kw, CONVERT=convert), grid)]
-    if kind not in ("dot", "dott", "imma"):
+    if kind not in ("dot", "dott", "imma", "wgmma"):
         raise ValueError(f"unknown kernel {kind!r} in launch config")
     block_b = int(cfg.get("BLOCK_B", 0)) or max(16, 1 << (max(B, 1) - 1).bit_length())
     if B > block_b:
         raise ValueError(f"batch {B} > BLOCK_B {block_b}")
+    wgmma = _wgmma_module() if kind == "wgmma" else None
+    if kind == "wgmma" and (wgmma is None or K % 16 or q.stride(0) % 16 or q.stride(-1) != 1):
+        kind = "imma"  # Gluon missing, or rows TMA cannot address: same math in Triton
+    if kind == "wgmma":
+        if K > IMMA_MAX_K:
+            raise ValueError(f"hidden size {K} > {IMMA_MAX_K}: int32 accumulation could overflow")
+        n_planes = int(cfg.get("NP", 3))
+        if n_planes not in (1, 2, 3):
+            raise ValueError(f"NP {n_planes} is not 1..3 for the wgmma kernel")
+        block_b = max(64, block_b)  # wgmma tiles are at least 64 rows
+        if alloc is None:
+            def alloc(shape, dtype):
+                return torch.empty(shape, dtype=dtype, device=x2.device)
+        xq = alloc((n_planes, block_b, K), torch.int8)
+        xs = alloc((block_b,), torch.float32)
+        split = (kernels["split"], (x2, xq, xs, B, K, x2.stride(0)),
+                 dict(NP=n_planes, CHUNK=1024, num_warps=4), (block_b,))
+        x_desc, w_desc = wgmma.make_descriptors(xq, q, block_b, BLOCK_N, BLOCK_K)
+        args = (x_desc, w_desc, xs, scales, bias_arg, out, B, V, K, out.stride(0))
+        kw_g = dict(HAS_BIAS=has_bias, NP=n_planes, STAGES=int(cfg["num_stages"]),
+                    num_warps=int(cfg["num_warps"]), **wgmma.launch_args(int(cfg["num_warps"]), BLOCK_N))
+        return [split, (wgmma.wgmma_kernel, args, kw_g, grid)]
     if kind == "imma":
         if K > IMMA_MAX_K:
             raise ValueError(f"hidden size {K} > {IMMA_MAX_K}: int32 accumulation could overflow")
@@ -781,6 +803,22 @@ def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
         kw["BLOCK_B"] = block_b
     args = (x2, q, scales, bias_arg, out, B, V, K, x2.stride(0), q.stride(0), out.stride(0))
     return [(kernels[kind], args, kw, grid)]
+
+
+_WGMMA = None
+
+
+def _wgmma_module():
+    """The Gluon sm90 kernel module, or None where Gluon does not import (Triton <
+    3.5, or a Triton whose Gluon API moved): callers then use the Triton kernel."""
+    global _WGMMA
+    if _WGMMA is None:
+        try:
+            from . import int8_lmhead_wgmma as mod
+        except Exception:  # noqa: BLE001 - any import failure means "not available"
+            mod = False
+        _WGMMA = mod
+    return _WGMMA or None
 
 
 def _launch(x2, q, scales, bias, out, cfg: dict) -> None:
