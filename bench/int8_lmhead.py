@@ -78,17 +78,15 @@ def _candidates(buckets=("1", "16", "32", "64", "128")):
         if bucket not in buckets:
             continue
         out[bucket].extend(_imma_candidates(int(bucket)))
-        out[bucket].extend(_wgmma_candidates(int(bucket)))
     return out
 
 
 def _imma_candidates(bb):
-    """The int8-tensor-core kernel: NP=3 activation digit planes over tile shapes
-    (separate MMAs, or planes 0-1 stacked: STACK=2), NP=2 (separate or stacked)
-    and NP=4 stacked. Filters: shared memory per CTA and int32 accumulators
+    """The int8-tensor-core kernel: NP=3 activation digit planes over tile shapes,
+    NP=2 (separate or stacked into one operand) and NP=4 stacked. Filters: shared memory per CTA and int32 accumulators
     within 192 registers per thread."""
     lst = []
-    for n_planes, stack in ((3, 0), (3, 2), (2, 0), (2, 1), (4, 1)):
+    for n_planes, stack in ((3, 0), (2, 0), (2, 1), (4, 1)):
         for bn in (64, 128, 256, 512):
             for bk in (64, 128, 256):
                 for w in (4, 8, 16):
@@ -96,34 +94,10 @@ def _imma_candidates(bb):
                         smem = st * (bn * bk + n_planes * bb * bk)
                         if smem > 225 * 1024 or n_planes * bb * bn > 192 * 32 * w or bn * bb < 64 * 32 * w // 4:
                             continue
-                        if (n_planes, stack) == (3, 2) and (bk == 64 or st not in (3, 4) or bn in (64, 512)):
-                            continue
                         if n_planes != 3 and (bk != 128 or st not in (3, 4) or bn == 64):
                             continue
                         lst.append({"kernel": "imma", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w,
                                     "num_stages": st, "NP": n_planes, "STACK": stack})
-    return lst
-
-
-def _wgmma_candidates(bb):
-    """The Gluon sm90 kernel (async int8 wgmma, TMA ring of STAGES slots): NP=3
-    over tile shapes and pipeline depths, NP=2 for the record. Tiles are at least
-    64 activation rows; filters as for imma (accumulators per thread =
-    NP * rows * BLOCK_N / (32 * num_warps) <= 192)."""
-    rows = max(64, bb)
-    lst = []
-    for n_planes in (3, 2):
-        for bn in (128, 256):
-            for bk in (64, 128, 256):
-                for w in (4, 8):
-                    for st in (2, 3, 4, 5, 6):
-                        smem = st * (bn * bk + n_planes * rows * bk)
-                        if smem > 220 * 1024 or n_planes * rows * bn > 192 * 32 * w:
-                            continue
-                        if n_planes == 2 and (bk != 128 or st not in (3, 4)):
-                            continue
-                        lst.append({"kernel": "wgmma", "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w,
-                                    "num_stages": st, "NP": n_planes})
     return lst
 
 
@@ -191,7 +165,7 @@ def _arch(device):
     return f"sm{major}{minor}"
 
 
-def _sweep(q, s, H, dtype, reps, workers, log, buckets, kernels=(), min_planes=3):
+def _sweep(q, s, H, dtype, reps, workers, log, buckets, kernels=()):
     import concurrent.futures as cf
     import multiprocessing as mp
 
@@ -248,20 +222,30 @@ def _sweep(q, s, H, dtype, reps, workers, log, buckets, kernels=(), min_planes=3
             except Exception as e:  # noqa: BLE001
                 rows.append((float("inf"), cfg, f"{type(e).__name__}: {str(e)[:160]}"))
         rows.sort(key=lambda r: r[0])
-        if any(c["kernel"] == "imma" for c in lst):
-            # the activation digit split alone (the first of imma's two launches)
-            for n_planes in (2, 3, 4):
-                split = m._kernel_calls({"kernel": "imma", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8,
-                                         "num_stages": 3, "NP": n_planes, "BLOCK_B": B}, x, q, s, None, out)[0]
-                fn, a, kw, grid = split
-                ms = _time_call(lambda: fn[grid](*a, **kw), reps, 3)
-                log(f"    split of {B} rows into {n_planes} int8 planes alone: {ms * 1e3:.1f} us")
         results[bucket] = [{"ms": r[0], "cfg": r[1], "error": r[2]} for r in rows]
-        eligible = [r for r in rows if r[1]["kernel"] != "imma" or r[1].get("NP", 3) >= min_planes] or rows
-        best[bucket] = eligible[0][1]
-        log(f"sweep bucket {bucket} (B={B}): best {eligible[0][0]:.4f} ms {eligible[0][1]}"
-            + ("" if eligible[0] is rows[0] else f" (fastest overall {rows[0][0]:.4f} ms {rows[0][1]}, "
-               f"not chosen: fewer than {min_planes} digit planes)"))
+        best[bucket] = rows[0][1]
+        log(f"sweep bucket {bucket} (B={B}): fastest {rows[0][0]:.4f} ms {rows[0][1]}")
+
+        def first(n_planes):
+            return next((r for r in rows if r[1]["kernel"] == "imma" and r[2] is None
+                         and int(r[1].get("NP", 3)) == n_planes), None)
+
+        two, three = first(2), first(3)
+        if two and three:
+            # the adaptive mode: two planes where the rows allow (_PLANES_RULE_L1_OVER_MAX),
+            # three otherwise -- chosen over any faster fixed two-plane config
+            auto = dict(two[1], NP="auto",
+                        NP3={k: three[1][k] for k in ("BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "STACK")
+                             if k in three[1]})
+            c = dict(auto, BLOCK_B=max(16, B))
+            x_out = x.clone()
+            x_out[:, 7] = 1000 * x.abs().max()  # one massive activation per row: three planes
+            ms_auto = _time_call(lambda: m._launch(x, q, s, None, out, c), reps, 3)
+            ms_auto3 = _time_call(lambda: m._launch(x_out, q, s, None, out, c), reps, 3)
+            results[bucket + "_auto"] = {"cfg": auto, "ms_two_planes": ms_auto, "ms_three_planes": ms_auto3}
+            best[bucket] = auto
+            log(f"    chosen: adaptive imma {auto}: {ms_auto:.4f} ms on Gaussian rows (two planes), "
+                f"{ms_auto3:.4f} ms on rows with a massive activation (three planes)")
         for ms, cfg, err in rows[:10]:
             log(f"    {ms:8.4f} ms  {cfg}" + (f"  ERR {err}" if err else ""))
         nerr = sum(1 for r in rows if r[2])
@@ -298,8 +282,6 @@ def main(argv=None):
                     help="buckets to sweep; the others keep the built-in table")
     ap.add_argument("--sweep-kernels", default="",
                     help="comma-separated kernel kinds to sweep (default all); the built-in entry is always kept")
-    ap.add_argument("--min-planes", type=int, default=2,
-                    help="imma configs with fewer activation digit planes are timed but never chosen")
     ap.add_argument("--workers", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
     ap.add_argument("--log", help="also append the printed lines to this file")
     args = ap.parse_args(argv)
@@ -355,7 +337,7 @@ def main(argv=None):
     if args.sweep:
         best, sweep_rows = _sweep(q, s, H, dtype, args.sweep_reps, args.workers, log,
                                   tuple(args.sweep_buckets.split(",")),
-                                  tuple(k for k in args.sweep_kernels.split(",") if k), args.min_planes)
+                                  tuple(k for k in args.sweep_kernels.split(",") if k))
         table = dict(best)
         result["sweep"] = sweep_rows
         result["chosen"] = table
@@ -387,6 +369,22 @@ def main(argv=None):
         log(f"{B:>4} {t8:>9.4f} {t16:>9.4f} {row['speedup']:>7.2f}x {row['int8_gb_s']:>10.0f} {row['bf16_gb_s']:>10.0f}  "
             f"{cfg if isinstance(cfg, str) else json.dumps(cfg, sort_keys=True)}")
     result["table"] = rows
+    # the adaptive imma mode on rows that need three digit planes (one massive
+    # activation per row); the table above has Gaussian rows (two planes)
+    three = []
+    top = m._buckets(table)[-1]
+    for B in (32, 64, 128):
+        cfg = m._bucket_cfg(table, B) if B <= top else None
+        if not cfg or cfg.get("kernel") != "imma" or cfg.get("NP") != "auto":
+            continue
+        x = (torch.randn(B, H, device=dev, generator=g)).to(dtype)
+        x[:, 7] = 1000 * x.abs().max()
+        t8 = _time_call(lambda: m.int8_linear(x, q, s), args.reps, args.warmup)
+        t16 = _time_call(lambda: F.linear(x, w), args.reps, args.warmup)
+        three.append({"B": B, "int8_ms": t8, "bf16_ms": t16, "speedup": t16 / t8})
+        log(f"{B:>4} {t8:>9.4f} {t16:>9.4f} {t16 / t8:>7.2f}x {int8_bytes / (t8 * 1e-3) / 1e9:>10.0f} "
+            f"{bf16_bytes / (t16 * 1e-3) / 1e9:>10.0f}  rows with a massive activation: three planes")
+    result["three_planes"] = three
     main_rows = [r for r in rows if not r["extra"]]
     le16 = [r for r in main_rows if r["B"] <= 16]
     at64 = [r for r in main_rows if r["B"] == 64]

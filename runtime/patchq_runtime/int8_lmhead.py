@@ -69,7 +69,23 @@ the 248320-row head: every SM streams weight) and loops over K in ``BLOCK_K`` st
 the int8 tile arrives in shared memory by 16-byte ``cp.async`` loads, ``num_stages``
 deep, is converted once per step and multiplied with the whole batch (padded to the
 bucket size), so the weight is read exactly once per launch. The activations (at
-most 128 x H bf16) stay in L2.
+most 128 x H bf16) stay in L2. On sm90 this "dott" kernel serves batches up to 16
+rows at the copy ceiling; above that the conversion and the MMA serialize within a
+program and it falls behind.
+
+The "imma" kernel (sm90, 17-128 rows) converts nothing: a first launch splits each
+activation row into int8 digit planes, ``x ~= step * (d0 * 254^2 + d1 * 254 + d2)``
+with ``step = absmax / (127 * 254^2)`` and digits in ``[-127, 127]`` (each activation
+kept to within ``step / 2``, ~2^-24 of the row's absmax); the int8 weight tile goes
+from shared memory into the int8 tensor cores as it arrived, one exact int32
+accumulator per plane, combined in fp32 in the epilogue. Two planes halve the MMA
+work but keep activations only to ~1.6e-5 of the absmax: they are used for a batch
+only when every row satisfies the rule behind :data:`_PLANES_RULE_L1_OVER_MAX` (their
+worst-case error then stays below half the fp32-accumulation bound for weights
+uncorrelated with the activations); a row with a massive activation, or a short
+hidden size, sends the batch to three planes. The choice is made on the GPU (two
+gated launches, one of which returns at once), so it needs no host sync and is
+captured by CUDA graphs.
 
 Batch buckets: a batch of B rows uses the smallest bucket >= B of the launch table
 (``1``, ``16``, ``32``, ``64``; ``128`` on sm90): one launch for 1..64 rows (1..128 on
@@ -116,6 +132,17 @@ MIN_ROWS_DEFAULT = 100_000
 #: not measured: on the H200 a 128-row launch takes ~0.44 ms, so looping costs
 #: ~3.4 us per row, against a fixed ~1 ms + bf16 GEMM time for dequantizing.
 MAX_LOOP_ROWS = 1024
+#: The adaptive ("NP": "auto") imma mode uses two digit planes for a batch when every
+#: row has sum_k |x_k| >= this * max_k |x_k|, else three. Why: two planes keep each
+#: activation to within h = absmax / (2 * 127 * 254) ~ 1.55e-5 * absmax, so a logit
+#: moves by at most h * sum_k |q_nk| * s_n; the fp32-accumulation bound the kernels
+#: are held to is 2.1 * K * 2^-24 * sum_k |x_k| |q_nk| * s_n, which for weights
+#: uncorrelated with x is ~2.1 * 2^-24 * sum_k |x_k| * sum_k |q_nk| * s_n. Two planes
+#: stay below half of that when sum |x| >= h / (1.05 * 2^-24 * absmax) * absmax,
+#: i.e. sum |x| >= ~248 * absmax (rounded up). Gaussian-like rows at H = 3072 have
+#: sum |x| ~ 680 * absmax; a row with one massive activation or a short row (small H)
+#: does not, and gets three planes (~2^-23 * absmax, well inside the bound).
+_PLANES_RULE_L1_OVER_MAX = 256.0
 #: Largest hidden size for the "imma" kernel: its int32 accumulators hold at most
 #: K * 127 * 127 (< 2^31).
 IMMA_MAX_K = 133_000
@@ -152,13 +179,22 @@ _STATE_ATTR = "_patchq_int8_state"
 #                      on the H200: 0.194 vs 0.177 ms).
 #   BLOCK_N    weight rows per program; BLOCK_K columns per K step;
 #   num_warps, num_stages (software pipelining depth);
+#              "imma": the int8 tensor cores: the activations are split into NP
+#                      int8 digit planes (base 254 against each row's absmax), the
+#                      int8 weight tile feeds the MMA unconverted, one exact int32
+#                      accumulator per plane. NP "auto" (the shipped choice) launches
+#                      a 2-plane and a 3-plane variant of which exactly one does the
+#                      work, picked on the GPU per batch by _PLANES_RULE_L1_OVER_MAX
+#                      (no host sync); "NP3" holds the 3-plane variant's tile fields.
+#                      STACK=1 stacks the planes into one MMA operand.
 #   CONVERT    0: Triton's own int8->bf16/fp16 conversion (LOP3/PRMT/HADD2 on sm90,
 #              ~2 instructions per element); 1: this module's PTX (byte-permute into
 #              the fp32 2^23+u, subtract, pack; ~2.75 per element, bf16 only for
 #              dot/dott). Both exact; 0 was faster everywhere on the H200.
 #
-# sm90 (H100/H200): the winners of `bench/int8_lmhead.py --sweep` on an H200 (two
-#   sweeps, 282 configurations; see bench/README.md). sm121 (GB10, DGX Spark) and
+# sm90 (H100/H200): the winners of `bench/int8_lmhead.py --sweep` on an H200 (see
+#   bench/README.md): "dott" up to 16 rows (at the copy ceiling), adaptive "imma"
+#   above (the conversion kernels serialize conversion and MMA there). sm121 (GB10, DGX Spark) and
 #   "default": NOT measured; conservative choices that fit GB10's 101376 bytes of
 #   shared memory per block and sm80-class mma.sync. Re-run the sweep on the part
 #   (`--sweep --sweep-json FILE`) and copy its table here to tune them.
@@ -166,12 +202,12 @@ LAUNCH_CONFIGS = {
     "sm90": {
         "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "CONVERT": 0},
         "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "CONVERT": 0},
-        "32": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 4, "CONVERT": 0,
-               "SUB_B": 16},
-        "64": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0,
-               "SUB_B": 64},
-        "128": {"kernel": "dott", "BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 4, "CONVERT": 0,
-                "SUB_B": 64},
+        "32": {"kernel": "imma", "NP": "auto", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
+               "STACK": 0, "NP3": {"BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "STACK": 0}},
+        "64": {"kernel": "imma", "NP": "auto", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
+               "STACK": 1, "NP3": {"BLOCK_N": 256, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "STACK": 0}},
+        "128": {"kernel": "imma", "NP": "auto", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4,
+                "STACK": 1, "NP3": {"BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "STACK": 0}},
     },
     "sm121": {
         "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
@@ -525,8 +561,8 @@ def _build_kernels():
 
     @triton.jit
     def _split_rows_kernel(
-        x_ptr, xq_ptr, xs_ptr, B, K, stride_xb,
-        NP: tl.constexpr, CHUNK: tl.constexpr,
+        x_ptr, xq_ptr, xs_ptr, need_ptr, B, K, stride_xb,
+        NP: tl.constexpr, CHUNK: tl.constexpr, L1_OVER_MAX: tl.constexpr,
     ):
         # One program per padded activation row b (rows >= B are written as zeros).
         # Splits the row into NP int8 digits of base 254 against the row's absmax:
@@ -535,10 +571,13 @@ def _build_kernels():
         # running residual (step_j = step * 254^(NP-1-j)); the residual is updated
         # with one fused multiply-add, so |x - x_hat| <= step / 2 (plus fp32
         # roundings of the steps, ~2^-24 * absmax). NaN/Inf rows get xs = NaN.
+        # need[b] = 1 when the row's sum |x| < L1_OVER_MAX * absmax: its first two
+        # planes alone would not be accurate enough (see _PLANES_RULE_L1_OVER_MAX).
         b = tl.program_id(0)
         offs = tl.arange(0, CHUNK)
         live = b < B
         amax = tl.zeros((CHUNK,), dtype=tl.float32)
+        asum = tl.zeros((CHUNK,), dtype=tl.float32)
         bad = tl.zeros((CHUNK,), dtype=tl.int32)
         for k0 in range(0, K, CHUNK):
             m = ((k0 + offs) < K) & live
@@ -546,13 +585,16 @@ def _build_kernels():
             av = tl.abs(v)
             bad = tl.maximum(bad, ((v != v) | (av == float("inf"))).to(tl.int32))
             amax = tl.maximum(amax, av)
+            asum += tl.where(av == av, av, 0.0)
         rmax = tl.max(amax, axis=0)
+        rsum = tl.sum(asum, axis=0)
         step = rmax / 127.0
         for _j in tl.static_range(NP - 1):
             step = step / 254.0
         # a zero row, or one so small that its step underflows, gives zero digits
         xs = tl.where(tl.max(bad, axis=0) > 0, float("nan"), tl.where(step > 0, step, 0.0))
         tl.store(xs_ptr + b, xs)
+        tl.store(need_ptr + b, ((rsum < L1_OVER_MAX * rmax) & (rmax > 0)).to(tl.int32))
         top = rmax / 127.0
         inv_top = tl.where(step > 0, 1.0 / top, 0.0)
         for k0 in range(0, K, CHUNK):
@@ -573,106 +615,106 @@ def _build_kernels():
 
     @triton.jit(do_not_specialize=["B"])
     def _w8a16_imma_kernel(
-        xq_ptr, xs_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
+        xq_ptr, xs_ptr, need_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
         B, V, K, stride_qn, stride_ob,
         HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_B: tl.constexpr, NP: tl.constexpr,
-        STACK: tl.constexpr,
+        NP_SPLIT: tl.constexpr, STACK: tl.constexpr, GATE: tl.constexpr,
     ):
-        # w8a16 on the int8 tensor cores: the activations arrive as NP int8 digit
-        # planes ([NP, BLOCK_B, K], from _split_rows_kernel), the int8 weight tile
-        # goes from shared memory straight into the MMA (no conversion), and each
-        # plane accumulates exactly in int32 (|sum| <= K * 127 * 127 < 2^31 for
-        # K <= IMMA_MAX_K). The planes are combined once, in fp32, in the epilogue.
-        pid = tl.program_id(0)
-        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-        rows = tl.minimum(offs_n, V - 1)  # tail rows re-read the last row; stores are masked
-        offs_k = tl.arange(0, BLOCK_K)
+        # w8a16 on the int8 tensor cores: the activations arrive as NP_SPLIT int8
+        # digit planes ([NP_SPLIT, BLOCK_B, K], from _split_rows_kernel) of which the
+        # first NP are used; the int8 weight tile goes from shared memory straight
+        # into the MMA (no conversion), and each plane accumulates exactly in int32
+        # (|sum| <= K * 127 * 127 < 2^31 for K <= IMMA_MAX_K). The planes are
+        # combined once, in fp32, in the epilogue. GATE 2 / 3: the launch does its
+        # work only if no row / some row of the batch needs the third plane (the
+        # two launches of the adaptive mode; GATE 0 always runs).
         offs_b = tl.arange(0, BLOCK_B)
-        q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]  # [BLOCK_N, BLOCK_K]
-        if STACK:
-            # STACK=1: all planes as one [NP * BLOCK_B, BLOCK_K] operand (one MMA chain
-            # per K step); STACK=2 (NP=3): planes 0-1 stacked, plane 2 on its own
-            SP: tl.constexpr = NP if STACK == 1 else 2
-            offs_pb = tl.arange(0, SP * BLOCK_B)
-            a_ptrs = xq_ptr + offs_pb[:, None] * K + offs_k[None, :]
-            acc_s = tl.zeros((SP * BLOCK_B, BLOCK_N), dtype=tl.int32)
-        else:
-            a_ptrs = xq_ptr + offs_b[:, None] * K + offs_k[None, :]  # [BLOCK_B, BLOCK_K], plane 0
-        plane = BLOCK_B * K
-        acc0 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
-        acc1 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
-        acc2 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
-        acc3 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
-        for k0 in range(0, K, BLOCK_K):
-            if EVEN_K:
-                w = tl.load(q_ptrs)
-            else:
-                kmask = (k0 + offs_k) < K
-                w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
-            wt = tl.trans(w)
+        run = GATE == 0
+        if GATE != 0:
+            need = tl.max(tl.load(need_ptr + offs_b), axis=0)
+            run = (need == 0) if GATE == 2 else (need != 0)
+        if run:
+            pid = tl.program_id(0)
+            offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+            rows = tl.minimum(offs_n, V - 1)  # tail rows re-read the last row; stores are masked
+            offs_k = tl.arange(0, BLOCK_K)
+            q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]  # [BLOCK_N, BLOCK_K]
+            plane = BLOCK_B * K
             if STACK:
-                if EVEN_K:
-                    a_s = tl.load(a_ptrs)
-                else:
-                    a_s = tl.load(a_ptrs, mask=kmask[None, :], other=0)
-                acc_s = tl.dot(a_s, wt, acc_s, out_dtype=tl.int32)
-                if STACK == 2:
-                    a2_ptrs = xq_ptr + 2 * plane + offs_b[:, None] * K + (k0 + offs_k)[None, :]
-                    if EVEN_K:
-                        a2 = tl.load(a2_ptrs)
-                    else:
-                        a2 = tl.load(a2_ptrs, mask=kmask[None, :], other=0)
-                    acc2 = tl.dot(a2, wt, acc2, out_dtype=tl.int32)
+                # the NP planes as one [NP * BLOCK_B, BLOCK_K] operand: one MMA chain per K step
+                offs_pb = tl.arange(0, NP * BLOCK_B)
+                a_ptrs = xq_ptr + offs_pb[:, None] * K + offs_k[None, :]
+                acc_s = tl.zeros((NP * BLOCK_B, BLOCK_N), dtype=tl.int32)
             else:
+                a_ptrs = xq_ptr + offs_b[:, None] * K + offs_k[None, :]  # [BLOCK_B, BLOCK_K], plane 0
+            acc0 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
+            acc1 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
+            acc2 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
+            acc3 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
+            for k0 in range(0, K, BLOCK_K):
                 if EVEN_K:
-                    a0 = tl.load(a_ptrs)
+                    w = tl.load(q_ptrs)
                 else:
-                    a0 = tl.load(a_ptrs, mask=kmask[None, :], other=0)
-                acc0 = tl.dot(a0, wt, acc0, out_dtype=tl.int32)
+                    kmask = (k0 + offs_k) < K
+                    w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
+                wt = tl.trans(w)
+                if STACK:
+                    if EVEN_K:
+                        a_s = tl.load(a_ptrs)
+                    else:
+                        a_s = tl.load(a_ptrs, mask=kmask[None, :], other=0)
+                    acc_s = tl.dot(a_s, wt, acc_s, out_dtype=tl.int32)
+                else:
+                    if EVEN_K:
+                        a0 = tl.load(a_ptrs)
+                    else:
+                        a0 = tl.load(a_ptrs, mask=kmask[None, :], other=0)
+                    acc0 = tl.dot(a0, wt, acc0, out_dtype=tl.int32)
+                    if NP >= 2:
+                        if EVEN_K:
+                            a1 = tl.load(a_ptrs + plane)
+                        else:
+                            a1 = tl.load(a_ptrs + plane, mask=kmask[None, :], other=0)
+                        acc1 = tl.dot(a1, wt, acc1, out_dtype=tl.int32)
+                    if NP >= 3:
+                        if EVEN_K:
+                            a2 = tl.load(a_ptrs + 2 * plane)
+                        else:
+                            a2 = tl.load(a_ptrs + 2 * plane, mask=kmask[None, :], other=0)
+                        acc2 = tl.dot(a2, wt, acc2, out_dtype=tl.int32)
+                    if NP >= 4:
+                        if EVEN_K:
+                            a3 = tl.load(a_ptrs + 3 * plane)
+                        else:
+                            a3 = tl.load(a_ptrs + 3 * plane, mask=kmask[None, :], other=0)
+                        acc3 = tl.dot(a3, wt, acc3, out_dtype=tl.int32)
+                q_ptrs += BLOCK_K
+                a_ptrs += BLOCK_K
+            if STACK:
+                # plane j weighs 254^(NP-1-j) (exact in fp32 for NP <= 4)
+                pj = NP - 1 - tl.arange(0, NP)
+                digit_w = tl.where(pj == 0, 1.0, tl.where(pj == 1, 254.0, tl.where(pj == 2, 64516.0, 16387064.0)))
+                acc = tl.sum(tl.reshape(acc_s.to(tl.float32), (NP, BLOCK_B, BLOCK_N)) * digit_w[:, None, None],
+                             axis=0)
+            else:
+                acc = acc0.to(tl.float32)
                 if NP >= 2:
-                    if EVEN_K:
-                        a1 = tl.load(a_ptrs + plane)
-                    else:
-                        a1 = tl.load(a_ptrs + plane, mask=kmask[None, :], other=0)
-                    acc1 = tl.dot(a1, wt, acc1, out_dtype=tl.int32)
+                    acc = acc * 254.0 + acc1.to(tl.float32)
                 if NP >= 3:
-                    if EVEN_K:
-                        a2 = tl.load(a_ptrs + 2 * plane)
-                    else:
-                        a2 = tl.load(a_ptrs + 2 * plane, mask=kmask[None, :], other=0)
-                    acc2 = tl.dot(a2, wt, acc2, out_dtype=tl.int32)
+                    acc = acc * 254.0 + acc2.to(tl.float32)
                 if NP >= 4:
-                    if EVEN_K:
-                        a3 = tl.load(a_ptrs + 3 * plane)
-                    else:
-                        a3 = tl.load(a_ptrs + 3 * plane, mask=kmask[None, :], other=0)
-                    acc3 = tl.dot(a3, wt, acc3, out_dtype=tl.int32)
-            q_ptrs += BLOCK_K
-            a_ptrs += BLOCK_K
-        if STACK:
-            # plane j weighs 254^(NP-1-j) (exact in fp32 for NP <= 4)
-            pj = SP - 1 - tl.arange(0, SP)
-            digit_w = tl.where(pj == 0, 1.0, tl.where(pj == 1, 254.0, tl.where(pj == 2, 64516.0, 16387064.0)))
-            acc = tl.sum(tl.reshape(acc_s.to(tl.float32), (SP, BLOCK_B, BLOCK_N)) * digit_w[:, None, None], axis=0)
-            if STACK == 2:
-                acc = acc * 254.0 + acc2.to(tl.float32)
-        else:
-            acc = acc0.to(tl.float32)
-            if NP >= 2:
-                acc = acc * 254.0 + acc1.to(tl.float32)
-            if NP >= 3:
-                acc = acc * 254.0 + acc2.to(tl.float32)
-            if NP >= 4:
-                acc = acc * 254.0 + acc3.to(tl.float32)
-        bmask = offs_b < B
-        xs = tl.load(xs_ptr + offs_b)
-        scale = tl.load(s_ptr + rows).to(tl.float32)
-        acc = acc * xs[:, None] * scale[None, :]
-        if HAS_BIAS:
-            acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[None, :]
-        out_ptrs = out_ptr + offs_b[:, None] * stride_ob + offs_n[None, :]
-        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=bmask[:, None] & (offs_n < V)[None, :])
+                    acc = acc * 254.0 + acc3.to(tl.float32)
+            bmask = offs_b < B
+            xs = tl.load(xs_ptr + offs_b)
+            for _j in tl.static_range(NP_SPLIT - NP):
+                xs = xs * 254.0  # planes past NP dropped: the last used plane's step
+            scale = tl.load(s_ptr + rows).to(tl.float32)
+            acc = acc * xs[:, None] * scale[None, :]
+            if HAS_BIAS:
+                acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[None, :]
+            out_ptrs = out_ptr + offs_b[:, None] * stride_ob + offs_n[None, :]
+            tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=bmask[:, None] & (offs_n < V)[None, :])
 
     _KERNELS = {"dot": _w8a16_dot_kernel, "dott": _w8a16_dott_kernel, "gemv": _w8a16_gemv_kernel,
                 "imma": _w8a16_imma_kernel, "split": _split_rows_kernel}
@@ -745,52 +787,40 @@ def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
             raise ValueError("the gemv kernel handles a batch of one row")
         args = (x2, q, scales, bias_arg, out, V, K, q.stride(0))
         return [(kernels["gemv"], args, dict(kw, CONVERT=convert), grid)]
-    if kind not in ("dot", "dott", "imma", "wgmma"):
+    if kind not in ("dot", "dott", "imma"):
         raise ValueError(f"unknown kernel {kind!r} in launch config")
     block_b = int(cfg.get("BLOCK_B", 0)) or max(16, 1 << (max(B, 1) - 1).bit_length())
     if B > block_b:
         raise ValueError(f"batch {B} > BLOCK_B {block_b}")
-    wgmma = _wgmma_module() if kind == "wgmma" else None
-    if kind == "wgmma" and (wgmma is None or K % 16 or q.stride(0) % 16 or q.stride(-1) != 1):
-        kind = "imma"  # Gluon missing, or rows TMA cannot address: same math in Triton
-    if kind == "wgmma":
-        if K > IMMA_MAX_K:
-            raise ValueError(f"hidden size {K} > {IMMA_MAX_K}: int32 accumulation could overflow")
-        n_planes = int(cfg.get("NP", 3))
-        if n_planes not in (1, 2, 3):
-            raise ValueError(f"NP {n_planes} is not 1..3 for the wgmma kernel")
-        block_b = max(64, block_b)  # wgmma tiles are at least 64 rows
-        if alloc is None:
-            def alloc(shape, dtype):
-                return torch.empty(shape, dtype=dtype, device=x2.device)
-        xq = alloc((n_planes, block_b, K), torch.int8)
-        xs = alloc((block_b,), torch.float32)
-        split = (kernels["split"], (x2, xq, xs, B, K, x2.stride(0)),
-                 dict(NP=n_planes, CHUNK=1024, num_warps=4), (block_b,))
-        x_desc, w_desc = wgmma.make_descriptors(xq, q, block_b, BLOCK_N, BLOCK_K)
-        args = (x_desc, w_desc, xs, scales, bias_arg, out, B, V, K, out.stride(0))
-        kw_g = dict(HAS_BIAS=has_bias, NP=n_planes, STAGES=int(cfg["num_stages"]),
-                    num_warps=int(cfg["num_warps"]), **wgmma.launch_args(int(cfg["num_warps"]), BLOCK_N))
-        return [split, (wgmma.wgmma_kernel, args, kw_g, grid)]
     if kind == "imma":
         if K > IMMA_MAX_K:
             raise ValueError(f"hidden size {K} > {IMMA_MAX_K}: int32 accumulation could overflow")
-        n_planes = int(cfg.get("NP", 3))
-        if n_planes not in (1, 2, 3, 4):
-            raise ValueError(f"NP {n_planes} is not 1..4")
+        planes = cfg.get("NP", 3)
+        adaptive = planes == "auto"
+        n_split = 3 if adaptive else int(planes)
+        if n_split not in (1, 2, 3, 4):
+            raise ValueError(f"NP {planes!r} is not 1..4 or 'auto'")
         if alloc is None:
             def alloc(shape, dtype):
                 return torch.empty(shape, dtype=dtype, device=x2.device)
-        xq = alloc((n_planes, block_b, K), torch.int8)
+        xq = alloc((n_split, block_b, K), torch.int8)
         xs = alloc((block_b,), torch.float32)
-        split = (kernels["split"], (x2, xq, xs, B, K, x2.stride(0)),
-                 dict(NP=n_planes, CHUNK=1024, num_warps=4), (block_b,))
-        args = (xq, xs, q, scales, bias_arg, out, B, V, K, q.stride(0), out.stride(0))
-        stack = int(cfg.get("STACK", 0))
-        if (stack == 1 and n_planes not in (1, 2, 4)) or (stack == 2 and n_planes != 3) or stack not in (0, 1, 2):
-            raise ValueError(f"STACK={stack} with NP={n_planes}: STACK=1 needs NP 1, 2 or 4 (a power-of-two "
-                             "operand), STACK=2 needs NP=3")
-        return [split, (kernels["imma"], args, dict(kw, BLOCK_B=block_b, NP=n_planes, STACK=stack), grid)]
+        need = alloc((block_b,), torch.int32)
+        calls = [(kernels["split"], (x2, xq, xs, need, B, K, x2.stride(0)),
+                  dict(NP=n_split, CHUNK=1024, L1_OVER_MAX=_PLANES_RULE_L1_OVER_MAX, num_warps=4), (block_b,))]
+        variants = [(2, 2, cfg), (3, 3, dict(cfg, **cfg.get("NP3", {})))] if adaptive else [(n_split, 0, cfg)]
+        for n_planes, gate, vcfg in variants:
+            stack = int(vcfg.get("STACK", 0))
+            if stack not in (0, 1) or (stack and n_planes not in (1, 2, 4)):
+                raise ValueError(f"STACK={stack} with NP={n_planes}: STACK=1 needs NP 1, 2 or 4 "
+                                 "(a power-of-two operand)")
+            bn, bk = int(vcfg["BLOCK_N"]), int(vcfg["BLOCK_K"])
+            args = (xq, xs, need, q, scales, bias_arg, out, B, V, K, q.stride(0), out.stride(0))
+            kwv = dict(HAS_BIAS=has_bias, EVEN_K=(K % bk == 0), BLOCK_N=bn, BLOCK_K=bk, BLOCK_B=block_b,
+                       NP=n_planes, NP_SPLIT=n_split, STACK=stack, GATE=gate,
+                       num_warps=int(vcfg["num_warps"]), num_stages=int(vcfg["num_stages"]))
+            calls.append((kernels["imma"], args, kwv, (triton.cdiv(V, bn),)))
+        return calls
     kw["CONVERT"] = convert
     if kind == "dott":
         sub_b = min(int(cfg.get("SUB_B", block_b)), block_b)
@@ -803,22 +833,6 @@ def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
         kw["BLOCK_B"] = block_b
     args = (x2, q, scales, bias_arg, out, B, V, K, x2.stride(0), q.stride(0), out.stride(0))
     return [(kernels[kind], args, kw, grid)]
-
-
-_WGMMA = None
-
-
-def _wgmma_module():
-    """The Gluon sm90 kernel module, or None where Gluon does not import (Triton <
-    3.5, or a Triton whose Gluon API moved): callers then use the Triton kernel."""
-    global _WGMMA
-    if _WGMMA is None:
-        try:
-            from . import int8_lmhead_wgmma as mod
-        except Exception:  # noqa: BLE001 - any import failure means "not available"
-            mod = False
-        _WGMMA = mod
-    return _WGMMA or None
 
 
 def _launch(x2, q, scales, bias, out, cfg: dict) -> None:
