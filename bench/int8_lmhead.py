@@ -228,7 +228,7 @@ def _sweep(q, s, H, dtype, reps, workers, log, buckets, kernels=()):
 
         def first(n_planes):
             return next((r for r in rows if r[1]["kernel"] == "imma" and r[2] is None
-                         and int(r[1].get("NP", 3)) == n_planes), None)
+                         and r[1].get("NP", 3) == n_planes), None)
 
         two, three = first(2), first(3)
         if two and three:
