@@ -76,10 +76,10 @@ program and it falls behind.
 The "imma" kernel (sm90, 17-128 rows) converts nothing: a first launch splits each
 activation row into int8 digit planes, ``x ~= step * (d0 * 254^2 + d1 * 254 + d2)``
 with ``step = absmax / (127 * 254^2)`` and digits in ``[-127, 127]`` (each activation
-kept to within ``step / 2``, ~2^-24 of the row's absmax); the int8 weight tile goes
+kept to within 2^-23 of the row's absmax); the int8 weight tile goes
 from shared memory into the int8 tensor cores as it arrived, one exact int32
-accumulator per plane, combined in fp32 in the epilogue. Two planes halve the MMA
-work but keep activations only to ~1.6e-5 of the absmax: they are used for a batch
+accumulator per plane, combined in fp32 in the epilogue. Two planes do 2/3 of the
+MMA work of three but keep activations only to ~1.6e-5 of the absmax: they are used for a batch
 only when every row satisfies the rule behind :data:`_PLANES_RULE_L1_OVER_MAX` (their
 worst-case error then stays below half the fp32-accumulation bound for weights
 uncorrelated with the activations); a row with a massive activation, or a short
@@ -88,8 +88,9 @@ gated launches, one of which returns at once), so it needs no host sync and is
 captured by CUDA graphs.
 
 Batch buckets: a batch of B rows uses the smallest bucket >= B of the launch table
-(``1``, ``16``, ``32``, ``64``; ``128`` on sm90): one launch for 1..64 rows (1..128 on
-sm90). Larger batches loop over launches of the largest bucket (each re-reads the
+(``1``, ``16``, ``32``, ``64``; ``128`` on sm90): one pass over the weight for 1..64 rows
+(1..128 on sm90) -- one kernel launch, or three for an adaptive "imma" bucket (the
+split and two gated launches). Larger batches loop over the largest bucket (each re-reads the
 weight) up to :data:`MAX_LOOP_ROWS`, then switch to a chunked dequantize +
 ``F.linear`` (cuBLAS) path -- prefill-sized batches are compute-bound and this path
 rounds each dequantized weight to bf16 once (documented deviation from the kernel's
@@ -129,8 +130,8 @@ MIN_ROWS_DEFAULT = 100_000
 #: Batches above the launch table's largest bucket (64 or 128 rows) and up to this
 #: many rows run as consecutive largest-bucket launches (each re-reads the weight);
 #: larger batches take the chunked dequantize + ``F.linear`` path. The crossover was
-#: not measured: on the H200 a 128-row launch takes ~0.44 ms, so looping costs
-#: ~3.4 us per row, against a fixed ~1 ms + bf16 GEMM time for dequantizing.
+#: not measured: on the H200 a 128-row pass takes ~0.38 ms, so looping costs
+#: ~3 us per row, against a fixed ~1 ms + bf16 GEMM time for dequantizing.
 MAX_LOOP_ROWS = 1024
 #: The adaptive ("NP": "auto") imma mode uses two digit planes for a batch when every
 #: row has sum_k |x_k| >= this * max_k |x_k|, else three. Why: two planes keep each
@@ -144,8 +145,8 @@ MAX_LOOP_ROWS = 1024
 #: does not, and gets three planes (~2^-23 * absmax, well inside the bound).
 _PLANES_RULE_L1_OVER_MAX = 256.0
 #: Largest hidden size for the "imma" kernel: its int32 accumulators hold at most
-#: K * 127 * 127 (< 2^31).
-IMMA_MAX_K = 133_000
+#: K * 128 * 127 (digits in [-127, 127], weights in [-128, 127]) < 2^31.
+IMMA_MAX_K = 132_000
 #: Weight rows dequantized at a time on the large-batch path (3072-wide bf16: 192 MiB).
 DEQUANT_CHUNK_ROWS = 32768
 #: Weight rows processed at a time by :func:`quantize_rows` and the torch reference
@@ -177,8 +178,6 @@ _STATE_ATTR = "_patchq_int8_state"
 #                      loads its int8 A fragments 2 bytes at a time; slower);
 #              "gemv": CUDA-core FMA kernel, batch of one only (slower than "dott"
 #                      on the H200: 0.194 vs 0.177 ms).
-#   BLOCK_N    weight rows per program; BLOCK_K columns per K step;
-#   num_warps, num_stages (software pipelining depth);
 #              "imma": the int8 tensor cores: the activations are split into NP
 #                      int8 digit planes (base 254 against each row's absmax), the
 #                      int8 weight tile feeds the MMA unconverted, one exact int32
@@ -187,6 +186,8 @@ _STATE_ATTR = "_patchq_int8_state"
 #                      work, picked on the GPU per batch by _PLANES_RULE_L1_OVER_MAX
 #                      (no host sync); "NP3" holds the 3-plane variant's tile fields.
 #                      STACK=1 stacks the planes into one MMA operand.
+#   BLOCK_N    weight rows per program; BLOCK_K columns per K step;
+#   num_warps, num_stages (software pipelining depth);
 #   CONVERT    0: Triton's own int8->bf16/fp16 conversion (LOP3/PRMT/HADD2 on sm90,
 #              ~2 instructions per element); 1: this module's PTX (byte-permute into
 #              the fp32 2^23+u, subtract, pack; ~2.75 per element, bf16 only for
@@ -559,7 +560,7 @@ def _build_kernels():
             r = r + tl.load(bias_ptr + rows).to(tl.float32)
         tl.store(out_ptr + offs_n, r.to(out_ptr.dtype.element_ty), mask=offs_n < V)
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["B"])
     def _split_rows_kernel(
         x_ptr, xq_ptr, xs_ptr, need_ptr, B, K, stride_xb,
         NP: tl.constexpr, CHUNK: tl.constexpr, L1_OVER_MAX: tl.constexpr,
@@ -569,8 +570,9 @@ def _build_kernels():
         # x ~= step * sum_j d_j * 254^(NP-1-j), d_j in [-127, 127], with
         # step = absmax / (127 * 254^(NP-1)). Digit j is rint(r_j / step_j) of the
         # running residual (step_j = step * 254^(NP-1-j)); the residual is updated
-        # with one fused multiply-add, so |x - x_hat| <= step / 2 (plus fp32
-        # roundings of the steps, ~2^-24 * absmax). NaN/Inf rows get xs = NaN.
+        # with one fused multiply-add, so |x - x_hat| <= step / 2 plus the fp32
+        # roundings of the steps (<= 2^-23 * absmax in all). NaN/Inf rows get xs =
+        # NaN; rows with absmax below ~1e-31 get a subnormal step (less precise).
         # need[b] = 1 when the row's sum |x| < L1_OVER_MAX * absmax: its first two
         # planes alone would not be accurate enough (see _PLANES_RULE_L1_OVER_MAX).
         b = tl.program_id(0)
@@ -625,7 +627,7 @@ def _build_kernels():
         # digit planes ([NP_SPLIT, BLOCK_B, K], from _split_rows_kernel) of which the
         # first NP are used; the int8 weight tile goes from shared memory straight
         # into the MMA (no conversion), and each plane accumulates exactly in int32
-        # (|sum| <= K * 127 * 127 < 2^31 for K <= IMMA_MAX_K). The planes are
+        # (|sum| <= K * 128 * 127 < 2^31 for K <= IMMA_MAX_K). The planes are
         # combined once, in fp32, in the epilogue. GATE 2 / 3: the launch does its
         # work only if no row / some row of the batch needs the third plane (the
         # two launches of the adaptive mode; GATE 0 always runs).
@@ -760,7 +762,9 @@ def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
     ``alloc(shape, dtype)`` (default ``torch.empty`` on ``x2``'s device).
 
     Raises:
-        ValueError: unknown kernel name, or a batch larger than the config's tile.
+        ValueError: unknown kernel name; a batch larger than the config's tile; for
+            "imma", a hidden size above :data:`IMMA_MAX_K`, an NP other than 1-4 or
+            "auto", or STACK=1 with a plane count that is not a power of two.
     """
     import torch
     import triton
@@ -808,7 +812,8 @@ def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
         need = alloc((block_b,), torch.int32)
         calls = [(kernels["split"], (x2, xq, xs, need, B, K, x2.stride(0)),
                   dict(NP=n_split, CHUNK=1024, L1_OVER_MAX=_PLANES_RULE_L1_OVER_MAX, num_warps=4), (block_b,))]
-        variants = [(2, 2, cfg), (3, 3, dict(cfg, **cfg.get("NP3", {})))] if adaptive else [(n_split, 0, cfg)]
+        variants = ([(2, 2, cfg), (3, 3, dict(cfg, STACK=0, **cfg.get("NP3", {})))] if adaptive
+                    else [(n_split, 0, cfg)])
         for n_planes, gate, vcfg in variants:
             stack = int(vcfg.get("STACK", 0))
             if stack not in (0, 1) or (stack and n_planes not in (1, 2, 4)):
@@ -869,7 +874,8 @@ def int8_linear(x, q, scales, bias=None):
 
     Returns:
         ``[..., V]`` in ``x.dtype``. Batches up to the launch table's largest
-        bucket (64 rows; 128 on sm90): one kernel launch. Up to
+        bucket (64 rows; 128 on sm90): one pass over the weight (one launch, or
+        three for an adaptive "imma" bucket). Up to
         :data:`MAX_LOOP_ROWS` rows: consecutive largest-bucket launches. More:
         chunked dequantize + cuBLAS GEMM. Falls back to
         :func:`int8_linear_reference` when ``x`` is not on CUDA or not bf16/fp16,
