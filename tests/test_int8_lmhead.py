@@ -427,6 +427,34 @@ def test_kernels_in_triton_interpreter():
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
 
 
+def test_imma_launch_plan():
+    """The adaptive imma mode plans a split and two gated launches; the 3-plane one
+    takes NP3's tile (STACK 0 unless NP3 says otherwise); fixed NP plans one launch."""
+    torch = _torch()
+    pytest.importorskip("triton", reason="triton is not installed: launch planning needs its jit kernels")
+    from patchq_runtime import int8_lmhead as m
+
+    x = torch.zeros(40, 3072, dtype=torch.bfloat16)
+    q = torch.zeros(1000, 3072, dtype=torch.int8)
+    s = torch.ones(1000, dtype=torch.float16)
+    out = torch.empty(40, 1000, dtype=torch.bfloat16)
+    cfg = dict(m.LAUNCH_CONFIGS["sm90"]["64"], BLOCK_B=64)
+    split, two, three = m._kernel_calls(cfg, x, q, s, None, out)
+    assert split[3] == (64,) and split[2]["NP"] == 3 and split[1][1].shape == (3, 64, 3072)
+    assert (two[2]["NP"], two[2]["GATE"], two[2]["STACK"], two[2]["NP_SPLIT"]) == (2, 2, cfg["STACK"], 3)
+    assert (three[2]["NP"], three[2]["GATE"], three[2]["STACK"]) == (3, 3, cfg["NP3"].get("STACK", 0))
+    assert three[2]["BLOCK_N"] == cfg["NP3"]["BLOCK_N"] and three[3] == (-(-1000 // cfg["NP3"]["BLOCK_N"]),)
+    no_stack = {k: v for k, v in cfg["NP3"].items() if k != "STACK"}
+    _, _, three = m._kernel_calls(dict(cfg, STACK=1, NP3=no_stack), x, q, s, None, out)
+    assert three[2]["STACK"] == 0
+    calls = m._kernel_calls(dict(cfg, NP=3, STACK=0), x, q, s, None, out)
+    assert len(calls) == 2 and calls[1][2]["GATE"] == 0
+    with pytest.raises(ValueError, match="STACK"):
+        m._kernel_calls(dict(cfg, NP=3, STACK=1), x, q, s, None, out)
+    with pytest.raises(ValueError, match="NP"):
+        m._kernel_calls(dict(cfg, NP=5), x, q, s, None, out)
+
+
 # ---------------------------------------------------------------------------
 # realistic hidden states
 # ---------------------------------------------------------------------------

@@ -812,8 +812,11 @@ def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
         need = alloc((block_b,), torch.int32)
         calls = [(kernels["split"], (x2, xq, xs, need, B, K, x2.stride(0)),
                   dict(NP=n_split, CHUNK=1024, L1_OVER_MAX=_PLANES_RULE_L1_OVER_MAX, num_warps=4), (block_b,))]
-        variants = ([(2, 2, cfg), (3, 3, dict(cfg, STACK=0, **cfg.get("NP3", {})))] if adaptive
-                    else [(n_split, 0, cfg)])
+        variants = [(n_split, 0, cfg)]
+        if adaptive:
+            cfg3 = dict(cfg, STACK=0)  # the 3-plane variant: cfg's tile unless NP3 says otherwise
+            cfg3.update(cfg.get("NP3", {}))
+            variants = [(2, 2, cfg), (3, 3, cfg3)]
         for n_planes, gate, vcfg in variants:
             stack = int(vcfg.get("STACK", 0))
             if stack not in (0, 1) or (stack and n_planes not in (1, 2, 4)):
