@@ -83,8 +83,8 @@ def _candidates(buckets=("1", "16", "32", "64", "128")):
 
 def _imma_candidates(bb):
     """The int8-tensor-core kernel: NP=3 activation digit planes over tile shapes,
-    NP=2 (separate or stacked into one operand) and NP=4 stacked. Filters: shared memory per CTA and int32 accumulators
-    within 192 registers per thread."""
+    NP=2 (separate or stacked into one operand) and NP=4 stacked. Filters: shared
+    memory per CTA, and int32 accumulators within 192 registers per thread."""
     lst = []
     for n_planes, stack in ((3, 0), (2, 0), (2, 1), (4, 1)):
         for bn in (64, 128, 256, 512):
@@ -158,13 +158,6 @@ def _time_call(fn, reps, warmup):
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))  # ms
 
 
-def _arch(device):
-    import torch
-
-    major, minor = torch.cuda.get_device_capability(device)
-    return f"sm{major}{minor}"
-
-
 def _sweep(q, s, H, dtype, reps, workers, log, buckets, kernels=()):
     import concurrent.futures as cf
     import multiprocessing as mp
@@ -177,7 +170,7 @@ def _sweep(q, s, H, dtype, reps, workers, log, buckets, kernels=()):
     cands = _candidates(buckets)
     if kernels:
         # keep the named kernels, plus the built-in table's entry to beat
-        table = m.LAUNCH_CONFIGS.get(_arch(q.device), {})
+        table = m.LAUNCH_CONFIGS.get(m._arch_key(q.device), {})
         for bucket, lst in cands.items():
             keep = [c for c in lst if c["kernel"] in kernels]
             if bucket in table and table[bucket] not in keep:

@@ -273,15 +273,21 @@ def build(
             manifest["deps"] = [w.name for w in wheels]
         manifest["unpacked_bytes"] = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
         (site / "SLIM_MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, XZ_OPT=f"{xz_preset} -T{threads}")
-        subprocess.run(
-            ["tar", "--sort=name", "--owner=0", "--group=0", "--numeric-owner", "--mtime=@0",
-             "-cJf", str(out.resolve()), "site"],
-            cwd=tmp, check=True, env=env,
-        )
+        _tar_site(tmp, out, xz_preset, threads)
     manifest["bundle_bytes"] = out.stat().st_size
     return manifest
+
+
+def _tar_site(tmp: str, out: Path, xz_preset: str, threads: int) -> None:
+    """Write ``tmp/site`` as a reproducible tar.xz at ``out`` (sorted names, owner 0,
+    mtime 0). Raises subprocess.CalledProcessError when tar fails."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, XZ_OPT=f"{xz_preset} -T{threads}")
+    subprocess.run(
+        ["tar", "--sort=name", "--owner=0", "--group=0", "--numeric-owner", "--mtime=@0",
+         "-cJf", str(out.resolve()), "site"],
+        cwd=tmp, check=True, env=env,
+    )
 
 
 def build_deps(deps_dir: str | os.PathLike, out: str | os.PathLike, xz_preset: str = "-9", threads: int = 0) -> dict:
@@ -307,13 +313,7 @@ def build_deps(deps_dir: str | os.PathLike, out: str | os.PathLike, xz_preset: s
         manifest = {"deps": [w.name for w in wheels]}
         manifest["unpacked_bytes"] = sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
         (site / "DEPS_MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, XZ_OPT=f"{xz_preset} -T{threads}")
-        subprocess.run(
-            ["tar", "--sort=name", "--owner=0", "--group=0", "--numeric-owner", "--mtime=@0",
-             "-cJf", str(out.resolve()), "site"],
-            cwd=tmp, check=True, env=env,
-        )
+        _tar_site(tmp, out, xz_preset, threads)
     manifest["bundle_bytes"] = out.stat().st_size
     return manifest
 

@@ -757,9 +757,10 @@ def _configs_for(device) -> dict:
 def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
     """The launches for one batch tile: a list of (jit function, args, kwargs, grid).
 
-    One launch for the "dot"/"dott"/"gemv" kernels; two for "imma" (the digit split
-    of the activations, then the int8 MMA kernel), whose scratch buffers come from
-    ``alloc(shape, dtype)`` (default ``torch.empty`` on ``x2``'s device).
+    One launch for the "dot"/"dott"/"gemv" kernels; for "imma", the digit split of
+    the activations, then the int8 MMA kernel (two gated variants of it when NP is
+    "auto"), whose scratch buffers come from ``alloc(shape, dtype)`` (default
+    ``torch.empty`` on ``x2``'s device).
 
     Raises:
         ValueError: unknown kernel name; a batch larger than the config's tile; for
