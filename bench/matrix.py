@@ -6,7 +6,7 @@ Usage (from the repo root)::
 
 Target (issue 3): at most 30 s on a 2-core machine with warm caches (release trees
 extracted in ``~/.cache/patchq/releases``). The release list is resolved first, outside
-the timed region (it may ask PyPI). Each timed run is :func:`patchq.matrix.build` (one
+the timed region (it may ask PyPI). Each timed run is :func:`patchq.compat.matrix.build` (one
 plan per release of the union of the profiles' patches, releases in ``--workers``
 processes) plus rendering the three files, which is what ``patchq matrix`` does. Prints
 the wall time, the sum of per-release times (the serial cost), and the ratio to the
@@ -23,7 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchq import matrix, releases  # noqa: E402
+from patchq.compat import matrix  # noqa: E402
+from patchq.dist import releases
 
 TARGET_S = 30.0
 

@@ -6,9 +6,9 @@ Usage (from the repo root; the release wheels must be cached)::
 
 Both methods build the same history (one commit per release, in order) in fresh
 temporary repositories, from the same extracted release trees
-(:func:`patchq.releases.release_tree`, extracted before timing):
+(:func:`patchq.dist.releases.release_tree`, extracted before timing):
 
-* **plumbing** -- :func:`patchq.upstream.sync`: ``hash-object -w --stdin-paths``,
+* **plumbing** -- :func:`patchq.authoring.upstream.sync`: ``hash-object -w --stdin-paths``,
   ``update-index --index-info`` into a throw-away index, ``write-tree``, ``commit-tree``;
 * **worktree** -- the obvious way: replace a work tree's ``vllm/`` with the release's
   (``shutil.copytree``), ``git add -A``, ``git commit``.
@@ -28,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from patchq import releases, upstream
+from patchq.dist import releases
+from patchq.authoring import upstream
 
 
 def worktree_sync(versions: list[str], path: Path) -> dict[str, str]:

@@ -45,7 +45,7 @@ def _series(path):
 
 
 def _target(site_packages, python):
-    from patchq import sources
+    from patchq.dist import sources
 
     return sources.installed(site_packages, python)
 
@@ -147,7 +147,7 @@ def status(
 ) -> None:
     """Which patches are live (applied / not-applied / stale / foreign) and each file's state."""
     from patchq import series as series_mod
-    from patchq import status as st
+    from patchq.env import status as st
 
     if runtime:
         _status_runtime(series_dir, as_json)
@@ -165,7 +165,7 @@ def status(
 
 
 def _status_runtime(series_dir, as_json: bool) -> None:
-    from patchq import hookdir, runtime_status
+    from patchq.env import hookdir, runtime_status
     from patchq import series as series_mod
     from patchq.hashing import series_summary
 
@@ -215,8 +215,9 @@ def diff(
     as_json: bool = Json,
 ) -> None:
     """The unified diff of what apply changes (or changed), paths relative to site-packages."""
-    from patchq import diffs, engine, sources
-    from patchq.converge import PlanFailed, converge
+    from patchq.plan import diffs, engine
+    from patchq.dist import sources
+    from patchq.env.converge import PlanFailed, converge
 
     if write:  # one validated diff per patch (patchq/commands/diffwrite.py)
         from patchq.commands import diffwrite
@@ -267,7 +268,7 @@ def check(
     as_json: bool = Json,
 ) -> None:
     """Dry-run a profile on a vLLM: each patch's status, reason, locations and upstream drift."""
-    from patchq.check import target_for
+    from patchq.compat.check import target_for
     from patchq.commands import check as cmd
 
     try:
@@ -293,7 +294,7 @@ def matrix(
     profiles: str = typer.Option("base,mtp,dflash,dense", "--profiles", help="comma-separated profiles"),
     out: str = typer.Option("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html"),
     workers: int = typer.Option(2, "--workers", help="releases checked in parallel"),
-    levels: list[str] = typer.Option([], "--levels", help="import/probe records (ci/cpu_levels.py JSON); repeatable"),
+    levels: list[str] = typer.Option([], "--levels", help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
     boot: list[str] = typer.Option([], "--boot", help="boot records JSON; repeatable"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,

@@ -16,7 +16,7 @@ import libcst as cst
 from packaging.version import Version
 
 from patchq.sentinels import SENTINEL_RE, find_sentinels, sentinel_comment  # noqa: F401
-from patchq.sources import CodeSource
+from patchq.dist.sources import CodeSource
 
 DefNode = cst.FunctionDef | cst.ClassDef
 

@@ -75,7 +75,7 @@ def try_fast(argv: list[str]) -> int | None:
 
 
 def _status(site: str, series: str, anchors: str, as_json: bool) -> int:
-    from patchq import status as st
+    from patchq.env import status as st
 
     report = st.collect(site, series, anchors)
     sys.stdout.write((json.dumps(report, indent=2) if as_json else st.render_text(report)) + "\n")
@@ -84,8 +84,8 @@ def _status(site: str, series: str, anchors: str, as_json: bool) -> int:
 
 def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: bool) -> int | None:
     from patchq.hashing import series_inputs, sha256_file
-    from patchq.record import dist_info_name, version_of
-    from patchq.status import read_journal, state_root
+    from patchq.dist.record import dist_info_name, version_of
+    from patchq.env.status import read_journal, state_root
 
     root = state_root(site)
     if os.path.exists(os.path.join(root, "txn", "manifest.json")):
@@ -119,7 +119,8 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: boo
 
 def _apply(opts: dict, series_root: str) -> int:
     """A real apply, without typer and rich (they cost more than the rest of the start)."""
-    from patchq import report, series, sources
+    from patchq import report, series
+    from patchq.dist import sources
     from patchq.commands import apply as cmd
     from patchq.errors import PatchqError
 

@@ -48,7 +48,7 @@ class AnchorSpec:
         min_count, max_count: how many statements must match (``max_count`` None:
             no upper bound). Zero matches, or more than ``max_count``, is an error.
         fingerprints: vLLM version -> fingerprint of the anchored definition
-            (:func:`patchq.anchors.fingerprint`) on the releases it was verified on.
+            (:func:`patchq.plan.anchors.fingerprint`) on the releases it was verified on.
     """
 
     id: str

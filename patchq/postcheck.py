@@ -1,7 +1,7 @@
 """Helpers for a patch's ``upstream_check``: read one definition of a vLLM as an AST.
 
 A patch's ``upstream_check(source) -> str | None`` (:class:`patchq.model.Patch`) looks at
-the code of one vLLM (a :class:`patchq.sources.CodeSource`) and returns a reason when
+the code of one vLLM (a :class:`patchq.dist.sources.CodeSource`) and returns a reason when
 that release already does what the patch intends (the *post-state*), else None. It must
 judge the *release's* code: a definition that carries the patch's own sentinel (an
 installed vLLM that patchq already patched) is never evidence of an upstream fix.
@@ -13,10 +13,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from patchq.anchors import ast_index, find_definitions
+from patchq.plan.anchors import ast_index, find_definitions
 from patchq.model import AnchorSpec
 from patchq.sentinels import find_sentinels
-from patchq.sources import CodeSource
+from patchq.dist.sources import CodeSource
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def definition(source: CodeSource, qualname: str, *modules: str) -> Definition |
         qualname: e.g. ``resolve_kv_cache_block_sizes`` or ``Backend``.
         modules: dotted module hints tried in order (the definition moves between files
             across releases); when none holds it, the whole package is searched
-            (:func:`patchq.anchors.find_definitions`, once).
+            (:func:`patchq.plan.anchors.find_definitions`, once).
     """
     indexes: dict[str, dict | None] = {}
 

@@ -10,7 +10,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from patchq import engine
+from patchq.plan import engine
 
 
 def patch_rows(plan: engine.Plan) -> list[dict]:

@@ -1,6 +1,6 @@
 """Shared fixtures: real vLLM installs, hard-linked per-test copies, and the CLI.
 
-A real vLLM wheel (from PyPI, via :func:`patchq.releases.wheel_path`, which downloads
+A real vLLM wheel (from PyPI, via :func:`patchq.dist.releases.wheel_path`, which downloads
 only when the wheel is not cached) is installed once with
 ``pip install --no-deps --no-compile --target`` into
 ``<patchq cache>/test-envs/vllm-<version>/<wheel sha256[:16]>/site-packages`` and reused
@@ -82,12 +82,12 @@ def build_site(version: str) -> Path:
     """The cached pristine site-packages of vLLM ``version`` (built once per wheel).
 
     Raises:
-        patchq.releases.ReleaseError: the wheel cannot be had.
+        patchq.dist.releases.ReleaseError: the wheel cannot be had.
         subprocess.CalledProcessError: pip failed.
     """
     from filelock import FileLock
 
-    from patchq import releases
+    from patchq.dist import releases
 
     wheel = releases.wheel_path(version)
     base = releases.cache_dir() / "test-envs" / f"vllm-{version}"
@@ -117,7 +117,7 @@ def vllm_site():
     """Factory: ``vllm_site("0.23.0")`` -> the cached pristine site-packages (never write it).
 
     Skips when the wheel cannot be had (offline with no cache)."""
-    from patchq import releases
+    from patchq.dist import releases
 
     built: dict[str, tuple[Path, dict]] = {}
 

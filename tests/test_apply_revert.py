@@ -99,7 +99,9 @@ def assert_record(site: Path, relpaths) -> None:
 @pytest.fixture(scope="session")
 def dense_bytes(pristine_site) -> dict[str, bytes]:
     """relpath -> the fully patched bytes of each dense file (planned in memory)."""
-    from patchq import engine, series, sources
+    from patchq.plan import engine
+    from patchq import series
+    from patchq.dist import sources
 
     plan = engine.plan(sources.installed(pristine_site), series.load().patches_of("dense"))
     assert plan.ok and sorted(plan.patched) == DENSE_FILES
@@ -121,7 +123,7 @@ def series_hashes() -> dict[str, str]:
 def test_apply_dense_changes_exactly_the_five_patches_definitions(site, pristine_site, cli):
     import libcst as cst
 
-    from patchq.anchors import index_definitions
+    from patchq.plan.anchors import index_definitions
 
     res = apply(cli, site)
     assert res.rc == 0, res

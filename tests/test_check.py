@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from patchq import check, releases, series, sources
+from patchq.compat import check
+from patchq.dist import releases, sources
+from patchq import series
 
 REPO = Path(__file__).resolve().parents[1]
 DRIFT = REPO / "tests" / "drift"

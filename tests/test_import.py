@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from patchq import diffs, engine, importer, releases
+from patchq.plan import diffs, engine
+from patchq.authoring import importer
+from patchq.dist import releases
 from patchq import series as series_mod
-from patchq.merge import strip_sentinels
-from patchq.sources import release_source
+from patchq.authoring.merge import strip_sentinels
+from patchq.dist.sources import release_source
 
 REL = "vllm/v1/core/kv_cache_utils.py"
 SCALED = "            new_spec = replace(layer_spec, block_size=new_block_size)\n"

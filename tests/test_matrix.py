@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from patchq import check, matrix, matrix_boot, matrix_render, series, sources
+from patchq.compat import check, matrix, matrix_boot, matrix_render
+from patchq import series
+from patchq.dist import sources
 from patchq.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -154,7 +156,7 @@ def test_levels_and_boot_evidence(tmp_path):
     assert '<div class="run-fail" title="dense FAILS: AssertionError: block_size must be' in page
 
 
-BOOT_EVIDENCE = REPO / "ci" / "evidence" / "boot-results.jsonl"
+BOOT_EVIDENCE = REPO / "lab" / "evidence" / "boot-results.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +166,7 @@ def boot_doc():
 
 
 def test_boot_row_carries_every_run(boot_doc):
-    """The H200 records of 0.23.0 and 0.26.0 (ci/boot.py): 9 runs a release, 5 under dflash, 2 under dense."""
+    """The H200 records of 0.23.0 and 0.26.0 (lab/boot.py): 9 runs a release, 5 under dflash, 2 under dense."""
     texts = {v: [r["text"] for r in e["runs"]] for v, e in boot_doc["boot"]["dflash"].items()}
     assert texts["0.23.0"] == [
         "dflash ok 211 s", "dflash-prefix ok 223 s", "dflash-run (runtime) ok 203 s, site pristine",
@@ -218,7 +220,7 @@ def test_levels_of_another_patch_hash_are_stale():
     cell = {"hash": "aaaaaaaaaaaa", "blocking": False, "status": "applies"}
     matrix.merge_levels(cell, {"import": {"hash": "bbbbbbbbbbbb", "result": "ok", "detail": "x"}}, None)
     assert cell["levels"]["import"]["result"] == "stale"
-    assert "re-run ci/cpu_levels.py" in cell["levels"]["import"]["detail"]
+    assert "re-run lab/cpu_levels.py" in cell["levels"]["import"]["detail"]
     assert (cell["level"], cell["failed_level"]) == ("source", None)
 
 

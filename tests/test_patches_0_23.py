@@ -44,7 +44,7 @@ def series():
 
 @pytest.fixture(scope="session")
 def source(pristine_site):
-    from patchq import sources
+    from patchq.dist import sources
 
     src = sources.installed(pristine_site)
     assert str(src.version) == VERSION
@@ -54,7 +54,7 @@ def source(pristine_site):
 @pytest.fixture(scope="session")
 def single_plans(source, series):
     """patch id -> the plan of that patch alone on the installed 0.23.0 (in memory)."""
-    from patchq import engine
+    from patchq.plan import engine
 
     return {pid: engine.plan(source, [series.patch(pid)]) for pid in PATCH_IDS}
 

@@ -67,7 +67,9 @@ def patchq(*args, env, wrap=(), extra_env=None, timeout=600) -> subprocess.Compl
 
 def planned(site: Path, profile: str = PROFILE) -> dict[str, str]:
     """relpath -> patched text, from the engine directly (what apply writes)."""
-    from patchq import engine, series, sources
+    from patchq.plan import engine
+    from patchq import series
+    from patchq.dist import sources
 
     plan = engine.plan(sources.installed(site), series.load().patches_of(profile))
     assert plan.ok, [r.reason for r in plan.failures()]
@@ -225,7 +227,7 @@ def test_read_only_site_apply_refuses_run_works(site, env, tmp_path):
     ran = patchq("run", "--profile", PROFILE, "--site-packages", site, "--", sys.executable, "-c", check,
                  env=env, wrap=wrap, extra_env={"PYTHONPATH": str(site)})
     assert ran.returncode == 0, ran.stderr
-    from patchq.hookdir import module_name
+    from patchq.env.hookdir import module_name
 
     want = {module_name(rel)[0]: sha(text) for rel, text in planned(site).items()}
     assert dict(line.split() for line in ran.stdout.splitlines()) == want
@@ -300,7 +302,7 @@ def test_warm_start_parses_nothing(site, env):
     assert warm.returncode == 0 and "(warm)" in warm.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in warm.stderr.splitlines() if line.startswith("import time:")}
     assert "patchq.commands.run" in imported
-    assert not {"libcst", "patchq.engine", "patchq.converge", "typer", "rich"} & imported
+    assert not {"libcst", "patchq.plan.engine", "patchq.env.converge", "typer", "rich"} & imported
 
 
 def test_expect_profile_conflict_and_print_env(site, env):
@@ -372,7 +374,7 @@ def torch_python() -> str:
     (vLLM itself comes from the test site on PYTHONPATH). Skips when pip cannot get them."""
     from filelock import FileLock
 
-    from patchq import releases
+    from patchq.dist import releases
 
     base = releases.cache_dir() / "test-envs" / "torch-2.13.0-fla"
     python = base / "bin" / "python"

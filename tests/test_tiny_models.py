@@ -1,4 +1,4 @@
-"""CPU tests for the boot tooling in ci/: tiny model generator + checker, wheelsplit, slimwheel.
+"""CPU tests for the boot lab (lab/): tiny model generator + checker, wheelsplit, slimwheel.
 
 The model tests need torch, safetensors, numpy and tokenizers (skipped with the reason
 otherwise); the rest is stdlib.
@@ -18,12 +18,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "ci"))
+from lab import slimwheel, tiny_models, wheelsplit
 
-import slimwheel  # noqa: E402
-import tiny_models  # noqa: E402
-import wheelsplit  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 _MISSING = [m for m in ("torch", "safetensors", "numpy", "tokenizers") if importlib.util.find_spec(m) is None]
 needs_torch = pytest.mark.skipif(
@@ -405,7 +402,7 @@ VLLM_SITE = Path(os.environ.get("PATCHQ_VLLM_SITE", "/tmp/sitetest"))
                     reason=f"needs patchq's deps ({', '.join(_PATCHQ_DEPS) or 'ok'}) and a vLLM 0.23.0 .py tree with "
                            f"its dist-info at {VLLM_SITE} (set PATCHQ_VLLM_SITE)")
 def test_boot_runner_against_fake_vllm(tmp_path):
-    import boot
+    from lab import boot
 
     root = tmp_path / "pq"
     site = root / "rel" / "0.23.0" / "site"
@@ -447,7 +444,7 @@ def test_boot_runner_against_fake_vllm(tmp_path):
 
 
 def test_boot_error_line_and_metrics():
-    import boot
+    from lab import boot
 
     log = "\n".join([
         "(EngineCore_DP0 pid=7) ERROR 11-30 10:00:00 [core.py:900] Traceback (most recent call last):",

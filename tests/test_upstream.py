@@ -16,7 +16,9 @@ import git
 import pytest
 from packaging.version import Version
 
-from patchq import releases, series, upstream
+from patchq.dist import releases
+from patchq import series
+from patchq.authoring import upstream
 from patchq.model import AnchorSpec
 
 RELEASES = ["0.23.0", "0.24.0", "0.26.0"]

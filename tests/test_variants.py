@@ -10,10 +10,10 @@
 * behaviour read from the patched code: no stock lm-head call survives int8-lmhead,
   every not-quantized branch of ``INCConfig`` tries FP8 first, unify-kv-page never
   adds an unscaled padding, prefix-align's guard; each patch's ``upstream_check``;
-* ``anchors/*.toml`` fingerprints are what ``python -m patchq.fingerprints --record``
+* ``anchors/*.toml`` fingerprints are what ``python -m patchq.authoring.fingerprints --record``
   writes today.
 
-Release trees come from the local wheel cache (:func:`patchq.sources.release_source`);
+Release trees come from the local wheel cache (:func:`patchq.dist.sources.release_source`);
 a release that cannot be had is skipped.
 """
 
@@ -101,7 +101,7 @@ FILES = {
 @functools.lru_cache(maxsize=None)
 def release(version: str):
     """The release's CodeSource (cached per test session), or skip."""
-    from patchq import sources
+    from patchq.dist import sources
     from patchq.errors import PatchqError
 
     try:
@@ -120,7 +120,7 @@ def loaded_series():
 @functools.lru_cache(maxsize=None)
 def dense_plan(version: str):
     """The plan of the whole series (= profile dense) on ``version``."""
-    from patchq import engine
+    from patchq.plan import engine
 
     s = loaded_series()
     return engine.plan(release(version), [s.patch(pid) for pid in PATCHES])
@@ -141,7 +141,7 @@ def test_the_table_covers_the_target_releases():
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_profile_on_every_release(version, profile):
-    from patchq import engine
+    from patchq.plan import engine
 
     s = loaded_series()
     patches = s.patches_of(profile)
@@ -159,7 +159,7 @@ def test_every_profile_on_every_release(version, profile):
                 assert (a.relpath, a.moved) == (FILES[want], False), a
                 assert spec[a.anchor].module_paths[0] == a.relpath or spec[a.anchor].module_paths[1] == a.relpath
                 assert spec[a.anchor].fingerprints.get(version) == a.fingerprint, \
-                    f"{result.patch_id}/{a.anchor}: fingerprint of {version} not recorded (run python -m patchq.fingerprints --record)"
+                    f"{result.patch_id}/{a.anchor}: fingerprint of {version} not recorded (run python -m patchq.authoring.fingerprints --record)"
                 assert a.verified is not None
             assert result.files == [FILES[want]]
         else:
@@ -317,7 +317,7 @@ def test_upstream_checks_on_release_code(version):
 
 
 def _tree(tmp_path: Path, files: dict[str, str]):
-    from patchq import sources
+    from patchq.dist import sources
 
     for rel, text in files.items():
         path = tmp_path / rel
@@ -348,8 +348,8 @@ def test_fla_upstream_check_sees_a_lowered_default(tmp_path):
 
 
 def test_recorded_fingerprints_are_current():
-    """``python -m patchq.fingerprints --check`` over every release of the table."""
-    from patchq import fingerprints
+    """``python -m patchq.authoring.fingerprints --check`` over every release of the table."""
+    from patchq.authoring import fingerprints
 
     for v in VERSIONS:
         release(v)
@@ -359,7 +359,7 @@ def test_recorded_fingerprints_are_current():
 def test_fingerprint_tables_sorted_by_version_and_rendering_is_stable():
     import tomllib
 
-    from patchq import fingerprints
+    from patchq.authoring import fingerprints
 
     assert list(fingerprints.merged({"0.9.0": "a", "0.23.0": "b"}, {"0.10.0": "c", "0.23.0": "d"},
                                     ["0.10.0", "0.23.0"]).items()) == \

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from patchq import report
-from patchq.converge import ConvergeResult, PlanFailed, converge
+from patchq.env.converge import ConvergeResult, PlanFailed, converge
 from patchq.errors import EXIT_OK, PatchqError
 from patchq.series import Series
-from patchq.sources import CodeSource
+from patchq.dist.sources import CodeSource
 
 SCHEMA = "patchq.apply/1"
 
@@ -66,7 +66,7 @@ def revert(target: CodeSource, series: Series, profile: str | None, force: bool)
     target module of the series that someone else edited (e.g. the old sentinel scripts)
     goes back to the release wheel's bytes. Returns (document, exit code)."""
     from patchq.errors import StateError
-    from patchq.state import Journal, StateDir
+    from patchq.env.state import Journal, StateDir
 
     try:
         journal = StateDir(target.root).read()

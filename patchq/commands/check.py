@@ -1,10 +1,10 @@
-"""``patchq check``: what each patch of a profile does on a vLLM (schema in :mod:`patchq.check`)."""
+"""``patchq check``: what each patch of a profile does on a vLLM (schema in :mod:`patchq.compat.check`)."""
 
 from __future__ import annotations
 
-from patchq import check as checking
+from patchq.compat import check as checking
 from patchq.series import Series
-from patchq.sources import CodeSource
+from patchq.dist.sources import CodeSource
 
 
 def run(target: CodeSource, series: Series, profile: str | None) -> tuple[dict, int]:

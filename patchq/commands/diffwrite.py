@@ -1,7 +1,7 @@
 """``patchq diff --release VERSION --write``: store each patch's diff under ``series/diffs/VERSION/``.
 
 Every patch of the profile (or of the whole series) is planned alone on the pristine
-release and its diff validated and written by :mod:`patchq.diffstore`. Exit 1 when a
+release and its diff validated and written by :mod:`patchq.authoring.diffstore`. Exit 1 when a
 patch fails on that release (its file is left as it was).
 """
 
@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from patchq import diffstore, engine, releases
+from patchq.authoring import diffstore
+from patchq.plan import engine
+from patchq.dist import releases
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
 from patchq.series import Series
-from patchq.sources import release_source
+from patchq.dist.sources import release_source
 
 SCHEMA = "patchq.diff-write/1"
 

@@ -1,7 +1,7 @@
 """``patchq import FILE.patch --id NAME [--release VERSION]``: a diff becomes an anchored patch.
 
-:func:`patchq.importer.build` parses and attributes the diff, :func:`~patchq.importer.write`
-writes ``series/<id>.py`` and ``anchors/<id>.toml``, and :func:`~patchq.importer.verify`
+:func:`patchq.authoring.importer.build` parses and attributes the diff, :func:`~patchq.authoring.importer.write`
+writes ``series/<id>.py`` and ``anchors/<id>.toml``, and :func:`~patchq.authoring.importer.verify`
 plans the new patch on the release: when its result is not exactly the diff's, both files
 are removed again and the import fails (exit 1), so a written patch always reproduces
 its diff.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchq import importer
+from patchq.authoring import importer
 from patchq.errors import EXIT_OK, UsageError
 from patchq.series import Series
 

@@ -1,10 +1,10 @@
-"""``patchq matrix``: every profile on every release (schema in :mod:`patchq.matrix`)."""
+"""``patchq matrix``: every profile on every release (schema in :mod:`patchq.compat.matrix`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from patchq import matrix
+from patchq.compat import matrix
 from patchq.errors import UsageError
 
 
@@ -14,16 +14,16 @@ def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: s
 
     Args:
         releases_spec: a specifier range (``>=0.20.2,<=0.33.0``) resolved against PyPI's
-            list, or an explicit comma list (:func:`patchq.releases.list_releases`).
+            list, or an explicit comma list (:func:`patchq.dist.releases.list_releases`).
         profiles: comma-separated profile names.
-        levels, boot: paths of evidence JSON files (:func:`patchq.matrix.load_records`).
+        levels, boot: paths of evidence JSON files (:func:`patchq.compat.matrix.load_records`).
     Returns:
         (document, {kind: path written}, exit code: 1 when any cell is blocking or a
         release could not be checked).
     Raises:
         UsageError: bad spec or profile. TargetNotFound: the release list is unavailable.
     """
-    from patchq import releases
+    from patchq.dist import releases
 
     names = [p.strip() for p in profiles.split(",") if p.strip()]
     if not names:

@@ -1,13 +1,13 @@
 """``patchq rebase --to VERSION [--from VERSION] [--patch ID] [--write]``.
 
-Runs :func:`patchq.merge.rebase_patch` for each patch and, with ``--write``, records
+Runs :func:`patchq.authoring.merge.rebase_patch` for each patch and, with ``--write``, records
 what a clean rebase proves (:func:`record`):
 
 * the transform carries forward (its result at the target equals the clean merge):
   the variant's range is widened to the target when no variant covers it
-  (:func:`patchq.seriesedit.widen_variant`), the anchors' fingerprints at both releases
-  go into ``anchors/<patch>.toml`` (:mod:`patchq.fingerprints`' format), and the patch's
-  diff at the target into ``series/diffs/<target>/<patch>.diff`` (:mod:`patchq.diffstore`);
+  (:func:`patchq.authoring.seriesedit.widen_variant`), the anchors' fingerprints at both releases
+  go into ``anchors/<patch>.toml`` (:mod:`patchq.authoring.fingerprints`' format), and the patch's
+  diff at the target into ``series/diffs/<target>/<patch>.diff`` (:mod:`patchq.authoring.diffstore`);
 * the merge is clean but the transform differs or fails: the merged definitions (the
   proposed new variant's golden text) and the merged diff go to the work directory.
 
@@ -22,11 +22,12 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from patchq import diffstore, merge, rangediff, releases, seriesedit
+from patchq.authoring import diffstore, merge, rangediff, seriesedit
+from patchq.dist import releases
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.model import Patch
 from patchq.series import Series, module_file
-from patchq.sources import release_source
+from patchq.dist.sources import release_source
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,7 +60,7 @@ def default_from(patch: Patch, target: Version) -> Version | None:
 
 def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]]) -> str | None:
     """Merge ``fps`` (anchor -> {version: fp}) into ``anchors/<patch>.toml``; the path when changed."""
-    from patchq import fingerprints
+    from patchq.authoring import fingerprints
 
     path = series.anchors_root / f"{patch_id}.toml"
     old = path.read_text(encoding="utf-8")

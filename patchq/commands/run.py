@@ -2,7 +2,7 @@
 
 site-packages is left untouched: the command (and every Python process below it) gets
 patchq's import hook through a generated ``sitecustomize`` on ``PYTHONPATH`` (see
-:mod:`patchq.hookdir` and ``runtime/patchq_runtime/hook.py``). The served texts come
+:mod:`patchq.env.hookdir` and ``runtime/patchq_runtime/hook.py``). The served texts come
 from the same plan as ``patchq apply`` (byte-identical to what apply writes).
 
 Before the command starts, ``run`` plans the profile (or reuses the hook directory when
@@ -111,7 +111,8 @@ def prepare(opts: RunOptions) -> dict:
     """
     from patchq_runtime.cachefold import profile_digest
 
-    from patchq import hookdir, sources
+    from patchq.env import hookdir
+    from patchq.dist import sources
     from patchq import series as series_mod
     from patchq.hashing import series_summary
 
@@ -127,7 +128,7 @@ def prepare(opts: RunOptions) -> dict:
         manifest["hook_dir"] = str(hook_dir)
         manifest["warm"] = True
         return manifest
-    from patchq.converge import PlanFailed
+    from patchq.env.converge import PlanFailed
 
     try:
         manifest = hookdir.build(target, series_mod.load(opts.series), opts.profile, summary)
@@ -150,7 +151,7 @@ def environment(manifest: dict, base: dict[str, str]) -> dict[str, str]:
     from patchq_runtime.cachefold import fold
     from patchq_runtime.hook import MARKER
 
-    from patchq.hookdir import runtime_dir
+    from patchq.env.hookdir import runtime_dir
 
     profile = manifest["profile"]
     expect = base.get("PATCHQ_EXPECT_PROFILE")

@@ -1,9 +1,9 @@
 """``patchq upstream sync`` and ``patchq upstream log PATCH``.
 
-``sync`` builds or extends the releases repository (:func:`patchq.upstream.sync`), or,
+``sync`` builds or extends the releases repository (:func:`patchq.authoring.upstream.sync`), or,
 with ``--repo``, checks that a clone has the wanted ``vX.Y.Z`` tags. ``log`` follows each
 anchored definition of a patch through the tagged releases
-(:func:`patchq.upstream.definition_history`) and lists the releases where it changed,
+(:func:`patchq.authoring.upstream.definition_history`) and lists the releases where it changed,
 with the diff of just that definition and, for a clone, the commits that touched it.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from patchq import releases, upstream
+from patchq.dist import releases
+from patchq.authoring import upstream
 from patchq.errors import EXIT_OK, UsageError
 from patchq.model import AnchorSpec
 from patchq.series import Series
@@ -51,7 +52,7 @@ def sync(spec: str | None, repo: str | None = None) -> tuple[dict, int]:
 
 def _releases(spec: str) -> list:
     """An explicit list of cached releases is taken as is (no index query); anything
-    else goes through :func:`patchq.releases.list_releases` (PyPI, cached an hour)."""
+    else goes through :func:`patchq.dist.releases.list_releases` (PyPI, cached an hour)."""
     if not any(op in spec for op in "<>=!~"):
         try:
             return releases.filter_releases(releases.cached_wheels(), spec)

@@ -90,11 +90,11 @@ from typing import Iterable
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patchq import engine
-from patchq.anchors import Pattern, ast_index, declares, definition_span, locate_definition, split_lines
+from patchq.plan import engine
+from patchq.plan.anchors import Pattern, ast_index, declares, definition_span, locate_definition, split_lines
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
-from patchq.sources import CodeSource
+from patchq.dist.sources import CodeSource
 
 SCHEMA = "patchq.check/1"
 
@@ -292,7 +292,7 @@ def nearest_verified(known_versions: Iterable[str], version: Version) -> str | N
 @functools.lru_cache(maxsize=32)
 def _release_source(version: str) -> CodeSource | None:
     """A release from patchq's cache only (never downloads); None when not cached."""
-    from patchq import releases, sources
+    from patchq.dist import releases, sources
 
     tree = releases.cache_dir() / "releases" / releases.version_key(version)
     if not (tree / "vllm").is_dir() and Version(version) not in releases.cached_wheels():
@@ -580,7 +580,7 @@ def pristine_reader(source: CodeSource):
     if source.kind != "installed":
         return None
     from patchq.hashing import sha256_file
-    from patchq.state import StateDir
+    from patchq.env.state import StateDir
 
     state = StateDir(source.root)
     if not state.journal_path.is_file():
@@ -702,9 +702,9 @@ def target_for(vllm: str | None = None, source_dir: str | Path | None = None, as
     """The CodeSource a check reads: a release (``--vllm``), a tree (``--source``), or installed.
 
     Raises:
-        UsageError: more than one target given. TargetNotFound: see :mod:`patchq.sources`.
+        UsageError: more than one target given. TargetNotFound: see :mod:`patchq.dist.sources`.
     """
-    from patchq import sources
+    from patchq.dist import sources
     from patchq.errors import UsageError
 
     if sum(bool(x) for x in (vllm, source_dir, site_packages or python)) > 1:

@@ -33,7 +33,7 @@ import libcst as cst
 
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec
-from patchq.sources import CodeSource
+from patchq.dist.sources import CodeSource
 
 DefNode = cst.FunctionDef | cst.ClassDef
 
@@ -466,7 +466,7 @@ class Segment:
         """The segment's text with ``node`` replaced by ``new`` (same indentation).
 
         ``new`` may be a FlattenSentinel: statements placed beside the definition (an
-        imported patch's module-level insertions, :mod:`patchq.stmtpatch`).
+        imported patch's module-level insertions, :mod:`patchq.plan.stmtpatch`).
         """
         nodes = list(new.nodes) if isinstance(new, cst.FlattenSentinel) else [new]
         if self.wrapped:

@@ -1,13 +1,13 @@
 """Record the fingerprints of every anchor on every release where its patch was verified.
 
-An anchor's fingerprint (:func:`patchq.anchors.fingerprint`: 16 hex of the normalized
+An anchor's fingerprint (:func:`patchq.plan.anchors.fingerprint`: 16 hex of the normalized
 AST of the anchored definition, docstrings dropped) is recorded per vLLM version in
 ``anchors/<patch>.toml`` as ``[anchors.<id>.fingerprints]`` ``"<version>" = "<fp>"``.
 ``patchq check`` calls an anchor *verified* (status ``applies``) on a target whose
 definition has a recorded fingerprint; any other fingerprint is drift to review.
 
 A version is recorded for an anchor when the patch's variant for that version edits
-with that anchor and :func:`patchq.engine.plan` of the whole series on the release
+with that anchor and :func:`patchq.plan.engine.plan` of the whole series on the release
 gives the patch ``ok`` (anchor resolved, count right, transform ran, result compiled).
 Recording rewrites each anchor file with :mod:`tomli_w` (tables in file order, keys
 ``module``/``qualname``/``node``/``count``, fingerprints sorted by version), so the
@@ -15,8 +15,8 @@ output is deterministic. Versions that were computed replace what was recorded f
 them (a version where the anchor no longer verifies is dropped); versions that were not
 computed (a release missing from the local cache) are kept.
 
-Run ``python -m patchq.fingerprints --record`` (all cached release wheels, see
-:func:`patchq.releases.cached_wheels`) or ``--check`` (exit 1 when the files differ from
+Run ``python -m patchq.authoring.fingerprints --record`` (all cached release wheels, see
+:func:`patchq.dist.releases.cached_wheels`) or ``--check`` (exit 1 when the files differ from
 what would be recorded). ``--releases`` (a specifier or a comma list, as for ``patchq
 matrix``) selects among the cached releases; nothing is downloaded.
 """
@@ -31,9 +31,10 @@ from typing import Iterable, Mapping
 import tomli_w
 from packaging.version import Version
 
-from patchq import engine, releases
+from patchq.plan import engine
+from patchq.dist import releases
 from patchq import series as series_mod
-from patchq.sources import release_source
+from patchq.dist.sources import release_source
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,7 +46,7 @@ Fingerprints = dict[str, dict[str, dict[str, str]]]
 
 HEADER = (
     "# Anchors of patch {patch}: where its edits go, by structure (see patchq/model.py AnchorSpec).\n"
-    "# [anchors.<id>.fingerprints] is written by `python -m patchq.fingerprints --record`.\n\n"
+    "# [anchors.<id>.fingerprints] is written by `python -m patchq.authoring.fingerprints --record`.\n\n"
 )
 _KEY_ORDER = ("module", "qualname", "node", "count")
 
@@ -61,7 +62,7 @@ def compute(loaded: series_mod.Series, versions: Iterable[str]) -> tuple[Fingerp
     Args:
         loaded: the series (every patch of its directory is planned, in profile order).
         versions: vLLM versions; each release tree is extracted from the cached wheel
-            (:func:`patchq.sources.release_source`).
+            (:func:`patchq.dist.sources.release_source`).
     Returns:
         (fingerprints, versions computed, as strings).
     """
@@ -154,11 +155,11 @@ def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m patchq.fingerprints (--record | --check) [--releases SPEC] [--series DIR]``.
+    """``python -m patchq.authoring.fingerprints (--record | --check) [--releases SPEC] [--series DIR]``.
 
     Returns the exit status: 0, or 1 for ``--check`` when a file would change.
     """
-    ap = argparse.ArgumentParser(prog="python -m patchq.fingerprints", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m patchq.authoring.fingerprints", description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--record", action="store_true", help="write anchors/<patch>.toml fingerprints")
     mode.add_argument("--check", action="store_true", help="exit 1 when recorded fingerprints are out of date")

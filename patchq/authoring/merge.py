@@ -1,7 +1,7 @@
 """Node-scoped rebase: carry a patch from one vLLM release to another, definition by definition.
 
 For a patch, the variant that applies at the *from* release is planned there
-(:func:`patchq.engine.plan`, that one variant forced) and the definitions it changed are
+(:func:`patchq.plan.engine.plan`, that one variant forced) and the definitions it changed are
 the *units* of the rebase (a unit nested in another unit of the same file, e.g. a method
 of a patched class, is merged as part of the outer one). For each unit, three texts of
 just that definition go to ``git merge-file -p``:
@@ -23,7 +23,7 @@ written with its markers to ``<workdir>/<target>/<patch>/<qualname>.py``, beside
 ``<qualname>.transform.py`` when the transform still applies at the target.
 
 Finally the patch's rendered diff at the two releases is compared hunk by hunk
-(:mod:`patchq.rangediff`). Writing (``--write``) is :func:`record`'s job.
+(:mod:`patchq.authoring.rangediff`). Writing (``--write``) is :func:`record`'s job.
 """
 
 from __future__ import annotations
@@ -39,12 +39,13 @@ import git
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patchq import diffs, engine, rangediff
-from patchq.anchors import ast_index, definition_span, fingerprint_ast, locate_definition, split_lines
+from patchq.plan import diffs, engine
+from patchq.authoring import rangediff
+from patchq.plan.anchors import ast_index, definition_span, fingerprint_ast, locate_definition, split_lines
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
 from patchq.sentinels import SENTINEL_RE
-from patchq.sources import CodeSource
+from patchq.dist.sources import CodeSource
 
 #: Body similarity (rapidfuzz ratio, 0-100) from which a renamed definition is followed.
 SIMILARITY_MIN = 85.0
@@ -269,7 +270,7 @@ class PatchRebase:
             ``upstreamed``, ``absent``, ``none``).
         old_diff / new_diff: the patch rendered at both releases; new_diff_source says
             where the new one comes from (``transform``, ``merge`` or ``""``).
-        range_diff: hunk pairs (:mod:`patchq.rangediff`).
+        range_diff: hunk pairs (:mod:`patchq.authoring.rangediff`).
         fingerprints: anchor id -> {version: fingerprint} verified by this rebase.
         written: paths written.
     """

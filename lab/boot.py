@@ -11,7 +11,7 @@ Layout under ``--root`` (default ``/tmp/pq``)::
     pqsite/                 symlinks to the repo's patchq and patchq_runtime + a
                             ``patchq-0.1.0.dist-info`` with the ``vllm.general_plugins`` entry
                             point, so vLLM loads patchq_runtime.plugin from PYTHONPATH
-    models/                 tiny models (ci/tiny_models.py), checked after generation
+    models/                 tiny models (lab/tiny_models.py), checked after generation
     negseries/{series,anchors}  the project's series plus the negative-control profiles
     runs/<release>/<run>/   per run: site/ (own copy of vLLM: .py copied, the rest
                             hard-linked), serve.log, record.json
@@ -20,15 +20,15 @@ Layout under ``--root`` (default ``/tmp/pq``)::
 
 Steps (subcommands)::
 
-    python ci/boot.py install --release 0.23.0 --vllm-bundle B.tar.xz | --vllm-wheel W.whl | --vllm-manifest M.json
+    python lab/boot.py install --release 0.23.0 --vllm-bundle B.tar.xz | --vllm-wheel W.whl | --vllm-manifest M.json
                               [--parts-dir D ...] [--deps-bundle D.tar.xz | --deps-wheels DIR]
-    python ci/boot.py models                       # generate + check the tiny models
-    python ci/boot.py plan --release 0.23.0        # print the default plan (JSON)
-    python ci/boot.py run --release 0.23.0 [--only a,b] [--jobs N] [--detach] [--triton-in T.tgz]
-    python ci/boot.py wait --out $OUT [--max-wait 540] [--triton-out]   # collect results into $OUT
-    python ci/boot.py triton save OUT.tgz | restore IN.tgz
-    python ci/boot.py probe --out $OUT             # python/torch/GPU/packages facts, cheap
-    python ci/boot.py smoke --release R --out $OUT # launch a kernel from each slimmed extension
+    python lab/boot.py models                       # generate + check the tiny models
+    python lab/boot.py plan --release 0.23.0        # print the default plan (JSON)
+    python lab/boot.py run --release 0.23.0 [--only a,b] [--jobs N] [--detach] [--triton-in T.tgz]
+    python lab/boot.py wait --out $OUT [--max-wait 540] [--triton-out]   # collect results into $OUT
+    python lab/boot.py triton save OUT.tgz | restore IN.tgz
+    python lab/boot.py probe --out $OUT             # python/torch/GPU/packages facts, cheap
+    python lab/boot.py smoke --release R --out $OUT # launch a kernel from each slimmed extension
 
 A run (one entry of the plan): patchq ``apply --profile P`` on the run's own copy of vLLM
 (``revert --all`` for ``profile: null``), then ``vllm serve`` with boot.md's flags under
@@ -390,7 +390,7 @@ def cmd_install(a) -> int:
     t0 = time.time()
     rel = root / "rel" / a.release
     if a.vllm_manifest:
-        sys.path.insert(0, str(REPO / "ci"))
+        sys.path.insert(0, str(REPO / "lab"))
         import wheelsplit
 
         man = json.loads(Path(a.vllm_manifest).read_text())
@@ -438,7 +438,7 @@ def cmd_models(a) -> int:
     """Generate the tiny models into ``root/models`` (skipped when MODELS.json matches) and check them."""
     root = Path(a.root)
     out = root / "models"
-    sys.path.insert(0, str(REPO / "ci"))
+    sys.path.insert(0, str(REPO / "lab"))
     import tiny_models
 
     t0 = time.time()
@@ -802,7 +802,7 @@ def cmd_wait(a) -> int:
         n = triton_save(tgz)
         state["triton_cache_bytes"] = n
         if n > 15 * 1024 * 1024:  # $OUT files come back only up to 16 MiB each: split
-            sys.path.insert(0, str(REPO / "ci"))
+            sys.path.insert(0, str(REPO / "lab"))
             import wheelsplit
 
             man = wheelsplit.split(tgz, out, limit=15 * 1024 * 1024)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from patchq import record
+from patchq.dist import record
 from patchq.errors import TargetNotFound, UsageError
 
 PACKAGE = "vllm"
@@ -170,7 +170,7 @@ def release_source(version: str) -> CodeSource:
     Raises:
         TargetNotFound: the release cannot be had (not on PyPI, offline with no cache).
     """
-    from patchq import releases
+    from patchq.dist import releases
 
     try:
         tree = releases.release_tree(version)

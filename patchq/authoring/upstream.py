@@ -6,7 +6,7 @@ Two kinds of history are understood:
   repository whose branch ``releases`` holds one commit per vLLM release, in release
   order, each tagged ``v<version>`` (the tag style of vLLM's own repository). A
   commit's tree is exactly the release wheel's ``vllm/**/*.py``
-  (:func:`patchq.releases.release_tree`); its date is the wheel's build date (the
+  (:func:`patchq.dist.releases.release_tree`); its date is the wheel's build date (the
   ``METADATA`` entry of the wheel zip), so the same releases always give the same
   commit ids. Trees are written with git plumbing, never through a work tree:
   ``hash-object -w --stdin-paths`` for the blobs the repository lacks,
@@ -15,10 +15,10 @@ Two kinds of history are understood:
 * **clone** (``--repo PATH``): an existing vLLM clone; its ``vX.Y.Z`` tags name the
   releases and the commits between two tags are the real upstream commits.
 
-:class:`GitSource` is a :class:`patchq.sources.CodeSource` over a tag, so anchors resolve
+:class:`GitSource` is a :class:`patchq.dist.sources.CodeSource` over a tag, so anchors resolve
 in a release read from git exactly as in an extracted wheel.
 :func:`definition_history` follows one definition (by qualified name, across files)
-through the releases and fingerprints it in each (:func:`patchq.anchors.fingerprint_ast`:
+through the releases and fingerprints it in each (:func:`patchq.plan.anchors.fingerprint_ast`:
 the same value as the engine's, from :mod:`ast`, without libcst).
 """
 
@@ -41,11 +41,11 @@ import git
 from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
-from patchq import releases
-from patchq.anchors import ast_index, definition_span, find_definitions, fingerprint_ast, split_lines
+from patchq.dist import releases
+from patchq.plan.anchors import ast_index, definition_span, find_definitions, fingerprint_ast, split_lines
 from patchq.errors import TargetNotFound, UsageError
 from patchq.model import AnchorSpec
-from patchq.sources import PACKAGE, CodeSource
+from patchq.dist.sources import PACKAGE, CodeSource
 
 BRANCH = "releases"
 TAG_PREFIX = "v"
@@ -304,7 +304,7 @@ def sync(versions: Iterable[Version | str], path: Path | None = None) -> SyncRes
         versions: the releases to have (the wheels are fetched once when not cached).
         path: the repository (default :func:`default_path`).
     Raises:
-        patchq.releases.ReleaseError: a release cannot be had.
+        patchq.dist.releases.ReleaseError: a release cannot be had.
     """
     path = Path(path or default_path())
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -350,7 +350,7 @@ class DefinitionAt:
     Attributes:
         version: the release. relpath: its file. qualname: its qualified name.
         start, end: 1-based line range (decorators included). text: those lines.
-        fingerprint: :func:`patchq.anchors.fingerprint` of it. blob: the file's blob id.
+        fingerprint: :func:`patchq.plan.anchors.fingerprint` of it. blob: the file's blob id.
     """
 
     version: Version

@@ -1,6 +1,6 @@
 """Range-diff of two renderings of one patch (``git range-diff``, hunk by hunk).
 
-A patch rendered on two releases gives two unified diffs (:func:`patchq.diffs.unified_all`).
+A patch rendered on two releases gives two unified diffs (:func:`patchq.plan.diffs.unified_all`).
 Line numbers, file paths and context move between releases; what the patch *does* is
 the lines it removes and adds. Hunks are therefore compared by their ``-``/``+`` lines
 (stripped, sentinel comments left out): equal content is ``=`` (the same change, perhaps

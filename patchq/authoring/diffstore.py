@@ -5,8 +5,8 @@ patches before it, as quilt would): every file is reviewable and appliable by it
 the patches of the series are node-scoped, so they rarely touch the same lines. A diff
 is stored only when it is valid twice over: :mod:`unidiff` parses it, and
 ``git apply --check`` accepts it in the pristine release tree (the extracted wheel, see
-:func:`patchq.releases.release_tree`). Paths are relative to site-packages
-(``a/vllm/...``), as :mod:`patchq.diffs` renders them.
+:func:`patchq.dist.releases.release_tree`). Paths are relative to site-packages
+(``a/vllm/...``), as :mod:`patchq.plan.diffs` renders them.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Iterable
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from patchq import diffs, engine
+from patchq.plan import diffs, engine
 from patchq.errors import PatchqError
 from patchq.model import Patch
-from patchq.sources import CodeSource
+from patchq.dist.sources import CodeSource
 
 
 class DiffInvalid(PatchqError):

@@ -6,7 +6,7 @@ install with their dependencies and their pure-Python modules import without a G
 For one release this script:
 
 1. makes a venv ``<venvs>/vllm-<version>`` (kept: a second run reuses it) and installs
-   the release's cached wheel (:func:`patchq.releases.wheel_path`) with its dependencies
+   the release's cached wheel (:func:`patchq.dist.releases.wheel_path`) with its dependencies
    through pip (its cache, ``~/.cache/pip``, keeps the dependency wheels: ~5.5 GB,
    ~2 min the first time), then uninstalls ``torchvision``, ``torchaudio`` and
    ``torchcodec`` (their native libraries are built against CUDA torch and break
@@ -33,7 +33,7 @@ For one release this script:
 
 Usage::
 
-    python ci/cpu_levels.py 0.28.0 --out levels-0.28.0.json [--profiles base,mtp,dflash,dense]
+    python lab/cpu_levels.py 0.28.0 --out levels-0.28.0.json [--profiles base,mtp,dflash,dense]
         [--venvs ~/.cache/patchq/venvs] [--python python3.11] [--timeout 300]
 
 Exit code: 0 when every record is ok or skip, 1 otherwise, 2 when the install fails.
@@ -54,7 +54,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from patchq import releases  # noqa: E402
+from patchq.dist import releases  # noqa: E402
 
 #: Packages whose native libraries are built against CUDA torch (cpu-import.md).
 CUDA_ONLY = ("torchvision", "torchaudio", "torchcodec")

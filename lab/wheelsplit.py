@@ -1,16 +1,16 @@
 """Split a large file into parts under a byte limit, and join them back with a sha256 check.
 
 The device machine of this workplace receives at most 64 MiB of working tree per call,
-so a 274 MB vLLM wheel (or the slim bundle made by ``ci/slimwheel.py``) travels as
+so a 274 MB vLLM wheel (or the slim bundle made by ``lab/slimwheel.py``) travels as
 parts, one per call, while the machine stays warm. This module is deliberately
 stdlib-only: it runs on the device machine's bare Python 3.12 before anything is
 installed there.
 
 CLI::
 
-    python ci/wheelsplit.py split FILE OUTDIR [--limit BYTES]   # writes OUTDIR/NAME.partNN + NAME.manifest.json
-    python ci/wheelsplit.py join MANIFEST OUTFILE [--parts-dir DIR ...]
-    python ci/wheelsplit.py check MANIFEST [--parts-dir DIR ...]  # which parts are present and intact
+    python lab/wheelsplit.py split FILE OUTDIR [--limit BYTES]   # writes OUTDIR/NAME.partNN + NAME.manifest.json
+    python lab/wheelsplit.py join MANIFEST OUTFILE [--parts-dir DIR ...]
+    python lab/wheelsplit.py check MANIFEST [--parts-dir DIR ...]  # which parts are present and intact
 
 Manifest (JSON)::
 

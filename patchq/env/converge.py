@@ -18,13 +18,13 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from patchq import engine
+from patchq.plan import engine
 from patchq.errors import ForeignEditError, PatchqError, ReadOnlyError, StateError
-from patchq.fsutil import fsync_dir
+from patchq.env.fsutil import fsync_dir
 from patchq.hashing import sha256_file
 from patchq.model import Patch
-from patchq.sources import CodeSource, is_writable_dir, sha256_hex
-from patchq.state import FileEntry, Journal, PatchEntry, StateDir, write_file
+from patchq.dist.sources import CodeSource, is_writable_dir, sha256_hex
+from patchq.env.state import FileEntry, Journal, PatchEntry, StateDir, write_file
 
 
 @dataclass
@@ -130,7 +130,7 @@ def _release_bytes(target: CodeSource, relpath: str) -> bytes:
     Raises:
         StateError: the release cannot be had, or its file does not match RECORD.
     """
-    from patchq import releases
+    from patchq.dist import releases
 
     try:
         data = (releases.release_tree(str(target.version)) / relpath).read_bytes()

@@ -74,7 +74,7 @@ BOOT_MARK = {"serves": "", "fails-as-expected": "", "serves-unexpectedly": "! ",
 
 
 def _boot_md(entry: dict | None) -> str:
-    """A boot cell in Markdown: every run's line (:func:`patchq.matrix_boot.run_text`), one per line."""
+    """A boot cell in Markdown: every run's line (:func:`patchq.compat.matrix_boot.run_text`), one per line."""
     if not entry:
         return ""
     return "<br>".join(_md_escape(BOOT_MARK[r["verdict"]] + r["text"]) for r in entry["runs"])

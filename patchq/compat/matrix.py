@@ -1,11 +1,11 @@
 """The compatibility matrix: every profile on every release, one explained cell per patch.
 
-:func:`build` checks each release once (:func:`patchq.check.check_profiles`: one plan of
+:func:`build` checks each release once (:func:`patchq.compat.check.check_profiles`: one plan of
 the union of the profiles' patches, so each target file is parsed once per release, then
 exact per-profile views), releases in parallel processes. Deeper evidence is merged from
-JSON records: ``--levels`` (``ci/cpu_levels.py``: ``import`` and ``probe`` on CPU) and
+JSON records: ``--levels`` (``lab/cpu_levels.py``: ``import`` and ``probe`` on CPU) and
 ``--boot`` (the GPU boot issue: every run of a profile and its negative controls,
-grouped by :mod:`patchq.matrix_boot`).
+grouped by :mod:`patchq.compat.matrix_boot`).
 
 A cell's ``level`` is the deepest level that passed, in the order
 ``source < import < probe < boot``: ``source`` when the check is not blocking (a blocking
@@ -33,21 +33,21 @@ JSON document ``patchq.matrix/1`` (``matrix.json``)::
       "timing": {"wall_s": 9.1, "workers": 2, "per_release_s": {"0.20.2": 1.2, …}}
     }
 
-CELL is a ``patchq.check/1`` patch row (see :mod:`patchq.check`) plus ``level``,
+CELL is a ``patchq.check/1`` patch row (see :mod:`patchq.compat.check`) plus ``level``,
 ``failed_level`` and ``levels`` (``{"import": {"result": "ok", "detail": "…"}, …}``), and
 ``pristine_probe`` (same shape) when the levels file ran the patch's probe on the
 unpatched release (profile ``pristine``): evidence of what upstream does without the patch.
 
-Levels records (``--levels FILE``, written by ``ci/cpu_levels.py``)::
+Levels records (``--levels FILE``, written by ``lab/cpu_levels.py``)::
 
     {"schema": "patchq.levels/1", "records": [
        {"release": "0.28.0", "profile": "dflash", "patch": "unify-kv-page",
         "level": "import" | "probe", "result": "ok" | "fail" | "skip", "detail": "…"}]}
 
-Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (``ci/boot.py``'s
+Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (``lab/boot.py``'s
 ``results.jsonl``) of ``{"release", "run", "profile", "result", "boot_s", "error_line",
 "expected", "as_expected", …}``; ``result`` ``ok``/``serves`` passes. Every run is kept
-(RUN: :mod:`patchq.matrix_boot`); a negative control ``<profile>-minus-<patch>`` goes to
+(RUN: :mod:`patchq.compat.matrix_boot`); a negative control ``<profile>-minus-<patch>`` goes to
 ``<profile>``'s row; runs of other profiles are ignored.
 """
 
@@ -84,7 +84,8 @@ def check_release(version: str, profiles: list[str], series_dir: str | None = No
         ``{"release", "seconds", "error", "profiles": {name: [patchq.check/1 rows]}}``;
         ``error`` is a message when the release could not be read (then no profiles).
     """
-    from patchq import check, sources
+    from patchq.compat import check
+    from patchq.dist import sources
     from patchq.errors import PatchqError
 
     t0 = time.perf_counter()
@@ -131,7 +132,7 @@ def load_records(path: str | Path) -> list[dict]:
         text = Path(path).read_text(encoding="utf-8")
         try:
             data = json.loads(text)
-        except ValueError:  # JSON Lines (ci/boot.py's results.jsonl): one record a line
+        except ValueError:  # JSON Lines (lab/boot.py's results.jsonl): one record a line
             data = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read records from {path}: {exc}") from None
@@ -168,7 +169,7 @@ def merge_levels(cell: dict, level_recs: dict, boot: dict | None) -> None:
             continue
         if rec.get("hash") and rec["hash"] != cell["hash"]:  # evidence of another version of the patch
             levels[name] = {"result": "stale", "detail": f"record for patch hash {rec['hash']}, "
-                                                          f"series has {cell['hash']}: re-run ci/cpu_levels.py"}
+                                                          f"series has {cell['hash']}: re-run lab/cpu_levels.py"}
             continue
         levels[name] = {"result": "ok" if _ok(rec.get("result")) else str(rec.get("result")),
                         "detail": str(rec.get("detail", ""))}
@@ -204,7 +205,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     """Check every release for every profile and assemble the ``patchq.matrix/1`` document.
 
     Args:
-        releases: versions (strings), any order; see :func:`patchq.releases.list_releases`.
+        releases: versions (strings), any order; see :func:`patchq.dist.releases.list_releases`.
         profiles: profile names (validated against the series first).
         workers: parallel processes (2 on a 2-core machine).
         levels, boot: evidence records (:func:`load_records`).
@@ -213,7 +214,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     """
     from packaging.version import Version
 
-    from patchq import matrix_boot
+    from patchq.compat import matrix_boot
 
     series = _series(series_dir)
     meta = {name: series.profile(name) for name in profiles}
@@ -272,7 +273,7 @@ def write(doc: dict, out_dir: str | Path) -> dict[str, Path]:
     Returns:
         kind -> path written.
     """
-    from patchq import matrix_render
+    from patchq.compat import matrix_render
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

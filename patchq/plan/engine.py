@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 import libcst as cst
 
-from patchq.anchors import (
+from patchq.plan.anchors import (
     Segment,
     ast_index,
     cut_segment,
@@ -27,7 +27,7 @@ from patchq.anchors import (
 from patchq.edits import EditContext, add_sentinel
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch
-from patchq.sources import CodeSource
+from patchq.dist.sources import CodeSource
 
 # Per-patch outcomes of a plan.
 OK = "ok"
@@ -114,7 +114,7 @@ class Workspace:
     """The texts of one source, pristine and edited, and their indexes.
 
     Definitions are located with :mod:`ast` (C speed) and only the anchored definition
-    is parsed with libcst (:func:`patchq.anchors.cut_segment`), then spliced back into
+    is parsed with libcst (:func:`patchq.plan.anchors.cut_segment`), then spliced back into
     the text: everything outside the changed definitions stays byte-identical, and a
     large module costs an ``ast`` parse, not a libcst parse.
     """

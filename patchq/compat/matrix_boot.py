@@ -1,6 +1,6 @@
 """The matrix's boot level: every boot run of a profile, grouped under that profile's row.
 
-``ci/boot.py`` boots several runs per profile and release (``dflash`` with prefix caching on
+``lab/boot.py`` boots several runs per profile and release (``dflash`` with prefix caching on
 and off, in disk and in runtime mode (``patchq run``), ``dense`` with the bf16 lm-head for a
 greedy comparison) plus negative controls: profiles named ``<profile>-minus-<patch>`` that
 revert one patch of ``<profile>`` and are expected to fail with a known error. This module
@@ -26,7 +26,7 @@ known error), ``serves-unexpectedly`` (a control served: without the reverted pa
 release no longer hits the error, evidence about upstream rather than a fault of patchq),
 ``fails`` (failed though it should serve, or failed with another error than expected).
 
-The primary run, whose result sets the cells' ``boot`` level (:func:`patchq.matrix.merge_levels`),
+The primary run, whose result sets the cells' ``boot`` level (:func:`patchq.compat.matrix.merge_levels`),
 is the non-control run named like the profile, else the first non-control run; a row with
 only controls has no primary (``result`` null).
 """
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-CONTROL_SEP = "-minus-"  # ci/boot.py's negseries: "<profile>-minus-<patch>"
+CONTROL_SEP = "-minus-"  # lab/boot.py's negseries: "<profile>-minus-<patch>"
 _SERVES = ("ok", "pass", "passed", "ready", "serves", "true")
 _RANK = {"serves": 0, "fails-as-expected": 0, "serves-unexpectedly": 1, "fails": 2}
 _ROW_VERDICT = {0: "ok", 1: "unexpected", 2: "fail"}
@@ -59,7 +59,7 @@ def _secs(value: object) -> str:
 
 
 def summarize(rec: dict, release: str, series=None) -> dict:
-    """One run (a ``ci/boot.py`` record) as a RUN entry (module docstring), with its ``text``.
+    """One run (a ``lab/boot.py`` record) as a RUN entry (module docstring), with its ``text``.
 
     Args:
         rec: the record; ``expected`` may be a dict (``{"result", "error"}``) or absent

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 
-from patchq import record
+from patchq.dist import record
 from patchq.hashing import series_inputs, sha256_file
 from patchq.sentinels import find_sentinels
 

@@ -10,12 +10,12 @@
    applies exactly (context and removed lines at the stated line numbers).
 3. **Apply** the hunks exactly to the pristine files, giving the patched texts.
 4. **Attribute** each hunk to its enclosing definition by line range (:mod:`ast`,
-   decorators included; qualnames as :func:`patchq.anchors.ast_index` indexes them:
+   decorators included; qualnames as :func:`patchq.plan.anchors.ast_index` indexes them:
    classes nest, nested functions do not): removed lines by the pristine file, added
    lines by the patched one (a definition new in the patch counts as its parent's
    change). A hunk outside every definition is *module level*.
 5. **Node-scoped changes**: for each touched definition (the outermost, when a class and
-   one of its methods are both touched) :func:`patchq.stmtpatch.diff_definition` gives
+   one of its methods are both touched) :func:`patchq.plan.stmtpatch.diff_definition` gives
    the statement operations. Module-level insertions are anchored to the nearest
    definition by structure: right before the definition that follows them, else right
    after the one before them; when neither neighbour is a definition (e.g. an import
@@ -42,11 +42,12 @@ from unidiff import PatchSet
 from unidiff.constants import LINE_TYPE_NO_NEWLINE
 from unidiff.errors import UnidiffParseError
 
-from patchq import releases, stmtpatch
-from patchq.anchors import ast_index, cut_segment, definition_span, fingerprint, node_code, split_lines
+from patchq.dist import releases
+from patchq.plan import stmtpatch
+from patchq.plan.anchors import ast_index, cut_segment, definition_span, fingerprint, node_code, split_lines
 from patchq.errors import PatchqError, UsageError
-from patchq.merge import module_of, strip_sentinels
-from patchq.sources import CodeSource, release_source
+from patchq.authoring.merge import module_of, strip_sentinels
+from patchq.dist.sources import CodeSource, release_source
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -408,7 +409,7 @@ structure inside the anchored definition:
 """
 
 from patchq.series import patch, variant
-from patchq.stmtpatch import statement_edit
+from patchq.plan.stmtpatch import statement_edit
 
 OPS = {_literal(ops, 0)}
 
@@ -452,7 +453,7 @@ def write(plan: ImportPlan, series_root: Path, anchors_root: Path, summary: str 
 def verify(plan: ImportPlan, series) -> tuple[bool, str]:
     """Plan the written patch on its release: (True, "") when every file equals the diff's
     result (sentinel lines aside), else (False, why)."""
-    from patchq import engine
+    from patchq.plan import engine
 
     sys.modules.pop("patchq_series_" + plan.patch_id.replace("-", "_"), None)
     patch = series.patch(plan.patch_id)

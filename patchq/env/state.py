@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from patchq.errors import ReadOnlyError, StateError
-from patchq.fsutil import atomic_write, fsync_dir, invalidate_pycache
+from patchq.env.fsutil import atomic_write, fsync_dir, invalidate_pycache
 from patchq.hashing import sha256_file
 
 SCHEMA = 1

@@ -39,15 +39,15 @@ from patchq_runtime import hook as hook_mod
 from patchq_runtime.cachefold import profile_digest
 
 from patchq import __version__
-from patchq.fsutil import atomic_write
+from patchq.env.fsutil import atomic_write
 from patchq.hashing import sha256_file
 
 #: Planner sources whose change can change a patched text.
-_TOOLCHAIN = ("engine.py", "edits.py", "anchors.py", "sentinels.py", "model.py")
+_TOOLCHAIN = ("plan/engine.py", "edits.py", "plan/anchors.py", "sentinels.py", "model.py")
 
 
 def cache_root() -> Path:
-    """patchq's cache root (stdlib twin of :func:`patchq.releases.cache_dir`):
+    """patchq's cache root (stdlib twin of :func:`patchq.dist.releases.cache_dir`):
     ``$PATCHQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/patchq``, else ``~/.cache/patchq``."""
     env = os.environ.get("PATCHQ_CACHE_DIR")
     if env:
@@ -56,7 +56,7 @@ def cache_root() -> Path:
         xdg = os.environ.get("XDG_CACHE_HOME")
         base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
         return base / "patchq"
-    from patchq.releases import cache_dir  # platformdirs elsewhere
+    from patchq.dist.releases import cache_dir  # platformdirs elsewhere
 
     return cache_dir()
 
@@ -75,7 +75,7 @@ def runtime_dir() -> Path:
 
 def toolchain_hash() -> str:
     """12 hex over patchq's version and the planner sources (:data:`_TOOLCHAIN`)."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the patchq package
     h = hashlib.sha256(__version__.encode())
     for name in _TOOLCHAIN:
         h.update(name.encode() + b"\0" + (sha256_file(here / name) or "-").encode())
@@ -167,12 +167,12 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
     """Plan ``profile`` on ``target`` and write its hook directory; returns the manifest.
 
     The served texts are exactly what ``patchq apply --profile`` would leave in the files
-    (:func:`patchq.converge.converge` with ``dry_run``): the patched text of every file
+    (:func:`patchq.env.converge.converge` with ``dry_run``): the patched text of every file
     the profile changes, and the pristine text of files another profile left patched on
     disk (so the process sees this profile only).
 
     Args:
-        target: the installed vLLM (:func:`patchq.sources.installed`).
+        target: the installed vLLM (:func:`patchq.dist.sources.installed`).
         series: the loaded series. profile: a profile name in it.
         summary: :func:`patchq.hashing.series_summary` (computed when None).
     Raises:
@@ -180,9 +180,9 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
         ForeignEditError: a target file was edited by someone else.
         UsageError: unknown profile.
     """
-    from patchq.converge import converge
+    from patchq.env.converge import converge
     from patchq.hashing import series_summary
-    from patchq.state import StateDir
+    from patchq.env.state import StateDir
 
     patches = series.patches_of(profile)
     summary = summary or series_summary(series.root, series.anchors_root)
