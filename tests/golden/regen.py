@@ -3,7 +3,7 @@
     python tests/golden/regen.py [VERSION ...]      (default: 0.23.0)
 
 For each patch of the series and each VERSION, plans that patch ALONE on the release's
-files (:func:`patchq.sources.release_source`: the wheel's files, cached) and writes, for
+files (:func:`patchq.dist.sources.release_source`: the wheel's files, cached) and writes, for
 every qualname its anchors resolved to, the definition's source as it is after the
 patch (sentinel comment included with its patch hash masked as ``<hash>``, own
 indentation removed) to
