@@ -308,6 +308,43 @@ def _rel(path: str | Path, root: Path) -> str:
         return str(path)
 
 
+def verdict_of(p: dict[str, Any], repo: Path) -> tuple[str, list[str], list[str]]:
+    """The verdict of one ``patchq.rebase/1`` patch row: (verdict, files relative to ``repo``, notes).
+
+    ``clean`` and ``skipped`` (already carried) are carried cleanly; ``needs-variant`` (the
+    merge is clean, the transform does not give it) is a new variant written (its golden
+    text and diff in the work directory); ``upstreamed``/``absent`` (the series' verdict) is
+    superseded; ``conflict``, ``gone`` and ``failed-at-base`` are conflicts.
+    """
+    notes = [p["notes_extra"]] if p.get("notes_extra") else []
+    for u in p.get("units", []):
+        if u.get("target_path") and u["target_path"] != u["base_path"]:
+            notes.append(f"{u['qualname']} moved: {u['base_path']} -> {u['target_path']}")
+        if u.get("resolution") == "renamed":
+            notes.append(f"{u['qualname']} followed by similarity to {u['target_qualname']}")
+    status = p["status"]
+    files: list[str] = []
+    if status in ("clean", "skipped"):
+        verdict = CARRIED
+        if status == "skipped":
+            notes.append(p["reason"])
+    elif status == "needs-variant":
+        verdict = NEW_VARIANT
+        notes += [f"{u['qualname']}: transform {u['transform']}" + (f" ({u['transform_reason']})"
+                                                                    if u.get("transform_reason") else "")
+                  for u in p.get("units", []) if u.get("transform") not in ("carries-forward", "")]
+    elif status in ("upstreamed", "absent"):
+        verdict = SUPERSEDED
+    else:  # conflict, gone, failed-at-base
+        verdict = CONFLICT
+        files += [_rel(f, repo) for u in p.get("units", []) for f in u["files"]]
+        notes += [u["reason"] for u in p.get("units", []) if u.get("reason")]
+        if not p.get("units"):
+            notes.append(p["reason"])
+    files += [_rel(w, repo) for w in p.get("written", []) if _rel(w, repo) not in files]
+    return verdict, files, notes
+
+
 def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], int]:
     """Run every step (module docstring). Returns (``patchq.release-check/1`` document, exit code)."""
     from packaging.specifiers import SpecifierSet
@@ -435,30 +472,12 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
         rebased[pid] = again
 
     for pid, p in rebased.items():
+        verdict, files, notes = verdict_of(p, repo)
         entry = patches[pid]
+        entry["verdict"] = verdict
+        entry["files"] += [f for f in files if f not in entry["files"]]
+        entry["notes"] += notes
         entry["rebase"] = {k: p.get(k) for k in ("status", "merge", "transform", "from", "to", "reason", "next_steps")}
-        if p.get("notes_extra"):
-            entry["notes"].append(p["notes_extra"])
-        for u in p.get("units", []):
-            if u.get("resolution") == "moved" or (u.get("target_path") and u["target_path"] != u["base_path"]):
-                entry["notes"].append(f"{u['qualname']} moved: {u['base_path']} -> {u['target_path']}")
-            if u.get("resolution") == "renamed":
-                entry["notes"].append(f"{u['qualname']} followed by similarity to {u['target_qualname']}")
-        status = p["status"]
-        if status in ("clean", "skipped"):
-            entry["verdict"] = CARRIED
-            if status == "skipped":
-                entry["notes"].append(p["reason"])
-        elif status == "needs-variant":
-            entry["verdict"] = NEW_VARIANT
-            entry["files"] += [_rel(w, repo) for w in p["written"]]
-        elif status in ("upstreamed", "absent"):
-            entry["verdict"] = SUPERSEDED
-        else:  # conflict, gone, failed-at-base
-            entry["verdict"] = CONFLICT
-            entry["files"] += [_rel(f, repo) for u in p["units"] for f in u["files"]]
-            entry["notes"] += [u["reason"] for u in p["units"] if u.get("reason")]
-        entry["files"] += [_rel(w, repo) for w in p.get("written", []) if _rel(w, repo) not in entry["files"]]
 
     # 5. fingerprints and rendered diffs
     def record_fps():

@@ -111,6 +111,29 @@ def test_usage_and_missing_release_exit_codes(tmp_path, monkeypatch, capsys):
     assert "uncommitted changes" in capsys.readouterr().err
 
 
+def test_verdict_of_each_rebase_status(tmp_path):
+    """The verdict table: each ``patchq.rebase/1`` status maps to one documented verdict and its files."""
+    work = tmp_path / ".patchq-rebase" / "0.33.1" / "p"
+    unit = {"qualname": "f", "base_path": "vllm/a.py", "target_path": "vllm/a.py", "resolution": "same",
+            "transform": "fails", "transform_reason": "anchor x: found 0", "files": [], "reason": ""}
+    row = {"status": "needs-variant", "units": [unit], "reason": "", "written": [str(work / "f.py"), str(work / "p.diff")]}
+    verdict, files, notes = release_check.verdict_of(row, tmp_path)
+    assert verdict == release_check.NEW_VARIANT
+    assert files == [".patchq-rebase/0.33.1/p/f.py", ".patchq-rebase/0.33.1/p/p.diff"]
+    assert notes == ["f: transform fails (anchor x: found 0)"]
+    conflict = dict(unit, files=[str(work / "f.py")], reason="1 conflict(s) in f", target_path="vllm/b.py")
+    verdict, files, notes = release_check.verdict_of({"status": "conflict", "units": [conflict], "reason": "",
+                                                      "written": [str(work / "f.py")]}, tmp_path)
+    assert (verdict, files) == (release_check.CONFLICT, [".patchq-rebase/0.33.1/p/f.py"])
+    assert notes == ["f moved: vllm/a.py -> vllm/b.py", "1 conflict(s) in f"]
+    gone = release_check.verdict_of({"status": "gone", "units": [], "reason": "f is not in vllm 0.33.1",
+                                     "written": []}, tmp_path)
+    assert gone == (release_check.CONFLICT, [], ["f is not in vllm 0.33.1"])
+    assert release_check.verdict_of({"status": "skipped", "reason": "already carried"}, tmp_path)[0] == \
+        release_check.CARRIED
+    assert release_check.verdict_of({"status": "upstreamed", "reason": ""}, tmp_path)[0] == release_check.SUPERSEDED
+
+
 # --------------------------------------------------------------------------- end to end
 
 
