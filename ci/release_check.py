@@ -510,7 +510,10 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
                          lambda: _check_all(series_dir, version, profiles),
                          lambda r: ", ".join(f"{k}: {'ok' if d['ok'] else 'blocks'}" for k, d in r["profiles"].items()))
     for pid, entry in patches.items():
-        entry["check_after"] = after["patches"][pid]["status"]
+        row = after["patches"][pid]
+        entry["check_after"] = row["status"]
+        if entry["verdict"] == CARRIED and row["status"] not in ("applies", "upstreamed"):
+            entry["notes"].append(f"check on {version}: {row['status']}: {row['reason']}")
     mversions = _matrix_versions(args.matrix_releases, series_dir, version)
 
     def do_matrix():
