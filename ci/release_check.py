@@ -46,7 +46,8 @@ Exit codes: 0 no human needed (every patch carried cleanly, upstreamed or supers
 and every profile checks clean on VERSION); 1 a human is needed (a conflict, a new
 variant to write, or a profile that still blocks); 2 usage (bad arguments, a dirty series
 repository, the branch exists); 3 the release or its wheel is not on the index (or its
-hash is wrong); 4 a step failed (git, an unexpected error): the message names it.
+hash is wrong); 4 a step failed (git, an unexpected error): one line names the step and the
+error (``PATCHQ_DEBUG=1`` shows the traceback).
 """
 
 from __future__ import annotations
@@ -250,10 +251,12 @@ class Progress:
         self.console = Console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
         self.steps: list[Step] = []
         self.started = time.perf_counter()
+        self.current = "start"
 
     def run(self, name: str, fn: Callable[[], Any], said: Callable[[Any], str] = lambda r: "") -> Any:
         """Run ``fn`` under a spinner named ``name``; print ``said(result)`` when done."""
         t0 = time.perf_counter()
+        self.current = name
         with self.console.status(f"[bold]{name}[/] ..."):
             result = fn()
         dt = time.perf_counter() - t0
@@ -641,21 +644,26 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
     except SystemExit as exc:
         return EXIT_USAGE if exc.code else EXIT_OK
+    progress = Progress(args.quiet)
     try:
         if args.latest:
             print(latest(index_url(args.index_url)))
             return EXIT_OK
-        doc, code = turnaround(args, Progress(args.quiet))
+        doc, code = turnaround(args, progress)
     except Failure as exc:
         print(f"release-check: error: {exc}", file=sys.stderr)
         return exc.code
-    except Exception as exc:  # noqa: BLE001 - one loud line, whatever broke
+    except Exception as exc:  # noqa: BLE001 - one loud line, whatever broke, and which step
         from patchq.errors import PatchqError
 
         if isinstance(exc, PatchqError):
-            print(f"release-check: error: {exc}", file=sys.stderr)
-            return EXIT_STEP if exc.exit_code not in (EXIT_USAGE, EXIT_NOT_FOUND) else exc.exit_code
-        raise
+            code = exc.exit_code if exc.exit_code in (EXIT_USAGE, EXIT_NOT_FOUND) else EXIT_STEP
+            print(f"release-check: error in step '{progress.current}': {exc}", file=sys.stderr)
+            return code
+        print(f"release-check: error in step '{progress.current}': {type(exc).__name__}: {exc}", file=sys.stderr)
+        if os.environ.get("PATCHQ_DEBUG"):
+            raise
+        return EXIT_STEP
     out = Path(args.out or f"release-check/{doc['version']}")
     sys.stdout.write(json.dumps(doc, indent=1) + "\n" if args.json else (out / "summary.md").read_text())
     return code

@@ -142,6 +142,8 @@ def test_turnaround_on_synthetic_0_33_1(tmp_path):
     """The whole turnaround against a local HTTP index: per-patch verdicts, branch, files, matrix, exit 1."""
     from patchq.dist import releases
 
+    if shutil.which("zip") is None:
+        pytest.skip("zip (Info-ZIP) is not installed: the fixture carries the wheel's members over with `zip -d`")
     try:
         base = releases.wheel_path(rf.BASE)
     except releases.ReleaseError as exc:
@@ -201,6 +203,32 @@ def test_turnaround_on_synthetic_0_33_1(tmp_path):
     assert not (shared / "releases" / rf.NEXT).exists() and not releases.find_wheel(shared / "wheels", rf.NEXT)
     shutil.rmtree(cache / "wheels", ignore_errors=True)
     shutil.rmtree(index, ignore_errors=True)
+
+
+def test_turnaround_on_a_release_already_carried_exits_0(tmp_path):
+    """0.33.0 from a file:// index holding the cached real wheel: nothing to merge, no human needed."""
+    from patchq.dist import releases
+
+    shared = releases.cache_dir()
+    wheel = releases.find_wheel(shared / "wheels", rf.BASE)
+    if wheel is None or not (shared / "releases" / rf.BASE).is_dir():
+        pytest.skip(f"vllm {rf.BASE} not cached (this test downloads nothing)")
+    index = rf.write_index(tmp_path / "index", [wheel])
+    root = _series_repo(tmp_path)
+    env = {**os.environ, "PATCHQ_CACHE_DIR": str(_private_cache(tmp_path, shared))}
+    proc = subprocess.run(
+        [sys.executable, str(CI / "release_check.py"), rf.BASE, "--index-url", index.as_uri(), "--series",
+         str(root / "series"), "--out", str(tmp_path / "out"), "--matrix-releases", "0.33.0", "--json"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == release_check.EXIT_OK, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["resolved"]["fetched"] == "cached" and not doc["needs_human"]
+    assert {p["id"]: p["verdict"] for p in doc["patches"]} == {
+        "fla-shmem": "carried cleanly", "unify-kv-page": "carried cleanly", "prefix-align": "superseded",
+        "inc-hybrid-fp8": "carried cleanly", "int8-lmhead": "carried cleanly"}
+    assert all(p["ok"] for p in doc["profiles"].values())
+    assert doc["matrix"]["releases"] == [rf.BASE]
+    shutil.rmtree(index)
 
 
 # --------------------------------------------------------------------------- the sharded matrix
