@@ -350,7 +350,6 @@ def verdict_of(p: dict[str, Any], repo: Path) -> tuple[str, list[str], list[str]
 
 def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, Any], int]:
     """Run every step (module docstring). Returns (``patchq.release-check/1`` document, exit code)."""
-    from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
     from patchq.authoring import fingerprints, seriesedit
@@ -460,8 +459,10 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
         units = [u for u in p["units"] if u["merge"] == "conflict"]
         if not units or any(u["upstream_changed"] or len(u["files"]) < 2 for u in units) or p["transform"] != "applies":
             continue
+        kept = {}
         for u in units:
             conflict_file, transform_file = Path(u["files"][0]), Path(u["files"][1])
+            kept[conflict_file] = conflict_file.read_text(encoding="utf-8")
             shutil.copyfile(transform_file, conflict_file)
 
         def resume(pid=pid):
@@ -472,7 +473,10 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
             shutil.rmtree(workdir / version / pid, ignore_errors=True)
             again["notes_extra"] = ("upstream only re-formatted the anchored definition (same fingerprint); "
                                     "the line merge conflicted, the anchored transform's result was taken")
-        rebased[pid] = again
+            rebased[pid] = again
+        else:  # not carried after all: the conflict stays as the first rebase wrote it
+            for path, text in kept.items():
+                path.write_text(text, encoding="utf-8")
 
     for pid, p in rebased.items():
         verdict, files, notes = verdict_of(p, repo)
@@ -497,9 +501,10 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
     if branch:
         def do_commit():
             paths = [str(series_dir), str(anchors_dir)]
-            if (workdir / version).is_dir():
+            git(repo, "add", "-A", "--", *paths)
+            if (workdir / version).is_dir():  # the conflict files: the work dir is often git-ignored
                 paths.append(str(workdir / version))
-            git(repo, "add", "-A", "-f", "--", *paths)
+                git(repo, "add", "-A", "-f", "--", paths[-1])
             if not git(repo, "status", "--porcelain", "--", *paths):
                 return None
             msg = _commit_message(version, patches)
@@ -523,8 +528,9 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
         boot_recs = [r for path in args.boot for r in matrix.load_records(path)]
         doc = matrix.build(mversions, profiles, str(series_dir), args.workers, [], boot_recs)
         return doc, matrix.write(doc, out / "matrix")
-    mdoc, mpaths = progress.run(f"matrix: {len(mversions)} release(s) x {len(profiles)} profile(s)", do_matrix,
-                                lambda r: f"{r[1]['md'] if 'md' in r[1] else out / 'matrix'}")
+    mdoc, _paths = progress.run(f"matrix: {len(mversions)} release(s) x {len(profiles)} profile(s)", do_matrix,
+                                lambda r: f"{r[1]['md']}" + (f"; not checked: {', '.join(r[0]['errors'])}"
+                                                             if r[0]["errors"] else ""))
 
     blocking = {name: [p["id"] for p in d["patches"] if p["blocking"]] for name, d in after["profiles"].items()}
     human = sorted({pid for pid, e in patches.items() if e["verdict"] in NEEDS_HUMAN}
@@ -542,8 +548,9 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
         "diffs": [{"patch": r["patch_id"], "status": r["status"], "action": r["action"],
                    "path": _rel(r["path"], repo) if r.get("path") else None} for r in dw["patches"]],
         "matrix": {"releases": mversions, "dir": str(out / "matrix"), "exit_code": mdoc["exit_code"],
-                   "column": {name: {pid: mdoc["cells"][name][pid][version]["status"]
-                                     for pid in mdoc["cells"][name]} for name in profiles}},
+                   "errors": mdoc["errors"],
+                   "column": {name: {pid: row.get(version, {}).get("status", "not checked")
+                                     for pid, row in mdoc["cells"][name].items()} for name in profiles}},
         "steps": [{"name": st.name, "seconds": st.seconds, "said": st.said} for st in progress.steps],
         "wall_s": round(time.perf_counter() - progress.started, 1),
     }
