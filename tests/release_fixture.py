@@ -1,7 +1,7 @@
 """A synthetic next vLLM release, "0.33.1", built from the real 0.33.0 wheel, on a local index.
 
 :func:`build_wheel` copies the real cached 0.33.0 wheel (``patchq.dist.releases.wheel_path``;
-its compressed members are carried over untouched by ``zip -d``), changes four modules
+its compressed members are carried over untouched by ``zip -d``), changes five modules (and adds one)
 with the kind of drift a patch release brings, renames the ``.dist-info`` directory,
 sets ``Version: 0.33.1`` in METADATA and rewrites RECORD (the real 0.33.0 lines for every
 untouched member, fresh sha256/size lines for the rest). :func:`write_index` lays out a
@@ -22,7 +22,9 @@ The drift, one kind per patch of the Spark series (see ``DRIFT``):
 * **inc-hybrid-fp8, a conflict**: upstream rewrites the anchored
   ``self.pack_factor = Fraction(32, weight_bits)`` line of ``INCConfig.__init__``, the line
   the patch inserts its fields after.
-* **prefix-align**: nothing; the series already says it is upstreamed (since 0.28).
+* **prefix-align, a renamed local**: in ``resolve_kv_cache_block_sizes`` (``kv_cache_utils.py``)
+  ``group_block_sizes`` becomes ``block_size_per_group``; the series already says the patch is
+  upstreamed (since 0.28), and its upstream check must still find the fix.
 """
 
 from __future__ import annotations
@@ -52,12 +54,13 @@ PLANNING = "vllm/v1/core/kv_cache_planning.py"
 PAGE_SIZE = "vllm/v1/core/kv_cache_page_size.py"
 LOGITS = "vllm/model_executor/layers/logits_processor.py"
 INC = "vllm/model_executor/layers/quantization/inc/inc.py"
+UTILS = "vllm/v1/core/kv_cache_utils.py"
 
 #: patch id -> (kind of drift, the verdict release-check must give)
 DRIFT = {
     "fla-shmem": ("upstreamed verbatim", "upstreamed"),
     "unify-kv-page": ("moved function + renamed local", "carried cleanly"),
-    "prefix-align": ("none (upstreamed since 0.28 in the series)", "superseded"),
+    "prefix-align": ("renamed local (upstreamed since 0.28 in the series)", "superseded"),
     "inc-hybrid-fp8": ("conflict", "conflict"),
     "int8-lmhead": ("re-wrapped anchor statement", "carried cleanly"),
 }
@@ -91,6 +94,12 @@ def drift_inc(text: str) -> str:
     """Rewrite the line the patch's fields are inserted after (a real conflict)."""
     return _sub_once(text, "        self.pack_factor = Fraction(32, weight_bits)\n",
                      "        self.pack_factor = Fraction(32, int(weight_bits))\n", INC)
+
+
+def drift_utils(text: str) -> str:
+    """Rename the local ``group_block_sizes`` of ``resolve_kv_cache_block_sizes`` (six uses)."""
+    assert text.count("group_block_sizes") == 6, f"{UTILS}: six uses of group_block_sizes in vllm {BASE}"
+    return re.sub(r"\bgroup_block_sizes\b", "block_size_per_group", text)
 
 
 def drift_planning(text: str) -> tuple[str, str]:
@@ -136,7 +145,7 @@ def build_wheel(base_wheel: Path, dest_dir: Path) -> Path:
         read = lambda name: zf.read(name).decode("utf-8")  # noqa: E731
         planning, page_size = drift_planning(read(PLANNING))
         changed = {FLA: drift_fla(read(FLA)), LOGITS: drift_logits(read(LOGITS)), INC: drift_inc(read(INC)),
-                   PLANNING: planning, PAGE_SIZE: page_size}
+                   UTILS: drift_utils(read(UTILS)), PLANNING: planning, PAGE_SIZE: page_size}
         info = {n: zf.read(n) for n in zf.namelist() if n.startswith(old_info + "/")}
     metadata = re.sub(rb"(?m)^Version: .*$", f"Version: {NEXT}".encode(), info[f"{old_info}/METADATA"], count=1)
     new_files: dict[str, bytes] = {k: v.encode("utf-8") for k, v in changed.items()}

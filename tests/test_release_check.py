@@ -171,6 +171,8 @@ def test_turnaround_on_synthetic_0_33_1(tmp_path):
     verdicts = {p["id"]: p["verdict"] for p in doc["patches"]}
     assert verdicts == {pid: want for pid, (_kind, want) in rf.DRIFT.items()}, verdicts
     assert doc["needs_human_for"] == ["inc-hybrid-fp8"]
+    prefix_align = next(p for p in doc["patches"] if p["id"] == "prefix-align")  # its renamed local
+    assert prefix_align["check_after"] == "upstreamed" and "disagrees" not in prefix_align["reason"]
     assert doc["resolved"]["fetched"] == "downloaded" and doc["resolved"]["index"].startswith("http://127.0.0.1")
     assert "done resolve vllm 0.33.1" in proc.stderr  # progress on stderr
     summary = (out / "summary.md").read_text()
