@@ -96,6 +96,63 @@ def test_index_resolution_file_and_http(tmp_path, monkeypatch):
     assert not list((tmp_path / "cache" / "wheels").glob("*.whl"))
 
 
+def test_index_resolution_pep691_json(tmp_path):
+    """A PEP 691 JSON answer: relative URLs resolved against the page, yanked files left out."""
+    import http.server
+    import threading
+
+    files = [{"filename": "vllm-0.33.1-cp38-abi3-manylinux_2_28_x86_64.whl", "url": "../../files/a.whl",
+              "hashes": {"sha256": "ab" * 32}, "yanked": False},
+             {"filename": "vllm-0.33.2-cp38-abi3-manylinux_2_28_x86_64.whl", "url": "b.whl", "hashes": {},
+              "yanked": "broken"}]
+    body = json.dumps({"meta": {"api-version": "1.1"}, "name": "vllm", "files": files}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the base class's name
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/simple"
+        got = release_check.index_files(release_check.index_url(url))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert release_check.final_releases(got) == ["0.33.1"]
+    entry = release_check.pick_wheel(got, "0.33.1")
+    assert entry["url"] == f"http://127.0.0.1:{server.server_address[1]}/files/a.whl"
+    assert entry["sha256"] == "ab" * 32
+    assert release_check.pick_wheel(got, "0.33.2") is None
+
+
+def test_add_verdict_variant_keeps_the_series_loadable(tmp_path, series_copy):
+    """The upstreamed variant written into a copy of fla_shmem.py: the edit variant ends before it."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    from patchq import series as series_mod
+    from patchq.authoring import seriesedit
+    from patchq.errors import SeriesError
+
+    path = series_copy / "fla_shmem.py"
+    old, capped = seriesedit.add_verdict_variant(path, SpecifierSet(">=0.26"), Version("0.33.1"), "upstreamed",
+                                                 'DEFAULT is "101376" upstream')
+    assert (old, capped) == (">=0.26", ">=0.26,<0.33.1")
+    patch = series_mod.load(str(series_copy)).patch("fla-shmem")
+    assert patch.variant_for(Version("0.33.0")).kind == "edit"
+    assert patch.variant_for(Version("0.33.1")).kind == "upstreamed"
+    assert patch.variant_for(Version("0.33.1")).upstreamed == 'DEFAULT is "101376" upstream'
+    with pytest.raises(SeriesError):
+        seriesedit.add_verdict_variant(path, SpecifierSet(">=0.26"), Version("0.34.0"), "upstreamed", "again")
+
+
 def test_usage_and_missing_release_exit_codes(tmp_path, monkeypatch, capsys):
     """Documented exit codes: 2 usage (no version, dirty series repo), 3 not on the index."""
     monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path / "cache"))
