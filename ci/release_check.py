@@ -376,9 +376,12 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
         raise Failure(f"unknown profile(s) {', '.join(unknown)}; known: {', '.join(s.profiles)}", EXIT_USAGE)
     out = Path(args.out or f"release-check/{version}").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    repo = Path(git(series_dir, "rev-parse", "--show-toplevel")).resolve()
-    workdir = repo / ".patchq-rebase"
     branch = None if args.no_branch else (args.branch or f"release/v{version}")
+    if branch or subprocess.run(["git", "-C", str(series_dir), "rev-parse"], capture_output=True).returncode == 0:
+        repo = Path(git(series_dir, "rev-parse", "--show-toplevel")).resolve()
+    else:  # --no-branch outside a git repository: the series' parent is the root
+        repo = series_dir.parent
+    workdir = repo / ".patchq-rebase"
     if branch:
         dirty = git(repo, "status", "--porcelain", "--", str(series_dir), str(anchors_dir))
         if dirty:
