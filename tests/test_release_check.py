@@ -264,8 +264,9 @@ def test_turnaround_on_synthetic_0_33_1(tmp_path):
     shutil.rmtree(index, ignore_errors=True)
 
 
-def test_turnaround_on_a_release_already_carried_exits_0(tmp_path):
-    """0.33.0 from a file:// index holding the cached real wheel: nothing to merge, no human needed."""
+def test_turnaround_on_a_release_already_carried_exits_0(tmp_path, series_copy):
+    """0.33.0 from a file:// index holding the cached real wheel, ``--no-branch`` on a plain
+    (not git) copy of the series: nothing to merge, no human needed, diffs written in place."""
     from patchq.dist import releases
 
     shared = releases.cache_dir()
@@ -273,11 +274,10 @@ def test_turnaround_on_a_release_already_carried_exits_0(tmp_path):
     if wheel is None or not (shared / "releases" / rf.BASE).is_dir():
         pytest.skip(f"vllm {rf.BASE} not cached (this test downloads nothing)")
     index = rf.write_index(tmp_path / "index", [wheel])
-    root = _series_repo(tmp_path)
     env = {**os.environ, "PATCHQ_CACHE_DIR": str(_private_cache(tmp_path, shared))}
     proc = subprocess.run(
         [sys.executable, str(CI / "release_check.py"), rf.BASE, "--index-url", index.as_uri(), "--series",
-         str(root / "series"), "--out", str(tmp_path / "out"), "--matrix-releases", "0.33.0", "--json"],
+         str(series_copy), "--out", str(tmp_path / "out"), "--matrix-releases", "0.33.0", "--json", "--no-branch"],
         capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == release_check.EXIT_OK, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
@@ -287,6 +287,9 @@ def test_turnaround_on_a_release_already_carried_exits_0(tmp_path):
         "inc-hybrid-fp8": "carried cleanly", "int8-lmhead": "carried cleanly"}
     assert all(p["ok"] for p in doc["profiles"].values())
     assert doc["matrix"]["releases"] == [rf.BASE]
+    assert doc["branch"] is None and doc["commit"] is None
+    assert sorted(p.name for p in (series_copy / "diffs" / rf.BASE).iterdir()) == [
+        "fla-shmem.diff", "inc-hybrid-fp8.diff", "int8-lmhead.diff", "unify-kv-page.diff"]
     shutil.rmtree(index)
 
 
