@@ -342,7 +342,48 @@ def gemm_check(argv=None):
             del outs
 
 
+def imma_probe(argv=None):
+    """The imma buckets' tile variants on Gaussian and heavy-tailed rows, timed as
+    eager calls and as CUDA-graph replays (the latter without host launch cost)."""
+    import os
+    import sys
+
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import int8_lmhead as bench
+    from patchq_runtime import int8_lmhead as m
+
+    dev = torch.device("cuda")
+    V, H = bench.V_DEFAULT, bench.H_DEFAULT
+    g = torch.Generator(device=dev).manual_seed(0)
+    q, s = m.quantize_rows((torch.randn(V, H, device=dev, generator=g) * 0.02).to(torch.bfloat16))
+    table = m._configs_for(dev)
+    np3 = {"BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "STACK": 0}
+    variants = {
+        32: [dict(table["32"]), dict(table["32"], OUT_DOT=0)],
+        64: [dict(table["64"]), dict(table["64"], OUT_DOT=0), dict(table["64"], NC=0)],
+        128: [dict(table["128"]), dict(table["128"], OUT_DOT=0), dict(table["128"], NC=0)],
+    }
+    for B, cfgs in variants.items():
+        for Bx in {32: (26, 32), 64: (52, 64), 128: (104, 128)}[B]:
+            xg = torch.randn(Bx, H, device=dev, generator=g).to(torch.bfloat16)
+            xh = heavy_rows(torch, Bx, H, g, dev).to(torch.bfloat16)
+            out = torch.empty(Bx, V, device=dev, dtype=torch.bfloat16)
+            for cfg in cfgs:
+                c = dict(cfg, BLOCK_B=B)
+                t = []
+                for x in (xg, xh):
+                    t.append(bench._time_call(lambda: m._launch(x, q, s, None, out, c), 20, 5))
+                    t.append(bench._graph_time(lambda: m._launch(x, q, s, None, out, c), 20, 5))
+                short = {k: v for k, v in cfg.items() if k not in ("kernel",)}
+                print(f"imma B={Bx:4d} gauss eager {t[0]:.4f} graph {t[1]:.4f} | heavy eager {t[2]:.4f} "
+                      f"graph {t[3]:.4f} | {short}", flush=True)
+
+
 if __name__ == "__main__":
     import sys
 
+    if "--imma" in sys.argv:
+        sys.exit(imma_probe())
     sys.exit(gemm_check() if "--check" in sys.argv else gemm_sweep())

@@ -159,6 +159,22 @@ def _time_call(fn, reps, warmup):
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))  # ms
 
 
+def _graph_time(fn, reps, warmup):
+    """Median time of one replay of a CUDA graph holding one ``fn()`` (no host launch cost)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return _time_call(graph.replay, reps, warmup)
+
+
 def _sweep(q, s, H, dtype, reps, workers, log, buckets, kernels=()):
     import concurrent.futures as cf
     import multiprocessing as mp
@@ -288,10 +304,16 @@ def plot(rows, path, title):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
-    for kind, label, mk in (("gauss", "Gaussian rows", "o"), ("heavy", "heavy-tailed rows (4 channels at 20-1000x RMS)", "s")):
+    for kind, label, mk, color in (("gauss", "Gaussian rows", "o", "C0"),
+                                   ("heavy", "heavy-tailed rows (4 channels at 20-1000x RMS)", "s", "C1")):
         pts = sorted((r["B"], r["speedup"]) for r in rows if r.get("rows", "gauss") == kind)
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=mk, label=label)
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=mk, color=color, label=label + ", eager calls")
+        pts = sorted((r["B"], r["graph_speedup"]) for r in rows
+                     if r.get("rows", "gauss") == kind and r.get("graph_speedup", float("nan")) == r.get("graph_speedup"))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=mk, color=color, ls="--", mfc="none",
+                    label=label + ", CUDA-graph replays")
     ax.set_xscale("log", base=2)
     bs = sorted({r["B"] for r in rows})
     ax.set_xticks(bs)
@@ -313,6 +335,8 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=V_DEFAULT)
     ap.add_argument("--hidden", type=int, default=H_DEFAULT)
     ap.add_argument("--batches", default=",".join(map(str, BATCHES_DEFAULT)))
+    ap.add_argument("--graph", type=int, default=1,
+                    help="also time each call as a CUDA-graph replay (no host launch cost); 0: off")
     ap.add_argument("--plot", help="write the speed-up vs B plot (PNG) here (needs matplotlib)")
     ap.add_argument("--plot-from", help="only render --plot from this JSON (written by --json) and exit")
     ap.add_argument("--reps", type=int, default=50)
@@ -403,7 +427,7 @@ def main(argv=None):
     flop1 = 2.0 * V * H  # per activation row
     log("")
     log(f"{'B':>5} {'rows':>6} {'int8 ms':>9} {'bf16 ms':>9} {'speedup':>8} {'int8 GB/s':>10} {'bf16 GB/s':>10} "
-        f"{'int8 TF/s':>10} {'bf16 TF/s':>10}  path")
+        f"{'int8 TF/s':>10} {'bf16 TF/s':>10} {'graph int8':>10} {'graph bf16':>10} {'graph x':>8}  path")
     for B in batches:
         xg = torch.randn(B, H, device=dev, generator=g).to(dtype)
         xh = dev_kernels.heavy_rows(torch, B, H, g, dev).to(dtype)
@@ -411,17 +435,25 @@ def main(argv=None):
         for kind, x in (("gauss", xg), ("heavy", xh)):
             t8 = _time_call(lambda: m.int8_linear(x, q, s), args.reps, args.warmup)
             t16 = _time_call(lambda: F.linear(x, w), args.reps, args.warmup)
-            row = {"B": B, "rows": kind, "int8_ms": t8, "bf16_ms": t16, "speedup": t16 / t8,
+            g8 = g16 = float("nan")
+            if args.graph:
+                g8 = _graph_time(lambda: m.int8_linear(x, q, s), args.reps, args.warmup)
+                g16 = _graph_time(lambda: F.linear(x, w), args.reps, args.warmup)
+            row = {"B": B, "rows": kind, "graph_int8_ms": g8, "graph_bf16_ms": g16, "graph_speedup": g16 / g8, "int8_ms": t8, "bf16_ms": t16, "speedup": t16 / t8,
                    "int8_gb_s": int8_bytes / (t8 * 1e-3) / 1e9, "bf16_gb_s": bf16_bytes / (t16 * 1e-3) / 1e9,
                    "int8_tflop_s": flop1 * B / (t8 * 1e-3) / 1e12, "bf16_tflop_s": flop1 * B / (t16 * 1e-3) / 1e12,
                    "path": path}
             rows.append(row)
             log(f"{B:>5} {kind:>6} {t8:>9.4f} {t16:>9.4f} {row['speedup']:>7.2f}x {row['int8_gb_s']:>10.0f} "
-                f"{row['bf16_gb_s']:>10.0f} {row['int8_tflop_s']:>10.1f} {row['bf16_tflop_s']:>10.1f}  {path}")
+                f"{row['bf16_gb_s']:>10.0f} {row['int8_tflop_s']:>10.1f} {row['bf16_tflop_s']:>10.1f} "
+                f"{g8:>10.4f} {g16:>10.4f} {g16 / g8:>7.2f}x  {path}")
     result["table"] = rows
     verdict = {}
-    for kind in ("gauss", "heavy"):
-        sel = {r["B"]: r["speedup"] for r in rows if r["rows"] == kind}
+    for kind, col in (("gauss", "speedup"), ("heavy", "speedup"), ("gauss graph", "graph_speedup"),
+                      ("heavy graph", "graph_speedup")):
+        sel = {r["B"]: r[col] for r in rows if r["rows"] == kind.split()[0] and r[col] == r[col]}
+        if not sel:
+            continue
 
         def worst(lo, hi):
             v = [x for b, x in sel.items() if lo <= b <= hi]

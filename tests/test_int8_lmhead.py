@@ -443,7 +443,7 @@ def test_kernels_in_triton_interpreter():
                                 x, q, s, None, out)
         for fn, args, kw, grid in calls:
             fn[grid](*args, **kw)
-        split = [c for c in calls if "cmap_ptr" in c[0].arg_names and "xq_ptr" in c[0].arg_names][0][1]
+        split = [c for c in calls if "x_ptr" in c[0].arg_names and "xq_ptr" in c[0].arg_names][0][1]
         n = int(split[7][0])
         assert n == 4 and sorted(split[6][:n].tolist()) == [5, 700, 1234, 2900], split[6]
         assert int(split[4].max()) == 0  # two planes for the dense part
@@ -472,8 +472,9 @@ def test_imma_launch_plan():
     s = torch.ones(1000, dtype=torch.float16)
     out = torch.empty(40, 1000, dtype=torch.bfloat16)
     cfg = dict(m.LAUNCH_CONFIGS["sm90"]["64"], BLOCK_B=64)
-    zero, stats, split, two, three = m._kernel_calls(cfg, x, q, s, None, out)
-    assert zero[3] == (3,) and stats[3] == (64,) and stats[2]["L1_OVER_MAX"] == 256.0
+    stats, split, two, three = m._kernel_calls(cfg, x, q, s, None, out)
+    assert stats[3] == (64,) and stats[2]["L1_OVER_MAX"] == 256.0
+    assert (two[2]["ZERO_CMAP"], three[2]["ZERO_CMAP"]) == (False, True)  # the last launch clears the map
     assert split[3] == (64,) and split[2]["NP"] == 3 and split[1][2].shape == (3, 64, 3072)
     assert split[2]["NC"] == two[2]["NC"] == three[2]["NC"] == 16 and split[1][5].shape == (64, 16)
     assert (two[2]["NP"], two[2]["GATE"], two[2]["STACK"], two[2]["NP_SPLIT"]) == (2, 2, cfg["STACK"], 3)
@@ -483,9 +484,9 @@ def test_imma_launch_plan():
     three = m._kernel_calls(dict(cfg, STACK=1, NP3=no_stack), x, q, s, None, out)[-1]
     assert three[2]["STACK"] == 0
     calls = m._kernel_calls(dict(cfg, NP=3, STACK=0), x, q, s, None, out)
-    assert len(calls) == 4 and calls[3][2]["GATE"] == 0
+    assert len(calls) == 3 and calls[2][2]["GATE"] == 0 and calls[2][2]["ZERO_CMAP"]
     calls = m._kernel_calls(dict(cfg, NP=3, STACK=0, NC=0), x, q, s, None, out)
-    assert len(calls) == 2 and calls[1][2]["NC"] == 0
+    assert len(calls) == 2 and calls[1][2]["NC"] == 0 and not calls[1][2]["ZERO_CMAP"]
     # gemm: one launch over weight-row x batch tiles, for any batch
     g = m.LAUNCH_CONFIGS["sm90"]["gemm"][-1]
     xb = torch.zeros(600, 3072, dtype=torch.bfloat16)
@@ -918,6 +919,20 @@ def test_heavy_tailed_rows(big, B):
     x = _heavy(torch, torch.randn(B, q.shape[1], device="cuda", generator=g).to(torch.bfloat16), g)
     out = m.int8_linear(x, q, s)
     _check_against_reference(torch, m, x, q, s, None, out, f"heavy-tailed rows B={B}")
+    from patchq_runtime import int8_kernels as k
+
+    for key, scratch in k._SCRATCH.items():
+        assert int(scratch[3].abs().sum()) == 0, f"outlier-channel map {key} not cleared after the call"
+    # a Gaussian batch right after: same as with fresh (per-call) scratch
+    xg = torch.randn(B, q.shape[1], device="cuda", generator=g).to(torch.bfloat16)
+    got = m.int8_linear(xg, q, s)
+    if B <= 128:
+        fresh = torch.empty_like(got)
+        cfg = m._bucket_cfg(m._configs_for(xg.device), B)
+        for fn, args, kw, grid in k.kernel_calls(cfg, xg, q, s, None, fresh,
+                                                 alloc=lambda shape, dt: torch.empty(shape, dtype=dt, device="cuda")):
+            fn[grid](*args, **kw)
+        assert torch.equal(got, fresh)
 
 
 def _argmax_report(torch, m, w, q, s, lead, n_rows, seed, label, heavy=False):

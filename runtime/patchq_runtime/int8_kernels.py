@@ -18,7 +18,7 @@ Kernels (``KERNELS`` keys):
            in flight across K steps so the conversion overlaps the MMA. 2-D grid over
            (weight rows, batch tiles), batch tiles fastest so the programs that run at
            the same time share one weight slab in L2 (it is read from DRAM once).
-``zero``, ``stats``, ``split``, ``imma``
+``stats``, ``split``, ``imma``
            the int8-tensor-core path (17-128 rows): the activation rows are split into
            int8 digit planes and multiplied with the unconverted int8 weight; see
            :func:`kernel_calls` for the plan and ``_PLANES_RULE_L1_OVER_MAX`` in
@@ -162,11 +162,6 @@ def build_kernels():
         out_ptrs = out_ptr + offs_b.to(tl.int64)[None, :] * stride_ob + offs_n[:, None]
         tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(offs_n < V)[:, None] & (offs_b < B)[None, :])
 
-    @triton.jit
-    def _zero_i32_kernel(p_ptr, N, CHUNK: tl.constexpr):
-        offs = tl.program_id(0) * CHUNK + tl.arange(0, CHUNK)
-        tl.store(p_ptr + offs, tl.zeros((CHUNK,), dtype=tl.int32), mask=offs < N)
-
     @triton.jit(do_not_specialize=["B"])
     def _row_stats_kernel(
         x_ptr, cmap_ptr, B, K, stride_xb,
@@ -283,11 +278,12 @@ def build_kernels():
 
     @triton.jit(do_not_specialize=["B"])
     def _w8a16_imma_kernel(
-        xq_ptr, xs_ptr, need_ptr, xo_ptr, cidx_ptr, ncnt_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
+        xq_ptr, xs_ptr, need_ptr, xo_ptr, cidx_ptr, ncnt_ptr, cmap_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
         B, V, K, stride_qn, stride_ob,
         HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
         BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_B: tl.constexpr, NP: tl.constexpr,
         NP_SPLIT: tl.constexpr, STACK: tl.constexpr, GATE: tl.constexpr, NC: tl.constexpr,
+        ZERO_CMAP: tl.constexpr, OUT_DOT: tl.constexpr,
     ):
         # w8a16 on the int8 tensor cores: the activations arrive as NP_SPLIT int8
         # digit planes ([NP_SPLIT, BLOCK_B, K], from _split_rows_kernel) of which the
@@ -299,6 +295,13 @@ def build_kernels():
         # its work only if no row / some row of the batch needs the third plane (the
         # two launches of the adaptive mode; GATE 0 always runs).
         offs_b = tl.arange(0, BLOCK_B)
+        if ZERO_CMAP:
+            # the last launch of a plan clears the outlier-channel map for the next call
+            # (the split, its only reader, ran before this launch)
+            if tl.program_id(0) == 0:
+                offs_c = tl.arange(0, 1024)
+                for c0 in range(0, K, 1024):
+                    tl.store(cmap_ptr + c0 + offs_c, tl.zeros((1024,), dtype=tl.int32), mask=(c0 + offs_c) < K)
         run = GATE == 0
         if GATE != 0:
             need = tl.max(tl.load(need_ptr + offs_b), axis=0)
@@ -309,6 +312,13 @@ def build_kernels():
             rows = tl.minimum(offs_n, V - 1)  # tail rows re-read the last row; stores are masked
             offs_k = tl.arange(0, BLOCK_K)
             q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]  # [BLOCK_N, BLOCK_K]
+            if NC > 0:
+                # outlier channels: count and ids loaded before the K loop (their latency hides
+                # behind it); the weight columns and values in one round trip after it
+                offs_j = tl.arange(0, NC)
+                ncnt = tl.load(ncnt_ptr)
+                jm = offs_j < ncnt
+                cj = tl.load(cidx_ptr + offs_j, mask=jm, other=0)
             plane = BLOCK_B * K
             if STACK:
                 # the NP planes as one [NP * BLOCK_B, BLOCK_K] operand: one MMA chain per K step
@@ -379,13 +389,18 @@ def build_kernels():
             for _j in tl.static_range(NP_SPLIT - NP):
                 xs = xs * 254.0  # planes past NP dropped: the last used plane's step
             acc = acc * xs[:, None]
-            if NC > 0:
-                # outlier channels: exact products, fp32 sums (ncnt is 0 for most batches)
-                ncnt = tl.load(ncnt_ptr)
+            if NC > 0 and OUT_DOT:
+                if ncnt > 0:
+                    qo = tl.load(q_ptr + rows.to(tl.int64)[None, :] * stride_qn + cj[:, None], mask=jm[:, None],
+                                 other=0)  # [NC, BLOCK_N] int8
+                    xo = tl.load(xo_ptr + offs_b[:, None] * NC + offs_j[None, :], mask=jm[None, :], other=0.0)
+                    # exact products (bf16/fp16 value x int8), fp32 sums: a CUDA-core dot
+                    acc += tl.dot(xo, qo.to(tl.float32), input_precision="ieee")
+            if NC > 0 and not OUT_DOT:
+                # one channel at a time (fewer registers than the dot)
                 q_rows = q_ptr + rows.to(tl.int64) * stride_qn
                 for j in range(0, ncnt):
-                    c = tl.load(cidx_ptr + j)
-                    qc = tl.load(q_rows + c).to(tl.float32)
+                    qc = tl.load(q_rows + tl.load(cidx_ptr + j)).to(tl.float32)
                     xv = tl.load(xo_ptr + offs_b * NC + j)
                     acc += xv[:, None] * qc[None, :]
             acc = acc * tl.load(s_ptr + rows).to(tl.float32)[None, :]
@@ -395,8 +410,41 @@ def build_kernels():
             tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=bmask[:, None] & (offs_n < V)[None, :])
 
     _KERNELS = {"dott": _w8a16_dott_kernel, "gemm": _w8a16_gemm_kernel, "imma": _w8a16_imma_kernel,
-                "split": _split_rows_kernel, "stats": _row_stats_kernel, "zero": _zero_i32_kernel}
+                "split": _split_rows_kernel, "stats": _row_stats_kernel}
     return _KERNELS
+
+
+#: Scratch of the imma path, per (device, stream, planes, BLOCK_B, K, NC): the digit
+#: planes (NP_SPLIT * BLOCK_B * K int8), steps and flags (BLOCK_B fp32 + int32), the
+#: outlier-channel map (K int32, kept zero between calls: the plan's last launch
+#: clears it), outlier values (BLOCK_B * NC fp32), channel list and count. At most
+#: ~1.2 MB per (stream, bucket) for the 3072-wide head (3 * 128 * 3072 + 32 KiB).
+#: Reused by every call on the same stream (stream order keeps calls apart; under
+#: CUDA graphs the captured launches use the same buffers).
+_SCRATCH: dict = {}
+
+
+def _interpreting() -> bool:
+    import os
+
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
+def _scratch(device, n_split, block_b, K, nc):
+    import torch
+
+    stream = torch.cuda.current_stream(device).cuda_stream
+    key = (device.index, stream, n_split, block_b, K, nc)
+    hit = _SCRATCH.get(key)
+    if hit is None:
+        def e(shape, dtype):
+            return torch.empty(shape, dtype=dtype, device=device)
+
+        hit = (e((n_split, block_b, K), torch.int8), e((block_b,), torch.float32), e((block_b,), torch.int32),
+               torch.zeros((K,), dtype=torch.int32, device=device), e((block_b, nc), torch.float32),
+               e((nc,), torch.int32), e((1,), torch.int32))
+        _SCRATCH[key] = hit
+    return hit
 
 
 #: Extra kernel kinds (name -> planner) registered by the benchmark's development
@@ -408,14 +456,14 @@ def kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None, l1_over_max: f
     """The launches for one batch (tile): a list of (jit function, args, kwargs, grid).
 
     One launch for "dott" (the whole batch in one tile of ``BLOCK_B`` rows) and "gemm"
-    (any batch: a grid over weight-row and batch tiles). For "imma": a zeroing of the
-    outlier-channel map, the row statistics (which mark outlier channels), the digit
-    split, then the int8 MMA kernel (two gated variants of it when NP is "auto"); its
-    scratch comes from ``alloc(shape, dtype)`` (default ``torch.empty`` on ``x2``'s
-    device): ``NP_SPLIT * BLOCK_B * K`` int8 digits, ``BLOCK_B`` fp32 steps and
-    int32 flags, ``K`` int32 channel map, ``BLOCK_B * NC`` fp32 outlier values, ``NC``
-    + 1 int32 (channel list and count) -- 3 * 128 * 3072 + 12 KiB + 9 KiB + ~1 KiB at
-    most for the 3072-wide head.
+    (any batch: a grid over weight-row and batch tiles). For "imma" (4 launches): the
+    row statistics (which mark outlier channels in the channel map), the digit split,
+    then the int8 MMA kernel (two gated variants of it when NP is "auto"; the last one
+    clears the channel map). Its scratch is :data:`_SCRATCH` (per device, stream and
+    bucket) on CUDA, else ``alloc(shape, dtype)`` per call (default ``torch.empty``;
+    the benchmark's precompile passes stand-ins): ``NP_SPLIT * BLOCK_B * K`` int8
+    digits, ``BLOCK_B`` fp32 steps and int32 flags, ``K`` int32 channel map,
+    ``BLOCK_B * NC`` fp32 outlier values, ``NC`` + 1 int32 (channel list and count).
 
     Raises:
         ValueError: unknown kernel name; a batch larger than the config's tile; for
@@ -466,38 +514,47 @@ def kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None, l1_over_max: f
     if n_split not in (1, 2, 3, 4):
         raise ValueError(f"NP {planes!r} is not 1..4 or 'auto'")
     nc = int(cfg.get("NC", IMMA_OUTLIER_SLOTS))
+    persistent = alloc is None and getattr(x2, "is_cuda", False) and not _interpreting()
     if alloc is None:
         def alloc(shape, dtype):
             return torch.empty(shape, dtype=dtype, device=x2.device)
-    xq = alloc((n_split, block_b, K), torch.int8)
-    xs = alloc((block_b,), torch.float32)
-    need = alloc((block_b,), torch.int32)
-    cmap = alloc((K,), torch.int32)
-    xo = alloc((block_b, max(nc, 1)), torch.float32)
-    cidx = alloc((max(nc, 1),), torch.int32)
-    ncnt = alloc((1,), torch.int32)
+    if persistent:
+        xq, xs, need, cmap, xo, cidx, ncnt = _scratch(x2.device, n_split, block_b, K, max(nc, 1))
+    else:
+        xq = alloc((n_split, block_b, K), torch.int8)
+        xs = alloc((block_b,), torch.float32)
+        need = alloc((block_b,), torch.int32)
+        cmap = alloc((K,), torch.int32)
+        if hasattr(cmap, "zero_"):
+            cmap.zero_()
+        xo = alloc((block_b, max(nc, 1)), torch.float32)
+        cidx = alloc((max(nc, 1),), torch.int32)
+        ncnt = alloc((1,), torch.int32)
+    chunk = min(4096, 1 << (max(K, 16) - 1).bit_length())  # a whole row per pass up to 4096 channels
+    if nc not in (0, 16, 32):
+        raise ValueError(f"NC {nc} is not 0, 16 or 32 (the outlier dot needs a power of two >= 16)")
     calls = []
     if nc > 0:
-        calls.append((kernels["zero"], (cmap, K), dict(CHUNK=1024, num_warps=4), (triton.cdiv(K, 1024),)))
         calls.append((kernels["stats"], (x2, cmap, B, K, x2.stride(0)),
-                      dict(CHUNK=1024, L1_OVER_MAX=l1_over_max, OUTLIER_RATIO=OUTLIER_RATIO, num_warps=4),
+                      dict(CHUNK=chunk, L1_OVER_MAX=l1_over_max, OUTLIER_RATIO=OUTLIER_RATIO, num_warps=4),
                       (block_b,)))
     calls.append((kernels["split"], (x2, cmap, xq, xs, need, xo, cidx, ncnt, B, K, x2.stride(0)),
-                  dict(NP=n_split, CHUNK=1024, L1_OVER_MAX=l1_over_max, NC=nc, num_warps=4), (block_b,)))
+                  dict(NP=n_split, CHUNK=chunk, L1_OVER_MAX=l1_over_max, NC=nc, num_warps=4), (block_b,)))
     variants = [(n_split, 0, cfg)]
     if adaptive:
         cfg3 = dict(cfg, STACK=0)  # the 3-plane variant: cfg's tile unless NP3 says otherwise
         cfg3.update(cfg.get("NP3", {}))
         variants = [(2, 2, cfg), (3, 3, cfg3)]
-    for n_planes, gate, vcfg in variants:
+    for i, (n_planes, gate, vcfg) in enumerate(variants):
         stack = int(vcfg.get("STACK", 0))
         if stack not in (0, 1) or (stack and n_planes not in (1, 2, 4)):
             raise ValueError(f"STACK={stack} with NP={n_planes}: STACK=1 needs NP 1, 2 or 4 "
                              "(a power-of-two operand)")
         bn, bk = int(vcfg["BLOCK_N"]), int(vcfg["BLOCK_K"])
-        args = (xq, xs, need, xo, cidx, ncnt, q, scales, bias_arg, out, B, V, K, q.stride(0), out.stride(0))
+        args = (xq, xs, need, xo, cidx, ncnt, cmap, q, scales, bias_arg, out, B, V, K, q.stride(0), out.stride(0))
         kwv = dict(HAS_BIAS=has_bias, EVEN_K=(K % bk == 0), BLOCK_N=bn, BLOCK_K=bk, BLOCK_B=block_b,
                    NP=n_planes, NP_SPLIT=n_split, STACK=stack, GATE=gate, NC=nc,
+                   ZERO_CMAP=(nc > 0 and i == len(variants) - 1), OUT_DOT=int(vcfg.get("OUT_DOT", 1)),
                    num_warps=int(vcfg["num_warps"]), num_stages=int(vcfg["num_stages"]))
         calls.append((kernels["imma"], args, kwv, (triton.cdiv(V, bn),)))
     return calls
@@ -527,7 +584,7 @@ def run_call(fn, grid, args, kw) -> None:
 
     key = (fn, tuple(_spec(a) for a in args), tuple(sorted(kw.items())))
     kernel = _COMPILED.get(key)
-    if kernel is None or knobs.runtime.launch_enter_hook is not None:
+    if kernel is None:
         kernel = fn[grid](*args, **kw)
         if kernel is not None and not hasattr(kernel, "result"):
             _COMPILED[key] = kernel
@@ -535,8 +592,65 @@ def run_call(fn, grid, args, kw) -> None:
     names = fn.arg_names
     full = list(args) + [kw[n] for n in names[len(args):]]
     stream = driver.active.get_current_stream(driver.active.get_current_device())
-    g = tuple(grid) + (1, 1)
-    kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata, None, None, None, *full)
+    _run(kernel, tuple(grid) + (1, 1), stream, full, knobs)
+
+
+def _run(kernel, g, stream, full, knobs) -> None:
+    # what JITFunction.run does after binding: the launch hooks (a profiler's, or the
+    # one PyTorch installs) get the kernel's launch metadata as they would there
+    enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+    meta = kernel.launch_metadata(g, stream, *full) if enter is not None else None
+    kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata, meta, enter, leave, *full)
+
+
+#: Launch plans of :func:`launch_planned`, per (config object id, shapes, strides,
+#: dtypes, weight pointers, device, stream, alignments): the compiled kernels with
+#: their argument lists. One entry per distinct batch size and lm-head seen (a few
+#: hundred bytes each).
+_PLANS: dict = {}
+
+
+def launch_planned(cfg_key, cfg: dict, x2, q, scales, bias, out, l1_over_max: float = 256.0) -> None:
+    """:func:`launch` with the whole plan cached: after the first call for a key, a call
+    only substitutes the activation, output and bias tensors into the cached argument
+    lists and calls each compiled kernel's launcher (the planning, scratch lookup and
+    jit argument binding cost ~0.1-0.3 ms of host time per call otherwise, which the
+    4-launch imma path cannot hide behind ~0.2 ms of GPU time). ``cfg_key`` must
+    identify ``cfg`` for the life of the process (the launch table's own objects)."""
+    import torch
+    from triton import knobs
+
+    if _interpreting() or not x2.is_cuda:
+        launch(x2, q, scales, bias, out, cfg, l1_over_max)
+        return
+    dev = x2.device
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    key = (cfg_key, tuple(x2.shape), x2.stride(0), x2.dtype, q.data_ptr(), tuple(q.shape), scales.data_ptr(),
+           None if bias is None else bias.dtype, out.stride(0), dev.index, stream, x2.data_ptr() % 16,
+           out.data_ptr() % 16, 0 if bias is None else bias.data_ptr() % 16, l1_over_max)
+    plan = _PLANS.get(key)
+    if plan is None:
+        entries = []
+        for fn, args, kw, grid in kernel_calls(cfg, x2, q, scales, bias, out, l1_over_max=l1_over_max):
+            run_call(fn, grid, args, kw)
+            ck = _COMPILED.get((fn, tuple(_spec(a) for a in args), tuple(sorted(kw.items()))))
+            slots = [(i, w) for i, a in enumerate(args) for w, t in enumerate((x2, out, bias, q, scales))
+                     if t is not None and a is t]
+            slots = list({i: (i, w) for i, w in slots}.values())  # one source per position
+            full = list(args) + [kw[n] for n in fn.arg_names[len(args):]]
+            for i, _w in slots:
+                full[i] = None  # no reference to this call's tensors (nor the weight) in the plan
+            entries.append((ck, tuple(grid) + (1, 1), full, slots))
+        if all(e[0] is not None for e in entries):
+            _PLANS[key] = entries
+        return
+    vals = (x2, out, bias, q, scales)
+    for ck, g, full, slots in plan:
+        for i, w in slots:
+            full[i] = vals[w]
+        _run(ck, g, stream, full, knobs)
+        for i, _w in slots:
+            full[i] = None
 
 
 def launch(x2, q, scales, bias, out, cfg: dict, l1_over_max: float = 256.0) -> None:

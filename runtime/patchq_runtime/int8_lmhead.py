@@ -413,6 +413,20 @@ def _bucket_cfg(table: dict, B: int) -> dict:
     raise ValueError(f"batch {B} > largest bucket of the launch table")
 
 
+_BUCKET_CFGS: dict = {}
+
+
+def _bucket_cfg_cached(table: dict, B: int) -> dict:
+    """:func:`_bucket_cfg` as one object per (table, bucket), kept alive with its
+    table: ``id()`` of it keys the cached launch plans."""
+    bucket = 1 if B == 1 else next((b for b in _buckets(table) if B <= b), None)
+    key = (id(table), bucket)
+    hit = _BUCKET_CFGS.get(key)
+    if hit is None or hit[0] is not table:
+        hit = _BUCKET_CFGS[key] = (table, _bucket_cfg(table, B))
+    return hit[1]
+
+
 def _gemm_cfg(table: dict, B: int) -> Optional[dict]:
     """The "gemm" entry of a launch table for a batch of ``B`` rows: the last entry
     whose ``min_B`` is at most ``B`` (entries ascend in ``min_B``), or None (the
@@ -466,7 +480,7 @@ def int8_linear(x, q, scales, bias=None):
     table = _configs_for(x.device)
     gcfg = _gemm_cfg(table, B)
     if gcfg is not None:
-        _launch(x2, q, scales, bias, out, gcfg)
+        _k.launch_planned(id(gcfg), gcfg, x2, q, scales, bias, out, _PLANES_RULE_L1_OVER_MAX)
         return out.reshape(*lead, V)
     if B > MAX_LOOP_ROWS:
         # Compute-bound sizes: dequantize a chunk of rows to the activation dtype
@@ -488,7 +502,8 @@ def int8_linear(x, q, scales, bias=None):
     step = _buckets(table)[-1]
     for i in range(0, B, step):
         xb = x2[i : i + step]
-        _launch(xb, q, scales, bias, out[i : i + step], _bucket_cfg(table, xb.shape[0]))
+        cfg = _bucket_cfg_cached(table, xb.shape[0])
+        _k.launch_planned(id(cfg), cfg, xb, q, scales, bias, out[i : i + step], _PLANES_RULE_L1_OVER_MAX)
     return out.reshape(*lead, V)
 
 
