@@ -1049,3 +1049,46 @@ def test_lm_head_logits_gpu_free_keep_and_fallback(monkeypatch):
     drafter.quant_method = UQ()
     assert torch.equal(m.lm_head_logits(drafter, x), out_f)
     assert drafter._patchq_int8 is freed._patchq_int8
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", [1, 16, 40, 64, 100, 300, 1100])
+def test_planned_launches_and_cuda_graph(big, B):
+    """int8_linear's cached launch plans: new activations each call give the same bits
+    as an unplanned launch; a CUDA graph captured around int8_linear replays with
+    new input data (graph-safe: no host sync, scratch reused in place)."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+
+    _w, q, s = big
+    V, H = q.shape
+    g = torch.Generator(device="cuda").manual_seed(7000 + B)
+    table = m._configs_for(torch.device("cuda"))
+    for heavy in (False, True):
+        for _ in range(2):
+            x = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+            if heavy:
+                x = _heavy(torch, x, g)
+            got = m.int8_linear(x, q, s)
+            gcfg = m._gemm_cfg(table, B)
+            if gcfg is not None or B <= m._buckets(table)[-1]:
+                ref = torch.empty_like(got)
+                m._launch(x, q, s, None, ref, gcfg if gcfg is not None else m._bucket_cfg(table, B))
+                assert torch.equal(got, ref), (B, heavy)
+    static = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        m.int8_linear(static, q, s)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gout = m.int8_linear(static, q, s)
+    for heavy in (False, True):
+        xn = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+        if heavy:
+            xn = _heavy(torch, xn, g)
+        static.copy_(xn)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(gout, m.int8_linear(xn, q, s)), (B, heavy)
