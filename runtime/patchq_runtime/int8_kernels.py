@@ -554,7 +554,7 @@ def kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None, l1_over_max: f
         args = (xq, xs, need, xo, cidx, ncnt, cmap, q, scales, bias_arg, out, B, V, K, q.stride(0), out.stride(0))
         kwv = dict(HAS_BIAS=has_bias, EVEN_K=(K % bk == 0), BLOCK_N=bn, BLOCK_K=bk, BLOCK_B=block_b,
                    NP=n_planes, NP_SPLIT=n_split, STACK=stack, GATE=gate, NC=nc,
-                   ZERO_CMAP=(nc > 0 and i == len(variants) - 1), OUT_DOT=int(vcfg.get("OUT_DOT", 1)),
+                   ZERO_CMAP=(nc > 0 and i == len(variants) - 1), OUT_DOT=int(vcfg.get("OUT_DOT", 0)),
                    num_warps=int(vcfg["num_warps"]), num_stages=int(vcfg["num_stages"]))
         calls.append((kernels["imma"], args, kwv, (triton.cdiv(V, bn),)))
     return calls

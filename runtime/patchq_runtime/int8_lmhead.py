@@ -95,13 +95,14 @@ captured by CUDA graphs.
 
 Batch buckets: a batch of B rows uses the smallest bucket >= B of the launch table
 (``1``, ``16``, ``32``, ``64``; ``128`` on sm90): one pass over the weight for 1..64 rows
-(1..128 on sm90) -- one kernel launch, or three for an adaptive "imma" bucket (the
-split and two gated launches). Larger batches loop over the largest bucket (each re-reads the
+(1..128 on sm90) -- one kernel launch, or four for an adaptive "imma" bucket (row
+statistics, the split and two gated launches; their plan, scratch and compiled kernels
+are cached per shape and stream, so a call costs ~0.1 ms of host time). Larger batches loop over the largest bucket (each re-reads the
 weight) up to :data:`MAX_LOOP_ROWS`, then use the table's "gemm" entry
 (sm90: the w8a16 ``gemm`` kernel, weight as the wgmma A operand converted in registers)
-or, where the table has none, a chunked dequantize + ``F.linear`` (cuBLAS) path -- prefill-sized batches are compute-bound and this path
-rounds each dequantized weight to bf16 once (documented deviation from the kernel's
-math).
+or, where the table has none, a chunked dequantize + ``F.linear`` (cuBLAS) path
+(that path rounds each dequantized weight to bf16 once: a documented deviation from
+the kernels' math).
 
 Launch configurations are fixed per GPU architecture (:data:`LAUNCH_CONFIGS`, keyed
 ``sm<major><minor>``; no autotuning at server start). Triton still JIT-compiles each
@@ -138,9 +139,13 @@ MIN_ROWS_DEFAULT = 100_000
 
 #: Batches above the launch table's largest bucket (64 or 128 rows) and up to this
 #: many rows run as consecutive largest-bucket launches (each re-reads the weight);
-#: larger batches take the chunked dequantize + ``F.linear`` path. The crossover was
-#: not measured: on the H200 a 128-row pass takes ~0.38 ms, so looping costs
-#: ~3 us per row, against a fixed ~1 ms + bf16 GEMM time for dequantizing.
+#: larger batches take the table's "gemm" kernel (or, without one, the chunked
+#: dequantize + ``F.linear`` path). On the H200 the loop beat every race-free gemm
+#: tile up to 1024 rows (B = 1024: 3.33 ms looped vs 3.69 ms gemm); above, the two
+#: are within ~10% of each other (B = 2048 / 4096, Gaussian rows: loop 6.49 / 13.28 ms,
+#: gemm 7.19 / 15.03; heavy-tailed rows: loop 7.70 / 14.79, gemm 7.28 / 15.04) and the
+#: gemm is kept there: one launch, no scratch, the same speed for any rows (a batch
+#: whose rows need three digit planes loops at ~1.5x the two-plane time).
 MAX_LOOP_ROWS = 1024
 #: The adaptive ("NP": "auto") imma mode uses two digit planes for a batch when every
 #: row has sum_k |x_k| >= this * max_k |x_k|, else three. Why: two planes keep each
@@ -182,10 +187,8 @@ _STATE_ATTR = "_patchq_int8_state"
 #                      MMAs sharing one converted tile. SUB_B < 64 stays on mma.sync
 #                      with both operands in registers; SUB_B = 64 uses wgmma on sm90
 #                      (the converted tile is staged through shared memory).
-#              "dot":  weight tile as operand A (kept for comparison: Triton 3.6
-#                      loads its int8 A fragments 2 bytes at a time; slower);
-#              "gemv": CUDA-core FMA kernel, batch of one only (slower than "dott"
-#                      on the H200: 0.194 vs 0.177 ms).
+#              ("dot", "gemv" and a PTX conversion are the benchmark's development
+#              kernels, bench/int8_kernels_dev.py: slower on the H200.)
 #              "imma": the int8 tensor cores: the activations are split into NP
 #                      int8 digit planes (base 254 against each row's absmax), the
 #                      int8 weight tile feeds the MMA unconverted, one exact int32
@@ -193,13 +196,19 @@ _STATE_ATTR = "_patchq_int8_state"
 #                      a 2-plane and a 3-plane variant of which exactly one does the
 #                      work, picked on the GPU per batch by _PLANES_RULE_L1_OVER_MAX
 #                      (no host sync); "NP3" holds the 3-plane variant's tile fields.
-#                      STACK=1 stacks the planes into one MMA operand.
+#                      STACK=1 stacks the planes into one MMA operand. NC (default
+#                      16; 0 or 32): outlier-channel slots per batch; OUT_DOT (default
+#                      0: a loop over the batch's outlier channels; 1: one fp32 dot,
+#                      measured 0.005-0.016 ms slower).
+#              "gemm": w8a16 for large batches, weight tile as the wgmma A operand
+#                      converted in registers; table key "gemm" holds a list of
+#                      configs with "min_B" (ascending): the last one whose min_B <= B
+#                      serves B. BLOCK_B batch rows per program. Only tiles whose SASS
+#                      waits for each wgmma before the next K step overwrites its A
+#                      registers (Triton 3.6 races there otherwise: see
+#                      bench/int8_kernels_dev.py GEMM_CANDIDATES).
 #   BLOCK_N    weight rows per program; BLOCK_K columns per K step;
 #   num_warps, num_stages (software pipelining depth);
-#   CONVERT    0: Triton's own int8->bf16/fp16 conversion (LOP3/PRMT/HADD2 on sm90,
-#              ~2 instructions per element); 1: this module's PTX (byte-permute into
-#              the fp32 2^23+u, subtract, pack; ~2.75 per element, bf16 only for
-#              dot/dott). Both exact; 0 was faster everywhere on the H200.
 #
 # sm90 (H100/H200): the winners of `bench/int8_lmhead.py --sweep` on an H200 (see
 #   bench/README.md): "dott" up to 16 rows (at the copy ceiling), adaptive "imma"
@@ -451,9 +460,10 @@ def int8_linear(x, q, scales, bias=None):
     Returns:
         ``[..., V]`` in ``x.dtype``. Batches up to the launch table's largest
         bucket (64 rows; 128 on sm90): one pass over the weight (one launch, or
-        three for an adaptive "imma" bucket). Up to
-        :data:`MAX_LOOP_ROWS` rows: consecutive largest-bucket launches. More:
-        chunked dequantize + cuBLAS GEMM. Falls back to
+        four for an adaptive "imma" bucket). Up to
+        :data:`MAX_LOOP_ROWS` rows: consecutive largest-bucket launches. More: the
+        table's "gemm" kernel (sm90), else chunked dequantize + cuBLAS GEMM. A
+        "gemm" entry with a smaller ``min_B`` takes over from that size. Falls back to
         :func:`int8_linear_reference` when ``x`` is not on CUDA or not bf16/fp16,
         or Triton is missing.
 
