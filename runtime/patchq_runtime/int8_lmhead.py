@@ -666,11 +666,15 @@ def _warmup(packed, dtype) -> None:
     H = q.shape[1]
     table = _configs_for(q.device)
     with torch.no_grad():
-        sizes = [1] + [b for b in _buckets(table) if _gemm_cfg(table, b) is None]
-        sizes += [int(e["min_B"]) for e in table.get("gemm") or ()]
-        for b in sizes:
+        for b in [1] + [b for b in _buckets(table) if _gemm_cfg(table, b) is None]:
             x = torch.zeros((b, H), dtype=dtype, device=q.device)
             int8_linear(x, q, scales, None)
+        # the gemm entries compile once for any batch (B is not specialized): a 16-row
+        # launch compiles each without a min_B-row output (up to ~0.5 GB at 1025 rows)
+        x = torch.zeros((16, H), dtype=dtype, device=q.device)
+        out = torch.empty((16, q.shape[0]), dtype=dtype, device=q.device)
+        for entry in table.get("gemm") or ():
+            _launch(x, q, scales, None, out, entry)
 
 
 def lm_head_logits(lm_head, hidden_states, bias=None):
