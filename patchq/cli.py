@@ -26,7 +26,8 @@ app = typer.Typer(
 
 SitePackages = typer.Option(None, "--site-packages", help="site-packages directory holding vllm")
 Python = typer.Option(None, "--python", help="interpreter of another environment")
-SeriesDir = typer.Option(None, "--series", help="series directory (default: the project's series/)")
+SeriesDir = typer.Option(None, "--series", help="series directory or series repo (default: $PATCHQ_SERIES, "
+                         "else patchq.toml / [tool.patchq] above the working directory, else the bundled series)")
 Json = typer.Option(False, "--json", help="print the JSON document (schema in README)")
 
 
@@ -65,6 +66,7 @@ def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> Non
                               "reason": v.upstreamed or v.absent or ""} for v in p.variants],
             })
         doc = {"schema": "patchq.list/1",
+               "series": s.location.as_json() if s.location else None,
                "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
                             for pr in s.profiles.values()],
                "patches": patches}
@@ -74,6 +76,8 @@ def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> Non
         report.emit_json(doc)
         return
     con = report.console()
+    if s.location:
+        con.print(s.location.describe(), highlight=False)
     con.print("[bold]profiles[/]")
     for pr in doc["profiles"]:
         con.print(f"  [bold]{pr['name']}[/]: {', '.join(pr['patches'])}  [dim]{pr['description']}[/]")
@@ -153,14 +157,15 @@ def status(
         _status_runtime(series_dir, as_json)
     try:
         target = _target(site_packages, python)
-        root = series_mod.series_dir(series_dir)
-        doc = st.collect(target.root, root, series_mod.anchors_dir(root))
+        loc = series_mod.discovery.find(series_dir)
+        doc = st.collect(target.root, loc.series, loc.anchors)
+        doc["series"] = loc.as_json()
     except PatchqError as exc:
         _fail(exc, as_json)
     if as_json:
         report.emit_json(doc)
     else:
-        typer.echo(st.render_text(doc))
+        typer.echo(loc.describe() + "\n" + st.render_text(doc))
     raise typer.Exit(st.exit_code(doc))
 
 
