@@ -414,6 +414,39 @@ def import_cmd(
     raise typer.Exit(code)
 
 
+# ============================================================================ adoption
+# init, new, edit, record, fingerprint, cache, test: declarations only; the work is in
+# patchq/commands/{init,new,edit,fingerprint,cache,test}.py.
+
+PatchOpt = typer.Option([], "--patch", help="patch id (repeatable; default: every patch)")
+
+
+def _emit(doc: dict, code: int, as_json: bool, render) -> None:
+    report.emit_json(doc) if as_json else typer.echo(render(doc), nl=False)
+    raise typer.Exit(code)
+
+
+@app.command("test")
+def test_cmd(
+    patch: list[str] = PatchOpt,
+    regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and golden definitions"),
+    releases: Optional[str] = typer.Option(None, "--releases", help="with --regen: the releases to record "
+                                           "(list, or a range among the cached ones)"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Check each patch's expected verdicts and golden definitions per release (patchq.testing)."""
+    from patchq.commands import test as cmd
+
+    try:
+        doc, code = cmd.run(series_dir, patch, regen, releases)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_text)
+
+# ========================================================================= end adoption
+
+
 def main() -> None:
     """Run the typer app; a usage error is one line on stderr and exit code 2."""
     try:
