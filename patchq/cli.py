@@ -444,6 +444,61 @@ def test_cmd(
         _fail(exc, as_json)
     _emit(doc, code, as_json, cmd.render_text)
 
+
+@app.command("init")
+def init_cmd(
+    directory: Optional[str] = typer.Argument(None, help="where to write the series repo (default: here)"),
+    as_json: bool = Json,
+) -> None:
+    """Write a new series repo: patchq.toml, series/, anchors/, an example patch, its test, a CI workflow."""
+    from patchq.commands import init as cmd
+
+    try:
+        doc, code = cmd.init(directory)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_init)
+
+
+@app.command("new")
+def new_cmd(
+    patch_id: str = typer.Argument(..., help="the new patch's id (kebab-case)"),
+    at: str = typer.Option(..., "--at", help="MODULE:QUALNAME of the definition to change"),
+    node: Optional[str] = typer.Option(None, "--node", help="a statement inside it to anchor on (default: the definition)"),
+    profile: str = typer.Option("default", "--profile", "-p", help="profile to add the patch to (created if missing)"),
+    applies: str = typer.Option(">=0.15", "--applies", help="the vLLM versions the patch applies to"),
+    summary: Optional[str] = typer.Option(None, "--summary", help="one-line summary"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Scaffold a patch: anchors/<id>.toml, series/<id>.py and a profile entry."""
+    from patchq.commands import init as cmd
+
+    try:
+        doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_new)
+
+
+@app.command("fingerprint")
+def fingerprint_cmd(
+    patch: list[str] = PatchOpt,
+    releases: Optional[str] = typer.Option(None, "--releases", help="list (downloaded once) or range among the "
+                                           "cached releases (default: every cached release)"),
+    check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when a file is out of date"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Record each anchor's fingerprint on the releases (inside its patch's range) where it verifies."""
+    from patchq.commands import fingerprint as cmd
+
+    try:
+        doc, code = cmd.run(_series(series_dir), patch, releases, check)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_text)
+
 # ========================================================================= end adoption
 
 
