@@ -499,6 +499,56 @@ def fingerprint_cmd(
         _fail(exc, as_json)
     _emit(doc, code, as_json, cmd.render_text)
 
+
+EditDir = typer.Option(None, "--dir", help="the working copy's directory (default: .patchq-edit/ID beside series/)")
+
+
+@app.command("edit")
+def edit_cmd(
+    patch_id: str = typer.Argument(..., help="patch id (new or existing)"),
+    file: list[str] = typer.Option([], "--file", "-f", help="vllm/x.py or vllm.x (repeatable; default: the patch's modules)"),
+    in_place: bool = typer.Option(False, "--in-place", help="edit the installed file itself instead of a copy"),
+    directory: Optional[str] = EditDir,
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Give a pristine working copy of the target file(s) to edit (then `patchq record ID`)."""
+    from patchq.commands import edit as cmd
+
+    try:
+        doc, code = cmd.edit(_series(series_dir), _target(site_packages, python), patch_id, file, in_place, directory)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_edit)
+
+
+@app.command("record")
+def record_cmd(
+    patch_id: str = typer.Argument(..., help="patch id"),
+    file: list[str] = typer.Option([], "--file", "-f", help="without `edit`: the hand-edited installed file(s) "
+                                   "(default: every vllm file that differs from RECORD)"),
+    profile: str = typer.Option("default", "--profile", "-p", help="profile to add the patch to (created if missing)"),
+    apply_: Optional[bool] = typer.Option(None, "--apply/--no-apply", help="apply the profile afterwards (default: "
+                                          "yes for an in-place edit, which it replaces; no for a working copy)"),
+    summary: Optional[str] = typer.Option(None, "--summary", help="one-line summary"),
+    directory: Optional[str] = EditDir,
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Turn the edit into an anchored, node-scoped patch; leave the environment consistent."""
+    from patchq.commands import edit as cmd
+
+    try:
+        doc, code = cmd.record(_series(series_dir), _target(site_packages, python), patch_id, file, profile,
+                               apply_, summary, directory)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_record)
+
 # ========================================================================= end adoption
 
 
