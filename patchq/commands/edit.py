@@ -333,6 +333,8 @@ def render_record(doc: dict) -> str:
         what = (f"profile {doc['profile']} applied" if env["action"] == "applied"
                 else "hand edit restored to pristine (RECORD-verified)")
         lines.append(f"  environment: {what}; written {', '.join(a['written']) or 'nothing'}")
+        if a["removed"]:
+            lines.append(f"  reverted (not in profile {doc['profile']}): {', '.join(a['removed'])}")
         lines += [f"  hand edit kept: {p} -> {c}" for p, c in a["foreign_kept"].items()]
     else:
         lines.append(f"  environment: FAILED: {env['apply']['error']}")
