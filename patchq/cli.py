@@ -549,6 +549,46 @@ def record_cmd(
         _fail(exc, as_json)
     _emit(doc, code, as_json, cmd.render_record)
 
+
+cache_app = typer.Typer(help="patchq's download cache: where, size per release, prune, clean.",
+                        invoke_without_command=True)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.callback()
+def cache_cmd(ctx: typer.Context, as_json: bool = Json) -> None:
+    """Where the cache is and its size per vLLM release (wheel, extracted tree, test installs)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from patchq.commands import cache as cmd
+
+    doc, code = cmd.show()
+    _emit(doc, code, as_json, cmd.render_text)
+
+
+@cache_app.command("prune")
+def cache_prune(
+    keep: int = typer.Option(..., "--keep", help="how many of the newest releases to keep"),
+    as_json: bool = Json,
+) -> None:
+    """Remove every release but the newest N."""
+    from patchq.commands import cache as cmd
+
+    try:
+        doc, code = cmd.prune(keep)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_text)
+
+
+@cache_app.command("clean")
+def cache_clean(as_json: bool = Json) -> None:
+    """Remove everything in the cache (it is downloaded again when needed)."""
+    from patchq.commands import cache as cmd
+
+    doc, code = cmd.clean()
+    _emit(doc, code, as_json, cmd.render_text)
+
 # ========================================================================= end adoption
 
 

@@ -140,3 +140,24 @@ def test_edit_working_copy_then_record_and_refine(tmp_path, site):
     assert rec2.rc == 0, rec2.stdout + rec2.stderr
     assert "logger.propagate = True" in (site / "vllm/logger.py").read_text()
     assert "logger.propagate = False" not in (site / "vllm/logger.py").read_text()
+
+
+def test_cache_sizes_prune_and_clean(tmp_path):
+    cache = tmp_path / "cache"  # never the shared cache
+    for v, size in (("0.23.0", 10), ("0.24.0", 20), ("0.26.0", 40)):
+        (cache / "wheels").mkdir(parents=True, exist_ok=True)
+        (cache / "wheels" / f"vllm-{v}-cp38-abi3-manylinux_2_31_x86_64.whl").write_bytes(b"w" * size)
+        (cache / "releases" / v / "vllm").mkdir(parents=True)
+        (cache / "releases" / v / "vllm" / "x.py").write_bytes(b"t" * size)
+    (cache / "index").mkdir()
+    (cache / "index" / "vllm.json").write_bytes(b"{}")
+    env = {"PATCHQ_CACHE_DIR": str(cache)}
+    doc = run_cli("cache", "--json", env=env).json
+    assert [(r["version"], r["bytes"]) for r in doc["releases"]] == [("0.23.0", 20), ("0.24.0", 40), ("0.26.0", 80)]
+    assert doc["other"] == {"index": 2} and doc["total_bytes"] == 142
+    pruned = run_cli("cache", "prune", "--keep", "1", "--json", env=env).json
+    assert pruned["kept"] == ["0.26.0"] and [r["version"] for r in pruned["releases"]] == ["0.26.0"]
+    assert len(pruned["removed"]) == 4
+    assert run_cli("cache", "prune", "--keep", "-1", env=env).rc == 2
+    cleaned = run_cli("cache", "clean", "--json", env=env).json
+    assert cleaned["total_bytes"] == 0 and list(cache.iterdir()) == []
