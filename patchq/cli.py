@@ -589,6 +589,23 @@ def cache_clean(as_json: bool = Json) -> None:
     doc, code = cmd.clean()
     _emit(doc, code, as_json, cmd.render_text)
 
+
+@app.command("serve-args")
+def serve_args_cmd(
+    profile: str = typer.Option(..., "--profile", "-p", help="profile whose [profiles.NAME.serve] to print"),
+    env: bool = typer.Option(False, "--env", help="print the serve.env table as NAME=value lines instead"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """The vllm serve flags a profile declares (one per line; runtime/serve.sh reads them)."""
+    from patchq.commands import serve as cmd
+
+    try:
+        doc, code = cmd.run(_series(series_dir), profile)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, lambda d: cmd.render_text(d, env))
+
 # ========================================================================= end adoption
 
 

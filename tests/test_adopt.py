@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tomllib
 
-from support import record_hashes, run_cli, sha256_path
+from support import REPO, record_hashes, run_cli, sha256_path
 
 
 def _init(tmp_path):
@@ -161,3 +161,31 @@ def test_cache_sizes_prune_and_clean(tmp_path):
     assert run_cli("cache", "prune", "--keep", "-1", env=env).rc == 2
     cleaned = run_cli("cache", "clean", "--json", env=env).json
     assert cleaned["total_bytes"] == 0 and list(cache.iterdir()) == []
+
+
+def _serve_sh(*args, cwd, env=None):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ")}
+    full.update({"PATCHQ": str(os.path.join(os.path.dirname(sys.executable), "patchq")), **(env or {})})
+    return subprocess.run(["bash", str(REPO / "runtime/serve.sh"), *args], cwd=cwd, env=full,
+                          capture_output=True, text=True)
+
+
+def test_serve_flags_per_profile_and_dry_run(tmp_path):
+    spark = run_cli("serve-args", "--profile", "mtp", "--json", env={"NUM_SPEC_TOKENS": "3"}).json
+    assert spark["args"][-2:] == ["--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']
+    dry = _serve_sh("--dry-run", "dense", "--", "--seed", "1", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    assert lines[:2] == ["export PATCHQ_EXPECT_PROFILE=dense", "export PATCHQ_STRICT=1"]
+    assert lines[2].split()[1:] == ["apply", "--profile", "dense"]
+    assert lines[3].startswith("exec vllm serve /model ") and lines[3].endswith(
+        """--speculative-config '{"method":"dflash","model":"/drafter","num_speculative_tokens":12,"""
+        """"attention_backend":"FLASH_ATTN"}' --seed 1""")
+    # a user's profile serves with its own table, found through its patchq.toml
+    repo = _init(tmp_path)
+    mine = _serve_sh("--dry-run", "example", cwd=repo, env={"LOG_LEVEL": "DEBUG"})
+    assert mine.returncode == 0, mine.stderr
+    assert "export VLLM_LOGGING_LEVEL=DEBUG" in mine.stdout.splitlines()
+    assert mine.stdout.splitlines()[-1].endswith("--enable-prefix-caching --enforce-eager")
+    assert _serve_sh("--dry-run", "nope", cwd=repo).returncode == 2
+    assert "--dry-run" in _serve_sh("--help", cwd=repo).stdout

@@ -178,8 +178,8 @@ PROFILES_TOML = """\
 # Profiles: ordered patch ids. `patchq apply --profile NAME` makes the environment carry
 # exactly this list. `patchq new` / `patchq record` add patches to a profile (--profile).
 # An optional [profiles.NAME.serve] table gives runtime/serve.sh its vllm serve flags:
-#   args = ["--max-model-len", "16384"]   (appended to `vllm serve MODEL`)
-#   env = {VLLM_ATTENTION_BACKEND = "FLASH_ATTN"}
+#   args = ["--enforce-eager"]            (appended to `vllm serve MODEL ...`)
+#   env = {VLLM_LOGGING_LEVEL = "${LOG_LEVEL:-INFO}"}   (${VAR:-default} expands from the environment)
 
 [profiles.default]
 description = "my patches"
@@ -190,7 +190,8 @@ description = "the example patch written by patchq init"
 patches = ["example-quiet-logger"]
 
 [profiles.example.serve]
-args = ["--max-model-len", "8192"]
+args = ["--enforce-eager"]
+env = {VLLM_LOGGING_LEVEL = "${LOG_LEVEL:-INFO}"}
 """
 
 EXAMPLE_MODULE = '''"""example-quiet-logger: an example patch (written by ``patchq init``); replace it.
