@@ -90,7 +90,8 @@ def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> Non
 
 @app.command()
 def apply(
-    profile: str = typer.Option(..., "--profile", "-p", help="profile to apply"),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to apply"),
+    patch: list[str] = typer.Option([], "--patch", help="apply this patch on top of the applied ones (repeatable)"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
@@ -100,8 +101,15 @@ def apply(
     from patchq.commands import apply as cmd
 
     try:
+        if bool(profile) == bool(patch):
+            raise UsageError("give --profile NAME or --patch ID")
         target = _target(site_packages, python)
-        doc, code = cmd.apply(target, _series(series_dir), profile)
+        if patch:  # adoption: patchq/commands/pick.py
+            from patchq.commands import pick
+
+            doc, code = pick.push_pop("apply", target, _series(series_dir), patch)
+        else:
+            doc, code = cmd.apply(target, _series(series_dir), profile)
     except PatchqError as exc:
         _fail(exc, as_json)
     _render_apply(doc, as_json)
@@ -112,6 +120,7 @@ def apply(
 def revert(
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="revert this profile's patches"),
     all_: bool = typer.Option(False, "--all", help="revert every patch"),
+    patch: list[str] = typer.Option([], "--patch", help="revert this patch, keep the others (repeatable)"),
     force: bool = typer.Option(False, "--force", help="overwrite foreign edits (a copy is kept)"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
@@ -122,10 +131,15 @@ def revert(
     from patchq.commands import apply as cmd
 
     try:
-        if bool(profile) == all_:
-            raise UsageError("give --profile NAME or --all")
+        if sum(map(bool, (profile, all_, patch))) != 1:
+            raise UsageError("give --profile NAME, --patch ID or --all")
         target = _target(site_packages, python)
-        doc, code = cmd.revert(target, _series(series_dir), profile, force)
+        if patch:  # adoption: patchq/commands/pick.py
+            from patchq.commands import pick
+
+            doc, code = pick.push_pop("revert", target, _series(series_dir), patch, force)
+        else:
+            doc, code = cmd.revert(target, _series(series_dir), profile, force)
     except PatchqError as exc:
         _fail(exc, as_json)
     _render_apply(doc, as_json)
@@ -211,6 +225,7 @@ def run(
 @app.command()
 def diff(
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to render"),
+    patch: list[str] = typer.Option([], "--patch", help="render this patch alone (repeatable)"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     vllm: Optional[str] = typer.Option(None, "--vllm", "--release", help="a release from PyPI instead of the installed vLLM"),
@@ -236,18 +251,26 @@ def diff(
         report.emit_json(doc) if as_json else typer.echo(diffwrite.render_text(doc), nl=False)
         raise typer.Exit(code)
     try:
-        if not profile:
-            raise UsageError("give --profile NAME (or --release VERSION --write)")
+        if bool(profile) == bool(patch):
+            raise UsageError("give --profile NAME or --patch ID (or --release VERSION --write)")
         s = _series(series_dir)
-        patches = s.patches_of(profile)
-        if vllm or source:
+        if patch:  # adoption: patchq/commands/pick.py
+            from patchq.commands import pick
+
+            target = (sources.release_source(vllm) if vllm else sources.source_tree(source) if source
+                      else _target(site_packages, python))
+            plan = pick.plan_alone(target, s, patch)
+            if not plan.ok:
+                raise PlanFailed(plan)
+        elif vllm or source:
+            patches = s.patches_of(profile)
             target = sources.release_source(vllm) if vllm else sources.source_tree(source)
             plan = engine.plan(target, patches)
             if not plan.ok:
                 raise PlanFailed(plan)
         else:
             target = _target(site_packages, python)
-            plan = converge(target, patches, profile=profile, dry_run=True).plan
+            plan = converge(target, s.patches_of(profile), profile=profile, dry_run=True).plan
     except PatchqError as exc:
         _fail(exc, as_json)
     text = diffs.unified_all(plan.pristine, plan.patched)
@@ -263,6 +286,7 @@ def diff(
 def check(
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to check"),
     all_: bool = typer.Option(False, "--all", help="check every patch of the series"),
+    patch: list[str] = typer.Option([], "--patch", help="check this patch alone (repeatable)"),
     vllm: Optional[str] = typer.Option(None, "--vllm", help="a release from PyPI (cached) instead of the installed vLLM"),
     source: Optional[str] = typer.Option(None, "--source", help="a vLLM source tree or git checkout instead"),
     as_version: Optional[str] = typer.Option(None, "--as-version", help="the version of the --source tree"),
@@ -277,10 +301,15 @@ def check(
     from patchq.commands import check as cmd
 
     try:
-        if bool(profile) == all_:
-            raise UsageError("give --profile NAME or --all")
+        if sum(map(bool, (profile, all_, patch))) != 1:
+            raise UsageError("give --profile NAME, --patch ID or --all")
         target = target_for(vllm, source, as_version, site_packages, python)
-        doc, code = cmd.run(target, _series(series_dir), profile)
+        if patch:  # adoption: patchq/commands/pick.py
+            from patchq.commands import pick
+
+            doc, code = pick.check(target, _series(series_dir), patch)
+        else:
+            doc, code = cmd.run(target, _series(series_dir), profile)
     except PatchqError as exc:
         _fail(exc, as_json)
     if as_json:

@@ -189,3 +189,23 @@ def test_serve_flags_per_profile_and_dry_run(tmp_path):
     assert mine.stdout.splitlines()[-1].endswith("--enable-prefix-caching --enforce-eager")
     assert _serve_sh("--dry-run", "nope", cwd=repo).returncode == 2
     assert "--dry-run" in _serve_sh("--help", cwd=repo).stdout
+
+
+def test_patch_option_pushes_and_pops_one_patch(site):
+    sp = ("--site-packages", str(site))
+    assert run_cli("apply", "--patch", "unify-kv-page", *sp).rc == 0
+    pushed = run_cli("apply", "--patch", "fla-shmem", "--patch", "prefix-align", *sp, "--json").json
+    assert pushed["ok"] and pushed["added"] == ["fla-shmem", "prefix-align"]
+    status = run_cli("status", *sp, "--json").json
+    assert status["profile"] == "dflash"  # exactly dflash's patches now
+    popped = run_cli("revert", "--patch", "fla-shmem", *sp, "--json").json
+    assert popped["removed"] == ["fla-shmem"]
+    rows = {p["id"]: p["status"] for p in run_cli("status", *sp, "--json").json["patches"]}
+    assert rows == {"fla-shmem": "not-applied", "unify-kv-page": "applied", "prefix-align": "applied",
+                    "inc-hybrid-fp8": "not-applied", "int8-lmhead": "not-applied"}
+    check = run_cli("check", "--patch", "prefix-align", "--vllm", "0.28.0", "--json").json
+    assert [(p["id"], p["status"]) for p in check["patches"]] == [("prefix-align", "upstreamed")]
+    diff = run_cli("diff", "--patch", "fla-shmem", "--vllm", "0.23.0")
+    assert diff.stdout == (REPO / "series/diffs/0.23.0/fla-shmem.diff").read_text()
+    assert run_cli("apply", "--patch", "nope", *sp).rc == 2
+    assert run_cli("apply", *sp).rc == 2
