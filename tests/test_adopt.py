@@ -209,3 +209,15 @@ def test_patch_option_pushes_and_pops_one_patch(site):
     assert diff.stdout == (REPO / "series/diffs/0.23.0/fla-shmem.diff").read_text()
     assert run_cli("apply", "--patch", "nope", *sp).rc == 2
     assert run_cli("apply", *sp).rc == 2
+
+
+def test_record_refuses_an_edit_that_does_not_parse(tmp_path, site):
+    repo = _init(tmp_path)
+    assert run_cli("edit", "broken", "--file", "vllm/logger.py", "--site-packages", str(site),
+                   "--series", str(repo)).rc == 0
+    copy = repo / ".patchq-edit/broken/vllm/logger.py"
+    copy.write_text(copy.read_text().replace("    logger = logging.getLogger(name)\n",
+                                             "    logger = logging.getLogger(name)\n      oops = 1\n", 1))
+    res = run_cli("record", "broken", "--site-packages", str(site), "--series", str(repo))
+    assert res.rc == 1 and "vllm/logger.py" in res.stderr and "not valid Python (unexpected indent)" in res.stderr
+    assert not (repo / "series/broken.py").exists() and not (repo / "anchors/broken.toml").exists()
