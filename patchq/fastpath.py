@@ -50,7 +50,7 @@ def _roots(opts: dict) -> tuple[str, str, str] | None:
     except SeriesError:
         return None  # the full path reports it
     opts["location"] = loc
-    return os.path.abspath(site), str(loc.series), str(loc.anchors)
+    return os.path.abspath(site), loc.series_str, loc.anchors_str
 
 
 def try_fast(argv: list[str]) -> int | None:

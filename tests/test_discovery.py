@@ -52,8 +52,8 @@ def test_explicit_and_env_win(tmp_path, monkeypatch):
 
 def test_no_series_names_what_was_searched(tmp_path, monkeypatch):
     monkeypatch.delenv("PATCHQ_SERIES", raising=False)
-    monkeypatch.setattr(discovery, "BUNDLED_ROOT", tmp_path / "nobundle")
-    monkeypatch.setattr(discovery, "CHECKOUT_ROOT", tmp_path / "nocheckout")
+    monkeypatch.setattr(discovery, "BUNDLED_ROOT", str(tmp_path / "nobundle"))
+    monkeypatch.setattr(discovery, "CHECKOUT_ROOT", str(tmp_path / "nocheckout"))
     with pytest.raises(SeriesError) as err:
         discovery.find(cwd=tmp_path)
     msg = str(err.value)
