@@ -325,7 +325,7 @@ def check(
 @app.command()
 def matrix(
     releases: str = typer.Option(">=0.20.2,<=0.33.0", "--releases", help="range ('>=0.20.2,<=0.33.0') or list ('0.23.0,0.26.0')"),
-    profiles: str = typer.Option("base,mtp,dflash,dense", "--profiles", help="comma-separated profiles"),
+    profiles: Optional[str] = typer.Option(None, "--profiles", help="comma-separated profiles (default: every profile of the series)"),
     out: str = typer.Option("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html"),
     workers: int = typer.Option(2, "--workers", help="releases checked in parallel"),
     levels: list[str] = typer.Option([], "--levels", help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
@@ -337,6 +337,8 @@ def matrix(
     from patchq.commands import matrix as cmd
 
     try:
+        if profiles is None:  # adoption: a user's series has its own profiles
+            profiles = ",".join(_series(series_dir).profiles)
         doc, paths, code = cmd.run(releases, profiles, out, series_dir=series_dir, workers=workers,
                                    levels=levels, boot=boot)
     except PatchqError as exc:
