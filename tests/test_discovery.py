@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -76,3 +77,31 @@ def test_list_and_status_say_which_series(tmp_path, site):
     assert json.loads(st.stdout)["series"]["from"] == "config"
     human = run_cli("status", "--site-packages", str(site)).stdout
     assert human.splitlines()[0] == f"series {REPO / 'series'} (from {REPO / 'pyproject.toml'})"
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_spark_series(tmp_path):
+    """Built and installed as a wheel (no checkout around), patchq uses its bundled series."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp_path / "dist"), str(REPO)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("patchq-*.whl")
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
+                    "--target", str(target), str(wheel)], check=True, capture_output=True)
+    bundled = target / "patchq" / "_bundled"
+    assert sorted(p.name for p in (bundled / "anchors").glob("*.toml")) == sorted(
+        p.name for p in (REPO / "anchors").glob("*.toml"))
+    assert (bundled / "series" / "diffs" / "0.23.0" / "fla-shmem.diff").is_file()
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ")}
+    env["PYTHONPATH"] = str(target)
+    proc = subprocess.run([sys.executable, "-m", "patchq", "list", "--json"], cwd=away, env=env,
+                          capture_output=True, text=True)
+    doc = json.loads(proc.stdout)
+    assert doc["series"] == {"dir": str(bundled / "series"), "anchors": str(bundled / "anchors"),
+                             "from": "bundled", "config": None}
+    assert [p["name"] for p in doc["profiles"]] == ["base", "mtp", "dflash", "dense"]
