@@ -560,7 +560,8 @@ def record_cmd(
     patch_id: str = typer.Argument(..., help="patch id"),
     file: list[str] = typer.Option([], "--file", "-f", help="without `edit`: the hand-edited installed file(s) "
                                    "(default: every vllm file that differs from RECORD)"),
-    profile: str = typer.Option("default", "--profile", "-p", help="profile to add the patch to (created if missing)"),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to add the patch to, created if "
+                                          "missing (default: `default`; a refined patch stays where it is)"),
     apply_: Optional[bool] = typer.Option(None, "--apply/--no-apply", help="apply the profile afterwards (default: "
                                           "yes for an in-place edit, which it replaces; no for a working copy)"),
     summary: Optional[str] = typer.Option(None, "--summary", help="one-line summary"),

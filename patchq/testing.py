@@ -157,7 +157,9 @@ def default_releases(patch) -> list[str]:
         inside = [c for c in cached if c in patch.applies and v.applies.contains(c, prereleases=True)]
         if inside and str(inside[-1]) not in out:
             out.append(str(inside[-1]))
-    return sorted(out, key=lambda s: tuple(int(x) for x in s.split(".") if x.isdigit()))
+    from packaging.version import Version
+
+    return sorted(out, key=Version)
 
 
 def definition(text: str, qualname: str) -> str | None:

@@ -128,7 +128,7 @@ def test_edit_working_copy_then_record_and_refine(tmp_path, site):
     assert run_cli("record", "tune", "--site-packages", str(site), "--series", str(repo)).rc == 2  # no change yet
     copy.write_text(copy.read_text().replace("    logger = logging.getLogger(name)\n",
                                              "    logger = logging.getLogger(name)\n    logger.propagate = False\n", 1))
-    rec = run_cli("record", "tune", "--site-packages", str(site), "--series", str(repo), "--json")
+    rec = run_cli("record", "tune", "-p", "extra", "--site-packages", str(site), "--series", str(repo), "--json")
     assert rec.rc == 0, rec.stdout + rec.stderr
     assert rec.json["environment"]["action"] == "untouched" and not copy.exists()
     assert sha256_path(site / "vllm/logger.py") == record_hashes(site)["vllm/logger.py"]
@@ -140,6 +140,9 @@ def test_edit_working_copy_then_record_and_refine(tmp_path, site):
     assert rec2.rc == 0, rec2.stdout + rec2.stderr
     assert "logger.propagate = True" in (site / "vllm/logger.py").read_text()
     assert "logger.propagate = False" not in (site / "vllm/logger.py").read_text()
+    profiles = tomllib.loads((repo / "series/profiles.toml").read_text())["profiles"]
+    assert profiles["extra"]["patches"] == ["tune"] and profiles["default"]["patches"] == []
+    assert rec2.json["profile"] == "extra"
 
 
 def test_cache_sizes_prune_and_clean(tmp_path):

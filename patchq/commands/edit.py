@@ -115,7 +115,9 @@ def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in
     exists = patch_id in series.all_patch_ids()
     rels = [_relpath(target, f) for f in files] or (_patch_files(series, patch_id, target) if exists else [])
     if not rels:
-        raise UsageError(f"patch {patch_id} is new: name the file(s) to edit with --file vllm/x.py (or a module)")
+        what = (f"the anchors of {patch_id} name no module of vllm {target.version}" if exists
+                else f"patch {patch_id} is new")
+        raise UsageError(f"{what}: name the file(s) to edit with --file vllm/x.py (or a module)")
     wd = workdir(series, patch_id, directory)
     if (wd / MANIFEST).is_file():
         raise UsageError(f"an edit of {patch_id} is in progress in {wd}: `patchq record {patch_id}` it, "
@@ -200,9 +202,12 @@ def _diff(pairs: dict[str, tuple[bytes, bytes]]) -> str:
     return "".join(out)
 
 
-def record(series: Series, target: CodeSource, patch_id: str, files: list[str], profile: str,
+def record(series: Series, target: CodeSource, patch_id: str, files: list[str], profile: str | None,
            apply: bool | None, summary: str | None = None, directory: str | None = None) -> tuple[dict, int]:
     """Turn the edit into patch ``patch_id`` (see module docstring). Returns (document, exit code).
+
+    ``profile`` None: ``default`` for a new patch; a refined patch stays in its profiles
+    (the one applied now, else the first that lists it, is the one ``--apply`` applies).
 
     Raises:
         UsageError: no edit found, nothing changed, or the patch exists (not started by ``edit``).
@@ -254,6 +259,13 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
             Path(w).unlink(missing_ok=True)
         raise importer.ImportRefused(f"the recorded patch does not reproduce the edit on vllm {plan.release} "
                                      f"(nothing written): {why}")
+    if profile is None and replaces:
+        owners = [name for name, prof in series.profiles.items() if patch_id in prof.patches]
+        from patchq.env.state import StateDir
+
+        applied = StateDir(target.root).read().profile
+        profile = applied if applied in owners else (owners[0] if owners else "default")
+    profile = profile or "default"
     added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
     import_doc = {"release": plan.release, "anchors": [{"id": a.anchor_id, "path": a.relpath, "qualname": a.qualname,
                                                         "fingerprint": a.fingerprint, "ops": [o["op"] for o in a.ops]}
