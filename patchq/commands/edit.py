@@ -273,6 +273,11 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     env = _settle(series, target, profile, mode, list(pairs), apply)
     if manifest:
         shutil.rmtree(wd, ignore_errors=True)
+        if directory is None:  # .patchq-edit/ goes too once no edit is left in it
+            try:
+                wd.parent.rmdir()
+            except OSError:
+                pass
     doc = {"schema": RECORD_SCHEMA, "patch": patch_id, "mode": mode, "vllm": str(target.version),
            "files": sorted(pairs), "diff": text, "written": written, "profile": profile,
            "added_to_profile": added, "import": import_doc, "environment": env,
