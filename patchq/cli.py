@@ -446,8 +446,11 @@ def import_cmd(
 
 
 # ============================================================================ adoption
-# init, new, edit, record, fingerprint, cache, test: declarations only; the work is in
-# patchq/commands/{init,new,edit,fingerprint,cache,test}.py.
+# init, new, edit, record, fingerprint, test, serve-args, cache: declarations only; the work
+# is in patchq/commands/{init,edit,fingerprint,test,serve,cache}.py (init.py has `new`).
+# Outside this block, --patch on apply/revert/diff/check (patchq/commands/pick.py), the
+# `series` line/field of list and status, and matrix's --profiles default are marked
+# "adoption" or use patchq.discovery.
 
 PatchOpt = typer.Option([], "--patch", help="patch id (repeatable; default: every patch)")
 
