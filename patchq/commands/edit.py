@@ -20,7 +20,7 @@ The way patch-package, quilt (``add`` + ``refresh``) and pnpm (``patch`` +
     (:mod:`patchq.authoring.importer`) turns it into ``series/<id>.py`` +
     ``anchors/<id>.toml`` (node-scoped statement edits, fingerprints of the release it
     was made against), verified to reproduce the edit exactly. The id is added to the
-    profile. Then the environment is made consistent in one converge: with ``--apply``
+    profile. Then the environment is made consistent (patchq's converge: the hand edit first goes back to its RECORD-verified bytes, keeping the applied patches): with ``--apply``
     (the default for an in-place edit) the profile is applied (the hand edit is
     replaced by the patch, which gives the same code plus its sentinel); with
     ``--no-apply`` the hand-edited files go back to their RECORD-verified pristine
@@ -288,7 +288,7 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
 
 def _settle(series: Series, target: CodeSource, profile: str, mode: str, rels: list[str],
             apply: bool | None) -> dict:
-    """Make the environment consistent after recording (one converge, see module docstring)."""
+    """Make the environment consistent after recording (see module docstring): restore, then apply."""
     from patchq import series as series_mod
     from patchq.env.converge import converge
     from patchq.env.state import StateDir
