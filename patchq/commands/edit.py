@@ -20,12 +20,11 @@ The way patch-package, quilt (``add`` + ``refresh``) and pnpm (``patch`` +
     (:mod:`patchq.authoring.importer`) turns it into ``series/<id>.py`` +
     ``anchors/<id>.toml`` (node-scoped statement edits, fingerprints of the release it
     was made against), verified to reproduce the edit exactly. The id is added to the
-    profile. Then the environment is made consistent (patchq's converge: the hand edit first goes back to its RECORD-verified bytes, keeping the applied patches): with ``--apply``
-    (the default for an in-place edit) the profile is applied (the hand edit is
-    replaced by the patch, which gives the same code plus its sentinel); with
-    ``--no-apply`` the hand-edited files go back to their RECORD-verified pristine
-    bytes and the applied patches stay. A copy of each hand edit is kept in
-    ``.patchq/foreign/``.
+    profile. Then the environment is made consistent through patchq's converge: after an
+    in-place edit the hand-edited files first go back to their RECORD-verified pristine
+    bytes (the applied patches stay; a copy of each edit is kept in ``.patchq/foreign/``),
+    and with ``--apply`` (the default for an in-place edit) the profile is then applied,
+    so the file carries the patch: the same code as the hand edit plus its sentinel.
 
 Documents: ``patchq.edit/1``: ``patch``, ``mode`` (``copy`` | ``in-place``), ``dir``,
 ``vllm``, ``files`` [{``path``, ``edit`` (the file to edit), ``base`` (``pristine`` |
