@@ -48,6 +48,12 @@ def test_init_example_applies_and_its_test_passes(tmp_path):
     mod.write_text(mod.read_text().replace("logger.disabled = True", "logger.disabled = False"))
     bad = run_cli("test", "--series", str(repo), "--json")
     assert bad.rc == 1 and "get-logger.after.py differs from its golden" in bad.json["cases"][0]["problems"][0]
+    # pytest --patchq-regen (the plugin's option) records the new result; then everything passes
+    regen2 = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--patchq-regen", "tests"],
+                            cwd=repo, capture_output=True, text=True)
+    assert regen2.returncode == 0, regen2.stdout
+    assert "logger.disabled = False" in golden.read_text()
+    assert run_cli("test", "--series", str(repo)).rc == 0
 
 
 def test_new_scaffolds_a_patch_that_applies(tmp_path):
