@@ -26,7 +26,8 @@ app = typer.Typer(
 
 SitePackages = typer.Option(None, "--site-packages", help="site-packages directory holding vllm")
 Python = typer.Option(None, "--python", help="interpreter of another environment")
-SeriesDir = typer.Option(None, "--series", help="series directory (default: the project's series/)")
+SeriesDir = typer.Option(None, "--series", help="series directory or series repo (default: $PATCHQ_SERIES, "
+                         "else patchq.toml / [tool.patchq] above the working directory, else the bundled series)")
 Json = typer.Option(False, "--json", help="print the JSON document (schema in README)")
 
 
@@ -65,6 +66,7 @@ def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> Non
                               "reason": v.upstreamed or v.absent or ""} for v in p.variants],
             })
         doc = {"schema": "patchq.list/1",
+               "series": s.location.as_json() if s.location else None,
                "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
                             for pr in s.profiles.values()],
                "patches": patches}
@@ -74,6 +76,8 @@ def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> Non
         report.emit_json(doc)
         return
     con = report.console()
+    if s.location:
+        con.print(s.location.describe(), highlight=False)
     con.print("[bold]profiles[/]")
     for pr in doc["profiles"]:
         con.print(f"  [bold]{pr['name']}[/]: {', '.join(pr['patches'])}  [dim]{pr['description']}[/]")
@@ -86,7 +90,8 @@ def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> Non
 
 @app.command()
 def apply(
-    profile: str = typer.Option(..., "--profile", "-p", help="profile to apply"),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to apply"),
+    patch: list[str] = typer.Option([], "--patch", help="apply this patch on top of the applied ones (repeatable)"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
@@ -96,8 +101,15 @@ def apply(
     from patchq.commands import apply as cmd
 
     try:
+        if bool(profile) == bool(patch):
+            raise UsageError("give --profile NAME or --patch ID")
         target = _target(site_packages, python)
-        doc, code = cmd.apply(target, _series(series_dir), profile)
+        if patch:  # adoption: patchq/commands/pick.py
+            from patchq.commands import pick
+
+            doc, code = pick.push_pop("apply", target, _series(series_dir), patch)
+        else:
+            doc, code = cmd.apply(target, _series(series_dir), profile)
     except PatchqError as exc:
         _fail(exc, as_json)
     _render_apply(doc, as_json)
@@ -108,6 +120,7 @@ def apply(
 def revert(
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="revert this profile's patches"),
     all_: bool = typer.Option(False, "--all", help="revert every patch"),
+    patch: list[str] = typer.Option([], "--patch", help="revert this patch, keep the others (repeatable)"),
     force: bool = typer.Option(False, "--force", help="overwrite foreign edits (a copy is kept)"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
@@ -118,10 +131,15 @@ def revert(
     from patchq.commands import apply as cmd
 
     try:
-        if bool(profile) == all_:
-            raise UsageError("give --profile NAME or --all")
+        if sum(map(bool, (profile, all_, patch))) != 1:
+            raise UsageError("give --profile NAME, --patch ID or --all")
         target = _target(site_packages, python)
-        doc, code = cmd.revert(target, _series(series_dir), profile, force)
+        if patch:  # adoption: patchq/commands/pick.py
+            from patchq.commands import pick
+
+            doc, code = pick.push_pop("revert", target, _series(series_dir), patch, force)
+        else:
+            doc, code = cmd.revert(target, _series(series_dir), profile, force)
     except PatchqError as exc:
         _fail(exc, as_json)
     _render_apply(doc, as_json)
@@ -153,14 +171,15 @@ def status(
         _status_runtime(series_dir, as_json)
     try:
         target = _target(site_packages, python)
-        root = series_mod.series_dir(series_dir)
-        doc = st.collect(target.root, root, series_mod.anchors_dir(root))
+        loc = series_mod.discovery.find(series_dir)
+        doc = st.collect(target.root, loc.series, loc.anchors)
+        doc["series"] = loc.as_json()
     except PatchqError as exc:
         _fail(exc, as_json)
     if as_json:
         report.emit_json(doc)
     else:
-        typer.echo(st.render_text(doc))
+        typer.echo(loc.describe() + "\n" + st.render_text(doc))
     raise typer.Exit(st.exit_code(doc))
 
 
@@ -206,6 +225,7 @@ def run(
 @app.command()
 def diff(
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to render"),
+    patch: list[str] = typer.Option([], "--patch", help="render this patch alone (repeatable)"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     vllm: Optional[str] = typer.Option(None, "--vllm", "--release", help="a release from PyPI instead of the installed vLLM"),
@@ -231,18 +251,26 @@ def diff(
         report.emit_json(doc) if as_json else typer.echo(diffwrite.render_text(doc), nl=False)
         raise typer.Exit(code)
     try:
-        if not profile:
-            raise UsageError("give --profile NAME (or --release VERSION --write)")
+        if bool(profile) == bool(patch):
+            raise UsageError("give --profile NAME or --patch ID (or --release VERSION --write)")
         s = _series(series_dir)
-        patches = s.patches_of(profile)
-        if vllm or source:
+        if patch:  # adoption: patchq/commands/pick.py
+            from patchq.commands import pick
+
+            target = (sources.release_source(vllm) if vllm else sources.source_tree(source) if source
+                      else _target(site_packages, python))
+            plan = pick.plan_alone(target, s, patch)
+            if not plan.ok:
+                raise PlanFailed(plan)
+        elif vllm or source:
+            patches = s.patches_of(profile)
             target = sources.release_source(vllm) if vllm else sources.source_tree(source)
             plan = engine.plan(target, patches)
             if not plan.ok:
                 raise PlanFailed(plan)
         else:
             target = _target(site_packages, python)
-            plan = converge(target, patches, profile=profile, dry_run=True).plan
+            plan = converge(target, s.patches_of(profile), profile=profile, dry_run=True).plan
     except PatchqError as exc:
         _fail(exc, as_json)
     text = diffs.unified_all(plan.pristine, plan.patched)
@@ -258,6 +286,7 @@ def diff(
 def check(
     profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to check"),
     all_: bool = typer.Option(False, "--all", help="check every patch of the series"),
+    patch: list[str] = typer.Option([], "--patch", help="check this patch alone (repeatable)"),
     vllm: Optional[str] = typer.Option(None, "--vllm", help="a release from PyPI (cached) instead of the installed vLLM"),
     source: Optional[str] = typer.Option(None, "--source", help="a vLLM source tree or git checkout instead"),
     as_version: Optional[str] = typer.Option(None, "--as-version", help="the version of the --source tree"),
@@ -272,10 +301,15 @@ def check(
     from patchq.commands import check as cmd
 
     try:
-        if bool(profile) == all_:
-            raise UsageError("give --profile NAME or --all")
+        if sum(map(bool, (profile, all_, patch))) != 1:
+            raise UsageError("give --profile NAME, --patch ID or --all")
         target = target_for(vllm, source, as_version, site_packages, python)
-        doc, code = cmd.run(target, _series(series_dir), profile)
+        if patch:  # adoption: patchq/commands/pick.py
+            from patchq.commands import pick
+
+            doc, code = pick.check(target, _series(series_dir), patch)
+        else:
+            doc, code = cmd.run(target, _series(series_dir), profile)
     except PatchqError as exc:
         _fail(exc, as_json)
     if as_json:
@@ -291,7 +325,7 @@ def check(
 @app.command()
 def matrix(
     releases: str = typer.Option(">=0.20.2,<=0.33.0", "--releases", help="range ('>=0.20.2,<=0.33.0') or list ('0.23.0,0.26.0')"),
-    profiles: str = typer.Option("base,mtp,dflash,dense", "--profiles", help="comma-separated profiles"),
+    profiles: Optional[str] = typer.Option(None, "--profiles", help="comma-separated profiles (default: every profile of the series)"),
     out: str = typer.Option("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html"),
     workers: int = typer.Option(2, "--workers", help="releases checked in parallel"),
     levels: list[str] = typer.Option([], "--levels", help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
@@ -303,6 +337,8 @@ def matrix(
     from patchq.commands import matrix as cmd
 
     try:
+        if profiles is None:  # adoption: a user's series has its own profiles
+            profiles = ",".join(_series(series_dir).profiles)
         doc, paths, code = cmd.run(releases, profiles, out, series_dir=series_dir, workers=workers,
                                    levels=levels, boot=boot)
     except PatchqError as exc:
@@ -407,6 +443,205 @@ def import_cmd(
         _fail(exc, as_json)
     report.emit_json(doc) if as_json else typer.echo(cmd.render_text(doc), nl=False)
     raise typer.Exit(code)
+
+
+# ============================================================================ adoption
+# init, new, edit, record, fingerprint, test, serve-args, cache: declarations only; the work
+# is in patchq/commands/{init,edit,fingerprint,test,serve,cache}.py (init.py has `new`).
+# Outside this block, --patch on apply/revert/diff/check (patchq/commands/pick.py), the
+# `series` line/field of list and status, and matrix's --profiles default are marked
+# "adoption" or use patchq.discovery.
+
+PatchOpt = typer.Option([], "--patch", help="patch id (repeatable; default: every patch)")
+
+
+def _emit(doc: dict, code: int, as_json: bool, render) -> None:
+    report.emit_json(doc) if as_json else typer.echo(render(doc), nl=False)
+    raise typer.Exit(code)
+
+
+@app.command("test")
+def test_cmd(
+    patch: list[str] = PatchOpt,
+    regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and golden definitions"),
+    releases: Optional[str] = typer.Option(None, "--releases", help="with --regen: the releases to record "
+                                           "(list, or a range among the cached ones)"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Check each patch's expected verdicts and golden definitions per release (patchq.testing)."""
+    from patchq.commands import test as cmd
+
+    try:
+        doc, code = cmd.run(series_dir, patch, regen, releases)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_text)
+
+
+@app.command("init")
+def init_cmd(
+    directory: Optional[str] = typer.Argument(None, help="where to write the series repo (default: here)"),
+    as_json: bool = Json,
+) -> None:
+    """Write a new series repo: patchq.toml, series/, anchors/, an example patch, its test, a CI workflow."""
+    from patchq.commands import init as cmd
+
+    try:
+        doc, code = cmd.init(directory)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_init)
+
+
+@app.command("new")
+def new_cmd(
+    patch_id: str = typer.Argument(..., help="the new patch's id (kebab-case)"),
+    at: str = typer.Option(..., "--at", help="MODULE:QUALNAME of the definition to change"),
+    node: Optional[str] = typer.Option(None, "--node", help="a statement inside it to anchor on (default: the definition)"),
+    profile: str = typer.Option("default", "--profile", "-p", help="profile to add the patch to (created if missing)"),
+    applies: str = typer.Option(">=0.15", "--applies", help="the vLLM versions the patch applies to"),
+    summary: Optional[str] = typer.Option(None, "--summary", help="one-line summary"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Scaffold a patch: anchors/<id>.toml, series/<id>.py and a profile entry."""
+    from patchq.commands import init as cmd
+
+    try:
+        doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_new)
+
+
+@app.command("fingerprint")
+def fingerprint_cmd(
+    patch: list[str] = PatchOpt,
+    releases: Optional[str] = typer.Option(None, "--releases", help="list (downloaded once) or range among the "
+                                           "cached releases (default: every cached release)"),
+    check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when a file is out of date"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Record each anchor's fingerprint on the releases (inside its patch's range) where it verifies."""
+    from patchq.commands import fingerprint as cmd
+
+    try:
+        doc, code = cmd.run(_series(series_dir), patch, releases, check)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_text)
+
+
+EditDir = typer.Option(None, "--dir", help="the working copy's directory (default: .patchq-edit/ID beside series/)")
+
+
+@app.command("edit")
+def edit_cmd(
+    patch_id: str = typer.Argument(..., help="patch id (new or existing)"),
+    file: list[str] = typer.Option([], "--file", "-f", help="vllm/x.py or vllm.x (repeatable; default: the patch's modules)"),
+    in_place: bool = typer.Option(False, "--in-place", help="edit the installed file itself instead of a copy"),
+    directory: Optional[str] = EditDir,
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Give a pristine working copy of the target file(s) to edit (then `patchq record ID`)."""
+    from patchq.commands import edit as cmd
+
+    try:
+        doc, code = cmd.edit(_series(series_dir), _target(site_packages, python), patch_id, file, in_place, directory)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_edit)
+
+
+@app.command("record")
+def record_cmd(
+    patch_id: str = typer.Argument(..., help="patch id"),
+    file: list[str] = typer.Option([], "--file", "-f", help="without `edit`: the hand-edited installed file(s) "
+                                   "(default: every vllm file that differs from RECORD)"),
+    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to add the patch to, created if "
+                                          "missing (default: `default`; a refined patch stays where it is)"),
+    apply_: Optional[bool] = typer.Option(None, "--apply/--no-apply", help="apply the profile afterwards (default: "
+                                          "yes for an in-place edit, which it replaces; no for a working copy)"),
+    summary: Optional[str] = typer.Option(None, "--summary", help="one-line summary"),
+    directory: Optional[str] = EditDir,
+    site_packages: Optional[str] = SitePackages,
+    python: Optional[str] = Python,
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Turn the edit into an anchored, node-scoped patch; leave the environment consistent."""
+    from patchq.commands import edit as cmd
+
+    try:
+        doc, code = cmd.record(_series(series_dir), _target(site_packages, python), patch_id, file, profile,
+                               apply_, summary, directory)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_record)
+
+
+cache_app = typer.Typer(help="patchq's download cache: where, size per release, prune, clean.",
+                        invoke_without_command=True)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.callback()
+def cache_cmd(ctx: typer.Context, as_json: bool = Json) -> None:
+    """Where the cache is and its size per vLLM release (wheel, extracted tree, test installs)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from patchq.commands import cache as cmd
+
+    doc, code = cmd.show()
+    _emit(doc, code, as_json, cmd.render_text)
+
+
+@cache_app.command("prune")
+def cache_prune(
+    keep: int = typer.Option(..., "--keep", help="how many of the newest releases to keep"),
+    as_json: bool = Json,
+) -> None:
+    """Remove every release but the newest N."""
+    from patchq.commands import cache as cmd
+
+    try:
+        doc, code = cmd.prune(keep)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, cmd.render_text)
+
+
+@cache_app.command("clean")
+def cache_clean(as_json: bool = Json) -> None:
+    """Remove everything in the cache (it is downloaded again when needed)."""
+    from patchq.commands import cache as cmd
+
+    doc, code = cmd.clean()
+    _emit(doc, code, as_json, cmd.render_text)
+
+
+@app.command("serve-args")
+def serve_args_cmd(
+    profile: str = typer.Option(..., "--profile", "-p", help="profile whose [profiles.NAME.serve] to print"),
+    env: bool = typer.Option(False, "--env", help="print the serve.env table as NAME=value lines instead"),
+    series_dir: Optional[str] = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """The vllm serve flags a profile declares (one per line; runtime/serve.sh reads them)."""
+    from patchq.commands import serve as cmd
+
+    try:
+        doc, code = cmd.run(_series(series_dir), profile)
+    except PatchqError as exc:
+        _fail(exc, as_json)
+    _emit(doc, code, as_json, lambda d: cmd.render_text(d, env))
+
+# ========================================================================= end adoption
 
 
 def main() -> None:

@@ -41,13 +41,16 @@ def _parse(argv: list[str]) -> dict | None:
 def _roots(opts: dict) -> tuple[str, str, str] | None:
     import sysconfig
 
+    from patchq import discovery
+    from patchq.errors import SeriesError
+
     site = opts.get("site_packages") or sysconfig.get_paths()["purelib"]
-    project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    series = opts.get("series") or os.environ.get("PATCHQ_SERIES") or os.path.join(project, "series")
-    anchors = os.environ.get("PATCHQ_ANCHORS") or os.path.join(os.path.dirname(os.path.abspath(series)), "anchors")
-    if not os.path.isfile(os.path.join(series, "profiles.toml")):
-        return None
-    return os.path.abspath(site), os.path.abspath(series), anchors
+    try:
+        loc = discovery.find(opts.get("series"))
+    except SeriesError:
+        return None  # the full path reports it
+    opts["location"] = loc
+    return os.path.abspath(site), loc.series_str, loc.anchors_str
 
 
 def try_fast(argv: list[str]) -> int | None:
@@ -63,7 +66,7 @@ def try_fast(argv: list[str]) -> int | None:
     site, series, anchors = roots
     try:
         if argv[0] == "status":
-            return _status(site, series, anchors, opts["json"])
+            return _status(site, series, anchors, opts["json"], opts.get("location"))
         if "profile" not in opts:
             return None
         code = _noop_apply(site, series, anchors, opts["profile"], opts["json"])
@@ -74,11 +77,13 @@ def try_fast(argv: list[str]) -> int | None:
     return code
 
 
-def _status(site: str, series: str, anchors: str, as_json: bool) -> int:
+def _status(site: str, series: str, anchors: str, as_json: bool, location=None) -> int:
     from patchq.env import status as st
 
     report = st.collect(site, series, anchors)
-    sys.stdout.write((json.dumps(report, indent=2) if as_json else st.render_text(report)) + "\n")
+    report["series"] = location.as_json() if location else None
+    text = json.dumps(report, indent=2) if as_json else (f"{location.describe()}\n" if location else "") + st.render_text(report)
+    sys.stdout.write(text + "\n")
     return st.exit_code(report)
 
 
@@ -126,7 +131,7 @@ def _apply(opts: dict, series_root: str) -> int:
 
     try:
         target = sources.installed(opts.get("site_packages"))
-        doc, code = cmd.apply(target, series.load(opts.get("series") or series_root), opts["profile"])
+        doc, code = cmd.apply(target, series.load(opts.get("series")), opts["profile"])
     except PatchqError as exc:
         if opts["json"]:
             report.emit_json({"ok": False, "error": str(exc), "exit_code": exc.exit_code})

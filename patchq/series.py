@@ -12,15 +12,14 @@ Layout (plain files, readable with ``cat``, reviewable in diffs):
     ``count`` (an int, or ``"N+"`` for at least N) and a ``fingerprints`` table
     (vLLM version -> fingerprint) of the releases it was verified on.
 
-The series directory is ``--series DIR``, else ``$PATCHQ_SERIES``, else ``series/``
-beside the installed ``patchq`` package (a source checkout or an editable install);
-the anchors directory is ``anchors/`` beside it (``$PATCHQ_ANCHORS`` overrides).
+The series directory is ``--series DIR``, else ``$PATCHQ_SERIES``, else the one a
+project config (``patchq.toml`` or ``[tool.patchq]``) names, else the bundled series; the
+anchors directory comes with it (``$PATCHQ_ANCHORS`` overrides). See :mod:`patchq.discovery`.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Iterable
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from patchq import hashing
+from patchq import discovery, hashing
 from patchq.errors import SeriesError, UsageError
 from patchq.model import AnchorSpec, Patch, Profile, Variant
 
@@ -41,16 +40,13 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def series_dir(explicit: str | Path | None = None) -> Path:
-    """The series directory (see module docstring). Raises SeriesError when missing."""
-    path = Path(explicit or os.environ.get("PATCHQ_SERIES") or PROJECT_ROOT / "series")
-    if not (path / "profiles.toml").is_file():
-        raise SeriesError(f"no series at {path} (profiles.toml missing): pass --series DIR")
-    return path.resolve()
+    """The series directory (see :func:`patchq.discovery.find`). Raises SeriesError when missing."""
+    return discovery.find(explicit).series
 
 
 def anchors_dir(series: Path) -> Path:
     """The anchors directory that goes with ``series``."""
-    return Path(os.environ.get("PATCHQ_ANCHORS") or series.parent / "anchors").resolve()
+    return discovery.anchors_for(series)
 
 
 def spec(text: str) -> SpecifierSet:
@@ -130,6 +126,7 @@ class Series:
     anchors_root: Path
     profiles: dict[str, Profile]
     _patches: dict[str, Patch]
+    location: "discovery.Location | None" = None
 
     def patch(self, patch_id: str) -> Patch:
         """Load one patch. Raises UsageError for an unknown id, SeriesError when broken."""
@@ -199,6 +196,6 @@ def load_profiles(path: Path) -> dict[str, Profile]:
 
 def load(explicit: str | Path | None = None) -> Series:
     """Load the series (profiles now, patches on first use)."""
-    root = series_dir(explicit)
-    return Series(root=root, anchors_root=anchors_dir(root),
-                  profiles=load_profiles(root / "profiles.toml"), _patches={})
+    loc = discovery.find(explicit)
+    return Series(root=loc.series, anchors_root=loc.anchors,
+                  profiles=load_profiles(loc.series / "profiles.toml"), _patches={}, location=loc)

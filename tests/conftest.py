@@ -194,7 +194,8 @@ def cli():
 def series_copy(tmp_path) -> Path:
     """A copy of the project's ``series/`` and ``anchors/`` (returns the series dir)."""
     root = tmp_path / "project"
-    shutil.copytree(REPO / "series", root / "series", ignore=shutil.ignore_patterns("__pycache__"))
+    # the committed diffs (series/diffs/) are outputs: a copy starts without them
+    shutil.copytree(REPO / "series", root / "series", ignore=shutil.ignore_patterns("__pycache__", "diffs"))
     shutil.copytree(REPO / "anchors", root / "anchors")
     return root / "series"
 

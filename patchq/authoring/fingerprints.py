@@ -15,7 +15,8 @@ output is deterministic. Versions that were computed replace what was recorded f
 them (a version where the anchor no longer verifies is dropped); versions that were not
 computed (a release missing from the local cache) are kept.
 
-Run ``python -m patchq.authoring.fingerprints --record`` (all cached release wheels, see
+Run ``patchq fingerprint [--patch ID] [--releases SPEC] [--check]``, or ``python -m
+patchq.authoring.fingerprints --record`` (all cached release wheels, see
 :func:`patchq.dist.releases.cached_wheels`) or ``--check`` (exit 1 when the files differ from
 what would be recorded). ``--releases`` (a specifier or a comma list, as for ``patchq
 matrix``) selects among the cached releases; nothing is downloaded.
@@ -56,27 +57,36 @@ def cached_versions() -> list[str]:
     return [str(v) for v in sorted(releases.cached_wheels())]
 
 
-def compute(loaded: series_mod.Series, versions: Iterable[str]) -> tuple[Fingerprints, list[str]]:
+def compute(loaded: series_mod.Series, versions: Iterable[str],
+            patch_ids: Iterable[str] | None = None) -> tuple[Fingerprints, dict[str, list[str]]]:
     """Fingerprints of the anchors each release verifies (see module docstring).
 
     Args:
         loaded: the series (every patch of its directory is planned, in profile order).
         versions: vLLM versions; each release tree is extracted from the cached wheel
             (:func:`patchq.dist.sources.release_source`).
+        patch_ids: record only these patches (default: all).
     Returns:
-        (fingerprints, versions computed, as strings).
+        (fingerprints, patch id -> the versions computed for it: those of ``versions``
+        inside its applies-range, as strings).
     """
     patches = [loaded.patch(pid) for pid in loaded.all_patch_ids()]
-    out: Fingerprints = {p.id: {a: {} for a in p.anchors} for p in patches}
-    done: list[str] = []
+    wanted = set(patch_ids) if patch_ids is not None else {p.id for p in patches}
+    out: Fingerprints = {p.id: {a: {} for a in p.anchors} for p in patches if p.id in wanted}
+    done: dict[str, list[str]] = {pid: [] for pid in out}
     for version in versions:
+        in_range = [p for p in patches if p.id in wanted and Version(str(version)) in p.applies]
+        if not in_range:
+            continue
         plan = engine.plan(release_source(str(version)), patches)
         for result in plan.results:
+            if result.patch_id not in wanted or not any(p.id == result.patch_id for p in in_range):
+                continue
+            done[result.patch_id].append(str(version))
             if result.status != engine.OK:
                 continue
             for anchor in result.anchors:
                 out[result.patch_id][anchor.anchor][str(version)] = anchor.fingerprint
-        done.append(str(version))
     return out, done
 
 
@@ -134,9 +144,14 @@ def render(patch_id: str, data: Mapping) -> str:
     return text
 
 
-def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = True) -> dict[Path, str]:
-    """Compute and (when ``write``) store the fingerprints; return path -> new text for changed files."""
-    computed, done = compute(loaded, versions)
+def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = True,
+           patch_ids: Iterable[str] | None = None) -> dict[Path, str]:
+    """Compute and (when ``write``) store the fingerprints; return path -> new text for changed files.
+
+    Only releases inside each patch's applies-range are computed for it; recorded
+    versions outside what was computed are kept.
+    """
+    computed, done = compute(loaded, versions, patch_ids)
     changed: dict[Path, str] = {}
     for patch_id, anchors in computed.items():
         path = loaded.anchors_root / f"{patch_id}.toml"
@@ -145,7 +160,8 @@ def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = 
         old_text = path.read_text(encoding="utf-8")
         data = tomllib.loads(old_text)
         for anchor_id, table in data.get("anchors", {}).items():
-            table["fingerprints"] = merged(table.get("fingerprints", {}), anchors.get(anchor_id, {}), done)
+            table["fingerprints"] = merged(table.get("fingerprints", {}), anchors.get(anchor_id, {}),
+                                           done.get(patch_id, []))
         text = render(patch_id, data)
         if text != old_text:
             changed[path] = text

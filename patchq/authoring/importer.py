@@ -350,6 +350,11 @@ def build(diff_text: str, patch_id: str, release: str | None = None, source_name
         if pristine is None:
             raise ImportRefused(f"{fp.relpath} is not in vllm {version}")
         patched = apply_exact(pristine, fp)
+        try:
+            compile(patched, fp.relpath, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            raise ImportRefused(f"{fp.relpath}:{exc.lineno}: the changed file is not valid Python "
+                                f"({exc.msg}); nothing written") from None
         plan.pristine[fp.relpath], plan.patched[fp.relpath] = pristine, patched
         infos = attribute(fp.relpath, pristine, patched, fp.hunks)
         plan.hunks += infos

@@ -1,0 +1,317 @@
+"""New series repos and new patches: the files ``patchq init`` and ``patchq new`` write.
+
+Every write of ``series/`` and ``anchors/`` here goes through :func:`write_new` (never
+overwrites) or :func:`add_to_profile` (a text edit of ``profiles.toml`` that keeps its
+comments and layout).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from patchq.errors import SeriesError, UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_PROFILE_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def check_id(patch_id: str) -> None:
+    """Raise UsageError unless ``patch_id`` is kebab-case."""
+    if not _ID_RE.match(patch_id):
+        raise UsageError(f"patch id {patch_id!r}: use kebab-case (a-z, 0-9, -)")
+
+
+def write_new(path: Path, text: str, written: list[str]) -> None:
+    """Write ``text`` to a file that must not exist yet. Raises UsageError when it does."""
+    if path.exists():
+        raise UsageError(f"{path} exists; refusing to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    written.append(str(path))
+
+
+def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description: str = "") -> bool:
+    """Append ``patch_id`` to ``[profiles.<profile>] patches`` (creating the profile at the
+    end of the file). Comments and layout are kept. Returns False when it was already there.
+
+    Raises:
+        UsageError: a bad profile name. SeriesError: the file does not parse before or after.
+    """
+    if not _PROFILE_RE.match(profile):
+        raise UsageError(f"profile name {profile!r}: use letters, digits, - and _")
+    text = profiles_toml.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SeriesError(f"{profiles_toml}: {exc}") from None
+    table = data.get("profiles", {}).get(profile)
+    if table is not None and patch_id in table.get("patches", []):
+        return False
+    if table is None:
+        text = text.rstrip("\n") + (f'\n\n[profiles.{profile}]\ndescription = "{description or profile}"\n'
+                                    f'patches = ["{patch_id}"]\n')
+    else:
+        head = re.search(rf"^\[profiles\.{re.escape(profile)}\]\s*$", text, re.M)
+        if head is None:
+            raise SeriesError(f"{profiles_toml}: cannot find the [profiles.{profile}] header to edit "
+                              f"(add {patch_id!r} to it by hand)")
+        nxt = re.search(r"^\[", text[head.end():], re.M)
+        end = head.end() + (nxt.start() if nxt else len(text) - head.end())
+        body = text[head.end():end]
+        arr = re.search(r"^patches\s*=\s*\[(.*?)\]", body, re.M | re.S)
+        if arr is None:
+            body = body.rstrip("\n") + f'\npatches = ["{patch_id}"]\n' + ("\n" if nxt else "")
+        else:
+            inner = arr.group(1)
+            stripped = inner.rstrip()
+            if not stripped.strip():
+                new_inner = f'"{patch_id}"'
+            elif "\n" in inner:  # one id per line: keep that style
+                indent = re.search(r"\n([ \t]*)\S", inner)
+                pad = indent.group(1) if indent else "  "
+                sep = "" if stripped.endswith(",") else ","
+                new_inner = f'{stripped}{sep}\n{pad}"{patch_id}",\n'
+            else:
+                sep = "" if stripped.endswith(",") else ","
+                new_inner = f'{stripped}{sep} "{patch_id}"'
+            body = body[:arr.start(1)] + new_inner + body[arr.end(1):]
+        text = text[:head.end()] + body + text[end:]
+    try:
+        after = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # pragma: no cover - a bug in the edit above
+        raise SeriesError(f"{profiles_toml}: editing it would break it ({exc}); add {patch_id!r} by hand") from None
+    assert patch_id in after["profiles"][profile]["patches"]
+    profiles_toml.write_text(text, encoding="utf-8")
+    return True
+
+
+# --------------------------------------------------------------------------- patchq new
+
+
+def anchors_text(patch_id: str, anchors: dict[str, dict]) -> str:
+    """``anchors/<id>.toml`` for anchor id -> {module, qualname, node?, count?, fingerprints?}."""
+    from patchq.authoring.fingerprints import render
+
+    return render(patch_id, {"anchors": anchors})
+
+
+_NEW_MODULE = '''"""{patch_id}: {summary}
+
+Anchor ``{anchor}``: {where}.
+Write the change in ``{fn}`` with :mod:`patchq.edits` (``insert_after``, ``insert_before``,
+``replace``, ``prepend_to_block``, ``append_members``, ...); it receives the anchored
+definition (libcst), the statements the anchor's ``node`` pattern matched, and a context.
+Then: ``patchq diff --profile {profile} --vllm X``, ``patchq test --regen --patch {patch_id}``,
+``patchq check --profile {profile} --vllm X``.
+"""
+
+from patchq import edits
+from patchq.series import patch, variant
+
+NEW_CODE = """
+pass  # {patch_id}: replace with your change
+"""
+
+
+def {fn}(definition, found, ctx):
+    """{doc}"""
+{body}
+
+
+PATCH = patch(
+    id={patch_id!r},
+    summary={summary!r},
+    why="""Say why vLLM needs this, with links where upstream discusses it.""",
+    applies={applies!r},
+    variants=[
+        variant({applies!r}, edits={{{anchor!r}: {fn}}}),
+    ],
+)
+'''
+
+
+def new_patch_files(patch_id: str, module: str, qualname: str, node: str | None,
+                    applies: str = ">=0.15", summary: str | None = None,
+                    profile: str = "default") -> tuple[str, str]:
+    """(series module text, anchors TOML text) of a scaffolded patch (see ``patchq new``)."""
+    check_id(patch_id)
+    anchor = qualname.split(".")[-1].lower().replace("_", "-") if node is None else "target"
+    anchor = re.sub(r"[^a-z0-9-]+", "-", anchor).strip("-") or "target"
+    fn = patch_id.replace("-", "_")
+    summary = summary or f"TODO one line: what {patch_id} changes in {qualname}"
+    if node is None:
+        where = f"the definition ``{qualname}`` in ``{module}`` (hint)"
+        body = ("    # the anchor is the whole definition: add to the start of its body\n"
+                "    return edits.prepend_to_block(definition, edits.stmts(NEW_CODE))")
+        doc = "Prepend NEW_CODE to the anchored definition's body."
+    else:
+        where = f"the statement ``{node.strip()}`` in ``{qualname}`` (``{module}``, hint)"
+        body = ("    (stmt,) = found\n"
+                "    return edits.insert_after(definition, stmt, edits.stmts(NEW_CODE))")
+        doc = "Insert NEW_CODE right after the anchored statement."
+    text = _NEW_MODULE.format(patch_id=patch_id, summary=summary, anchor=anchor, where=where, fn=fn,
+                              body=body, doc=doc, applies=applies, profile=profile)
+    table: dict = {"module": module, "qualname": qualname}
+    if node is not None:
+        table["node"] = node
+    table["count"] = 1
+    return text, anchors_text(patch_id, {anchor: table})
+
+
+# --------------------------------------------------------------------------- patchq init
+
+PATCHQ_TOML = """\
+# patchq series repo: `patchq` run anywhere below this directory uses this series.
+series = "series"     # profiles.toml and one <patch>.py per patch
+anchors = "anchors"   # one <patch>.toml per patch: where its edits go, by structure
+goldens = "tests/goldens"   # patchq.testing: expected verdicts and golden definitions
+"""
+
+PROFILES_TOML = """\
+# Profiles: ordered patch ids. `patchq apply --profile NAME` makes the environment carry
+# exactly this list. `patchq new` / `patchq record` add patches to a profile (--profile).
+# An optional [profiles.NAME.serve] table gives runtime/serve.sh its vllm serve flags:
+#   args = ["--enforce-eager"]            (appended to `vllm serve MODEL ...`)
+#   env = {VLLM_LOGGING_LEVEL = "${LOG_LEVEL:-INFO}"}   (${VAR:-default} expands from the environment)
+
+[profiles.default]
+description = "my patches"
+patches = []
+
+[profiles.example]
+description = "the example patch written by patchq init"
+patches = ["example-quiet-logger"]
+
+[profiles.example.serve]
+args = ["--enforce-eager"]
+env = {VLLM_LOGGING_LEVEL = "${LOG_LEVEL:-INFO}"}
+"""
+
+EXAMPLE_MODULE = '''"""example-quiet-logger: an example patch (written by ``patchq init``); replace it.
+
+vLLM's ``init_logger`` (``vllm/logger.py``) returns a logger for every module. This patch
+inserts two statements right after ``logger = logging.getLogger(name)``: a logger named
+``vllm.example.quiet`` is disabled. No vLLM module has that name, so it changes nothing;
+it shows the shape of a patch: an anchor (``anchors/example-quiet-logger.toml``: module
+hint, qualname, statement pattern), a transform written with :mod:`patchq.edits`, and a
+variant keyed by a vLLM version range.
+"""
+
+from patchq import edits
+from patchq.series import patch, variant
+
+QUIET = """
+if name == "vllm.example.quiet":  # example-quiet-logger
+    logger.disabled = True
+"""
+
+
+def quiet_after_get_logger(init_logger, found, ctx):
+    """Insert QUIET right after ``logger = logging.getLogger(name)``."""
+    (get_logger,) = found
+    return edits.insert_after(init_logger, get_logger, edits.stmts(QUIET))
+
+
+PATCH = patch(
+    id="example-quiet-logger",
+    summary="example: disable the logger named vllm.example.quiet",
+    why="""An example of a patch, written by patchq init. Replace it with your own.""",
+    applies=">=0.15",
+    variants=[
+        variant(">=0.15", edits={"get-logger": quiet_after_get_logger}),
+    ],
+)
+'''
+
+#: init_logger's fingerprint (docstring dropped) is the same on every release 0.15.1 .. 0.33.0
+_INIT_LOGGER_FP = "dc32b1a00eb7242b"
+_EXAMPLE_VERIFIED = ("0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.2",
+                     "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0",
+                     "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+EXAMPLE_ANCHORS = {"get-logger": {"module": "vllm.logger", "qualname": "init_logger",
+                                  "node": "logger = logging.getLogger(name)", "count": 1,
+                                  "fingerprints": {v: _INIT_LOGGER_FP for v in _EXAMPLE_VERIFIED}}}
+
+TEST_MODULE = '''"""Each patch of this series on each release of its goldens (patchq.testing).
+
+Expected `patchq check` verdicts and the golden definitions before/after live in
+tests/goldens/<patch>/. Regenerate them: `patchq test --regen` or `pytest --patchq-regen`.
+"""
+
+import pytest
+
+from patchq import testing
+
+
+@pytest.mark.parametrize("case", testing.cases(__file__), ids=testing.case_id)
+def test_patch(case, patchq_regen):
+    testing.assert_case(case, regen=patchq_regen)
+'''
+
+WORKFLOW = """\
+# The series on every vLLM release in range: goldens, then the compatibility matrix.
+name: patchq
+on:
+  push:
+  pull_request:
+  schedule:
+    - cron: "0 6 * * 1"   # weekly: new vLLM releases show up in the matrix
+jobs:
+  matrix:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - uses: actions/cache@v4
+        with:
+          path: ~/.cache/patchq
+          key: patchq-vllm-wheels-${{ hashFiles('tests/goldens/**/expect.toml') }}
+          restore-keys: patchq-vllm-wheels-
+      - run: pip install patchq pytest
+      - run: pytest -q tests
+      - run: patchq matrix --releases ">=0.23.0" --out matrix   # every profile of the series
+      - uses: actions/upload-artifact@v4
+        if: always()
+        with:
+          name: matrix
+          path: matrix/
+"""
+
+REPO_README = """\
+# {name}: a patchq series
+
+Runtime patches for vLLM, kept alive release after release by
+[patchq](https://pypi.org/project/patchq/).
+
+    patchq list                                   # profiles and patches (this series)
+    patchq check --profile default --vllm 0.23.0  # what each patch would do on a release
+    patchq apply --profile default                # patch the installed vLLM
+    patchq new ID --at vllm.module:Qualname --node 'statement'   # scaffold a patch
+    patchq edit ID --file vllm/x.py  # pristine working copy; then: patchq record ID
+    patchq test --regen && pytest                  # goldens per release
+"""
+
+
+def init_files(name: str) -> dict[str, str]:
+    """relpath -> text of a new series repo (see ``patchq init``)."""
+    from patchq.authoring.fingerprints import render
+
+    return {
+        "patchq.toml": PATCHQ_TOML,
+        "series/profiles.toml": PROFILES_TOML,
+        "series/example_quiet_logger.py": EXAMPLE_MODULE,
+        "anchors/example-quiet-logger.toml": render("example-quiet-logger", {"anchors": EXAMPLE_ANCHORS}),
+        "tests/test_patches.py": TEST_MODULE,
+        ".github/workflows/patchq.yml": WORKFLOW,
+        "README.md": REPO_README.format(name=name),
+        ".gitignore": ".patchq-edit/\n.patchq-rebase/\nmatrix/\n__pycache__/\n",
+    }

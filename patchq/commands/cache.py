@@ -1,0 +1,141 @@
+"""``patchq cache [prune --keep N | clean]``: patchq's download cache.
+
+The cache (``$PATCHQ_CACHE_DIR``, else the platform user cache, ``~/.cache/patchq`` on
+Linux) holds per vLLM release: its wheel (``wheels/``), the extracted tree
+(``releases/<version>/``) and test installs (``test-envs/vllm-<version>/``); plus the
+release index (``index/``) and the git history of releases (``upstream/``, see
+``patchq upstream sync``). Everything in it can be downloaded again.
+
+``patchq.cache/1``: ``dir``, ``total_bytes``, ``releases`` [{``version``, ``bytes``,
+``wheel``, ``tree``, ``test_envs``}] (oldest first), ``other`` {name: bytes}, ``removed``
+[paths] (``prune`` and ``clean``), ``kept`` [versions] (``prune``). Exit 0; 2 for a bad
+``--keep``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from patchq.dist import releases
+from patchq.errors import EXIT_OK, UsageError
+
+SCHEMA = "patchq.cache/1"
+_WHEEL_RE = re.compile(r"^vllm-([^-]+)-")
+
+
+def _size(path: Path) -> int:
+    if path.is_symlink() or path.is_file():
+        return path.lstat().st_size
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            st = os.lstat(os.path.join(root, name))
+            if (st.st_dev, st.st_ino) not in seen:  # hard links count once
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def _per_release(root: Path) -> dict[str, dict[str, list[Path]]]:
+    out: dict[str, dict[str, list[Path]]] = {}
+
+    def add(version: str, kind: str, path: Path) -> None:
+        try:
+            key = str(Version(version))
+        except InvalidVersion:
+            return
+        out.setdefault(key, {"wheel": [], "tree": [], "test_envs": []})[kind].append(path)
+
+    for p in sorted((root / "wheels").glob("vllm-*.whl")) if (root / "wheels").is_dir() else []:
+        m = _WHEEL_RE.match(p.name)
+        if m:
+            add(m.group(1), "wheel", p)
+    for p in sorted((root / "releases").iterdir()) if (root / "releases").is_dir() else []:
+        if p.is_dir():
+            add(p.name, "tree", p)
+    for p in sorted((root / "test-envs").glob("vllm-*")) if (root / "test-envs").is_dir() else []:
+        if p.is_dir():
+            add(p.name[len("vllm-"):], "test_envs", p)
+    return out
+
+
+def info(removed: list[str] | None = None, kept: list[str] | None = None) -> dict:
+    """The ``patchq.cache/1`` document for the cache as it is now."""
+    root = releases.cache_dir()
+    per = _per_release(root)
+    rows = []
+    for version in sorted(per, key=Version):
+        kinds = per[version]
+        sizes = {k: sum(_size(p) for p in paths) for k, paths in kinds.items()}
+        rows.append({"version": version, "bytes": sum(sizes.values()),
+                     "wheel": [str(p) for p in kinds["wheel"]], "tree": [str(p) for p in kinds["tree"]],
+                     "test_envs": [str(p) for p in kinds["test_envs"]]})
+    other = {}
+    if root.is_dir():
+        for p in sorted(root.iterdir()):
+            if p.name not in ("wheels", "releases", "test-envs"):
+                other[p.name] = _size(p)
+    total = sum(r["bytes"] for r in rows) + sum(other.values())
+    return {"schema": SCHEMA, "dir": str(root), "total_bytes": total, "releases": rows, "other": other,
+            "removed": removed or [], "kept": kept or []}
+
+
+def show() -> tuple[dict, int]:
+    """Where the cache is and what it holds."""
+    return info(), EXIT_OK
+
+
+def prune(keep: int) -> tuple[dict, int]:
+    """Remove every release but the newest ``keep`` (wheel, tree, test installs)."""
+    if keep < 0:
+        raise UsageError(f"--keep {keep}: give 0 or more releases to keep")
+    per = _per_release(releases.cache_dir())
+    versions = sorted(per, key=Version)
+    kept = versions[len(versions) - keep:] if keep else []
+    removed = []
+    for version in versions:
+        if version in kept:
+            continue
+        for paths in per[version].values():
+            for p in paths:
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+                removed.append(str(p))
+    return info(removed, kept), EXIT_OK
+
+
+def clean() -> tuple[dict, int]:
+    """Remove the whole cache directory's contents."""
+    root = releases.cache_dir()
+    removed = []
+    if root.is_dir():
+        for p in sorted(root.iterdir()):
+            shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+            removed.append(str(p))
+    return info(removed), EXIT_OK
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)  # pragma: no cover
+
+
+def render_text(doc: dict) -> str:
+    """The cache directory, size per release, what was removed."""
+    lines = [f"cache {doc['dir']}: {_human(doc['total_bytes'])}"]
+    for r in doc["releases"]:
+        parts = [k for k in ("wheel", "tree", "test_envs") if r[k]]
+        lines.append(f"  vllm {r['version']:<8} {_human(r['bytes']):>10}  ({', '.join(parts)})")
+    for name, size in doc["other"].items():
+        lines.append(f"  {name + '/':<13} {_human(size):>10}")
+    if doc["removed"]:
+        lines.append(f"removed {len(doc['removed'])} path(s)" + (f"; kept {', '.join(doc['kept'])}" if doc["kept"] else ""))
+    return "\n".join(lines) + "\n"

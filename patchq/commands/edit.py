@@ -1,0 +1,358 @@
+"""``patchq edit ID`` and ``patchq record ID``: author a patch by editing vLLM's code.
+
+The way patch-package, quilt (``add`` + ``refresh``) and pnpm (``patch`` +
+``patch-commit``) work, on top of patchq's importer:
+
+``patchq edit ID [--file F]... [--in-place]``
+    A working copy of the target file(s) of the installed vLLM in
+    ``<series repo>/.patchq-edit/<ID>/vllm/...`` (``--dir`` moves it), with the pristine
+    bytes kept beside them (``.pristine/``) and a manifest. The copy is pristine (RECORD-
+    verified: the installed file when it equals RECORD, else patchq's kept pristine copy);
+    for an existing patch it is the patch's result on that release, so editing it
+    refines the patch. ``F`` is a relpath (``vllm/logger.py``) or a module
+    (``vllm.logger``); for an existing patch the default is its anchors' modules. With
+    ``--in-place`` nothing is copied: edit the installed file itself (it must be
+    pristine now).
+``patchq record ID [--file F]... [--profile P] [--apply/--no-apply]``
+    The difference between the pristine bytes and the edit (the working copy, the
+    installed file after ``edit --in-place``, or, without ``edit``, installed files
+    that differ from RECORD: a hand edit) becomes a unified diff, and the importer
+    (:mod:`patchq.authoring.importer`) turns it into ``series/<id>.py`` +
+    ``anchors/<id>.toml`` (node-scoped statement edits, fingerprints of the release it
+    was made against), verified to reproduce the edit exactly. The id is added to the
+    profile. Then the environment is made consistent through patchq's converge: after an
+    in-place edit the hand-edited files first go back to their RECORD-verified pristine
+    bytes (the applied patches stay; a copy of each edit is kept in ``.patchq/foreign/``),
+    and with ``--apply`` (the default for an in-place edit) the profile is then applied,
+    so the file carries the patch: the same code as the hand edit plus its sentinel.
+
+Documents: ``patchq.edit/1``: ``patch``, ``mode`` (``copy`` | ``in-place``), ``dir``,
+``vllm``, ``files`` [{``path``, ``edit`` (the file to edit), ``base`` (``pristine`` |
+``patched``)}], ``series``. ``patchq.record/1``: ``patch``, ``mode`` (``copy`` |
+``in-place``), ``vllm``, ``files``, ``diff`` (the recorded diff), ``written``,
+``profile``, ``added_to_profile``, ``import`` {``release``, ``anchors`` [{``id``, ``path``,
+``qualname``, ``fingerprint``, ``ops``}], ``notes``}, ``environment`` {``action``
+(``applied`` | ``restored`` | ``untouched`` | ``failed``), ``apply`` ({``ok``, ``error``,
+``exit_code``, ``profile``, ``written``, ``added``, ``removed``, ``foreign_kept``} or null)}. Exit codes: 0; 1 the edit cannot become an
+anchored patch (nothing written); 2 usage (no edit found, patch exists); 3 no vLLM;
+4 a target file is modified by someone else (``edit``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shutil
+from pathlib import Path
+
+from patchq.dist.sources import CodeSource, sha256_hex
+from patchq.errors import EXIT_OK, ForeignEditError, PatchqError, UsageError
+from patchq.series import Series
+
+EDIT_SCHEMA = "patchq.edit/1"
+RECORD_SCHEMA = "patchq.record/1"
+MANIFEST = ".patchq-edit.json"
+
+
+def workdir(series: Series, patch_id: str, directory: str | None = None) -> Path:
+    """Where the working copy of ``patch_id`` lives."""
+    return Path(directory).resolve() if directory else series.root.parent / ".patchq-edit" / patch_id
+
+
+def _relpath(target: CodeSource, name: str) -> str:
+    """``vllm/x.py`` from a relpath, a path inside site-packages, or a module ``vllm.x``."""
+    raw = name.strip()
+    if raw.endswith(".py") or "/" in raw:
+        path = Path(raw)
+        if path.is_absolute():
+            try:
+                raw = path.resolve().relative_to(target.root).as_posix()
+            except ValueError:
+                raise UsageError(f"{name} is not inside {target.root}") from None
+        rel = raw
+    else:
+        base = raw.replace(".", "/")
+        rel = base + ".py" if target.exists(base + ".py") else base + "/__init__.py"
+    if not rel.startswith("vllm/") or not target.exists(rel):
+        raise UsageError(f"{name}: no such file in vllm {target.version} ({target.root})")
+    return rel
+
+
+def _patch_files(series: Series, patch_id: str, target: CodeSource) -> list[str]:
+    """The target modules of an existing patch (its anchors' hints that exist)."""
+    from patchq.hashing import anchor_modules
+
+    return [rel for rel in anchor_modules(series.anchors_root / f"{patch_id}.toml") if target.exists(rel)]
+
+
+def pristine_bytes(target: CodeSource, rel: str) -> tuple[bytes, str]:
+    """The RECORD-verified pristine bytes of ``rel`` and the file's state now
+    (``pristine`` | ``patched``). Raises ForeignEditError for any other edit."""
+    from patchq.env.state import StateDir
+
+    now = target.read_bytes(rel)
+    record = target.record().get(rel)
+    if now is not None and sha256_hex(now) == record:
+        return now, "pristine"
+    state = StateDir(target.root)
+    entry = state.read().files.get(rel)
+    if entry is not None and now is not None and sha256_hex(now) == entry.patched_sha256:
+        data = state.read_pristine(rel)
+        if sha256_hex(data) == record:
+            return data, "patched"
+    raise ForeignEditError(f"{rel} is modified by someone else (neither RECORD nor patchq's journal matches); "
+                           f"record it with `patchq record ID --file {rel}`, or restore it with "
+                           f"`patchq revert --all --force`")
+
+
+def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in_place: bool,
+         directory: str | None = None) -> tuple[dict, int]:
+    """Prepare an edit of ``patch_id`` (see module docstring). Returns (document, exit code)."""
+    from patchq.authoring.scaffold import check_id
+
+    check_id(patch_id)
+    exists = patch_id in series.all_patch_ids()
+    rels = [_relpath(target, f) for f in files] or (_patch_files(series, patch_id, target) if exists else [])
+    if not rels:
+        what = (f"the anchors of {patch_id} name no module of vllm {target.version}" if exists
+                else f"patch {patch_id} is new")
+        raise UsageError(f"{what}: name the file(s) to edit with --file vllm/x.py (or a module)")
+    wd = workdir(series, patch_id, directory)
+    if (wd / MANIFEST).is_file():
+        raise UsageError(f"an edit of {patch_id} is in progress in {wd}: `patchq record {patch_id}` it, "
+                         f"or remove that directory")
+    rows, base = [], {}
+    for rel in rels:
+        data, state = pristine_bytes(target, rel)
+        if in_place and state != "pristine":
+            raise UsageError(f"{rel} carries patchq patches now; `patchq revert --all` first, or edit a working "
+                             f"copy (without --in-place)")
+        base[rel] = data
+    start = dict(base)
+    if exists and not in_place:  # refine the patch: start from its result on the pristine release
+        from patchq.authoring.merge import strip_sentinels
+        from patchq.plan import engine
+
+        plan = engine.plan(target, [series.patch(patch_id)], read=lambda r: base[r].decode("utf-8")
+                           if r in base else pristine_bytes(target, r)[0].decode("utf-8"))
+        for rel, text in plan.patched.items():
+            if rel in start:
+                start[rel] = strip_sentinels(text).encode("utf-8")
+    for rel in rels:
+        (wd / ".pristine" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (wd / ".pristine" / rel).write_bytes(base[rel])
+        if in_place:
+            rows.append({"path": rel, "edit": str(target.path(rel)), "base": "pristine"})
+        else:
+            (wd / rel).parent.mkdir(parents=True, exist_ok=True)
+            (wd / rel).write_bytes(start[rel])
+            rows.append({"path": rel, "edit": str(wd / rel), "base": "patched" if start[rel] != base[rel] else "pristine"})
+    manifest = {"patch": patch_id, "mode": "in-place" if in_place else "copy", "vllm": str(target.version),
+                "site_packages": str(target.root), "files": rels, "replaces": exists}
+    (wd / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    doc = {"schema": EDIT_SCHEMA, "patch": patch_id, "mode": manifest["mode"], "dir": str(wd),
+           "vllm": str(target.version), "files": rows,
+           "series": series.location.as_json() if series.location else None}
+    return doc, EXIT_OK
+
+
+def render_edit(doc: dict) -> str:
+    """Where to edit, and the next command."""
+    lines = [f"edit {doc['patch']} on vllm {doc['vllm']} ({doc['mode']}):"]
+    lines += [f"  {r['edit']}" + ("  (the patch's current result)" if r["base"] == "patched" else "")
+              for r in doc["files"]]
+    lines.append(f"then: patchq record {doc['patch']}")
+    return "\n".join(lines) + "\n"
+
+
+def _modified_files(target: CodeSource) -> list[str]:
+    """Installed vllm/*.py files whose bytes differ from RECORD and that patchq did not write."""
+    from patchq.env.state import StateDir
+
+    journal = StateDir(target.root).read()
+    out = []
+    for rel, sha in target.record().items():
+        if not (rel.startswith("vllm/") and rel.endswith(".py")) or rel in journal.files:
+            continue
+        data = target.read_bytes(rel)
+        if data is not None and sha256_hex(data) != sha:
+            out.append(rel)
+    return sorted(out)
+
+
+def _release_pristine(target: CodeSource, rel: str) -> bytes:
+    from patchq.dist.sources import release_source
+
+    data = release_source(str(target.version)).read_bytes(rel)
+    if data is None or sha256_hex(data) != target.record().get(rel):
+        raise UsageError(f"{rel}: the vllm {target.version} release's bytes do not match RECORD; reinstall vllm")
+    return data
+
+
+def _diff(pairs: dict[str, tuple[bytes, bytes]]) -> str:
+    out = []
+    for rel, (old, new) in sorted(pairs.items()):
+        if old == new:
+            continue
+        out += difflib.unified_diff(old.decode("utf-8").splitlines(True), new.decode("utf-8").splitlines(True),
+                                    f"a/{rel}", f"b/{rel}")
+        if out and not out[-1].endswith("\n"):
+            out[-1] += "\n\\ No newline at end of file\n"
+    return "".join(out)
+
+
+def record(series: Series, target: CodeSource, patch_id: str, files: list[str], profile: str | None,
+           apply: bool | None, summary: str | None = None, directory: str | None = None) -> tuple[dict, int]:
+    """Turn the edit into patch ``patch_id`` (see module docstring). Returns (document, exit code).
+
+    ``profile`` None: ``default`` for a new patch; a refined patch stays in its profiles
+    (the one applied now, else the first that lists it, is the one ``--apply`` applies).
+
+    Raises:
+        UsageError: no edit found, nothing changed, or the patch exists (not started by ``edit``).
+        ImportRefused: the edit cannot become an anchored patch (nothing written).
+    """
+    from patchq.authoring import importer, scaffold
+
+    scaffold.check_id(patch_id)
+    wd = workdir(series, patch_id, directory)
+    manifest = json.loads((wd / MANIFEST).read_text(encoding="utf-8")) if (wd / MANIFEST).is_file() else None
+    pairs: dict[str, tuple[bytes, bytes]] = {}
+    if manifest:
+        if manifest["vllm"] != str(target.version):
+            raise UsageError(f"the edit in {wd} was made on vllm {manifest['vllm']}; vllm {target.version} is "
+                             f"installed now")
+        mode = manifest["mode"]
+        for rel in manifest["files"]:
+            old = (wd / ".pristine" / rel).read_bytes()
+            new = target.read_bytes(rel) if mode == "in-place" else (wd / rel).read_bytes()
+            pairs[rel] = (old, new if new is not None else b"")
+        replaces = manifest.get("replaces", False)
+    else:
+        mode, replaces = "in-place", False
+        rels = [_relpath(target, f) for f in files] or _modified_files(target)
+        if not rels:
+            raise UsageError(f"no edit to record: no `patchq edit {patch_id}` in progress ({wd}) and no installed "
+                             f"vllm file differs from RECORD; edit one, or run `patchq edit {patch_id} --file vllm/x.py`")
+        from patchq.env.state import StateDir
+
+        journalled = set(StateDir(target.root).read().files)
+        for rel in rels:
+            now = target.read_bytes(rel) or b""
+            if rel in journalled:
+                raise UsageError(f"{rel} carries patchq patches: an edit on top of them cannot be recorded in "
+                                 f"place; `patchq edit {patch_id} --file {rel}` gives a pristine copy to edit")
+            if sha256_hex(now) == target.record().get(rel):
+                raise UsageError(f"{rel} is pristine (equals RECORD): nothing to record")
+            pairs[rel] = (_release_pristine(target, rel), now)
+    text = _diff(pairs)
+    if not text:
+        raise UsageError(f"nothing changed in {', '.join(pairs)}: edit the file(s) first")
+    if patch_id in series.all_patch_ids() and not replaces:
+        raise UsageError(f"patch {patch_id} exists; `patchq edit {patch_id}` to change it, or pick another id")
+    plan = importer.build(text, patch_id, str(target.version), source_name=f"patchq record ({mode} edit)")
+    written = importer.write(plan, series.root, series.anchors_root, summary, force=replaces)
+    ok, why = importer.verify(plan, Series(series.root, series.anchors_root, series.profiles, {}))
+    if not ok:
+        for w in written:
+            Path(w).unlink(missing_ok=True)
+        raise importer.ImportRefused(f"the recorded patch does not reproduce the edit on vllm {plan.release} "
+                                     f"(nothing written): {why}")
+    if profile is None and replaces:
+        owners = [name for name, prof in series.profiles.items() if patch_id in prof.patches]
+        from patchq.env.state import StateDir
+
+        applied = StateDir(target.root).read().profile
+        profile = applied if applied in owners else (owners[0] if owners else "default")
+    profile = profile or "default"
+    added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
+    import_doc = {"release": plan.release, "anchors": [{"id": a.anchor_id, "path": a.relpath, "qualname": a.qualname,
+                                                        "fingerprint": a.fingerprint, "ops": [o["op"] for o in a.ops]}
+                                                       for a in plan.anchors], "notes": plan.notes}
+    env = _settle(series, target, profile, mode, list(pairs), apply)
+    if manifest:
+        shutil.rmtree(wd, ignore_errors=True)
+        if directory is None:  # .patchq-edit/ goes too once no edit is left in it
+            try:
+                wd.parent.rmdir()
+            except OSError:
+                pass
+    doc = {"schema": RECORD_SCHEMA, "patch": patch_id, "mode": mode, "vllm": str(target.version),
+           "files": sorted(pairs), "diff": text, "written": written, "profile": profile,
+           "added_to_profile": added, "import": import_doc, "environment": env,
+           "series": series.location.as_json() if series.location else None}
+    code = env["apply"]["exit_code"] if env["apply"] and not env["apply"]["ok"] else EXIT_OK
+    return doc, code
+
+
+def _settle(series: Series, target: CodeSource, profile: str, mode: str, rels: list[str],
+            apply: bool | None) -> dict:
+    """Make the environment consistent after recording (see module docstring): restore, then apply."""
+    from patchq import series as series_mod
+    from patchq.env.converge import converge
+    from patchq.env.state import StateDir
+    from patchq.hashing import series_summary
+
+    if apply is None:
+        apply = mode == "in-place"
+    if not apply and mode != "in-place":
+        return {"action": "untouched", "apply": None}
+    fresh = series_mod.Series(series.root, series.anchors_root,
+                              series_mod.load_profiles(series.root / "profiles.toml"), {}, series.location)
+    summary = series_summary(fresh.root, fresh.anchors_root)
+    journal = StateDir(target.root).read()
+    known = set(fresh.all_patch_ids())
+    loadable = set(journal.patches) <= known
+    if not apply and not loadable:
+        raise UsageError(f"the environment carries patches of another series ({', '.join(sorted(journal.patches))}); "
+                         f"record with --apply, or restore {', '.join(rels)} with `patchq revert --all --force`")
+    steps = []
+    if mode == "in-place":  # first the hand edit goes back to RECORD-verified bytes; the rest stays
+        keep = [fresh.patch(pid) for pid in fresh.all_patch_ids() if pid in journal.patches] if loadable else []
+        steps.append((keep, journal.profile if loadable else None, rels))
+    if apply:
+        steps.append((fresh.patches_of(profile), profile, ()))
+    doc = {"ok": True, "error": None, "exit_code": EXIT_OK, "profile": None, "written": [], "added": [],
+           "removed": [], "foreign_kept": {}}
+    for patches, name, restore in steps:
+        try:
+            result = converge(target, patches, profile=name, force=bool(restore), restore_foreign=restore,
+                              summary=summary)
+        except PatchqError as exc:
+            doc.update(ok=False, error=str(exc), exit_code=exc.exit_code)
+            return {"action": "failed", "apply": doc}
+        doc["profile"] = name
+        doc["written"] = sorted(set(doc["written"]) | set(result.written))
+        doc["added"] += [p for p in result.added if p not in doc["added"]]
+        doc["removed"] += [p for p in result.removed if p not in doc["removed"]]
+        doc["foreign_kept"].update(result.foreign_kept)
+    return {"action": "applied" if apply else "restored", "apply": doc}
+
+
+def render_record(doc: dict) -> str:
+    """What was recorded, and what happened to the environment."""
+    imp = doc["import"]
+    lines = [f"recorded {doc['patch']} from the {doc['mode']} edit of {', '.join(doc['files'])} "
+             f"(vllm {doc['vllm']})"]
+    for a in imp["anchors"]:
+        lines.append(f"  anchor {a['id']}: {a['qualname']} ({a['path']}) fingerprint {a['fingerprint']} "
+                     f"on {imp['release']}: {', '.join(a['ops'])}")
+    lines += [f"  note: {n}" for n in imp["notes"]]
+    lines += [f"  wrote {w}" for w in doc["written"]]
+    lines.append(f"  profile {doc['profile']}: " + ("added" if doc["added_to_profile"] else "already there"))
+    env = doc["environment"]
+    if env["action"] == "untouched":
+        lines.append("  environment untouched (the edit was a working copy); "
+                     f"`patchq apply --profile {doc['profile']}` applies it")
+    elif env["apply"] and env["apply"]["ok"]:
+        a = env["apply"]
+        what = (f"profile {doc['profile']} applied" if env["action"] == "applied"
+                else "hand edit restored to pristine (RECORD-verified)")
+        lines.append(f"  environment: {what}; written {', '.join(a['written']) or 'nothing'}")
+        if a["removed"]:
+            lines.append(f"  reverted (not in profile {doc['profile']}): {', '.join(a['removed'])}")
+        lines += [f"  hand edit kept: {p} -> {c}" for p, c in a["foreign_kept"].items()]
+    else:
+        lines.append(f"  environment: FAILED: {env['apply']['error']}")
+    return "\n".join(lines) + "\n"
+

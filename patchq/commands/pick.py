@@ -1,0 +1,75 @@
+"""``--patch ID`` (repeatable) on ``apply``, ``revert``, ``diff`` and ``check``: one patch at a time.
+
+Like quilt's push and pop of a named patch: ``apply --patch X`` makes the environment
+carry the patches it carries now plus X, ``revert --patch X`` the ones it carries minus
+X (series order either way; the journal records the profile when the result is exactly
+one, else none). ``diff --patch X`` and ``check --patch X`` look at X alone (on the
+pristine files). The documents are those of the commands (``patchq.apply/1``,
+``patchq.diff/1``, ``patchq.check/1``); ``profile`` is null.
+"""
+
+from __future__ import annotations
+
+from patchq.errors import EXIT_OK, UsageError
+from patchq.series import Series
+from patchq.dist.sources import CodeSource
+
+
+def chosen(series: Series, ids: list[str]) -> list:
+    """The patches ``ids`` in series order. Raises UsageError for an unknown id."""
+    known = series.all_patch_ids()
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise UsageError(f"unknown patch(es) {', '.join(unknown)}; known: {', '.join(known)}")
+    return [series.patch(pid) for pid in known if pid in ids]
+
+
+def _profile_of(series: Series, ids: list[str]) -> str | None:
+    for name, prof in series.profiles.items():
+        if list(prof.patches) == ids:
+            return name
+    return None
+
+
+def push_pop(command: str, target: CodeSource, series: Series, ids: list[str], force: bool = False) -> tuple[dict, int]:
+    """``apply --patch`` (``command`` ``apply``) or ``revert --patch`` (``revert``)."""
+    from patchq.commands import apply as apply_cmd
+    from patchq.env.converge import PlanFailed, converge
+    from patchq.env.state import StateDir
+    from patchq.errors import PatchqError
+
+    chosen(series, ids)
+    try:
+        applied = set(StateDir(target.root).read().patches)
+    except PatchqError as exc:
+        return apply_cmd.document(command, target, None, None, exc), exc.exit_code
+    foreign = sorted(applied - set(series.all_patch_ids()))
+    if foreign:
+        raise UsageError(f"the environment carries patches this series does not have ({', '.join(foreign)}); "
+                         f"use --profile or revert --all")
+    want_ids = applied | set(ids) if command == "apply" else applied - set(ids)
+    want = [series.patch(pid) for pid in series.all_patch_ids() if pid in want_ids]
+    profile = _profile_of(series, [p.id for p in want])
+    try:
+        result = converge(target, want, profile=profile, force=force, summary=apply_cmd.summary(series))
+    except PlanFailed as exc:
+        return apply_cmd.document(command, target, None, None, exc, plan=exc.plan), exc.exit_code
+    except PatchqError as exc:
+        return apply_cmd.document(command, target, None, None, exc), exc.exit_code
+    return apply_cmd.document(command, target, None, result), EXIT_OK
+
+
+def plan_alone(target: CodeSource, series: Series, ids: list[str]):
+    """The plan of the chosen patches alone on ``target``'s pristine files."""
+    from patchq.compat.check import pristine_reader
+    from patchq.plan import engine
+
+    return engine.plan(target, chosen(series, ids), read=pristine_reader(target))
+
+
+def check(target: CodeSource, series: Series, ids: list[str]) -> tuple[dict, int]:
+    """``check --patch``: the chosen patches checked alone."""
+    from patchq.compat import check as checking
+
+    doc = checking.document(target, None, checking.check(target, chosen(series, ids)))
+    return doc, doc["exit_code"]

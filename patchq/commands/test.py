@@ -1,0 +1,67 @@
+"""``patchq test [--patch ID] [--regen] [--releases SPEC]``: the series' goldens (:mod:`patchq.testing`).
+
+Document ``patchq.test/1``: ``ok``, ``regen``, ``series`` (as in ``list``), ``goldens`` (the
+directory), ``cases`` [{``patch``, ``release`` (null: no goldens yet), ``status`` (the
+check status observed, or null), ``ok``, ``problems`` [text], ``written`` [paths]}].
+Exit 0 when every case passes (or was regenerated), 1 when one fails.
+"""
+
+from __future__ import annotations
+
+from patchq import testing
+from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
+
+SCHEMA = "patchq.test/1"
+
+
+def run(series_dir: str | None, patches: list[str], regen: bool, releases: str | None) -> tuple[dict, int]:
+    """Verify (or regenerate) the goldens of ``patches`` (default: all). Returns (document, exit code).
+
+    Raises:
+        UsageError: an unknown patch id, or ``--releases`` without ``--regen``.
+        SeriesError: no series.
+    """
+    loc = testing.locate(None, series_dir)
+    loaded = testing.load_series(loc)
+    known = loaded.all_patch_ids()
+    unknown = [p for p in patches if p not in known]
+    if unknown:
+        raise UsageError(f"unknown patch(es) {', '.join(unknown)}; known: {', '.join(known)}")
+    if releases and not regen:
+        raise UsageError("--releases goes with --regen (the releases to record)")
+    wanted = None
+    if releases:
+        from patchq.dist import releases as rel
+
+        wanted = ([v.strip() for v in releases.split(",") if v.strip()] if _is_list(releases)
+                  else [str(v) for v in rel.filter_releases(sorted(rel.cached_wheels()), releases)])
+    cases = testing.cases(location=loc, patches=patches or None)
+    if wanted is not None:  # record exactly these releases
+        cases = [testing.Case(loc, pid, None) for pid in dict.fromkeys(c.patch_id for c in cases)]
+    rows = []
+    for case in cases:
+        out = testing.run_case(case, regen=regen, releases=wanted)
+        rows.append({"patch": case.patch_id, "release": case.release, "status": out.status,
+                     "ok": out.ok, "problems": out.problems, "written": out.written})
+    ok = all(r["ok"] for r in rows)
+    doc = {"schema": SCHEMA, "ok": ok, "regen": regen, "series": loc.as_json(),
+           "goldens": str(testing.goldens_root(loc)), "cases": rows}
+    return doc, EXIT_OK if ok else EXIT_PATCH_FAILED
+
+
+def _is_list(spec: str) -> bool:
+    return not any(op in spec for op in "<>=!~")
+
+
+def render_text(doc: dict) -> str:
+    """One line per case, then the problems."""
+    lines = [f"{'regenerate' if doc['regen'] else 'test'} goldens in {doc['goldens']} "
+             f"({doc['series']['dir']})"]
+    for r in doc["cases"]:
+        mark = "ok  " if r["ok"] else "FAIL"
+        wrote = f"  wrote {len(r['written'])} file(s)" if r["written"] else ""
+        lines.append(f"  {mark} {r['patch']}@{r['release'] or '-'}  {r['status'] or ''}{wrote}")
+        lines += [f"       {line}" for p in r["problems"] for line in p.splitlines()]
+    failed = sum(not r["ok"] for r in doc["cases"])
+    lines.append(f"{len(doc['cases'])} case(s), {failed} failed")
+    return "\n".join(lines) + "\n"

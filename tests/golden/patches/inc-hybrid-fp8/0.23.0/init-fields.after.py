@@ -1,0 +1,48 @@
+def __init__(
+    self,
+    weight_bits: int,
+    group_size: int,
+    sym: bool = True,
+    packing_format: str = "auto_round:auto_gptq",
+    block_name_to_quantize: str | list[str] | None = None,
+    extra_config: dict[str, Any] | None = None,
+    data_type: str = "int",
+    backend: str = "auto",
+) -> None:
+    super().__init__()
+    if weight_bits not in self.SUPPORTED_BITS:
+        raise ValueError(
+            f"Unsupported weight_bits: {weight_bits}, "
+            f"currently only support {self.SUPPORTED_BITS}."
+        )
+    if data_type not in self.SUPPORTED_DTYPES:
+        raise ValueError(
+            f"Unsupported data_type: {data_type},"
+            f" currently only support  {self.SUPPORTED_DTYPES}."
+        )
+    if packing_format not in self.SUPPORTED_FORMATS:
+        raise ValueError(
+            f"Unsupported packing_format: {packing_format}, "
+            f"currently only support {self.SUPPORTED_FORMATS}."
+        )
+    if backend not in self.SUPPORTED_BACKENDS:
+        raise ValueError(
+            f"Unsupported backend: {backend},  "
+            f"currently only support {self.SUPPORTED_BACKENDS}."
+        )
+
+    self.weight_bits = weight_bits
+    self.group_size = group_size
+    self.sym = sym
+    self.packing_format = packing_format
+    self.block_name_to_quantize = (
+        block_name_to_quantize.split(",")
+        if isinstance(block_name_to_quantize, str)
+        else block_name_to_quantize
+    )
+    self.extra_config = extra_config
+    self.data_type = data_type
+    self.backend = backend
+    self.pack_factor = Fraction(32, weight_bits)
+    self.fp8_config = None  # patchq inc-hybrid-fp8
+    self.fp8_layers: set[str] = set()

@@ -1,0 +1,232 @@
+"""Adopting patchq for another patch stack: init, new, edit/record, fingerprint, test (real vLLM 0.23.0)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+
+from support import REPO, record_hashes, run_cli, sha256_path
+
+
+def _init(tmp_path):
+    repo = tmp_path / "stack"
+    res = run_cli("init", str(repo), "--json")
+    assert res.rc == 0, res.stderr
+    assert {os.path.relpath(w, repo) for w in res.json["written"]} == {
+        "patchq.toml", "series/profiles.toml", "series/example_quiet_logger.py",
+        "anchors/example-quiet-logger.toml", "tests/test_patches.py", ".github/workflows/patchq.yml",
+        "README.md", ".gitignore"}
+    return repo
+
+
+def _hand_edit(path, old, new):
+    """Edit an installed file the way an editor does (a new inode: the cached install stays intact)."""
+    text = path.read_text()
+    assert old in text
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text.replace(old, new, 1))
+    os.replace(tmp, path)
+
+
+def test_init_example_applies_and_its_test_passes(tmp_path):
+    repo = _init(tmp_path)
+    assert run_cli("init", str(repo)).rc == 2  # never overwrites
+    check = run_cli("check", "--profile", "example", "--vllm", "0.23.0", "--series", str(repo), "--json")
+    assert [p["status"] for p in check.json["patches"]] == ["applies"]
+    regen = run_cli("test", "--regen", "--releases", "0.23.0", "--series", str(repo), "--json")
+    assert regen.rc == 0 and regen.json["cases"][0]["written"]
+    golden = repo / "tests/goldens/example-quiet-logger/0.23.0/get-logger.after.py"
+    assert 'if name == "vllm.example.quiet":' in golden.read_text()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+                          cwd=repo, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
+    # a changed patch fails its golden test, naming the definition
+    mod = repo / "series/example_quiet_logger.py"
+    mod.write_text(mod.read_text().replace("logger.disabled = True", "logger.disabled = False"))
+    bad = run_cli("test", "--series", str(repo), "--json")
+    assert bad.rc == 1 and "get-logger.after.py differs from its golden" in bad.json["cases"][0]["problems"][0]
+    # pytest --patchq-regen (the plugin's option) records the new result; then everything passes
+    regen2 = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--patchq-regen", "tests"],
+                            cwd=repo, capture_output=True, text=True)
+    assert regen2.returncode == 0, regen2.stdout
+    assert "logger.disabled = False" in golden.read_text()
+    assert run_cli("test", "--series", str(repo)).rc == 0
+
+
+def test_new_scaffolds_a_patch_that_applies(tmp_path):
+    repo = _init(tmp_path)
+    res = run_cli("new", "pad-note", "--at", "vllm.v1.core.kv_cache_utils:unify_kv_cache_spec_page_size",
+                  "--node", "new_spec = replace(layer_spec, block_size=new_block_size)", "--series", str(repo), "--json")
+    assert res.rc == 0, res.stderr
+    anchors = tomllib.loads((repo / "anchors/pad-note.toml").read_text())["anchors"]
+    assert anchors == {"target": {"module": "vllm.v1.core.kv_cache_utils", "count": 1,
+                                  "qualname": "unify_kv_cache_spec_page_size",
+                                  "node": "new_spec = replace(layer_spec, block_size=new_block_size)"}}
+    profiles = tomllib.loads((repo / "series/profiles.toml").read_text())["profiles"]
+    assert profiles["default"]["patches"] == ["pad-note"]
+    assert run_cli("new", "pad-note", "--at", "vllm.x:y", "--series", str(repo)).rc == 2
+    fp = run_cli("fingerprint", "--patch", "pad-note", "--releases", "0.23.0,0.24.0", "--series", str(repo), "--json")
+    assert fp.rc == 0 and fp.json["changed"] == [str(repo / "anchors/pad-note.toml")]
+    table = tomllib.loads((repo / "anchors/pad-note.toml").read_text())["anchors"]["target"]["fingerprints"]
+    assert table == {"0.23.0": "ee6c706d66eb7d5e", "0.24.0": "49c49d48d0c0092d"}
+    check = run_cli("check", "--profile", "default", "--vllm", "0.23.0", "--series", str(repo), "--json")
+    assert [p["status"] for p in check.json["patches"]] == ["applies"]
+
+
+def test_fingerprint_records_only_inside_the_range(tmp_path):
+    repo = _init(tmp_path)
+    mod = repo / "series/example_quiet_logger.py"
+    mod.write_text(mod.read_text().replace('applies=">=0.15"', 'applies=">=0.24"'))
+    anchors = repo / "anchors/example-quiet-logger.toml"
+    anchors.write_text(anchors.read_text().split("[anchors.get-logger.fingerprints]")[0])
+    res = run_cli("fingerprint", "--releases", "0.23.0,0.24.0", "--series", str(repo), "--json")
+    assert res.rc == 0
+    fps = tomllib.loads(anchors.read_text())["anchors"]["get-logger"]["fingerprints"]
+    assert fps == {"0.24.0": "dc32b1a00eb7242b"}
+
+
+def test_record_in_place_hand_edit(tmp_path, site):
+    repo = _init(tmp_path)
+    logger = site / "vllm/logger.py"
+    _hand_edit(logger, "    logger = logging.getLogger(name)\n",
+               "    logger = logging.getLogger(name)\n    if name.startswith(\"vllm.noisy\"):\n"
+               "        logger.setLevel(logging.WARNING)\n")
+    edited = logger.read_text()
+    res = run_cli("record", "quiet-noisy", "--site-packages", str(site), "--series", str(repo), "--json")
+    assert res.rc == 0, res.stdout + res.stderr
+    assert res.json["files"] == ["vllm/logger.py"] and res.json["environment"]["action"] == "applied"
+    assert [a["qualname"] for a in res.json["import"]["anchors"]] == ["init_logger"]
+    kept = res.json["environment"]["apply"]["foreign_kept"]["vllm/logger.py"]
+    assert open(kept).read() == edited  # the hand edit is kept
+    status = run_cli("status", "--site-packages", str(site), "--series", str(repo), "--json")
+    assert status.rc == 0
+    assert {p["id"]: p["status"] for p in status.json["patches"]}["quiet-noisy"] == "applied"
+    # the patched file is the hand edit plus the sentinel line
+    lines = [ln for ln in logger.read_text().splitlines(True) if not ln.startswith("# patchq:quiet-noisy:")]
+    assert "".join(lines) == edited
+    check = run_cli("check", "--profile", "default", "--site-packages", str(site), "--series", str(repo), "--json")
+    assert [(p["id"], p["status"]) for p in check.json["patches"]] == [("quiet-noisy", "applies")]
+    revert = run_cli("revert", "--all", "--site-packages", str(site), "--series", str(repo))
+    assert revert.rc == 0 and sha256_path(logger) == record_hashes(site)["vllm/logger.py"]
+
+
+def test_record_no_apply_restores_pristine(tmp_path, site):
+    repo = _init(tmp_path)
+    logger = site / "vllm/logger.py"
+    _hand_edit(logger, "    logger = logging.getLogger(name)\n",
+               "    logger = logging.getLogger(name)\n    logger.propagate = False\n")
+    res = run_cli("record", "no-prop", "--no-apply", "--site-packages", str(site), "--series", str(repo), "--json")
+    assert res.rc == 0, res.stdout + res.stderr
+    assert res.json["environment"]["action"] == "restored"
+    assert sha256_path(logger) == record_hashes(site)["vllm/logger.py"]
+
+
+def test_edit_working_copy_then_record_and_refine(tmp_path, site):
+    repo = _init(tmp_path)
+    res = run_cli("edit", "tune", "--file", "vllm.logger", "--site-packages", str(site), "--series", str(repo), "--json")
+    assert res.rc == 0, res.stderr
+    copy = repo / ".patchq-edit/tune/vllm/logger.py"
+    assert res.json["files"] == [{"path": "vllm/logger.py", "edit": str(copy), "base": "pristine"}]
+    assert copy.read_bytes() == (site / "vllm/logger.py").read_bytes()
+    assert run_cli("record", "tune", "--site-packages", str(site), "--series", str(repo)).rc == 2  # no change yet
+    copy.write_text(copy.read_text().replace("    logger = logging.getLogger(name)\n",
+                                             "    logger = logging.getLogger(name)\n    logger.propagate = False\n", 1))
+    rec = run_cli("record", "tune", "-p", "extra", "--site-packages", str(site), "--series", str(repo), "--json")
+    assert rec.rc == 0, rec.stdout + rec.stderr
+    assert rec.json["environment"]["action"] == "untouched" and not copy.exists()
+    assert sha256_path(site / "vllm/logger.py") == record_hashes(site)["vllm/logger.py"]
+    # refine: the working copy starts from the patch's result; recording replaces the patch
+    again = run_cli("edit", "tune", "--site-packages", str(site), "--series", str(repo), "--json")
+    assert again.json["files"][0]["base"] == "patched" and "logger.propagate = False" in copy.read_text()
+    copy.write_text(copy.read_text().replace("logger.propagate = False", "logger.propagate = True"))
+    rec2 = run_cli("record", "tune", "--apply", "--site-packages", str(site), "--series", str(repo), "--json")
+    assert rec2.rc == 0, rec2.stdout + rec2.stderr
+    assert "logger.propagate = True" in (site / "vllm/logger.py").read_text()
+    assert "logger.propagate = False" not in (site / "vllm/logger.py").read_text()
+    profiles = tomllib.loads((repo / "series/profiles.toml").read_text())["profiles"]
+    assert profiles["extra"]["patches"] == ["tune"] and profiles["default"]["patches"] == []
+    assert rec2.json["profile"] == "extra"
+
+
+def test_cache_sizes_prune_and_clean(tmp_path):
+    cache = tmp_path / "cache"  # never the shared cache
+    for v, size in (("0.23.0", 10), ("0.24.0", 20), ("0.26.0", 40)):
+        (cache / "wheels").mkdir(parents=True, exist_ok=True)
+        (cache / "wheels" / f"vllm-{v}-cp38-abi3-manylinux_2_31_x86_64.whl").write_bytes(b"w" * size)
+        (cache / "releases" / v / "vllm").mkdir(parents=True)
+        (cache / "releases" / v / "vllm" / "x.py").write_bytes(b"t" * size)
+    (cache / "index").mkdir()
+    (cache / "index" / "vllm.json").write_bytes(b"{}")
+    env = {"PATCHQ_CACHE_DIR": str(cache)}
+    doc = run_cli("cache", "--json", env=env).json
+    assert [(r["version"], r["bytes"]) for r in doc["releases"]] == [("0.23.0", 20), ("0.24.0", 40), ("0.26.0", 80)]
+    assert doc["other"] == {"index": 2} and doc["total_bytes"] == 142
+    pruned = run_cli("cache", "prune", "--keep", "1", "--json", env=env).json
+    assert pruned["kept"] == ["0.26.0"] and [r["version"] for r in pruned["releases"]] == ["0.26.0"]
+    assert len(pruned["removed"]) == 4
+    assert run_cli("cache", "prune", "--keep", "-1", env=env).rc == 2
+    cleaned = run_cli("cache", "clean", "--json", env=env).json
+    assert cleaned["total_bytes"] == 0 and list(cache.iterdir()) == []
+
+
+def _serve_sh(*args, cwd, env=None):
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ")}
+    full.update({"PATCHQ": str(os.path.join(os.path.dirname(sys.executable), "patchq")), **(env or {})})
+    return subprocess.run(["bash", str(REPO / "runtime/serve.sh"), *args], cwd=cwd, env=full,
+                          capture_output=True, text=True)
+
+
+def test_serve_flags_per_profile_and_dry_run(tmp_path):
+    spark = run_cli("serve-args", "--profile", "mtp", "--json", env={"NUM_SPEC_TOKENS": "3"}).json
+    assert spark["args"][-2:] == ["--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']
+    dry = _serve_sh("--dry-run", "dense", "--", "--seed", "1", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    assert lines[:2] == ["export PATCHQ_EXPECT_PROFILE=dense", "export PATCHQ_STRICT=1"]
+    assert lines[2].split()[1:] == ["apply", "--profile", "dense"]
+    assert lines[3].startswith("exec vllm serve /model ") and lines[3].endswith(
+        """--speculative-config '{"method":"dflash","model":"/drafter","num_speculative_tokens":12,"""
+        """"attention_backend":"FLASH_ATTN"}' --seed 1""")
+    # a user's profile serves with its own table, found through its patchq.toml
+    repo = _init(tmp_path)
+    mine = _serve_sh("--dry-run", "example", cwd=repo, env={"LOG_LEVEL": "DEBUG"})
+    assert mine.returncode == 0, mine.stderr
+    assert "export VLLM_LOGGING_LEVEL=DEBUG" in mine.stdout.splitlines()
+    assert mine.stdout.splitlines()[-1].endswith("--enable-prefix-caching --enforce-eager")
+    assert _serve_sh("--dry-run", "nope", cwd=repo).returncode == 2
+    assert "--dry-run" in _serve_sh("--help", cwd=repo).stdout
+
+
+def test_patch_option_pushes_and_pops_one_patch(site):
+    sp = ("--site-packages", str(site))
+    assert run_cli("apply", "--patch", "unify-kv-page", *sp).rc == 0
+    pushed = run_cli("apply", "--patch", "fla-shmem", "--patch", "prefix-align", *sp, "--json").json
+    assert pushed["ok"] and pushed["added"] == ["fla-shmem", "prefix-align"]
+    status = run_cli("status", *sp, "--json").json
+    assert status["profile"] == "dflash"  # exactly dflash's patches now
+    popped = run_cli("revert", "--patch", "fla-shmem", *sp, "--json").json
+    assert popped["removed"] == ["fla-shmem"]
+    rows = {p["id"]: p["status"] for p in run_cli("status", *sp, "--json").json["patches"]}
+    assert rows == {"fla-shmem": "not-applied", "unify-kv-page": "applied", "prefix-align": "applied",
+                    "inc-hybrid-fp8": "not-applied", "int8-lmhead": "not-applied"}
+    check = run_cli("check", "--patch", "prefix-align", "--vllm", "0.28.0", "--json").json
+    assert [(p["id"], p["status"]) for p in check["patches"]] == [("prefix-align", "upstreamed")]
+    diff = run_cli("diff", "--patch", "fla-shmem", "--vllm", "0.23.0")
+    assert diff.stdout == (REPO / "series/diffs/0.23.0/fla-shmem.diff").read_text()
+    assert run_cli("apply", "--patch", "nope", *sp).rc == 2
+    assert run_cli("apply", *sp).rc == 2
+
+
+def test_record_refuses_an_edit_that_does_not_parse(tmp_path, site):
+    repo = _init(tmp_path)
+    assert run_cli("edit", "broken", "--file", "vllm/logger.py", "--site-packages", str(site),
+                   "--series", str(repo)).rc == 0
+    copy = repo / ".patchq-edit/broken/vllm/logger.py"
+    copy.write_text(copy.read_text().replace("    logger = logging.getLogger(name)\n",
+                                             "    logger = logging.getLogger(name)\n      oops = 1\n", 1))
+    res = run_cli("record", "broken", "--site-packages", str(site), "--series", str(repo))
+    assert res.rc == 1 and "vllm/logger.py" in res.stderr and "not valid Python (unexpected indent)" in res.stderr
+    assert not (repo / "series/broken.py").exists() and not (repo / "anchors/broken.toml").exists()
