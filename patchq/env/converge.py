@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from patchq.plan import engine
-from patchq.errors import ForeignEditError, PatchqError, ReadOnlyError, StateError
+from patchq.errors import ForeignEditError, PatchqError, PlanFailed, ReadOnlyError, StateError
 from patchq.env.fsutil import fsync_dir
 from patchq.hashing import sha256_file
 from patchq.model import Patch
@@ -50,15 +50,6 @@ class ConvergeResult:
     noop: bool = False
     foreign_kept: dict[str, str] = field(default_factory=dict)
     recovered: list[str] = field(default_factory=list)
-
-
-class PlanFailed(PatchqError):
-    """One or more patches failed in the plan; nothing was written."""
-
-    def __init__(self, plan: engine.Plan) -> None:
-        self.plan = plan
-        names = ", ".join(f"{r.patch_id} ({r.reason})" for r in plan.failures())
-        super().__init__(f"{len(plan.failures())} patch(es) failed, nothing written: {names}")
 
 
 def _file_state(target: CodeSource, state: StateDir, journal: Journal, relpath: str) -> tuple[str, str | None]:
