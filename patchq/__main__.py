@@ -25,9 +25,10 @@ def dispatch(argv: list[str]) -> int | None:
         return run.main(argv[1:])
     if argv == ["--version"]:
         from patchq import __version__
+        from patchq.errors import EXIT_OK
 
         sys.stdout.write(f"patchq {__version__}\n")
-        return 0
+        return EXIT_OK
     from patchq import fastpath
 
     code = fastpath.try_fast(argv)
