@@ -101,7 +101,9 @@ def apply(
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Apply a profile's patches (validated in memory first; idempotent)."""
+    """Apply a profile's patches (validated first; idempotent).
+
+    The whole profile is validated in memory before anything is written."""
     from patchq.commands import apply as cmd
 
     doc, code = cmd.apply(_target(site_packages, python), _series(series_dir), profile)
@@ -136,7 +138,10 @@ def status(
     runtime: bool = typer.Option(False, "--runtime", help="the patches live in running `patchq run` processes, per pid"),
     as_json: bool = Json,
 ) -> None:
-    """Which patches are live (applied / not-applied / stale / foreign) and each file's state."""
+    """Which patches are live, and the state of each target file.
+
+    Per patch: applied, not-applied, stale or foreign; per file: pristine, patched or
+    modified. Exit 7 on drift."""
     from patchq.commands import status as cmd
 
     if runtime:
@@ -154,7 +159,9 @@ def run(
     as_json: bool = Json,
     command: Optional[list[str]] = typer.Argument(None, help="the command (after --)"),
 ) -> None:
-    """Run COMMAND with the profile patched in at import time (site-packages untouched)."""
+    """Run COMMAND with the profile live at import time.
+
+    site-packages is untouched; `patchq run --help` has the details."""
     from patchq.commands import run as cmd
 
     argv = ["--profile", profile]
@@ -178,7 +185,9 @@ def diff(
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """The unified diff of what apply changes (or changed), paths relative to site-packages."""
+    """The unified diff of what apply changes (or changed).
+
+    Paths are relative to site-packages (git apply, patch -p1)."""
     from patchq.errors import UsageError
 
     if write:  # one validated diff per patch (patchq/commands/diffwrite.py)
@@ -208,7 +217,9 @@ def check(
     no_diff: bool = typer.Option(False, "--no-diff", help="do not print the drift diffs"),
     as_json: bool = Json,
 ) -> None:
-    """Dry-run a profile on a vLLM: each patch's status, reason, locations and upstream drift."""
+    """Dry-run a profile on a vLLM: per patch its status and why.
+
+    With each anchor's location and the upstream drift of its definition."""
     from patchq.commands import check as cmd
     from patchq.compat.check import target_for
     from patchq.errors import UsageError
@@ -233,7 +244,9 @@ def matrix(
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Check every profile on every release: JSON, Markdown and HTML grids, cell by cell explained."""
+    """Check every profile on every release: JSON, Markdown, HTML.
+
+    Each cell explained, with the deepest evidence level reached."""
     from patchq.commands import matrix as cmd
 
     doc, paths, code = cmd.run(releases, profiles, out, series_dir=series_dir, workers=workers,
@@ -243,7 +256,7 @@ def matrix(
 
 # -- upstream tracking, rebase and import (patchq/commands/upstream.py, rebase.py, import_.py)
 
-upstream_app = typer.Typer(help="A git history of vLLM releases, and what upstream changed under a patch.",
+upstream_app = typer.Typer(help="A git history of vLLM releases; what changed under a patch.",
                            no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(upstream_app, name="upstream")
 UpstreamRepo = opt(None, "--repo", help="an existing vLLM clone (vX.Y.Z tags) instead of the releases history",
@@ -257,7 +270,7 @@ def upstream_sync(
     repo: Optional[str] = UpstreamRepo,
     as_json: bool = Json,
 ) -> None:
-    """Commit each release's vllm/**/*.py, in release order, tagged vX.Y.Z (incremental)."""
+    """Commit each release's vllm/**/*.py, tagged vX.Y.Z (incremental)."""
     from patchq.commands import upstream as cmd
 
     _finish(*cmd.sync(releases, repo), as_json, report.sync_text)
@@ -273,7 +286,7 @@ def upstream_log(
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Releases where each anchored definition changed (by fingerprint), with its diff."""
+    """Releases where each anchored definition changed, with its diff."""
     from patchq.commands import upstream as cmd
 
     doc, code = cmd.log(_series(series_dir), patch, releases, repo, commits)
@@ -293,7 +306,9 @@ def rebase(
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Carry each patch to another release: node-scoped three-way merges (git merge-file)."""
+    """Carry each patch to another release by three-way merges.
+
+    Node-scoped: one git merge-file per anchored definition."""
     from patchq.commands import rebase as cmd
 
     s = _series(series_dir)
@@ -311,7 +326,9 @@ def import_cmd(
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Turn a unified diff into an anchored, node-scoped patch (series/<id>.py + anchors/<id>.toml)."""
+    """Turn a unified diff into an anchored patch.
+
+    Writes series/<id>.py and anchors/<id>.toml: node-scoped edits."""
     from patchq.commands import import_ as cmd
 
     _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force), as_json, report.import_text)
