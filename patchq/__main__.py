@@ -1,7 +1,7 @@
 """Entry point of the ``patchq`` console script.
 
-``apply`` when nothing needs to change, and ``status``, are answered by
-:mod:`patchq.fastpath` with the standard library only (they run at every server
+``apply`` when nothing needs to change, ``status`` and ``list`` are answered by
+:mod:`patchq.fastpath` with the standard library (and packaging, for list) only (they run at every server
 start); ``run`` goes straight to :mod:`patchq.commands.run` (it execs the command);
 ``--version`` is answered here; everything else goes to the typer app in
 :mod:`patchq.cli`. All of them run inside :func:`patchq.edge.guard`, the one place

@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
-import traceback
-from typing import Callable, Sequence
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
+if TYPE_CHECKING:
+    from typing import Callable, Sequence
 
 from patchq.errors import (EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
                            PatchqError, SeriesError)
@@ -80,6 +81,8 @@ def write_log(exc: BaseException, argv: Sequence[str]) -> str:
         OSError: neither directory is writable.
     """
     import tempfile
+    import time
+    import traceback
 
     from patchq import __version__
 

@@ -8,9 +8,10 @@ turns them into a line on stderr (or the JSON error document) and an exit status
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path imports this)
 if TYPE_CHECKING:  # the planner imports libcst; this module stays stdlib-only
+    from typing import Any
+
     from patchq.plan.engine import Plan
 
 # Exit codes (documented in README.md; stable: CI and scripts read them).

@@ -1,4 +1,4 @@
-"""The fast path: ``status``, and ``apply`` (a no-op without parsing anything).
+"""The fast path: ``status``, ``list``, and ``apply`` (a no-op without parsing anything).
 
 ``patchq apply --profile P`` runs at every server start; when the environment already
 carries P it must cost about an interpreter start. This module answers with the
@@ -57,12 +57,20 @@ def _roots(opts: dict) -> tuple[str, str, str] | None:
 
 
 def try_fast(argv: list[str]) -> int | None:
-    """Answer ``argv`` on the fast path; return the exit code, or None to defer."""
-    if not argv or argv[0] not in ("apply", "status"):
+    """Answer ``argv`` on the fast path; return the exit code, or None to defer.
+
+    Raises:
+        PatchqError: from ``list`` and a real ``apply`` (reported by :func:`patchq.edge.guard`).
+    """
+    if not argv or argv[0] not in ("apply", "status", "list"):
         return None
     opts = _parse(argv[1:])
     if opts is None:
         return None
+    if argv[0] == "list":  # typer alone costs more than the listing
+        if set(opts) - {"json", "series"}:
+            return None
+        return _list(opts)
     roots = _roots(opts)
     if roots is None:
         return None
@@ -128,6 +136,15 @@ def _emit_noop(doc: dict, as_json: bool) -> int:
 
         sys.stdout.write(noop_apply_text(doc["vllm"]["version"], doc["profile"]) + "\n")
     return EXIT_OK
+
+
+def _list(opts: dict) -> int:
+    from patchq import report
+    from patchq.commands import list_
+
+    doc, code = list_.run(opts.get("series"))
+    report.emit_json(doc) if opts["json"] else report.emit_text(report.list_text(doc))
+    return code
 
 
 def _apply(opts: dict, series_root: str) -> int:

@@ -3,25 +3,23 @@ for a person is made here, from the command's document.
 
 The JSON documents are the CLI's contract for CI and other tools; their schemas are
 documented in README.md ("JSON output") and versioned by the ``schema`` field. Standard
-library only (the fast path renders through it); text is plain, wrapped to the terminal
+library only, imported where used (the fast path renders through it); text is plain, wrapped to the terminal
 width (``$COLUMNS``), never cut: file names and line numbers stay whole.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-import textwrap
-from dataclasses import asdict
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the planner imports libcst; rendering must not
     from patchq.plan.engine import Plan
 
 
 def patch_rows(plan: "Plan") -> list[dict]:
     """One dict per patch result of a plan (``patches`` in every document)."""
+    from dataclasses import asdict
+
     rows = []
     for r in plan.results:
         row = asdict(r)
@@ -46,12 +44,16 @@ def emit_text(text: str, err: bool = False) -> None:
 
 def width() -> int:
     """The terminal width (``$COLUMNS`` first; 80 when not a terminal), at least 40."""
+    import shutil
+
     return max(40, shutil.get_terminal_size((80, 24)).columns)
 
 
 def _wrap(text: str, indent: int, first: str = "", cols: int | None = None) -> list[str]:
     """``first`` + ``text`` wrapped at ``cols``, continuation lines indented by ``indent``;
     words (paths, ``file:line``) are never broken."""
+    import textwrap
+
     cols = cols or width()
     return textwrap.wrap(first + text, cols, initial_indent="", subsequent_indent=" " * indent,
                          break_long_words=False, break_on_hyphens=False) or [first.rstrip()]

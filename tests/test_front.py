@@ -240,7 +240,7 @@ def test_list_reads_declarations_without_libcst(tiny):
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "patchq", "list"], cwd=REPO, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "libcst" not in proc.stderr and "typer" in proc.stderr
+    assert "libcst" not in proc.stderr and "typer" not in proc.stderr  # the fast path answers list
     lines = proc.stdout.splitlines()
     assert all(len(line) <= 60 for line in lines), proc.stdout
     assert "    >=0.1,<1  edit: x" in lines
