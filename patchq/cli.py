@@ -28,6 +28,19 @@ app = typer.Typer(
 )
 
 
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line names arguments as click does (``FILE``, ``[COMMAND]...``),
+    not typer's ``{FILE}``."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = param.metavar or param.name.upper()
+                pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
+        return pieces
+
+
 def _nonempty(value):
     """Option callback: an empty value (``--site-packages ""``) is a usage error (exit 2)."""
     values = value if isinstance(value, (list, tuple)) else [value]
@@ -149,7 +162,7 @@ def status(
     _finish(*cmd.run(site_packages, python, series_dir), as_json, report.status_text)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(cls=_Command, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(
     profile: str = opt(..., "--profile", "-p", help="profile to make live at import time", metavar="NAME"),
     site_packages: Optional[str] = SitePackages,
@@ -157,7 +170,7 @@ def run(
     series_dir: Optional[str] = SeriesDir,
     print_env: bool = typer.Option(False, "--print-env", help="print the environment as export lines; run nothing"),
     as_json: bool = Json,
-    command: Optional[list[str]] = typer.Argument(None, help="the command (after --)"),
+    command: Optional[list[str]] = typer.Argument(None, help="the command (after --)", metavar="COMMAND"),
 ) -> None:
     """Run COMMAND with the profile live at import time.
 
@@ -276,9 +289,9 @@ def upstream_sync(
     _finish(*cmd.sync(releases, repo), as_json, report.sync_text)
 
 
-@upstream_app.command("log")
+@upstream_app.command("log", cls=_Command)
 def upstream_log(
-    patch: str = typer.Argument(..., help="patch id", callback=_nonempty),
+    patch: str = typer.Argument(..., help="patch id", metavar="PATCH", callback=_nonempty),
     releases: Optional[str] = opt(None, "--releases", help="among the tagged releases (default: all)", metavar="SPEC"),
     repo: Optional[str] = UpstreamRepo,
     commits: Optional[bool] = typer.Option(None, "--commits/--no-commits", help="list commits between tags (default: with --repo)"),
@@ -315,9 +328,10 @@ def rebase(
     _finish(*cmd.run(s, to, from_, cmd.check_ids(s, patch), write, workdir, resume), as_json, report.rebase_text)
 
 
-@app.command("import")
+@app.command("import", cls=_Command)
 def import_cmd(
-    file: str = typer.Argument(..., help="a unified diff (git, quilt or patch-package format)", callback=_nonempty),
+    file: str = typer.Argument(..., help="a unified diff (git, quilt or patch-package format)", metavar="FILE",
+                               callback=_nonempty),
     id_: str = opt(..., "--id", help="the new patch's id (kebab-case)", metavar="ID"),
     release: Optional[str] = opt(None, "--release", help="the release the diff was made against (default: guessed)",
                                  metavar="VERSION"),
