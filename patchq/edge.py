@@ -137,6 +137,9 @@ def _click_usage(exc: BaseException) -> tuple[str, int] | None:
     shape), else None."""
     if type(exc).__name__ == "Abort":
         return "aborted", 1
+    if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `patchq` / `patchq upstream`: the help
+        sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
+        return "", EXIT_USAGE
     fmt = getattr(exc, "format_message", None)
     code = getattr(exc, "exit_code", None)
     if fmt is None or not isinstance(code, int):

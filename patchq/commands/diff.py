@@ -18,13 +18,18 @@ def applied_profile(site_packages: str | None, python: str | None) -> str:
     """The profile the installed environment carries, from its journal.
 
     Raises:
-        UsageError: no profile is applied there. TargetNotFound: no vLLM there.
-        StateError: the journal is damaged.
+        UsageError: no vLLM there, or no profile applied in it. StateError: the journal
+            is damaged.
     """
     from patchq.dist import sources
     from patchq.env.status import read_journal, state_root
 
-    target = sources.installed(site_packages, python)
+    from patchq.errors import TargetNotFound
+
+    try:
+        target = sources.installed(site_packages, python)
+    except TargetNotFound as exc:
+        raise UsageError(f"give --profile NAME ({exc}, so no applied profile to default to)") from None
     profile = read_journal(state_root(str(target.root))).get("profile")
     if not profile:
         raise UsageError(f"no profile is applied in {target.root}: give --profile NAME")
