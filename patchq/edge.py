@@ -135,8 +135,8 @@ def series_error(exc: BaseException) -> SeriesError | None:
 def _click_usage(exc: BaseException) -> tuple[str, int] | None:
     """(message, exit code) of a click exception (typer may vendor click: matched by
     shape), else None."""
-    if type(exc).__name__ == "Abort":
-        return "aborted", 1
+    if type(exc).__name__ == "Abort":  # click's form of Ctrl-C inside a command
+        return "interrupted", EXIT_INTERRUPTED
     if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `patchq` / `patchq upstream`: the help
         sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
         return "", EXIT_USAGE
@@ -164,7 +164,8 @@ def report_error(message: str, code: int, as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps({"ok": False, "error": message, "exit_code": code}, indent=2) + "\n")
     elif message:
-        sys.stderr.write(f"patchq: error: {message}\n")
+        flat = " ".join(part.strip() for part in message.splitlines() if part.strip())
+        sys.stderr.write(f"patchq: error: {flat}\n")  # one line, always
     return code
 
 
