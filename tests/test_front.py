@@ -171,6 +171,10 @@ def test_run_print_env_json(tiny):
     assert out.json["schema"] == "patchq.run-env/1" and out.json["ok"] and out.json["profile"] == "good"
     assert list(out.json["env"]) == ["PYTHONPATH", "PATCHQ_RUNTIME_MANIFEST", "PATCHQ_RUNTIME_DIR",
                                      "PATCHQ_EXPECT_PROFILE", "PATCHQ_STRICT", "VLLM_CACHE_ROOT"]
+    failed = run_cli("run", "--profile", "nope", "--site-packages", tiny["site"], "--json", "--", "true",
+                     env=tiny["env"])
+    assert failed.rc == 2 and failed.json["exit_code"] == 2 and not failed.json["ok"], failed
+    assert "unknown profile 'nope'" in failed.json["error"] and failed.stderr == ""
 
 
 # -- the fast path serves one profile --------------------------------------------------
