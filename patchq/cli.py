@@ -1,10 +1,11 @@
 """The ``patchq`` command line (typer): declarations only.
 
 Each verb parses its options, calls one function in :mod:`patchq.commands` that returns
-(document, exit code), and prints the document (``--json``) or its rendering from
-:mod:`patchq.report` (:func:`_finish`, printed by :func:`main` after click returns). Errors are not handled here: every exception
-goes up to :func:`patchq.edge.guard`, the one place that turns it into a line (or the
-JSON error document) and an exit code (README, "Exit codes"; :mod:`patchq.errors`).
+(document, exit code), and hands the document to :func:`_finish`; :func:`main` prints it
+(``--json``) or its rendering from :mod:`patchq.report` once click has returned. Errors
+are not handled here: every exception goes up to :func:`patchq.edge.guard`, the one
+place that turns it into a line (or the JSON error document) and an exit code (README,
+"Exit codes"; :mod:`patchq.errors`).
 
 Help is plain click text (no rich): ``patchq --help`` costs an interpreter start and typer.
 """
@@ -148,7 +149,8 @@ def status(
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
-    runtime: bool = typer.Option(False, "--runtime", help="the patches live in running `patchq run` processes, per pid"),
+    runtime: bool = typer.Option(False, "--runtime",
+                                 help="the patches live in running `patchq run` processes, per pid"),
     as_json: bool = Json,
 ) -> None:
     """Which patches are live, and the state of each target file.
@@ -194,7 +196,8 @@ def diff(
     vllm: Optional[str] = opt(None, "--vllm", "--release", help="a release from PyPI instead of the installed vLLM",
                               metavar="VERSION"),
     source: Optional[str] = opt(None, "--source", help="a vLLM source tree instead", metavar="DIR"),
-    write: bool = typer.Option(False, "--write", help="with --release: store each patch's diff in series/diffs/VERSION/"),
+    write: bool = typer.Option(False, "--write",
+                               help="with --release: store each patch's diff in series/diffs/VERSION/"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
@@ -294,7 +297,8 @@ def upstream_log(
     patch: str = typer.Argument(..., help="patch id", metavar="PATCH", callback=_nonempty),
     releases: Optional[str] = opt(None, "--releases", help="among the tagged releases (default: all)", metavar="SPEC"),
     repo: Optional[str] = UpstreamRepo,
-    commits: Optional[bool] = typer.Option(None, "--commits/--no-commits", help="list commits between tags (default: with --repo)"),
+    commits: Optional[bool] = typer.Option(None, "--commits/--no-commits",
+                                           help="list commits between tags (default: with --repo)"),
     no_diff: bool = typer.Option(False, "--no-diff", help="do not print the definition diffs"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
@@ -312,7 +316,8 @@ def rebase(
     from_: Optional[str] = opt(None, "--from", help="the release to carry it from (default: last verified)",
                                metavar="VERSION"),
     patch: list[str] = opt([], "--patch", help="only this patch (repeatable; default: all)", metavar="ID"),
-    write: bool = typer.Option(False, "--write", help="record fingerprints, diffs, widened ranges; proposals to the work dir"),
+    write: bool = typer.Option(False, "--write",
+                               help="record fingerprints, diffs, widened ranges; proposals to the work dir"),
     workdir: Optional[str] = opt(None, "--workdir", help="where conflicts go (default: .patchq-rebase/ beside series/)",
                                  metavar="DIR"),
     resume: bool = typer.Option(False, "--continue", help="take the conflicts resolved by hand in the work dir"),

@@ -34,8 +34,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from patchq.errors import (EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, RunPlanFailed,  # noqa: F401 (RunPlanFailed: importable here)
-                           UsageError)
+from patchq.errors import EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, RunPlanFailed, UsageError
 
 #: One line for error messages (the rest of the usage is in ``patchq run --help``).
 USAGE_LINE = "usage: patchq run --profile NAME [options] [--] COMMAND [ARG...] (see `patchq run --help`)"
