@@ -27,7 +27,9 @@ from support import definition_source, golden_path, mask_sentinel_hashes  # noqa
 
 def regen(version: str) -> list[Path]:
     """Write the golden files of ``version``; returns the paths written (sorted)."""
-    from patchq import engine, series, sources
+    from patchq import series
+    from patchq.dist import sources
+    from patchq.plan import engine
 
     src = sources.release_source(version)
     s = series.load()

@@ -43,7 +43,9 @@ def expected(version: str) -> dict[Path, str]:
     Raises:
         SystemExit: a patch fails on ``version``.
     """
-    from patchq import engine, series, sources
+    from patchq import series
+    from patchq.dist import sources
+    from patchq.plan import engine
 
     src = sources.release_source(version)
     s = series.load()
