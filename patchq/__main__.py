@@ -1,9 +1,11 @@
 """Entry point of the ``patchq`` console script.
 
-``apply`` when nothing needs to change, and ``status``, are answered by
-:mod:`patchq.fastpath` with the standard library only (they run at every server
+``apply`` when nothing needs to change, ``status`` and ``list`` are answered by
+:mod:`patchq.fastpath` with the standard library (and packaging, for list) only (they run at every server
 start); ``run`` goes straight to :mod:`patchq.commands.run` (it execs the command);
-everything else goes to the typer app in :mod:`patchq.cli`.
+``--version`` is answered here; everything else goes to the typer app in
+:mod:`patchq.cli`. All of them run inside :func:`patchq.edge.guard`, the one place
+where an exception becomes an error line and an exit code.
 """
 
 from __future__ import annotations
@@ -11,20 +13,37 @@ from __future__ import annotations
 import sys
 
 
-def main() -> None:
-    """Console-script entry point."""
-    if sys.argv[1:2] == ["run"]:  # run execs the command: no typer, warm start parses nothing
+def dispatch(argv: list[str]) -> int | None:
+    """Run the command ``argv`` (without the program name); returns its exit code.
+
+    Raises:
+        PatchqError, or anything else: :func:`patchq.edge.guard` reports it.
+    """
+    if argv[:1] == ["run"]:  # run execs the command: no typer, warm start parses nothing
         from patchq.commands import run
 
-        sys.exit(run.main(sys.argv[2:]))
+        return run.main(argv[1:])
+    if argv == ["--version"]:
+        from patchq import __version__
+        from patchq.errors import EXIT_OK
+
+        sys.stdout.write(f"patchq {__version__}\n")
+        return EXIT_OK
     from patchq import fastpath
 
-    code = fastpath.try_fast(sys.argv[1:])
+    code = fastpath.try_fast(argv)
     if code is not None:
-        sys.exit(code)
+        return code
     from patchq.cli import main as cli_main
 
-    cli_main()
+    return cli_main(argv)
+
+
+def main() -> None:
+    """Console-script entry point: :func:`dispatch` inside :func:`patchq.edge.guard`."""
+    from patchq.edge import guard
+
+    sys.exit(guard(dispatch, sys.argv[1:]))
 
 
 if __name__ == "__main__":

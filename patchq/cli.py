@@ -1,20 +1,23 @@
-"""The ``patchq`` command line (typer). Each verb parses options, calls one function in
-:mod:`patchq.commands` (or the engine), renders its document, and exits with its code.
+"""The ``patchq`` command line (typer): declarations only.
 
-Exit codes (see :mod:`patchq.errors`): 0 ok; 1 a patch failed (nothing written);
-2 usage; 3 vLLM/release/tree not found; 4 foreign edit refused; 5 read-only target;
-6 state journal damaged; 7 status/check found drift (stale, foreign, modified).
+Each verb parses its options, calls one function in :mod:`patchq.commands` that returns
+(document, exit code), and hands the document to :func:`_finish`; :func:`main` prints it
+(``--json``) or its rendering from :mod:`patchq.report` once click has returned. Errors
+are not handled here: every exception goes up to :func:`patchq.edge.guard`, the one
+place that turns it into a line (or the JSON error document) and an exit code (README,
+"Exit codes"; :mod:`patchq.errors`).
+
+Help is plain click text (no rich): ``patchq --help`` costs an interpreter start and typer.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 
 from patchq import report
-from patchq.errors import EXIT_OK, EXIT_USAGE, PatchqError, UsageError
 
 app = typer.Typer(
     name="patchq",
@@ -22,21 +25,55 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
-SitePackages = typer.Option(None, "--site-packages", help="site-packages directory holding vllm")
-Python = typer.Option(None, "--python", help="interpreter of another environment")
-SeriesDir = typer.Option(None, "--series", help="series directory or series repo (default: $PATCHQ_SERIES, "
-                         "else patchq.toml / [tool.patchq] above the working directory, else the bundled series)")
+
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line names arguments as click does (``FILE``, ``[COMMAND]...``),
+    not typer's ``{FILE}``."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = param.metavar or param.name.upper()
+                pieces.append((name if param.required else f"[{name}]") + ("..." if param.nargs != 1 else ""))
+        return pieces
+
+
+def _nonempty(value):
+    """Option callback: an empty value (``--site-packages ""``) is a usage error (exit 2)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(v is not None and not str(v).strip() for v in values):
+        raise typer.BadParameter("must not be empty")
+    return value
+
+
+def opt(default, *names: str, help: str, metavar: str | None = None, **kw):
+    """A value option whose empty value is refused (see :func:`_nonempty`)."""
+    return typer.Option(default, *names, help=help, metavar=metavar, callback=_nonempty, **kw)
+
+
+SitePackages = opt(None, "--site-packages", help="site-packages directory holding vllm", metavar="DIR")
+Python = opt(None, "--python", help="interpreter of another environment", metavar="PATH")
+SeriesDir = opt(None, "--series", metavar="DIR",
+                help="series directory or series repo (default: $PATCHQ_SERIES, else patchq.toml / "
+                     "[tool.patchq] above the working directory, else the bundled series)")
+PatchOpt = opt([], "--patch", help="patch id (repeatable; default: every patch)", metavar="ID")
 Json = typer.Option(False, "--json", help="print the JSON document (schema in README)")
 
 
-def _fail(exc: PatchqError, as_json: bool) -> None:
-    if as_json:
-        report.emit_json({"ok": False, "error": str(exc), "exit_code": exc.exit_code})
-    else:
-        typer.echo(f"patchq: error: {exc}", err=True)
-    raise typer.Exit(exc.exit_code)
+#: The output of the command that ran: printed by :func:`main` once click has returned,
+#: so that a closed stdout reaches the error edge (click would turn it into exit 1).
+_output: list[tuple[dict, bool, Callable[[dict], str], bool]] = []
+
+
+def _finish(doc: dict, code: int, as_json: bool, render: Callable[[dict], str], err: bool = False):
+    """End a verb: ``doc`` is printed as JSON, or ``render(doc)`` (on stderr with ``err``),
+    by :func:`main`; exit with ``code``."""
+    _output.append((doc, as_json, render, err))
+    raise typer.Exit(code)
 
 
 def _series(path):
@@ -51,76 +88,60 @@ def _target(site_packages, python):
     return sources.installed(site_packages, python)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from patchq import __version__
+
+        typer.echo(f"patchq {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="print patchq's version and exit")) -> None:
+    """Keep a series of anchored libcst patches alive on an installed vLLM."""
+
+
 @app.command("list")
 def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> None:
-    """Profiles and patches, with summaries and applies-ranges."""
-    try:
-        s = _series(series_dir)
-        patches = []
-        for pid in s.all_patch_ids():
-            p = s.patch(pid)
-            patches.append({
-                "id": p.id, "hash": p.hash, "summary": p.summary, "applies": str(p.applies),
-                "upstream": list(p.upstream),
-                "variants": [{"applies": str(v.applies), "kind": v.kind, "anchors": list(v.edits),
-                              "reason": v.upstreamed or v.absent or ""} for v in p.variants],
-            })
-        doc = {"schema": "patchq.list/1",
-               "series": s.location.as_json() if s.location else None,
-               "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
-                            for pr in s.profiles.values()],
-               "patches": patches}
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    if as_json:
-        report.emit_json(doc)
-        return
-    con = report.console()
-    if s.location:
-        con.print(s.location.describe(), highlight=False)
-    con.print("[bold]profiles[/]")
-    for pr in doc["profiles"]:
-        con.print(f"  [bold]{pr['name']}[/]: {', '.join(pr['patches'])}  [dim]{pr['description']}[/]")
-    con.print("[bold]patches[/]")
-    for p in patches:
-        con.print(f"  [bold]{p['id']}[/] [dim]{p['applies']}[/]  {p['summary']}")
-        for v in p["variants"]:
-            con.print(f"      {v['applies'] or 'all'}: {v['kind']} {', '.join(v['anchors'])}{v['reason']}")
+    """Profiles and patches: summaries, applies-ranges and variants."""
+    from patchq.commands import list_ as cmd
+
+    _finish(*cmd.run(series_dir), as_json, report.list_text)
 
 
 @app.command()
 def apply(
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to apply"),
-    patch: list[str] = typer.Option([], "--patch", help="apply this patch on top of the applied ones (repeatable)"),
+    profile: Optional[str] = opt(None, "--profile", "-p", help="profile to apply", metavar="NAME"),
+    patch: list[str] = opt([], "--patch", help="apply this patch on top of the applied ones (repeatable)",
+                           metavar="ID"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Apply a profile's patches (validated in memory first; idempotent)."""
+    """Apply a profile's patches (validated first; idempotent).
+
+    The whole profile is validated in memory before anything is written."""
     from patchq.commands import apply as cmd
+    from patchq.errors import UsageError
 
-    try:
-        if bool(profile) == bool(patch):
-            raise UsageError("give --profile NAME or --patch ID")
-        target = _target(site_packages, python)
-        if patch:  # adoption: patchq/commands/pick.py
-            from patchq.commands import pick
+    if bool(profile) == bool(patch):
+        raise UsageError("give --profile NAME or --patch ID")
+    if patch:  # quilt push of single patches: patchq/commands/pick.py
+        from patchq.commands import pick
 
-            doc, code = pick.push_pop("apply", target, _series(series_dir), patch)
-        else:
-            doc, code = cmd.apply(target, _series(series_dir), profile)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _render_apply(doc, as_json)
-    raise typer.Exit(code)
+        doc, code = pick.push_pop("apply", _target(site_packages, python), _series(series_dir), patch)
+    else:
+        doc, code = cmd.apply(_target(site_packages, python), _series(series_dir), profile)
+    _finish(doc, code, as_json, report.apply_text, err=bool(doc["error"]))
 
 
 @app.command()
 def revert(
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="revert this profile's patches"),
+    profile: Optional[str] = opt(None, "--profile", "-p", help="revert this profile's patches", metavar="NAME"),
     all_: bool = typer.Option(False, "--all", help="revert every patch"),
-    patch: list[str] = typer.Option([], "--patch", help="revert this patch, keep the others (repeatable)"),
+    patch: list[str] = opt([], "--patch", help="revert this patch, keep the others (repeatable)", metavar="ID"),
     force: bool = typer.Option(False, "--force", help="overwrite foreign edits (a copy is kept)"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
@@ -128,31 +149,18 @@ def revert(
     as_json: bool = Json,
 ) -> None:
     """Restore byte-exact pristine files (verified against RECORD)."""
-    from patchq.commands import apply as cmd
+    from patchq.commands import revert as cmd
+    from patchq.errors import UsageError
 
-    try:
-        if sum(map(bool, (profile, all_, patch))) != 1:
-            raise UsageError("give --profile NAME, --patch ID or --all")
-        target = _target(site_packages, python)
-        if patch:  # adoption: patchq/commands/pick.py
-            from patchq.commands import pick
+    if sum(map(bool, (profile, all_, patch))) != 1:
+        raise UsageError("give --profile NAME, --patch ID or --all")
+    if patch:  # quilt pop of single patches: patchq/commands/pick.py
+        from patchq.commands import pick
 
-            doc, code = pick.push_pop("revert", target, _series(series_dir), patch, force)
-        else:
-            doc, code = cmd.revert(target, _series(series_dir), profile, force)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _render_apply(doc, as_json)
-    raise typer.Exit(code)
-
-
-def _render_apply(doc: dict, as_json: bool) -> None:
-    if as_json:
-        report.emit_json(doc)
-    elif doc["error"]:
-        typer.echo(report.apply_text(doc), err=True)
+        doc, code = pick.push_pop("revert", _target(site_packages, python), _series(series_dir), patch, force)
     else:
-        typer.echo(report.apply_text(doc))
+        doc, code = cmd.run(_target(site_packages, python), _series(series_dir), profile, force)
+    _finish(doc, code, as_json, report.apply_text, err=bool(doc["error"]))
 
 
 @app.command()
@@ -160,63 +168,39 @@ def status(
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
-    runtime: bool = typer.Option(False, "--runtime", help="the patches live in running `patchq run` processes, per pid"),
+    runtime: bool = typer.Option(False, "--runtime",
+                                 help="the patches live in running `patchq run` processes, per pid"),
     as_json: bool = Json,
 ) -> None:
-    """Which patches are live (applied / not-applied / stale / foreign) and each file's state."""
-    from patchq import series as series_mod
-    from patchq.env import status as st
+    """Which patches are live, and the state of each target file.
+
+    Per patch: applied, not-applied, stale or foreign; per file: pristine, patched or
+    modified. Exit 7 on drift."""
+    from patchq.commands import status as cmd
 
     if runtime:
-        _status_runtime(series_dir, as_json)
-    try:
-        target = _target(site_packages, python)
-        loc = series_mod.discovery.find(series_dir)
-        doc = st.collect(target.root, loc.series, loc.anchors)
-        doc["series"] = loc.as_json()
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    if as_json:
-        report.emit_json(doc)
-    else:
-        typer.echo(loc.describe() + "\n" + st.render_text(doc))
-    raise typer.Exit(st.exit_code(doc))
+        _finish(*cmd.runtime(series_dir), as_json, report.runtime_status_text)
+    _finish(*cmd.run(site_packages, python, series_dir), as_json, report.status_text)
 
 
-def _status_runtime(series_dir, as_json: bool) -> None:
-    from patchq.env import hookdir, runtime_status
-    from patchq import series as series_mod
-    from patchq.hashing import series_summary
-
-    try:
-        root = series_mod.series_dir(series_dir)
-        hashes = series_summary(root, series_mod.anchors_dir(root))["hashes"]
-    except PatchqError:
-        hashes = None  # no series here: report the processes without the stale check
-    doc = runtime_status.collect(hookdir.runtime_dir(), hashes)
-    if as_json:
-        report.emit_json(doc)
-    else:
-        typer.echo(runtime_status.render_text(doc))
-    raise typer.Exit(runtime_status.exit_code(doc))
-
-
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(cls=_Command, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(
-    profile: str = typer.Option(..., "--profile", "-p", help="profile to make live at import time"),
+    profile: str = opt(..., "--profile", "-p", help="profile to make live at import time", metavar="NAME"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
     print_env: bool = typer.Option(False, "--print-env", help="print the environment as export lines; run nothing"),
     as_json: bool = Json,
-    command: Optional[list[str]] = typer.Argument(None, help="the command (after --)"),
+    command: Optional[list[str]] = typer.Argument(None, help="the command (after --)", metavar="COMMAND"),
 ) -> None:
-    """Run COMMAND with the profile patched in at import time (site-packages untouched)."""
+    """Run COMMAND with the profile live at import time.
+
+    site-packages is untouched; `patchq run --help` has the details."""
     from patchq.commands import run as cmd
 
     argv = ["--profile", profile]
     for flag, value in (("--site-packages", site_packages), ("--python", python), ("--series", series_dir)):
-        if value:
+        if value is not None:
             argv += [flag, value]
     argv += ["--print-env"] * print_env + ["--json"] * as_json + ["--", *(command or [])]
     raise typer.Exit(cmd.main(argv))
@@ -224,225 +208,180 @@ def run(
 
 @app.command()
 def diff(
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to render"),
-    patch: list[str] = typer.Option([], "--patch", help="render this patch alone (repeatable)"),
+    profile: Optional[str] = opt(None, "--profile", "-p", help="profile to render (default: the applied one)",
+                                 metavar="NAME"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
-    vllm: Optional[str] = typer.Option(None, "--vllm", "--release", help="a release from PyPI instead of the installed vLLM"),
-    source: Optional[str] = typer.Option(None, "--source", help="a vLLM source tree instead"),
-    write: bool = typer.Option(False, "--write", help="with --release: store each patch's diff in series/diffs/VERSION/"),
+    vllm: Optional[str] = opt(None, "--vllm", "--release", help="a release from PyPI instead of the installed vLLM",
+                              metavar="VERSION"),
+    source: Optional[str] = opt(None, "--source", help="a vLLM source tree instead", metavar="DIR"),
+    patch: list[str] = opt([], "--patch", help="render this patch alone (repeatable)", metavar="ID"),
+    write: bool = typer.Option(False, "--write",
+                               help="with --release: store each patch's diff in series/diffs/VERSION/"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """The unified diff of what apply changes (or changed), paths relative to site-packages."""
-    from patchq.plan import diffs, engine
-    from patchq.dist import sources
-    from patchq.env.converge import PlanFailed, converge
+    """The unified diff of what apply changes (or changed).
+
+    Paths are relative to site-packages (git apply, patch -p1)."""
+    from patchq.errors import UsageError
 
     if write:  # one validated diff per patch (patchq/commands/diffwrite.py)
         from patchq.commands import diffwrite
 
-        try:
-            if not vllm:
-                raise UsageError("--write needs --release VERSION")
-            doc, code = diffwrite.run(_series(series_dir), vllm, profile)
-        except PatchqError as exc:
-            _fail(exc, as_json)
-        report.emit_json(doc) if as_json else typer.echo(diffwrite.render_text(doc), nl=False)
-        raise typer.Exit(code)
-    try:
-        if bool(profile) == bool(patch):
-            raise UsageError("give --profile NAME or --patch ID (or --release VERSION --write)")
-        s = _series(series_dir)
-        if patch:  # adoption: patchq/commands/pick.py
-            from patchq.commands import pick
+        if not vllm:
+            raise UsageError("--write needs --release VERSION")
+        _finish(*diffwrite.run(_series(series_dir), vllm, profile), as_json, report.diffwrite_text)
+    from patchq.commands import diff as cmd
 
-            target = (sources.release_source(vllm) if vllm else sources.source_tree(source) if source
-                      else _target(site_packages, python))
-            plan = pick.plan_alone(target, s, patch)
-            if not plan.ok:
-                raise PlanFailed(plan)
-        elif vllm or source:
-            patches = s.patches_of(profile)
-            target = sources.release_source(vllm) if vllm else sources.source_tree(source)
-            plan = engine.plan(target, patches)
-            if not plan.ok:
-                raise PlanFailed(plan)
-        else:
-            target = _target(site_packages, python)
-            plan = converge(target, s.patches_of(profile), profile=profile, dry_run=True).plan
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    text = diffs.unified_all(plan.pristine, plan.patched)
-    if as_json:
-        report.emit_json({"schema": "patchq.diff/1", "profile": profile, "vllm": str(target.version),
-                          "files": sorted(plan.patched), "diff": text, "patches": report.patch_rows(plan)})
-    else:
-        sys.stdout.write(text)
-    raise typer.Exit(EXIT_OK)
+    if profile and patch:
+        raise UsageError("give --profile NAME or --patch ID, not both")
+    doc, code = cmd.run(_series(series_dir), profile, site_packages=site_packages, python=python,
+                        vllm=vllm, source=source, patch_ids=patch)
+    _finish(doc, code, as_json, report.diff_text)
 
 
 @app.command()
 def check(
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to check"),
+    profile: Optional[str] = opt(None, "--profile", "-p", help="profile to check", metavar="NAME"),
     all_: bool = typer.Option(False, "--all", help="check every patch of the series"),
-    patch: list[str] = typer.Option([], "--patch", help="check this patch alone (repeatable)"),
-    vllm: Optional[str] = typer.Option(None, "--vllm", help="a release from PyPI (cached) instead of the installed vLLM"),
-    source: Optional[str] = typer.Option(None, "--source", help="a vLLM source tree or git checkout instead"),
-    as_version: Optional[str] = typer.Option(None, "--as-version", help="the version of the --source tree"),
+    patch: list[str] = opt([], "--patch", help="check this patch alone (repeatable)", metavar="ID"),
+    vllm: Optional[str] = opt(None, "--vllm", help="a release from PyPI (cached) instead of the installed vLLM",
+                              metavar="VERSION"),
+    source: Optional[str] = opt(None, "--source", help="a vLLM source tree or git checkout instead", metavar="DIR"),
+    as_version: Optional[str] = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION"),
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
     no_diff: bool = typer.Option(False, "--no-diff", help="do not print the drift diffs"),
     as_json: bool = Json,
 ) -> None:
-    """Dry-run a profile on a vLLM: each patch's status, reason, locations and upstream drift."""
-    from patchq.compat.check import target_for
+    """Dry-run a profile on a vLLM: per patch its status and why.
+
+    With each anchor's location and the upstream drift of its definition."""
     from patchq.commands import check as cmd
+    from patchq.compat.check import target_for
+    from patchq.errors import UsageError
 
-    try:
-        if sum(map(bool, (profile, all_, patch))) != 1:
-            raise UsageError("give --profile NAME, --patch ID or --all")
-        target = target_for(vllm, source, as_version, site_packages, python)
-        if patch:  # adoption: patchq/commands/pick.py
-            from patchq.commands import pick
+    if sum(map(bool, (profile, all_, patch))) != 1:
+        raise UsageError("give --profile NAME, --patch ID or --all")
+    target = target_for(vllm, source, as_version, site_packages, python)
+    if patch:  # single patches: patchq/commands/pick.py
+        from patchq.commands import pick
 
-            doc, code = pick.check(target, _series(series_dir), patch)
-        else:
-            doc, code = cmd.run(target, _series(series_dir), profile)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    if as_json:
-        report.emit_json(doc)
+        doc, code = pick.check(target, _series(series_dir), patch)
     else:
-        report.render_patches(doc, f"check {profile or '--all'} on vllm {doc['vllm']['version']} ({doc['vllm']['kind']})")
-        text = cmd.render_text(doc, show_diffs=not no_diff)
-        if text:
-            typer.echo(text)
-    raise typer.Exit(code)
+        doc, code = cmd.run(target, _series(series_dir), profile)
+    _finish(doc, code, as_json, lambda d: report.check_text(d, show_diffs=not no_diff))
 
 
 @app.command()
 def matrix(
-    releases: str = typer.Option(">=0.20.2,<=0.33.0", "--releases", help="range ('>=0.20.2,<=0.33.0') or list ('0.23.0,0.26.0')"),
-    profiles: Optional[str] = typer.Option(None, "--profiles", help="comma-separated profiles (default: every profile of the series)"),
-    out: str = typer.Option("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html"),
-    workers: int = typer.Option(2, "--workers", help="releases checked in parallel"),
-    levels: list[str] = typer.Option([], "--levels", help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
-    boot: list[str] = typer.Option([], "--boot", help="boot records JSON; repeatable"),
+    releases: str = opt(">=0.20.2,<=0.33.0", "--releases", metavar="SPEC",
+                        help="range ('>=0.20.2,<=0.33.0') or list ('0.23.0,0.26.0')"),
+    profiles: Optional[str] = opt(None, "--profiles", help="comma-separated profiles (default: every profile "
+                                  "of the series)", metavar="NAMES"),
+    out: str = opt("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html", metavar="DIR"),
+    workers: int = typer.Option(2, "--workers", help="releases checked in parallel", metavar="N"),
+    levels: list[str] = opt([], "--levels", metavar="FILE",
+                            help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
+    boot: list[str] = opt([], "--boot", help="boot records JSON; repeatable", metavar="FILE"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Check every profile on every release: JSON, Markdown and HTML grids, cell by cell explained."""
+    """Check every profile on every release: JSON, Markdown, HTML.
+
+    Each cell explained, with the deepest evidence level reached."""
     from patchq.commands import matrix as cmd
 
-    try:
-        if profiles is None:  # adoption: a user's series has its own profiles
-            profiles = ",".join(_series(series_dir).profiles)
-        doc, paths, code = cmd.run(releases, profiles, out, series_dir=series_dir, workers=workers,
-                                   levels=levels, boot=boot)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    if as_json:
-        report.emit_json(doc)
-    else:
-        blocking = sum(c["blocking"] for per in doc["cells"].values() for row in per.values() for c in row.values())
-        typer.echo(f"matrix: {len(doc['releases'])} releases x {len(doc['profiles'])} profiles in "
-                   f"{doc['timing']['wall_s']} s; {blocking} blocking cell(s); "
-                   f"{len(doc['errors'])} release(s) not checked")
-        for kind, path in paths.items():
-            typer.echo(f"  {kind}: {path}")
-    raise typer.Exit(code)
+    if profiles is None:  # a user's series has its own profiles
+        profiles = ",".join(_series(series_dir).profiles)
+    doc, paths, code = cmd.run(releases, profiles, out, series_dir=series_dir, workers=workers,
+                               levels=levels, boot=boot)
+    _finish(doc, code, as_json, lambda d: report.matrix_text(d, paths))
 
 
 # -- upstream tracking, rebase and import (patchq/commands/upstream.py, rebase.py, import_.py)
 
-upstream_app = typer.Typer(help="A git history of vLLM releases, and what upstream changed under a patch.",
-                           no_args_is_help=True)
+upstream_app = typer.Typer(help="A git history of vLLM releases; what changed under a patch.",
+                           no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(upstream_app, name="upstream")
-UpstreamRepo = typer.Option(None, "--repo", help="an existing vLLM clone (vX.Y.Z tags) instead of the releases history")
+UpstreamRepo = opt(None, "--repo", help="an existing vLLM clone (vX.Y.Z tags) instead of the releases history",
+                   metavar="DIR")
 
 
 @upstream_app.command("sync")
 def upstream_sync(
-    releases: Optional[str] = typer.Option(None, "--releases", help="list ('0.23.0,0.24.0') or range ('>=0.23,<=0.26')"),
+    releases: Optional[str] = opt(None, "--releases", help="list ('0.23.0,0.24.0') or range ('>=0.23,<=0.26')",
+                                  metavar="SPEC"),
     repo: Optional[str] = UpstreamRepo,
     as_json: bool = Json,
 ) -> None:
-    """Commit each release's vllm/**/*.py, in release order, tagged vX.Y.Z (incremental)."""
+    """Commit each release's vllm/**/*.py, tagged vX.Y.Z (incremental)."""
     from patchq.commands import upstream as cmd
 
-    try:
-        doc, code = cmd.sync(releases, repo)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    report.emit_json(doc) if as_json else typer.echo(cmd.render_sync(doc), nl=False)
-    raise typer.Exit(code)
+    _finish(*cmd.sync(releases, repo), as_json, report.sync_text)
 
 
-@upstream_app.command("log")
+@upstream_app.command("log", cls=_Command)
 def upstream_log(
-    patch: str = typer.Argument(..., help="patch id"),
-    releases: Optional[str] = typer.Option(None, "--releases", help="among the tagged releases (default: all)"),
+    patch: str = typer.Argument(..., help="patch id", metavar="PATCH", callback=_nonempty),
+    releases: Optional[str] = opt(None, "--releases", help="among the tagged releases (default: all)", metavar="SPEC"),
     repo: Optional[str] = UpstreamRepo,
-    commits: Optional[bool] = typer.Option(None, "--commits/--no-commits", help="list commits between tags (default: with --repo)"),
+    commits: Optional[bool] = typer.Option(None, "--commits/--no-commits",
+                                           help="list commits between tags (default: with --repo)"),
     no_diff: bool = typer.Option(False, "--no-diff", help="do not print the definition diffs"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Releases where each anchored definition changed (by fingerprint), with its diff."""
+    """Releases where each anchored definition changed, with its diff."""
     from patchq.commands import upstream as cmd
 
-    try:
-        doc, code = cmd.log(_series(series_dir), patch, releases, repo, commits)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    report.emit_json(doc) if as_json else typer.echo(cmd.render_log(doc, show_diff=not no_diff), nl=False)
-    raise typer.Exit(code)
+    doc, code = cmd.log(_series(series_dir), patch, releases, repo, commits)
+    _finish(doc, code, as_json, lambda d: report.log_text(d, show_diff=not no_diff))
 
 
 @app.command()
 def rebase(
-    to: str = typer.Option(..., "--to", help="the release to carry the series to"),
-    from_: Optional[str] = typer.Option(None, "--from", help="the release to carry it from (default: last verified)"),
-    patch: list[str] = typer.Option([], "--patch", help="only this patch (repeatable; default: all)"),
-    write: bool = typer.Option(False, "--write", help="record fingerprints, diffs, widened ranges; proposals to the work dir"),
-    workdir: Optional[str] = typer.Option(None, "--workdir", help="where conflicts go (default: .patchq-rebase/ beside series/)"),
+    to: str = opt(..., "--to", help="the release to carry the series to", metavar="VERSION"),
+    from_: Optional[str] = opt(None, "--from", help="the release to carry it from (default: last verified)",
+                               metavar="VERSION"),
+    patch: list[str] = opt([], "--patch", help="only this patch (repeatable; default: all)", metavar="ID"),
+    write: bool = typer.Option(False, "--write",
+                               help="record fingerprints, diffs, widened ranges; proposals to the work dir"),
+    workdir: Optional[str] = opt(None, "--workdir", help="where conflicts go (default: .patchq-rebase/ beside series/)",
+                                 metavar="DIR"),
     resume: bool = typer.Option(False, "--continue", help="take the conflicts resolved by hand in the work dir"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Carry each patch to another release: node-scoped three-way merges (git merge-file)."""
+    """Carry each patch to another release by three-way merges.
+
+    Node-scoped: one git merge-file per anchored definition."""
     from patchq.commands import rebase as cmd
 
-    try:
-        s = _series(series_dir)
-        doc, code = cmd.run(s, to, from_, cmd.check_ids(s, patch), write, workdir, resume)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    report.emit_json(doc) if as_json else typer.echo(cmd.render_text(doc), nl=False)
-    raise typer.Exit(code)
+    s = _series(series_dir)
+    _finish(*cmd.run(s, to, from_, cmd.check_ids(s, patch), write, workdir, resume), as_json, report.rebase_text)
 
 
-@app.command("import")
+@app.command("import", cls=_Command)
 def import_cmd(
-    file: str = typer.Argument(..., help="a unified diff (git, quilt or patch-package format)"),
-    id_: str = typer.Option(..., "--id", help="the new patch's id (kebab-case)"),
-    release: Optional[str] = typer.Option(None, "--release", help="the release the diff was made against (default: guessed)"),
-    summary: Optional[str] = typer.Option(None, "--summary", help="one-line summary"),
+    file: str = typer.Argument(..., help="a unified diff (git, quilt or patch-package format)", metavar="FILE",
+                               callback=_nonempty),
+    id_: str = opt(..., "--id", help="the new patch's id (kebab-case)", metavar="ID"),
+    release: Optional[str] = opt(None, "--release", help="the release the diff was made against (default: guessed)",
+                                 metavar="VERSION"),
+    summary: Optional[str] = opt(None, "--summary", help="one-line summary", metavar="TEXT"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing patch of that id"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Turn a unified diff into an anchored, node-scoped patch (series/<id>.py + anchors/<id>.toml)."""
+    """Turn a unified diff into an anchored patch.
+
+    Writes series/<id>.py and anchors/<id>.toml: node-scoped edits."""
     from patchq.commands import import_ as cmd
 
-    try:
-        doc, code = cmd.run(_series(series_dir), file, id_, release, summary, force)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    report.emit_json(doc) if as_json else typer.echo(cmd.render_text(doc), nl=False)
-    raise typer.Exit(code)
+    _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force), as_json, report.import_text)
 
 
 # ============================================================================ adoption
@@ -452,12 +391,8 @@ def import_cmd(
 # `series` line/field of list and status, and matrix's --profiles default are marked
 # "adoption" or use patchq.discovery.
 
-PatchOpt = typer.Option([], "--patch", help="patch id (repeatable; default: every patch)")
 
 
-def _emit(doc: dict, code: int, as_json: bool, render) -> None:
-    report.emit_json(doc) if as_json else typer.echo(render(doc), nl=False)
-    raise typer.Exit(code)
 
 
 @app.command("test")
@@ -472,11 +407,8 @@ def test_cmd(
     """Check each patch's expected verdicts and golden definitions per release (patchq.testing)."""
     from patchq.commands import test as cmd
 
-    try:
-        doc, code = cmd.run(series_dir, patch, regen, releases)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _emit(doc, code, as_json, cmd.render_text)
+    doc, code = cmd.run(series_dir, patch, regen, releases)
+    _finish(doc, code, as_json, cmd.render_text)
 
 
 @app.command("init")
@@ -487,11 +419,8 @@ def init_cmd(
     """Write a new series repo: patchq.toml, series/, anchors/, an example patch, its test, a CI workflow."""
     from patchq.commands import init as cmd
 
-    try:
-        doc, code = cmd.init(directory)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _emit(doc, code, as_json, cmd.render_init)
+    doc, code = cmd.init(directory)
+    _finish(doc, code, as_json, cmd.render_init)
 
 
 @app.command("new")
@@ -508,11 +437,8 @@ def new_cmd(
     """Scaffold a patch: anchors/<id>.toml, series/<id>.py and a profile entry."""
     from patchq.commands import init as cmd
 
-    try:
-        doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _emit(doc, code, as_json, cmd.render_new)
+    doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary)
+    _finish(doc, code, as_json, cmd.render_new)
 
 
 @app.command("fingerprint")
@@ -527,11 +453,8 @@ def fingerprint_cmd(
     """Record each anchor's fingerprint on the releases (inside its patch's range) where it verifies."""
     from patchq.commands import fingerprint as cmd
 
-    try:
-        doc, code = cmd.run(_series(series_dir), patch, releases, check)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _emit(doc, code, as_json, cmd.render_text)
+    doc, code = cmd.run(_series(series_dir), patch, releases, check)
+    _finish(doc, code, as_json, cmd.render_text)
 
 
 EditDir = typer.Option(None, "--dir", help="the working copy's directory (default: .patchq-edit/ID beside series/)")
@@ -551,11 +474,8 @@ def edit_cmd(
     """Give a pristine working copy of the target file(s) to edit (then `patchq record ID`)."""
     from patchq.commands import edit as cmd
 
-    try:
-        doc, code = cmd.edit(_series(series_dir), _target(site_packages, python), patch_id, file, in_place, directory)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _emit(doc, code, as_json, cmd.render_edit)
+    doc, code = cmd.edit(_series(series_dir), _target(site_packages, python), patch_id, file, in_place, directory)
+    _finish(doc, code, as_json, cmd.render_edit)
 
 
 @app.command("record")
@@ -577,12 +497,9 @@ def record_cmd(
     """Turn the edit into an anchored, node-scoped patch; leave the environment consistent."""
     from patchq.commands import edit as cmd
 
-    try:
-        doc, code = cmd.record(_series(series_dir), _target(site_packages, python), patch_id, file, profile,
+    doc, code = cmd.record(_series(series_dir), _target(site_packages, python), patch_id, file, profile,
                                apply_, summary, directory)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _emit(doc, code, as_json, cmd.render_record)
+    _finish(doc, code, as_json, cmd.render_record)
 
 
 cache_app = typer.Typer(help="patchq's download cache: where, size per release, prune, clean.",
@@ -598,7 +515,7 @@ def cache_cmd(ctx: typer.Context, as_json: bool = Json) -> None:
     from patchq.commands import cache as cmd
 
     doc, code = cmd.show()
-    _emit(doc, code, as_json, cmd.render_text)
+    _finish(doc, code, as_json, cmd.render_text)
 
 
 @cache_app.command("prune")
@@ -609,11 +526,8 @@ def cache_prune(
     """Remove every release but the newest N."""
     from patchq.commands import cache as cmd
 
-    try:
-        doc, code = cmd.prune(keep)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _emit(doc, code, as_json, cmd.render_text)
+    doc, code = cmd.prune(keep)
+    _finish(doc, code, as_json, cmd.render_text)
 
 
 @cache_app.command("clean")
@@ -622,7 +536,7 @@ def cache_clean(as_json: bool = Json) -> None:
     from patchq.commands import cache as cmd
 
     doc, code = cmd.clean()
-    _emit(doc, code, as_json, cmd.render_text)
+    _finish(doc, code, as_json, cmd.render_text)
 
 
 @app.command("serve-args")
@@ -635,31 +549,24 @@ def serve_args_cmd(
     """The vllm serve flags a profile declares (one per line; runtime/serve.sh reads them)."""
     from patchq.commands import serve as cmd
 
-    try:
-        doc, code = cmd.run(_series(series_dir), profile)
-    except PatchqError as exc:
-        _fail(exc, as_json)
-    _emit(doc, code, as_json, lambda d: cmd.render_text(d, env))
+    doc, code = cmd.run(_series(series_dir), profile)
+    _finish(doc, code, as_json, lambda d: cmd.render_text(d, env))
 
 # ========================================================================= end adoption
 
 
-def main() -> None:
-    """Run the typer app; a usage error is one line on stderr and exit code 2."""
-    try:
-        code = app(standalone_mode=False)
-    except Exception as exc:  # click's exceptions (typer may vendor click: match by shape)
-        if type(exc).__name__ == "Abort":
-            typer.echo("patchq: aborted", err=True)
-            sys.exit(1)
-        fmt = getattr(exc, "format_message", None)
-        if fmt is None or not isinstance(getattr(exc, "exit_code", None), int):
-            raise
-        ctx = getattr(exc, "ctx", None)
-        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and exc.exit_code == EXIT_USAGE else ""
-        if "--json" in sys.argv[1:]:  # the contract holds for option errors too
-            report.emit_json({"ok": False, "error": fmt(), "exit_code": exc.exit_code})
-        elif fmt():  # empty for a bare `patchq`, whose help was already printed
-            typer.echo(f"patchq: error: {fmt()}{hint}", err=True)
-        sys.exit(exc.exit_code)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+def main(argv: list[str] | None = None) -> int:
+    """Run the typer app on ``argv`` and return its exit code; exceptions (patchq's,
+    click's usage errors, bugs) go up to :func:`patchq.edge.guard`.
+
+    Called without ``argv`` (as a script), it runs inside the edge itself and exits.
+    """
+    if argv is None:
+        from patchq.edge import guard
+
+        sys.exit(guard(main, sys.argv[1:]))
+    _output.clear()
+    code = app(args=argv, prog_name="patchq", standalone_mode=False)
+    for doc, as_json, render, err in _output:
+        report.emit_json(doc) if as_json else report.emit_text(render(doc), err=err)
+    return code if isinstance(code, int) else 0

@@ -1,20 +1,33 @@
 """patchq's exceptions, and the one table that maps them to exit codes.
 
-Every command catches :class:`PatchqError` at the CLI edge and prints its one-line
-message; the exit codes are part of the CLI contract (README, "Exit codes").
+Every exception patchq raises on purpose is a :class:`PatchqError` defined here; its
+``exit_code`` is part of the CLI contract (README, "Exit codes"). The one place that
+turns them into a line on stderr (or the JSON error document) and an exit status is
+:func:`patchq.edge.guard`. Standard library only: the fast path imports this module.
 """
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path imports this)
+if TYPE_CHECKING:  # the planner imports libcst; this module stays stdlib-only
+    from typing import Any
+
+    from patchq.plan.engine import Plan
+
 # Exit codes (documented in README.md; stable: CI and scripts read them).
 EXIT_OK = 0
 EXIT_PATCH_FAILED = 1  # a patch did not resolve, apply or compile; nothing was written
-EXIT_USAGE = 2  # bad option, unknown profile or patch id
+EXIT_USAGE = 2  # bad option, unknown profile or patch id, malformed series data
 EXIT_NOT_FOUND = 3  # vLLM (or the given environment / release / tree) not found
 EXIT_FOREIGN = 4  # a file was modified by someone else; refused to overwrite it
 EXIT_READ_ONLY = 5  # the target is not writable; nothing written
 EXIT_STATE = 6  # the state journal is damaged or disagrees with the files
-EXIT_DRIFT = 7  # status/check found stale or foreign patches (non-fatal report)
+EXIT_DRIFT = 7  # status found stale or foreign patches, modified files (a report, not a failure)
+EXIT_INTERNAL = 70  # a bug in patchq (sysexits EX_SOFTWARE); the traceback is in a log file
+EXIT_CANNOT_RUN = 126  # `patchq run`: the command was found but cannot be executed (shell convention)
+EXIT_COMMAND_NOT_FOUND = 127  # `patchq run`: the command was not found (shell convention)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, shell convention)
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (128 + SIGPIPE, as `yes | head -1`)
 
 
 class PatchqError(Exception):
@@ -30,7 +43,9 @@ class UsageError(PatchqError):
 
 
 class SeriesError(PatchqError):
-    """The series or anchors data is malformed (a bug in series/ or anchors/)."""
+    """The series or anchors data is malformed (a bug in series/ or anchors/).
+
+    The message starts with the file (and ``:line`` where known)."""
 
     exit_code = EXIT_USAGE
 
@@ -39,6 +54,11 @@ class TargetNotFound(PatchqError):
     """No vLLM distribution (or release, or source tree) where one was asked for."""
 
     exit_code = EXIT_NOT_FOUND
+
+
+class ReleaseError(TargetNotFound):
+    """A release list, wheel or tree could not be produced (:mod:`patchq.dist.releases`;
+    importable from there too)."""
 
 
 class AnchorError(PatchqError):
@@ -59,6 +79,37 @@ class AnchorError(PatchqError):
 
 class TransformError(PatchqError):
     """A patch's transform raised, or its result does not compile."""
+
+
+class PlanFailed(PatchqError):
+    """One or more patches failed in the plan; nothing was written (``plan`` holds the
+    :class:`patchq.plan.engine.Plan`; importable from :mod:`patchq.env.converge` too)."""
+
+    def __init__(self, plan: "Plan") -> None:
+        self.plan = plan
+        names = ", ".join(f"{r.patch_id} ({r.reason})" for r in plan.failures())
+        super().__init__(f"{len(plan.failures())} patch(es) failed, nothing written: {names}")
+
+
+class RunPlanFailed(PatchqError):
+    """``patchq run``: a patch did not apply; nothing was run. ``doc`` is the
+    ``patchq.apply/1`` report and ``text`` its rendering (importable from
+    :mod:`patchq.commands.run` too)."""
+
+    def __init__(self, exc: PatchqError, doc: dict[str, Any], text: str) -> None:
+        super().__init__(str(exc))
+        self.exit_code = exc.exit_code
+        self.doc, self.text = doc, text
+
+
+class DiffInvalid(PatchqError):
+    """A rendered diff failed validation (unidiff or ``git apply --check``; importable
+    from :mod:`patchq.authoring.diffstore` too)."""
+
+
+class ImportRefused(PatchqError):
+    """The diff cannot become an anchored patch (the message says which hunk and why;
+    importable from :mod:`patchq.authoring.importer` too)."""
 
 
 class ForeignEditError(PatchqError):

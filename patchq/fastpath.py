@@ -1,12 +1,13 @@
-"""The fast path: ``status``, and ``apply`` (a no-op without parsing anything).
+"""The fast path: ``status``, ``list``, and ``apply`` (a no-op without parsing anything).
 
 ``patchq apply --profile P`` runs at every server start; when the environment already
 carries P it must cost about an interpreter start. This module answers with the
 standard library only (os, json, hashlib): it reads the journal, hashes the series
 files and the patched files, and parses nothing. Any argument it does not recognise,
 or any doubt about a no-op (no journal, a pending write, a hash mismatch) leads to a real
-apply, run without typer and rich; unrecognised arguments return None and the full
-CLI takes over.
+apply, run without typer and rich; unrecognised arguments (or an empty value) return None
+and the full CLI takes over. Only the profile served is resolved: a mistake in another
+profile of ``profiles.toml`` does not stop this one. Errors go up to :func:`patchq.edge.guard`.
 """
 
 from __future__ import annotations
@@ -15,21 +16,26 @@ import json
 import os
 import sys
 
+from patchq.errors import EXIT_OK
+
 _VALUE_OPTS = {"--profile": "profile", "-p": "profile", "--site-packages": "site_packages", "--series": "series"}
 _FLAG_OPTS = {"--json": "json"}
 
 
 def _parse(argv: list[str]) -> dict | None:
+    """The options of ``argv``, or None for anything unrecognised or an empty value."""
     opts: dict = {"json": False}
     i = 0
     while i < len(argv):
         arg = argv[i]
-        if "=" in arg and arg.split("=", 1)[0] in _VALUE_OPTS:
-            key, value = arg.split("=", 1)
+        key, eq, value = arg.partition("=")
+        if key in _VALUE_OPTS and (eq or i + 1 < len(argv)):
+            if not eq:
+                i += 1
+                value = argv[i]
+            if not value.strip():
+                return None  # the full CLI reports the empty value (exit 2)
             opts[_VALUE_OPTS[key]] = value
-        elif arg in _VALUE_OPTS and i + 1 < len(argv):
-            opts[_VALUE_OPTS[arg]] = argv[i + 1]
-            i += 1
         elif arg in _FLAG_OPTS:
             opts[_FLAG_OPTS[arg]] = True
         else:
@@ -54,40 +60,50 @@ def _roots(opts: dict) -> tuple[str, str, str] | None:
 
 
 def try_fast(argv: list[str]) -> int | None:
-    """Answer ``argv`` on the fast path; return the exit code, or None to defer."""
-    if not argv or argv[0] not in ("apply", "status"):
+    """Answer ``argv`` on the fast path; return the exit code, or None to defer.
+
+    Raises:
+        PatchqError: from ``list`` and a real ``apply`` (reported by :func:`patchq.edge.guard`).
+    """
+    if not argv or argv[0] not in ("apply", "status", "list"):
         return None
     opts = _parse(argv[1:])
     if opts is None:
         return None
+    if argv[0] == "list":  # typer alone costs more than the listing
+        if set(opts) - {"json", "series"}:
+            return None
+        return _list(opts)
     roots = _roots(opts)
     if roots is None:
         return None
     site, series, anchors = roots
-    try:
-        if argv[0] == "status":
-            return _status(site, series, anchors, opts["json"], opts.get("location"))
-        if "profile" not in opts:
-            return None
-        code = _noop_apply(site, series, anchors, opts["profile"], opts["json"])
-    except Exception:  # any doubt: the full path decides and reports properly
+    if argv[0] == "apply" and "profile" not in opts:
         return None
-    if code is None:
-        code = _apply(opts, series)
-    return code
+    try:  # any doubt: the full path decides and reports properly
+        if argv[0] == "status":
+            from patchq.env import status as st
+
+            doc = st.collect(site, series, anchors)
+            loc = opts.get("location")
+            doc["series"] = loc.as_json() if loc else None
+        else:
+            noop = _noop_apply(site, series, anchors, opts["profile"])
+    except Exception:
+        return None
+    if argv[0] == "status":
+        from patchq import report
+
+        report.emit_json(doc) if opts["json"] else report.emit_text(report.status_text(doc))
+        return st.exit_code(doc)
+    if noop is None:
+        return _apply(opts, series)
+    return _emit_noop(noop, opts["json"])
 
 
-def _status(site: str, series: str, anchors: str, as_json: bool, location=None) -> int:
-    from patchq.env import status as st
-
-    report = st.collect(site, series, anchors)
-    report["series"] = location.as_json() if location else None
-    text = json.dumps(report, indent=2) if as_json else (f"{location.describe()}\n" if location else "") + st.render_text(report)
-    sys.stdout.write(text + "\n")
-    return st.exit_code(report)
-
-
-def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: bool) -> int | None:
+def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | None:
+    """The ``patchq.apply/1`` document of a no-op apply of ``profile``, or None when
+    apply may have something to do (parses nothing)."""
     from patchq.hashing import series_inputs, sha256_file
     from patchq.dist.record import dist_info_name, version_of
     from patchq.env.status import read_journal, state_root
@@ -109,37 +125,47 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: boo
     for relpath, entry in journal.get("files", {}).items():
         if sha256_file(os.path.join(site, relpath)) != entry["patched_sha256"]:
             return None
+    return {
+        "schema": "patchq.apply/1", "command": "apply", "ok": True, "error": None, "noop": True,
+        "profile": profile, "vllm": {"version": version, "site_packages": site},
+        "patches": journal.get("results", []), "written": [], "restored": [], "added": [], "removed": [],
+        "foreign_kept": {}, "recovered": [],
+    }
+
+
+def _emit_noop(doc: dict, as_json: bool) -> int:
     if as_json:
-        doc = {
-            "schema": "patchq.apply/1", "command": "apply", "ok": True, "error": None, "noop": True,
-            "profile": profile, "vllm": {"version": version, "site_packages": site},
-            "patches": journal.get("results", []), "written": [], "restored": [], "added": [], "removed": [],
-            "foreign_kept": {}, "recovered": [],
-        }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        sys.stdout.write(f"apply: nothing to do (vllm {version} already carries profile {profile})\n")
-    return 0
+        from patchq.report import noop_apply_text
+
+        sys.stdout.write(noop_apply_text(doc["vllm"]["version"], doc["profile"]) + "\n")
+    return EXIT_OK
+
+
+def _list(opts: dict) -> int:
+    from patchq import report
+    from patchq.commands import list_
+
+    doc, code = list_.run(opts.get("series"))
+    report.emit_json(doc) if opts["json"] else report.emit_text(report.list_text(doc))
+    return code
 
 
 def _apply(opts: dict, series_root: str) -> int:
-    """A real apply, without typer and rich (they cost more than the rest of the start)."""
-    from patchq import report, series
-    from patchq.dist import sources
-    from patchq.commands import apply as cmd
-    from patchq.errors import PatchqError
+    """A real apply, without typer and rich (they cost more than the rest of the start).
 
-    try:
-        target = sources.installed(opts.get("site_packages"))
-        doc, code = cmd.apply(target, series.load(opts.get("series")), opts["profile"])
-    except PatchqError as exc:
-        if opts["json"]:
-            report.emit_json({"ok": False, "error": str(exc), "exit_code": exc.exit_code})
-        else:
-            sys.stderr.write(f"patchq: error: {exc}\n")
-        return exc.exit_code
+    Raises:
+        PatchqError: reported by :func:`patchq.edge.guard`.
+    """
+    from patchq import report, series
+    from patchq.commands import apply as cmd
+    from patchq.dist import sources
+
+    target = sources.installed(opts.get("site_packages"))
+    doc, code = cmd.apply(target, series.load(opts.get("series")), opts["profile"])
     if opts["json"]:
         report.emit_json(doc)
     else:
-        (sys.stderr if doc["error"] else sys.stdout).write(report.apply_text(doc) + "\n")
+        report.emit_text(report.apply_text(doc), err=bool(doc["error"]))
     return code

@@ -50,14 +50,99 @@ def _toml():
     return tomllib
 
 
+def read_toml(path) -> dict:
+    """Parse a series TOML file (``profiles.toml``, ``anchors/<patch>.toml``).
+
+    Raises:
+        SeriesError: unreadable, not UTF-8, or not TOML; the message starts with the
+            file (TOML errors name the line and column).
+    """
+    from patchq.errors import SeriesError
+
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SeriesError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise SeriesError(f"{path}: {exc.strerror or exc}") from None
+    toml = _toml()
+    try:
+        return toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise SeriesError(f"{path}: {exc}") from None
+
+
+def _kind(value: object) -> str:
+    return {dict: "a table", list: "an array", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def profile_tables(path) -> dict[str, dict]:
+    """``[profiles.<name>]`` of ``profiles.toml``, checked: name -> {``patches``: [ids],
+    ``description``: str}. Unknown patch ids are not checked here: only the profile a
+    command uses must resolve (:func:`profile_hashes`, :meth:`patchq.series.Series.patches_of`).
+
+    Raises:
+        SeriesError: unreadable file, or a field of the wrong type (the message names it).
+    """
+    from patchq.errors import SeriesError
+
+    profiles = read_toml(path).get("profiles", {})
+    if not isinstance(profiles, dict):
+        raise SeriesError(f"{path}: `profiles` must be a table of [profiles.<name>] tables, not {_kind(profiles)}")
+    out = {}
+    for name, table in profiles.items():
+        if not isinstance(table, dict):
+            raise SeriesError(f"{path}: profiles.{name} must be a table, not {_kind(table)}")
+        patches, description = table.get("patches", []), table.get("description", "")
+        if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
+            raise SeriesError(f"{path}: profiles.{name}.patches must be an array of patch ids")
+        if not isinstance(description, str):
+            raise SeriesError(f"{path}: profiles.{name}.description must be a string, not {_kind(description)}")
+        out[name] = {"patches": list(patches), "description": description}
+    return out
+
+
+def anchor_tables(path) -> dict[str, dict]:
+    """``[anchors.<id>]`` of ``anchors/<patch>.toml``, checked: ``module`` and ``qualname``
+    strings, ``node`` a string when present, ``count`` (:func:`parse_count`),
+    ``fingerprints`` a table of strings.
+
+    Raises:
+        SeriesError: unreadable file, a missing key or a field of the wrong type.
+    """
+    from patchq.errors import SeriesError
+
+    anchors = read_toml(path).get("anchors", {})
+    if not isinstance(anchors, dict):
+        raise SeriesError(f"{path}: `anchors` must be a table of [anchors.<id>] tables, not {_kind(anchors)}")
+    for anchor_id, t in anchors.items():
+        where = f"{path}: anchors.{anchor_id}"
+        if not isinstance(t, dict):
+            raise SeriesError(f"{where} must be a table, not {_kind(t)}")
+        for key in ("module", "qualname"):
+            if key not in t:
+                raise SeriesError(f"{where}: missing key {key!r}")
+            if not isinstance(t[key], str) or not t[key]:
+                raise SeriesError(f"{where}.{key} must be a non-empty string, not {_kind(t[key])}")
+        if "node" in t and not isinstance(t["node"], str):
+            raise SeriesError(f"{where}.node must be a string (a statement pattern), not {_kind(t['node'])}")
+        try:
+            parse_count(t.get("count", 1))
+        except ValueError as exc:
+            raise SeriesError(f"{where}: {exc}") from None
+        fps = t.get("fingerprints", {})
+        if not isinstance(fps, dict) or not all(isinstance(v, str) for v in fps.values()):
+            raise SeriesError(f"{where}.fingerprints must be a table of version = \"fingerprint\" strings")
+    return anchors
+
+
 def patch_hash_from_files(source: Path, anchor_file: Path) -> str:  # noqa: F821
     """12 hex chars of sha256 over ``series/<patch>.py`` and its anchor definitions."""
     from pathlib import Path
 
     h = hashlib.sha256(Path(source).read_bytes())
-    anchors = {}
-    if anchor_file.is_file():
-        anchors = _toml().loads(anchor_file.read_text(encoding="utf-8")).get("anchors", {})
+    anchors = anchor_tables(anchor_file) if Path(anchor_file).is_file() else {}
     h.update(anchor_definitions_text(anchors).encode())
     return h.hexdigest()[:12]
 
@@ -69,7 +154,7 @@ def anchor_modules(anchor_file: Path) -> list[str]:
     anchor_file = Path(anchor_file)
     if not anchor_file.is_file():
         return []
-    anchors = _toml().loads(anchor_file.read_text(encoding="utf-8")).get("anchors", {})
+    anchors = anchor_tables(anchor_file)
     out = []
     for t in anchors.values():
         base = str(t.get("module", "")).replace(".", "/")
@@ -105,16 +190,20 @@ def series_summary(series_root: Path, anchors_root: Path) -> dict:
     """What status and the no-op check need from the series, parsed once.
 
     Returns ``{"inputs": {...}, "profiles": {name: [ids]}, "ids": [...],
-    "hashes": {id: hash}, "modules": {id: [relpath, ...]}}``.
+    "hashes": {id: hash}, "modules": {id: [relpath, ...]}}``. ``ids`` (and ``hashes``,
+    ``modules``) hold the patches that have a series file: a profile naming an unknown
+    patch breaks only that profile (:func:`profile_hashes`), not the others.
+
+    Raises:
+        SeriesError: a malformed ``profiles.toml`` or anchors file (see :func:`read_toml`).
     """
     from pathlib import Path
 
     series_root, anchors_root = Path(series_root), Path(anchors_root)
-    data = _toml().loads((series_root / "profiles.toml").read_text(encoding="utf-8"))
-    profiles = {name: list(t.get("patches", [])) for name, t in data.get("profiles", {}).items()}
+    profiles = {name: t["patches"] for name, t in profile_tables(series_root / "profiles.toml").items()}
     ids: list[str] = []
-    for plist in profiles.values():
-        ids += [pid for pid in plist if pid not in ids]
+    for plist in profiles.values():  # an id without its series file is left out: see profile_hashes
+        ids += [pid for pid in plist if pid not in ids and (series_root / (pid.replace("-", "_") + ".py")).is_file()]
     for path in sorted(series_root.glob("*.py")):
         pid = path.stem.replace("_", "-")
         if pid not in ids and not path.stem.startswith("_"):
@@ -127,3 +216,21 @@ def series_summary(series_root: Path, anchors_root: Path) -> dict:
                                               anchors_root / f"{pid}.toml") for pid in ids},
         "modules": {pid: anchor_modules(anchors_root / f"{pid}.toml") for pid in ids},
     }
+
+
+def profile_hashes(summary: dict, profile: str) -> dict[str, str]:
+    """patch id -> hash of ``profile``'s patches, from a :func:`series_summary`.
+
+    Raises:
+        UsageError: unknown profile, or the profile names a patch with no series file.
+    """
+    from patchq.errors import UsageError
+
+    if profile not in summary["profiles"]:
+        raise UsageError(f"unknown profile {profile!r}; known: {', '.join(summary['profiles'])}")
+    ids = summary["profiles"][profile]
+    unknown = [pid for pid in ids if pid not in summary["hashes"]]
+    if unknown:
+        raise UsageError(f"profile {profile!r} names unknown patch(es) {', '.join(unknown)} "
+                         f"(no series file for them)")
+    return {pid: summary["hashes"][pid] for pid in ids}

@@ -1,20 +1,25 @@
-"""JSON documents and human renderings of command results.
+"""JSON documents and human renderings of command results: every line a command prints
+for a person is made here, from the command's document.
 
 The JSON documents are the CLI's contract for CI and other tools; their schemas are
-documented in README.md ("JSON output") and versioned by the ``schema`` field.
+documented in README.md ("JSON output") and versioned by the ``schema`` field. Standard
+library only, imported where used (the fast path renders through it); text is plain, wrapped to the terminal
+width (``$COLUMNS``), never cut: file names and line numbers stay whole.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:  # the planner imports libcst; rendering must not
+    from patchq.plan.engine import Plan
 
-from patchq.plan import engine
 
-
-def patch_rows(plan: engine.Plan) -> list[dict]:
+def patch_rows(plan: "Plan") -> list[dict]:
     """One dict per patch result of a plan (``patches`` in every document)."""
+    from dataclasses import asdict
+
     rows = []
     for r in plan.results:
         row = asdict(r)
@@ -30,35 +35,107 @@ def emit_json(doc: dict) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
-def console():
-    """A rich console on stderr-free stdout (imported lazily)."""
-    from rich.console import Console
-
-    return Console(highlight=False)
-
-
-_STYLE = {
-    "ok": "green", "applied": "green", "applies": "green", "not-applicable": "dim",
-    "upstreamed": "cyan", "absent": "dim", "failed": "red", "conflict": "red", "gone": "red",
-    "stale": "yellow", "foreign": "red", "not-applied": "dim", "applies-drifted": "yellow",
-    "moved": "yellow",
-}
+def emit_text(text: str, err: bool = False) -> None:
+    """Print a rendering on stdout (stderr with ``err``), ending with exactly one newline;
+    an empty rendering prints nothing."""
+    if text:
+        (sys.stderr if err else sys.stdout).write(text if text.endswith("\n") else text + "\n")
 
 
-def render_patches(doc: dict, title: str) -> None:
-    """Render a document's ``patches`` as a table, then its summary line."""
-    from rich.table import Table
+def width() -> int:
+    """The terminal width (``$COLUMNS`` first; 80 when not a terminal), at least 40."""
+    import shutil
 
-    table = Table(title=title, show_lines=False)
-    for col in ("patch", "status", "where", "reason"):
-        table.add_column(col)
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def _wrap(text: str, indent: int, first: str = "", cols: int | None = None) -> list[str]:
+    """``first`` + ``text`` wrapped at ``cols``, continuation lines indented by ``indent``;
+    words (paths, ``file:line``) are never broken."""
+    import textwrap
+
+    cols = cols or width()
+    return textwrap.wrap(first + text, cols, initial_indent="", subsequent_indent=" " * indent,
+                         break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+
+
+_LOWER_FIRST = {">": 0, ">=": 0, "===": 1, "==": 1, "~=": 1, "!=": 2, "<=": 3, "<": 3}
+
+
+def range_text(spec: str) -> str:
+    """An applies-range for people: lower bound first (``>=0.15,<0.26``; packaging's
+    ``str(SpecifierSet)`` sorts alphabetically, upper bound first); ``all`` when empty."""
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if not parts:
+        return "all"
+
+    def key(p: str) -> int:
+        op = p.rstrip("0123456789.*abrcdevpost+!")
+        return _LOWER_FIRST.get(op, 1)
+
+    return ",".join(sorted(parts, key=key))
+
+
+# -- list --------------------------------------------------------------------------
+
+
+def series_line(doc: dict) -> list[str]:
+    """The line naming the series a command used (its document's ``series`` field, from
+    :meth:`patchq.discovery.Location.as_json`), or no line when the field is absent."""
+    loc = doc.get("series")
+    if not loc:
+        return []
+    how = {"--series": "from --series", "PATCHQ_SERIES": "from $PATCHQ_SERIES",
+           "bundled": "the bundled Spark series"}.get(loc.get("from"), f"from {loc.get('config')}")
+    return [f"series {loc['dir']} ({how})"]
+
+
+def list_text(doc: dict) -> str:
+    """A ``patchq.list/1`` document: the series used, profiles, then patches with their
+    variants; each variant as range, kind, then its anchors or its reason."""
+    cols = width()
+    out = series_line(doc) + ["profiles"]
+    for pr in doc["profiles"]:
+        out += _wrap(", ".join(pr["patches"]), 4, f"  {pr['name']}: ", cols)
+        if pr["description"]:
+            out += _wrap(pr["description"], 4, "    ", cols)
+    out.append("patches")
     for p in doc["patches"]:
-        where = "; ".join(f"{a['qualname']} ({a['path'].rsplit('/', 1)[-1]}:{a['line']})" for a in p.get("anchors", [])[:2])
-        if len(p.get("anchors", [])) > 2:
-            where += f"; +{len(p['anchors']) - 2} more"
-        style = _STYLE.get(p["status"], "")
-        table.add_row(p["id"], f"[{style}]{p['status']}[/]", where, p.get("reason", ""))
-    console().print(table)
+        out += _wrap(p["summary"], 4, f"  {p['id']} ({range_text(p['applies'])}): ", cols)
+        ranges = [range_text(v["applies"]) for v in p["variants"]]
+        rw = max((len(r) for r in ranges), default=0)
+        for rng, v in zip(ranges, p["variants"]):
+            what = ", ".join(v["anchors"]) if v["kind"] == "edit" else v["reason"]
+            out += _wrap(what, 8, f"    {rng:<{rw}}  {v['kind']}: ", cols)
+    return "\n".join(out)
+
+
+# -- check -------------------------------------------------------------------------
+
+
+def check_text(doc: dict, show_diffs: bool = True) -> str:
+    """A ``patchq.check/1`` document: per patch its status, then each anchor location
+    (``qualname (file:line)``) and the reason on their own lines, then the drift."""
+    cols = width()
+    title = (f"check {doc['profile'] or '--all'} on vllm {doc['vllm']['version']} "
+             f"({doc['vllm']['kind']})")
+    out = _wrap(title, 2, "", cols)
+    idw = max((len(p["id"]) for p in doc["patches"]), default=0)
+    for p in doc["patches"]:
+        out.append(f"  {p['id']:<{idw}}  {p['status']}")
+        for loc in dict.fromkeys(f"{a['qualname']} ({a['path'].rsplit('/', 1)[-1]}:{a['line']})"
+                                 for a in p.get("anchors", [])):
+            out += _wrap(loc, 8, "      at ", cols)
+        if p.get("reason"):
+            out += _wrap(p["reason"], 6, "      ", cols)
+    counts = ", ".join(f"{n} {k}" for k, n in doc.get("counts", {}).items())
+    if counts:
+        out.append(f"{len(doc['patches'])} patch(es): {counts}")
+    drift = drift_text(doc, show_diffs)
+    return "\n".join(out) + ("\n" + drift if drift else "")
+
+
+# -- apply, revert, run ------------------------------------------------------------
 
 
 def apply_text(doc: dict) -> str:
@@ -68,12 +145,12 @@ def apply_text(doc: dict) -> str:
     head = f"{doc['command']} {doc['profile'] or '--all'} on vllm {doc['vllm']['version']}"
     if doc["patches"] and (not doc["ok"] or not doc["noop"]):
         lines.append(head + ":")
-        width = max(len(p["id"]) for p in doc["patches"])
+        width_ = max(len(p["id"]) for p in doc["patches"])
         for p in doc["patches"]:
             where = ", ".join(dict.fromkeys(f"{a['qualname']} ({a['path'].rsplit('/', 1)[-1]}:{a['line']})"
                               for a in p.get("anchors", [])))
             detail = p.get("reason") or where
-            lines.append(f"  {p['id']:<{width}}  {p['status']:<14}  {detail}")
+            lines.append(f"  {p['id']:<{width_}}  {p['status']:<14}  {detail}")
     if doc["error"]:
         lines.append(f"patchq: error: {doc['error']}")
     elif doc["noop"]:
@@ -85,4 +162,225 @@ def apply_text(doc: dict) -> str:
             lines.append(f"completed an interrupted write of {', '.join(doc['recovered'])}")
         lines.append(f"{doc['command']}: wrote {len(doc['written'])} file(s); "
                      f"added {', '.join(doc['added']) or '-'}; removed {', '.join(doc['removed']) or '-'}")
+    return "\n".join(lines)
+
+
+def noop_apply_text(version: str, profile: str) -> str:
+    """The fast path's answer to an ``apply`` with nothing to do."""
+    return f"apply: nothing to do (vllm {version} already carries profile {profile})"
+
+
+def run_env_text(doc: dict) -> str:
+    """A ``patchq.run-env/1`` document as ``export NAME=value`` lines (shell-quoted)."""
+    import shlex
+
+    return "\n".join(f"export {name}={shlex.quote(value)}" for name, value in doc["env"].items())
+
+
+def run_summary_text(manifest: dict, env: dict) -> str:
+    """The one line ``patchq run`` prints on stderr before it execs the command."""
+    live = [f"{p['id']}" for p in manifest["patches"] if p["status"] == "ok"]
+    other = [f"{p['id']} ({p['status']})" for p in manifest["patches"] if p["status"] != "ok"]
+    files = ", ".join(sorted(manifest["modules"])) or "none"
+    text = (f"patchq run: profile {manifest['profile']} on vllm {manifest['vllm']} at import time "
+            f"({'warm' if manifest.get('warm') else 'prepared'}): {', '.join(live) or 'no patch'}")
+    if other:
+        text += f"; {', '.join(other)}"
+    return text + f"; serving {files}; VLLM_CACHE_ROOT={env['VLLM_CACHE_ROOT']}"
+
+
+def plain_doc(text: str) -> str:
+    """A reST docstring as plain text for ``--help``: ````x```` and ``:role:`x``` become x."""
+    import re
+
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    text = re.sub(r"``([^`]+)``( {2,})", lambda m: m.group(1) + m.group(2) + "    ", text)  # keep columns
+    return text.replace("``", "")
+
+
+# -- status, diff, and the authoring commands -----------------------------------------
+
+
+def sync_text(doc: dict) -> str:
+    """Human summary of a sync."""
+    lines = [f"upstream ({doc['kind']}) at {doc['path']}: {len(doc['releases'])} release(s) tagged"]
+    if doc["added"]:
+        took = ", ".join(f"{v} ({doc['seconds'].get(v, 0):.1f}s)" for v in doc["added"])
+        lines.append(f"  added: {took}")
+    if doc["rewritten"]:
+        lines.append(f"  re-chained (an older release was inserted): {', '.join(doc['rewritten'])}")
+    if doc["skipped"]:
+        lines.append(f"  already there: {', '.join(doc['skipped'])}")
+    return "\n".join(lines) + "\n"
+
+
+def log_text(doc: dict, show_diff: bool = True) -> str:
+    """Human rendering of a log: per definition, per change, its diff and commits."""
+    lines = [f"{doc['patch']}: {len(doc['definitions'])} anchored definition(s) over "
+             f"{len(doc['releases'])} release(s) ({doc['releases'][0]} .. {doc['releases'][-1]}, "
+             f"{doc['upstream']['kind']} {doc['upstream']['path']})"]
+    for d in doc["definitions"]:
+        lines.append(f"\n== {d['qualname']} (anchors: {', '.join(d['anchors'])})")
+        if not d["changes"]:
+            lines.append("   not found in any selected release")
+        for c in d["changes"]:
+            where = c["relpath"] or "-"
+            if c["previous_relpath"] and c["relpath"] and c["previous_relpath"] != c["relpath"]:
+                where = f"{c['previous_relpath']} -> {c['relpath']}"
+            fp = f" fp {c['fingerprint']}" if c["fingerprint"] else ""
+            since = f" (since {c['previous']})" if c["previous"] and c["change"] != "appears" else ""
+            lines.append(f"-- {c['version']}{since}: {c['change']} [{where}]{fp}")
+            if c["change"] == "ambiguous":
+                lines.append(f"   {c['diff']}")
+            elif show_diff and c["diff"]:
+                lines += ["   " + ln for ln in c["diff"].rstrip("\n").splitlines()]
+            if c["commits"]:
+                lines.append(f"   commits ({c['commits_method']}):")
+                lines += [f"     {r['commit'][:12]} {r['date']} {r['subject']}" for r in c["commits"]]
+    return "\n".join(lines) + "\n"
+
+
+def rebase_text(doc: dict) -> str:
+    """The human report: per patch its status, units, range-diff and next steps."""
+    out = [f"rebase to vllm {doc['to']}" + (f" from {doc['from']}" if doc["from"] else "") + ":"]
+    for p in doc["patches"]:
+        head = f"{p['id']}: {p['status'].upper()}"
+        if p["from"]:
+            head += f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; series at {p['to']}: {p['target_variant']})"
+        out.append(head)
+        if p["status"] == "skipped" or p["status"] == "failed-at-base":
+            out.append(f"  {p['reason']}")
+            continue
+        for u in p["units"]:
+            where = u["base_path"]
+            if u["target_path"] and u["target_path"] != u["base_path"]:
+                where += f" -> {u['target_path']}"
+            up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
+            merged = "resolved by hand" if u["resolution"] == "resolved" else u["merge"]
+            line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {merged}"
+            if u["conflicts"]:
+                line += f" ({u['conflicts']} conflict block(s))"
+            if u["transform"]:
+                line += f"; transform {u['transform'].replace('-', ' ')}"
+            out.append(line)
+            for c in u["candidates"]:
+                out.append(f"      similar: {c['qualname']} in {c['relpath']} (score {c['score']:g})")
+            if u["transform"] == "fails" and u["transform_reason"]:
+                out.append(f"      transform: {u['transform_reason']}")
+            if u["merge"] == "gone":
+                out.append(f"      {u['reason']}")
+            for f in u["files"]:
+                out.append(f"      wrote {f}")
+        if p["status"] in ("upstreamed", "absent"):
+            out.append(f"  {p['reason']}")
+        rd = p["range_diff"]
+        if rd["rows"]:
+            c = rd["counts"]
+            src = f" (new rendering from the {p['new_diff_source']})" if p["new_diff_source"] else " (no new rendering)"
+            out.append(f"  range-diff {p['from']} -> {p['to']}: {c['same']} same, {c['changed']} changed, "
+                       f"{c['removed']} removed, {c['added']} added{src}")
+            out += [f"    {row}" for row in rd["rows"]]
+        for w in p["written"]:
+            if not any(w in u["files"] for u in p["units"]):
+                out.append(f"  wrote {w}")
+        for s in p["next_steps"]:
+            out.append(f"  next: {s}")
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(doc["counts"].items()))
+    out.append(f"summary: {counts}" + ("" if doc["ok"] else " (exit 1: conflicts or new variants to resolve)"))
+    return "\n".join(out) + "\n"
+
+
+def import_text(doc: dict) -> str:
+    """Human summary: hunks -> definitions, anchors and their operations, notes."""
+    how = "guessed: the newest cached release it applies to exactly" if doc["release_guessed"] else "given"
+    lines = [f"import {doc['file']} as {doc['patch']} (vllm {doc['release']}, {how})"]
+    for h in doc["hunks"]:
+        where = ", ".join(h["definitions"]) + (" + module level" if h["module_level"] else "")
+        lines.append(f"  {h['path']} {h['header']} -> {where or 'module level'}")
+    for a in doc["anchors"]:
+        lines.append(f"  anchor {a['id']}: {a['qualname']} ({a['path']}) fp {a['fingerprint']}: "
+                     f"{', '.join(a['ops']) or '-'}")
+    for n in doc["notes"]:
+        lines.append(f"  note: {n}")
+    lines += [f"  wrote {w}" for w in doc["written"]]
+    moved = any("relocated" in n for n in doc["notes"])
+    lines.append(f"  verified: applying {doc['patch']} to vllm {doc['release']} gives exactly the diff's result"
+                 + (" (relocated insertions aside)" if moved else ""))
+    return "\n".join(lines) + "\n"
+
+
+def diffwrite_text(doc: dict) -> str:
+    """One line per patch: what was written and the diff's size, or why nothing was."""
+    lines = [f"diffs of vllm {doc['vllm']} in {doc['dir']}:"]
+    for r in doc["patches"]:
+        if r["status"] == "ok":  # patchq.plan.engine.OK
+            s = r["stats"]
+            lines.append(f"  {r['patch_id']}: {r['action']} ({s['files']} file(s), {s['hunks']} hunk(s), "
+                         f"+{s['added']} -{s['removed']}; unidiff ok, git apply --check ok)")
+        else:
+            what = f"; {r['action']} {r['path']}" if r["action"] else ""
+            lines.append(f"  {r['patch_id']}: {r['status']}: {r['reason']}{what}")
+    return "\n".join(lines) + "\n"
+
+
+def drift_text(doc: dict, show_diffs: bool = True) -> str:
+    """The drift diffs and notes of a ``patchq.check/1`` document (after :func:`check_text`)."""
+    out: list[str] = []
+    for p in doc["patches"]:
+        for d in p["drift"]:
+            if show_diffs and d.get("diff"):
+                out.append(f"--- drift of {p['id']} anchor {d['anchor']} "
+                           f"(vllm {d['base']} -> {doc['vllm']['version']}) ---\n{d['diff']}")
+            elif d.get("note"):
+                out.append(f"{p['id']} anchor {d['anchor']}: {d['note']}")
+        for n in p["notes"]:
+            out.append(f"{p['id']}: {n}")
+    return "\n".join(out)
+
+
+def status_text(report: dict) -> str:
+    """A ``patchq.status/1`` document as plain text (status stays at interpreter-start cost)."""
+    lines = series_line(report) + [
+        f"vllm {report['vllm']} at {report['site_packages']}  profile: {report['profile'] or 'none'}"]
+    if report.get("note"):
+        lines.append(f"! {report['note']}")
+    if report["pending_write"]:
+        lines.append("! an interrupted write is pending: the next apply or revert completes it")
+    width = max((len(p["id"]) for p in report["patches"]), default=8)
+    for p in report["patches"]:
+        reason = f"  ({p['reason']})" if p["reason"] else ""
+        lines.append(f"  {p['id']:<{width}}  {p['status']:<11}  {p['hash']}{reason}")
+    lines.append("files:")
+    for f in report["files"]:
+        lines.append(f"  {f['state']:<8}  {f['path']}")
+    return "\n".join(lines)
+
+
+def runtime_status_text(report: dict) -> str:
+    """A ``patchq.runtime-status/1`` document: one block per live process."""
+    lines = [f"runtime processes ({report['runtime_dir']}): {len(report['processes'])} live"
+             + (f", {len(report['pruned'])} exited record(s) removed" if report["pruned"] else "")]
+    for p in report["processes"]:
+        cmd = " ".join(p["argv"])[:80]
+        lines.append(f"  pid {p['pid']:<7} {p['status']:<5} profile {p['profile']} ({p['digest']}) "
+                     f"vllm {p['vllm']}  {cmd}")
+        lines.append(f"    patches: {', '.join(p['patches']) or '-'}")
+        lines.append(f"    served:  {', '.join(p['served']) or '-'}")
+        if p["reason"]:
+            lines.append(f"    {p['reason']}")
+    return "\n".join(lines)
+
+
+def diff_text(doc: dict) -> str:
+    """A ``patchq.diff/1`` document: the diff itself, as ``git apply`` takes it."""
+    return doc["diff"]
+
+
+def matrix_text(doc: dict, paths: dict) -> str:
+    """A ``patchq.matrix/1`` document: one summary line and the files written."""
+    blocking = sum(c["blocking"] for per in doc["cells"].values() for row in per.values() for c in row.values())
+    lines = [f"matrix: {len(doc['releases'])} releases x {len(doc['profiles'])} profiles in "
+             f"{doc['timing']['wall_s']} s; {blocking} blocking cell(s); "
+             f"{len(doc['errors'])} release(s) not checked"]
+    lines += [f"  {kind}: {path}" for kind, path in paths.items()]
     return "\n".join(lines)

@@ -94,12 +94,8 @@ def _parse_count(value: object, where: str) -> tuple[int, int | None]:
 
 def load_anchor_file(path: Path) -> dict[str, AnchorSpec]:
     """Parse ``anchors/<patch>.toml`` into anchor id -> AnchorSpec. Raises SeriesError."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SeriesError(f"{path}: {exc}") from None
     out: dict[str, AnchorSpec] = {}
-    for anchor_id, table in data.get("anchors", {}).items():
+    for anchor_id, table in hashing.anchor_tables(path).items():  # types checked there
         where = f"{path.name}: anchors.{anchor_id}"
         try:
             lo, hi = _parse_count(table.get("count", 1), where)
@@ -183,15 +179,8 @@ class Series:
 
 def load_profiles(path: Path) -> dict[str, Profile]:
     """Parse ``profiles.toml``. Raises SeriesError."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SeriesError(f"{path}: {exc}") from None
-    out = {}
-    for name, table in data.get("profiles", {}).items():
-        out[name] = Profile(name=name, patches=tuple(table.get("patches", [])),
-                            description=table.get("description", ""))
-    return out
+    return {name: Profile(name=name, patches=tuple(t["patches"]), description=t["description"])
+            for name, t in hashing.profile_tables(path).items()}  # types checked there
 
 
 def load(explicit: str | Path | None = None) -> Series:

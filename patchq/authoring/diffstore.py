@@ -21,13 +21,9 @@ from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
 from patchq.plan import diffs, engine
-from patchq.errors import PatchqError
+from patchq.errors import DiffInvalid, PatchqError  # noqa: F401 (DiffInvalid: importable here)
 from patchq.model import Patch
 from patchq.dist.sources import CodeSource
-
-
-class DiffInvalid(PatchqError):
-    """A rendered diff failed validation (unidiff or ``git apply --check``)."""
 
 
 def diffs_dir(series_root: Path, version: str) -> Path:

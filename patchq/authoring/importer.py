@@ -45,15 +45,11 @@ from unidiff.errors import UnidiffParseError
 from patchq.dist import releases
 from patchq.plan import stmtpatch
 from patchq.plan.anchors import ast_index, cut_segment, definition_span, fingerprint, node_code, split_lines
-from patchq.errors import PatchqError, UsageError
+from patchq.errors import ImportRefused, PatchqError, UsageError  # noqa: F401
 from patchq.authoring.merge import module_of, strip_sentinels
 from patchq.dist.sources import CodeSource, release_source
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-
-
-class ImportRefused(PatchqError):
-    """The diff cannot become an anchored patch (the message says which hunk and why)."""
 
 
 # --------------------------------------------------------------------------- parsing

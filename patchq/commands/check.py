@@ -20,17 +20,3 @@ def run(target: CodeSource, series: Series, profile: str | None) -> tuple[dict, 
     doc = checking.document(target, profile, rows)
     return doc, doc["exit_code"]
 
-
-def render_text(doc: dict, show_diffs: bool = True) -> str:
-    """A plain-text rendering of a check document after its table: drift diffs and notes."""
-    out: list[str] = []
-    for p in doc["patches"]:
-        for d in p["drift"]:
-            if show_diffs and d.get("diff"):
-                out.append(f"--- drift of {p['id']} anchor {d['anchor']} "
-                           f"(vllm {d['base']} -> {doc['vllm']['version']}) ---\n{d['diff']}")
-            elif d.get("note"):
-                out.append(f"{p['id']} anchor {d['anchor']}: {d['note']}")
-        for n in p["notes"]:
-            out.append(f"{p['id']}: {n}")
-    return "\n".join(out)

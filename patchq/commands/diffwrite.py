@@ -35,16 +35,3 @@ def run(series: Series, version: str, profile: str | None = None) -> tuple[dict,
            "ok": not failed, "patches": [asdict(r) for r in rendered]}
     return doc, (EXIT_PATCH_FAILED if failed else EXIT_OK)
 
-
-def render_text(doc: dict) -> str:
-    """One line per patch: what was written and the diff's size, or why nothing was."""
-    lines = [f"diffs of vllm {doc['vllm']} in {doc['dir']}:"]
-    for r in doc["patches"]:
-        if r["status"] == engine.OK:
-            s = r["stats"]
-            lines.append(f"  {r['patch_id']}: {r['action']} ({s['files']} file(s), {s['hunks']} hunk(s), "
-                         f"+{s['added']} -{s['removed']}; unidiff ok, git apply --check ok)")
-        else:
-            what = f"; {r['action']} {r['path']}" if r["action"] else ""
-            lines.append(f"  {r['patch_id']}: {r['status']}: {r['reason']}{what}")
-    return "\n".join(lines) + "\n"

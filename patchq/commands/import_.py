@@ -51,21 +51,3 @@ def run(series: Series, file: str, patch_id: str, release: str | None = None,
     }
     return doc, EXIT_OK
 
-
-def render_text(doc: dict) -> str:
-    """Human summary: hunks -> definitions, anchors and their operations, notes."""
-    how = "guessed: the newest cached release it applies to exactly" if doc["release_guessed"] else "given"
-    lines = [f"import {doc['file']} as {doc['patch']} (vllm {doc['release']}, {how})"]
-    for h in doc["hunks"]:
-        where = ", ".join(h["definitions"]) + (" + module level" if h["module_level"] else "")
-        lines.append(f"  {h['path']} {h['header']} -> {where or 'module level'}")
-    for a in doc["anchors"]:
-        lines.append(f"  anchor {a['id']}: {a['qualname']} ({a['path']}) fp {a['fingerprint']}: "
-                     f"{', '.join(a['ops']) or '-'}")
-    for n in doc["notes"]:
-        lines.append(f"  note: {n}")
-    lines += [f"  wrote {w}" for w in doc["written"]]
-    moved = any("relocated" in n for n in doc["notes"])
-    lines.append(f"  verified: applying {doc['patch']} to vllm {doc['release']} gives exactly the diff's result"
-                 + (" (relocated insertions aside)" if moved else ""))
-    return "\n".join(lines) + "\n"

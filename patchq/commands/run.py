@@ -20,18 +20,24 @@ the command, whose exit status becomes ``patchq run``'s, in this environment:
 ``VLLM_CACHE_ROOT``            the root vLLM would use, with ``patchq/<profile>-<digest>``
                                folded in (``docs/compile-cache.md``)
 
-``--print-env`` prints those as ``export`` lines instead of running anything.
+``--print-env`` prints those as ``export`` lines instead of running anything; with
+``--json`` it prints the ``patchq.run-env/1`` document instead: ``ok``, ``profile``,
+``vllm``, ``digest``, ``hook_dir``, ``warm``, ``env`` {name: value} (the variables above,
+in that order). ``run --json`` otherwise prints JSON only when patchq itself fails (the
+``patchq.apply/1`` report of a patch that does not apply, or the error document): the
+command's own output is the command's.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from dataclasses import dataclass, field
 
-from patchq.errors import EXIT_OK, EXIT_USAGE, PatchqError, UsageError
+from patchq.errors import EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, RunPlanFailed, UsageError
 
+#: One line for error messages (the rest of the usage is in ``patchq run --help``).
+USAGE_LINE = "usage: patchq run --profile NAME [options] [--] COMMAND [ARG...] (see `patchq run --help`)"
 USAGE = ("usage: patchq run --profile NAME [--site-packages DIR | --python EXE] [--series DIR]\n"
          "                  [--print-env] [--json] [--] COMMAND [ARG...]")
 
@@ -75,32 +81,25 @@ def parse(argv: list[str]) -> RunOptions:
         if key in _VALUE:
             if not eq:
                 if i + 1 >= len(argv):
-                    raise UsageError(f"{arg} needs a value\n{USAGE}")
+                    raise UsageError(f"{arg} needs a value; {USAGE_LINE}")
                 value = argv[i + 1]
                 i += 1
+            if not value.strip():
+                raise UsageError(f"{key} must not be empty; {USAGE_LINE}")
             setattr(opts, _VALUE[key], value)
         elif arg in _FLAG:
             setattr(opts, _FLAG[arg], True)
         elif arg.startswith("-"):
-            raise UsageError(f"unknown option {arg}\n{USAGE}")
+            raise UsageError(f"unknown option {arg}; {USAGE_LINE}")
         else:
             opts.command = argv[i:]
             break
         i += 1
     if not opts.profile:
-        raise UsageError(f"--profile NAME is required\n{USAGE}")
+        raise UsageError(f"--profile NAME is required; {USAGE_LINE}")
     if not opts.command and not opts.print_env:
-        raise UsageError(f"no command to run\n{USAGE}")
+        raise UsageError(f"no command to run; {USAGE_LINE}")
     return opts
-
-
-class RunPlanFailed(PatchqError):
-    """A patch did not apply: the report is in ``text``/``doc``; nothing was run."""
-
-    def __init__(self, exc, doc: dict, text: str) -> None:
-        super().__init__(str(exc))
-        self.exit_code = exc.exit_code
-        self.doc, self.text = doc, text
 
 
 def prepare(opts: RunOptions) -> dict:
@@ -114,14 +113,12 @@ def prepare(opts: RunOptions) -> dict:
     from patchq.env import hookdir
     from patchq.dist import sources
     from patchq import series as series_mod
-    from patchq.hashing import series_summary
+    from patchq.hashing import profile_hashes, series_summary
 
     target = sources.installed(opts.site_packages, opts.python)
     root = series_mod.series_dir(opts.series)
     summary = series_summary(root, series_mod.anchors_dir(root))
-    if opts.profile not in summary["profiles"]:
-        raise UsageError(f"unknown profile {opts.profile!r} (known: {', '.join(summary['profiles'])})")
-    digest = profile_digest({pid: summary["hashes"][pid] for pid in summary["profiles"][opts.profile]})
+    digest = profile_digest(profile_hashes(summary, opts.profile))  # only this profile must resolve
     hook_dir = hookdir.hook_dir_for(target.root, str(target.version), opts.profile, digest)
     manifest = hookdir.load_warm(hook_dir, target.root)
     if manifest is not None:
@@ -171,56 +168,53 @@ def environment(manifest: dict, base: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _summary_line(manifest: dict, env: dict[str, str]) -> str:
-    live = [f"{p['id']}" for p in manifest["patches"] if p["status"] == "ok"]
-    other = [f"{p['id']} ({p['status']})" for p in manifest["patches"] if p["status"] != "ok"]
-    files = ", ".join(sorted(manifest["modules"])) or "none"
-    text = (f"patchq run: profile {manifest['profile']} on vllm {manifest['vllm']} at import time "
-            f"({'warm' if manifest.get('warm') else 'prepared'}): {', '.join(live) or 'no patch'}")
-    if other:
-        text += f"; {', '.join(other)}"
-    return text + f"; serving {files}; VLLM_CACHE_ROOT={env['VLLM_CACHE_ROOT']}"
+SCHEMA_ENV = "patchq.run-env/1"
+
+
+def env_document(manifest: dict, env: dict[str, str]) -> dict:
+    """The ``patchq.run-env/1`` document of ``--print-env --json`` (module docstring)."""
+    return {"schema": SCHEMA_ENV, "ok": True, "profile": manifest["profile"], "vllm": manifest["vllm"],
+            "digest": manifest["digest"], "hook_dir": manifest["hook_dir"], "warm": bool(manifest.get("warm")),
+            "env": {name: env[name] for name in VARIABLES}}
 
 
 def main(argv: list[str]) -> int:
     """Run ``patchq run ARGV``; returns an exit status, or does not return (exec).
 
     Exit codes: those of patchq before the command starts (1 a patch failed, 2 usage,
-    3 vLLM not found, 4 foreign edit), 127 when the command is not found; after the
-    exec, the command's own.
+    3 vLLM not found, 4 foreign edit), 127 when the command is not found, 126 when it
+    cannot be run; after the exec, the command's own.
+
+    Raises:
+        PatchqError: reported by :func:`patchq.edge.guard` (the one error edge).
     """
+    from patchq import edge, report
+
     if argv[:1] in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE + "\n\n" + (__doc__ or "") + "\n")
+        sys.stdout.write(USAGE + "\n\n" + report.plain_doc(__doc__ or "") + "\n")
         return EXIT_OK
-    try:
-        opts = parse(argv)
-    except UsageError as exc:
-        sys.stderr.write(f"patchq: error: {exc}\n")
-        return EXIT_USAGE
+    edge.set_json("--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv)
+    opts = parse(argv)
+    edge.set_json(opts.as_json)
     try:
         manifest = prepare(opts)
-        env = environment(manifest, dict(os.environ))
     except RunPlanFailed as exc:
         if opts.as_json:
-            from patchq import report
-
             report.emit_json(exc.doc)
         else:
-            sys.stderr.write(exc.text + "\npatchq run: nothing was run\n")
+            report.emit_text(exc.text + "\npatchq run: nothing was run", err=True)
         return exc.exit_code
-    except PatchqError as exc:
-        sys.stderr.write(f"patchq: error: {exc}\n")
-        return exc.exit_code
+    env = environment(manifest, dict(os.environ))
     if opts.print_env:
-        for name in VARIABLES:
-            sys.stdout.write(f"export {name}={shlex.quote(env[name])}\n")
+        doc = env_document(manifest, env)
+        report.emit_json(doc) if opts.as_json else report.emit_text(report.run_env_text(doc))
         return EXIT_OK
-    sys.stderr.write(_summary_line(manifest, env) + "\n")
+    sys.stderr.write(report.run_summary_text(manifest, env) + "\n")
     sys.stderr.flush()
     sys.stdout.flush()
     try:
         os.execvpe(opts.command[0], opts.command, env)
     except OSError as exc:
         sys.stderr.write(f"patchq run: cannot run {opts.command[0]}: {exc.strerror}\n")
-        return 127 if isinstance(exc, FileNotFoundError) else 126
+        return EXIT_COMMAND_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_CANNOT_RUN
     return EXIT_OK  # not reached

@@ -61,18 +61,6 @@ def _releases(spec: str) -> list:
     return releases.list_releases(spec)
 
 
-def render_sync(doc: dict) -> str:
-    """Human summary of a sync."""
-    lines = [f"upstream ({doc['kind']}) at {doc['path']}: {len(doc['releases'])} release(s) tagged"]
-    if doc["added"]:
-        took = ", ".join(f"{v} ({doc['seconds'].get(v, 0):.1f}s)" for v in doc["added"])
-        lines.append(f"  added: {took}")
-    if doc["rewritten"]:
-        lines.append(f"  re-chained (an older release was inserted): {', '.join(doc['rewritten'])}")
-    if doc["skipped"]:
-        lines.append(f"  already there: {', '.join(doc['skipped'])}")
-    return "\n".join(lines) + "\n"
-
 
 def log(series: Series, patch_id: str, spec: str | None = None, repo: str | None = None,
         commits: bool | None = None) -> tuple[dict, int]:
@@ -103,28 +91,3 @@ def log(series: Series, patch_id: str, spec: str | None = None, repo: str | None
            "releases": [str(v) for v in versions], "definitions": defs}
     return doc, EXIT_OK
 
-
-def render_log(doc: dict, show_diff: bool = True) -> str:
-    """Human rendering of a log: per definition, per change, its diff and commits."""
-    lines = [f"{doc['patch']}: {len(doc['definitions'])} anchored definition(s) over "
-             f"{len(doc['releases'])} release(s) ({doc['releases'][0]} .. {doc['releases'][-1]}, "
-             f"{doc['upstream']['kind']} {doc['upstream']['path']})"]
-    for d in doc["definitions"]:
-        lines.append(f"\n== {d['qualname']} (anchors: {', '.join(d['anchors'])})")
-        if not d["changes"]:
-            lines.append("   not found in any selected release")
-        for c in d["changes"]:
-            where = c["relpath"] or "-"
-            if c["previous_relpath"] and c["relpath"] and c["previous_relpath"] != c["relpath"]:
-                where = f"{c['previous_relpath']} -> {c['relpath']}"
-            fp = f" fp {c['fingerprint']}" if c["fingerprint"] else ""
-            since = f" (since {c['previous']})" if c["previous"] and c["change"] != "appears" else ""
-            lines.append(f"-- {c['version']}{since}: {c['change']} [{where}]{fp}")
-            if c["change"] == "ambiguous":
-                lines.append(f"   {c['diff']}")
-            elif show_diff and c["diff"]:
-                lines += ["   " + ln for ln in c["diff"].rstrip("\n").splitlines()]
-            if c["commits"]:
-                lines.append(f"   commits ({c['commits_method']}):")
-                lines += [f"     {r['commit'][:12]} {r['date']} {r['subject']}" for r in c["commits"]]
-    return "\n".join(lines) + "\n"

@@ -92,7 +92,7 @@ from packaging.version import Version
 
 from patchq.plan import engine
 from patchq.plan.anchors import Pattern, ast_index, declares, definition_span, locate_definition, split_lines
-from patchq.errors import AnchorError
+from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
 from patchq.dist.sources import CodeSource
 
@@ -615,8 +615,8 @@ def exit_code(rows: Iterable[PatchCheck | dict]) -> int:
     """1 when any row is blocking (an in-range patch that apply would fail on), else 0."""
     for r in rows:
         if (r["blocking"] if isinstance(r, dict) else r.blocking):
-            return 1
-    return 0
+            return EXIT_PATCH_FAILED
+    return EXIT_OK
 
 
 def document(source: CodeSource, profile: str | None, rows: list[PatchCheck]) -> dict:

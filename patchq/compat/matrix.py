@@ -61,6 +61,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterable
 
+from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
+
 SCHEMA = "patchq.matrix/1"
 LEVELS = ("source", "import", "probe", "boot")
 _EDIT_STATUSES = ("applies", "applies-drifted", "moved")
@@ -261,7 +263,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         "first_change": {name: {pid: (ch[0]["release"] if ch else None) for pid, ch in per.items()}
                          for name, per in changes.items()},
         "errors": errors,
-        "exit_code": 1 if blocking or errors else 0,
+        "exit_code": EXIT_PATCH_FAILED if blocking or errors else EXIT_OK,
         "timing": {"wall_s": round(wall, 3), "workers": workers,
                    "per_release_s": {r["release"]: r["seconds"] for r in results}},
     }

@@ -53,10 +53,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-try:  # the CLI maps TargetNotFound to its exit code; keep working without it.
-    from patchq.errors import TargetNotFound as _ReleaseErrorBase
-except ImportError:  # pragma: no cover - errors.py not present in this checkout
-    _ReleaseErrorBase = Exception  # type: ignore[misc,assignment]
+from patchq.errors import ReleaseError  # defined with every other exception (exit code 3)
 
 __all__ = [
     "ReleaseError",
@@ -99,10 +96,6 @@ _PIP_PYTHON_VERSION = "3.12"
 _MARKER = ".patchq-extracted-v1"
 
 _SPEC_OPERATOR = re.compile(r"^\s*(===|~=|==|!=|<=|>=|<|>)")
-
-
-class ReleaseError(_ReleaseErrorBase):
-    """A release list, wheel or tree could not be produced; ``str(err)`` is one line."""
 
 
 # --------------------------------------------------------------------------- cache

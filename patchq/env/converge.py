@@ -18,8 +18,8 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from patchq.plan import engine
-from patchq.errors import ForeignEditError, PatchqError, ReadOnlyError, StateError
+from patchq.plan import results as planned  # the planner itself (libcst) only when planning
+from patchq.errors import ForeignEditError, PatchqError, PlanFailed, ReadOnlyError, StateError
 from patchq.env.fsutil import fsync_dir
 from patchq.hashing import sha256_file
 from patchq.model import Patch
@@ -41,7 +41,7 @@ class ConvergeResult:
         recovered: relpaths rolled forward from an interrupted write.
     """
 
-    plan: engine.Plan
+    plan: planned.Plan
     journal: Journal
     written: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
@@ -50,15 +50,6 @@ class ConvergeResult:
     noop: bool = False
     foreign_kept: dict[str, str] = field(default_factory=dict)
     recovered: list[str] = field(default_factory=list)
-
-
-class PlanFailed(PatchqError):
-    """One or more patches failed in the plan; nothing was written."""
-
-    def __init__(self, plan: engine.Plan) -> None:
-        self.plan = plan
-        names = ", ".join(f"{r.patch_id} ({r.reason})" for r in plan.failures())
-        super().__init__(f"{len(plan.failures())} patch(es) failed, nothing written: {names}")
 
 
 def _file_state(target: CodeSource, state: StateDir, journal: Journal, relpath: str) -> tuple[str, str | None]:
@@ -164,7 +155,12 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
             foreign[relpath] = None
         return target.read_text(relpath)
 
-    plan = engine.plan(target, patches, read=read)
+    if patches:
+        from patchq.plan import engine
+
+        plan = engine.plan(target, patches, read=read)
+    else:  # revert --all: nothing to plan, no parser needed
+        plan = planned.Plan(source=target, results=[], pristine={}, patched={})
     if foreign and not force:  # before plan failures: an edit explains failing anchors
         raise ForeignEditError(_foreign_message(target, foreign))
     if not plan.ok:
@@ -270,12 +266,12 @@ def _roll_back(target: CodeSource, previous: dict[str, bytes | None]) -> None:
                 pass  # the txn is gone with it: status reports the file as modified
 
 
-def _journal_after(target: CodeSource, journal: Journal, plan: engine.Plan,
+def _journal_after(target: CodeSource, journal: Journal, plan: planned.Plan,
                    wanted: dict[str, bytes], profile: str | None) -> Journal:
     files: dict[str, FileEntry] = {}
     patches: dict[str, PatchEntry] = {}
     for r in plan.results:
-        if r.status == engine.OK:
+        if r.status == planned.OK:
             patches[r.patch_id] = PatchEntry(hash=r.hash, variant=r.variant, files=list(r.files))
     for relpath, text in plan.patched.items():
         files[relpath] = FileEntry(

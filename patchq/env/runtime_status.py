@@ -20,6 +20,8 @@ import os
 
 from patchq_runtime.hook import start_ticks
 
+from patchq.errors import EXIT_DRIFT, EXIT_OK
+
 SCHEMA = "patchq.runtime-status/1"
 
 
@@ -83,19 +85,5 @@ def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: boo
 
 def exit_code(report: dict) -> int:
     """7 when a live process runs a stale patch set, else 0."""
-    return 7 if any(p["status"] == "stale" for p in report["processes"]) else 0
+    return EXIT_DRIFT if any(p["status"] == "stale" for p in report["processes"]) else EXIT_OK
 
-
-def render_text(report: dict) -> str:
-    """Plain text: one block per live process."""
-    lines = [f"runtime processes ({report['runtime_dir']}): {len(report['processes'])} live"
-             + (f", {len(report['pruned'])} exited record(s) removed" if report["pruned"] else "")]
-    for p in report["processes"]:
-        cmd = " ".join(p["argv"])[:80]
-        lines.append(f"  pid {p['pid']:<7} {p['status']:<5} profile {p['profile']} ({p['digest']}) "
-                     f"vllm {p['vllm']}  {cmd}")
-        lines.append(f"    patches: {', '.join(p['patches']) or '-'}")
-        lines.append(f"    served:  {', '.join(p['served']) or '-'}")
-        if p["reason"]:
-            lines.append(f"    {p['reason']}")
-    return "\n".join(lines)

@@ -23,6 +23,7 @@ import json
 import os
 
 from patchq.dist import record
+from patchq.errors import EXIT_DRIFT, EXIT_OK
 from patchq.hashing import series_inputs, sha256_file
 from patchq.sentinels import find_sentinels
 
@@ -156,21 +157,5 @@ def exit_code(report: dict) -> int:
     """0 when every patch is applied or not-applied and no file is modified; else 7."""
     bad = any(p["status"] in ("stale", "foreign") for p in report["patches"])
     bad = bad or any(f["state"] == "modified" for f in report["files"]) or report["pending_write"]
-    return 7 if bad else 0  # patchq.errors.EXIT_DRIFT / EXIT_OK
+    return EXIT_DRIFT if bad else EXIT_OK
 
-
-def render_text(report: dict) -> str:
-    """A plain-text rendering (no rich: status stays at interpreter-start cost)."""
-    lines = [f"vllm {report['vllm']} at {report['site_packages']}  profile: {report['profile'] or 'none'}"]
-    if report.get("note"):
-        lines.append(f"! {report['note']}")
-    if report["pending_write"]:
-        lines.append("! an interrupted write is pending: the next apply or revert completes it")
-    width = max((len(p["id"]) for p in report["patches"]), default=8)
-    for p in report["patches"]:
-        reason = f"  ({p['reason']})" if p["reason"] else ""
-        lines.append(f"  {p['id']:<{width}}  {p['status']:<11}  {p['hash']}{reason}")
-    lines.append("files:")
-    for f in report["files"]:
-        lines.append(f"  {f['state']:<8}  {f['path']}")
-    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""``patchq list``: the profiles and patches of the series (``patchq.list/1``).
+
+Fields: ``profiles`` [{``name``, ``description``, ``patches``}], ``patches`` [{``id``,
+``hash``, ``summary``, ``applies``, ``upstream``, ``variants`` [{``applies``, ``kind``,
+``anchors``, ``reason``}]}].
+
+A patch's declaration is read from its file's syntax tree when it is written as plain
+literals (``PATCH = patch(id="...", ..., variants=[variant("...", edits={...}), ...])``,
+as every patch of the project is): the series file is not run, so ``list`` imports
+neither libcst nor the patch's transforms. A declaration that is not plain literals
+(a computed range, an unknown keyword) is loaded the ordinary way
+(:meth:`patchq.series.Series.patch`), which also reports any error in it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from patchq import hashing, series as series_mod
+from patchq.errors import EXIT_OK, SeriesError
+
+SCHEMA = "patchq.list/1"
+
+_PATCH_KEYS = {"id", "summary", "why", "applies", "variants", "upstream", "upstream_check", "probe"}
+_VARIANT_KEYS = {"edits", "upstreamed", "absent", "note"}
+
+
+def run(series_dir: str | None = None) -> tuple[dict, int]:
+    """The ``patchq.list/1`` document of the series at ``series_dir`` (None: the default
+    series, :func:`patchq.series.series_dir`). Returns (document, 0).
+
+    Raises:
+        SeriesError: malformed series data, or a profile naming an unknown patch.
+    """
+    s = series_mod.load(series_dir)
+    for pr in s.profiles.values():  # list shows every profile: each must resolve
+        unknown = [pid for pid in pr.patches if not series_mod.module_file(s.root, pid).is_file()]
+        if unknown:
+            raise SeriesError(f"{s.root / 'profiles.toml'}: profile {pr.name!r} names unknown patch(es) "
+                              f"{', '.join(unknown)} (no series file for them)")
+    patches = [_row(s, pid) for pid in s.all_patch_ids()]
+    doc = {"schema": SCHEMA,
+           "series": s.location.as_json() if s.location else None,
+           "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
+                        for pr in s.profiles.values()],
+           "patches": patches}
+    return doc, EXIT_OK
+
+
+def _row(s: series_mod.Series, pid: str) -> dict:
+    path = series_mod.module_file(s.root, pid)
+    declared = _declared(path, pid) if path.is_file() else None
+    if declared is not None:
+        anchor_file = s.anchors_root / f"{pid}.toml"
+        known = set(series_mod.load_anchor_file(anchor_file)) if anchor_file.is_file() else set()
+        for v in declared["variants"]:
+            missing = [a for a in v["anchors"] if a not in known]
+            if missing:
+                raise SeriesError(f"{pid}: variant {v['applies']} edits unknown anchors {missing} "
+                                  f"(define them in {anchor_file})")
+        return {"id": pid, "hash": hashing.patch_hash_from_files(path, anchor_file), **declared}
+    p = s.patch(pid)  # not plain literals (or no file: the loader says why)
+    return {"id": p.id, "hash": p.hash, "summary": p.summary, "applies": str(p.applies),
+            "upstream": list(p.upstream),
+            "variants": [{"applies": str(v.applies), "kind": v.kind, "anchors": list(v.edits),
+                          "reason": v.upstreamed or v.absent or ""} for v in p.variants]}
+
+
+def _literal(node: ast.AST, kind: type):
+    value = ast.literal_eval(node)
+    if not isinstance(value, kind):
+        raise ValueError(f"not a {kind.__name__}")
+    return value
+
+
+def _declared(path: Path, pid: str) -> dict | None:
+    """The list fields of ``PATCH = patch(...)`` in ``path`` when every one of them is a
+    plain literal, else None (the caller loads the module instead).
+
+    Raises:
+        SeriesError: the file is not UTF-8 or not valid Python (``FILE:LINE``); a bad
+            applies-range.
+    """
+    try:
+        tree = ast.parse(path.read_bytes().decode("utf-8"), filename=str(path))
+    except UnicodeDecodeError as exc:
+        raise SeriesError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except SyntaxError as exc:
+        raise SeriesError(f"{path}:{exc.lineno}: SyntaxError: {exc.msg}") from None
+    calls = [n.value for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "PATCH"]
+    if len(calls) != 1 or not _is_call(calls[0], "patch") or calls[0].args:
+        return None
+    kw = {k.arg: k.value for k in calls[0].keywords}
+    if None in kw or not set(kw) <= _PATCH_KEYS or not {"id", "summary", "applies", "variants"} <= set(kw):
+        return None
+    try:
+        if _literal(kw["id"], str) != pid or not isinstance(kw["variants"], (ast.List, ast.Tuple)):
+            return None
+        variants = [_variant(v) for v in kw["variants"].elts]
+        if any(v is None for v in variants):
+            return None
+        return {"summary": _literal(kw["summary"], str),
+                "applies": str(series_mod.spec(_literal(kw["applies"], str))),
+                "upstream": list(_literal(kw["upstream"], (list, tuple))) if "upstream" in kw else [],
+                "variants": variants}
+    except (ValueError, TypeError, SyntaxError):
+        return None
+
+
+def _is_call(node: ast.AST, name: str) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    return (isinstance(f, ast.Name) and f.id == name) or (isinstance(f, ast.Attribute) and f.attr == name)
+
+
+def _variant(node: ast.AST) -> dict | None:
+    if not _is_call(node, "variant") or len(node.args) != 1:
+        return None
+    kw = {k.arg: k.value for k in node.keywords}
+    if None in kw or not set(kw) <= _VARIANT_KEYS:
+        return None
+    applies = str(series_mod.spec(_literal(node.args[0], str)))
+    set_ = [k for k in ("edits", "upstreamed", "absent") if k in kw]
+    if len(set_) != 1:
+        return None  # the loader raises the precise error
+    if "edits" in kw:
+        if not isinstance(kw["edits"], ast.Dict) or None in kw["edits"].keys:
+            return None
+        anchors = [_literal(k, str) for k in kw["edits"].keys]
+        return {"applies": applies, "kind": "edit", "anchors": anchors, "reason": ""}
+    reason = _literal(kw[set_[0]], str)
+    return {"applies": applies, "kind": set_[0], "anchors": [], "reason": reason}

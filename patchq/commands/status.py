@@ -1,0 +1,49 @@
+"""``patchq status`` (``patchq.status/1``, :mod:`patchq.env.status`) and ``status
+--runtime`` (``patchq.runtime-status/1``, :mod:`patchq.env.runtime_status`).
+
+Standard library only (no libcst, no typer): the fast path answers ``status`` through
+:func:`run` too.
+"""
+
+from __future__ import annotations
+
+
+def run(site_packages: str | None = None, python: str | None = None,
+        series_dir: str | None = None) -> tuple[dict, int]:
+    """Which patches are live in the environment, and each target file's state.
+
+    Returns:
+        (document, 0; 7 when a patch is stale or foreign, a file modified, or a write
+        pending).
+    Raises:
+        TargetNotFound: no vLLM there. SeriesError: no series. StateError: damaged journal.
+    """
+    from patchq import discovery
+    from patchq.dist import sources
+    from patchq.env import status as st
+
+    target = sources.installed(site_packages, python)
+    loc = discovery.find(series_dir)
+    doc = st.collect(target.root, loc.series, loc.anchors)
+    doc["series"] = loc.as_json()
+    return doc, st.exit_code(doc)
+
+
+def runtime(series_dir: str | None = None) -> tuple[dict, int]:
+    """The patches live in running ``patchq run`` processes, per pid.
+
+    Returns:
+        (document, 0; 7 when a process runs a patch set the series has changed since).
+    """
+    from patchq import series as series_mod
+    from patchq.env import hookdir, runtime_status
+    from patchq.errors import PatchqError
+    from patchq.hashing import series_summary
+
+    try:
+        root = series_mod.series_dir(series_dir)
+        hashes = series_summary(root, series_mod.anchors_dir(root))["hashes"]
+    except PatchqError:
+        hashes = None  # no series here: report the processes without the stale check
+    doc = runtime_status.collect(hookdir.runtime_dir(), hashes)
+    return doc, runtime_status.exit_code(doc)

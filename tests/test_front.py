@@ -1,0 +1,259 @@
+"""The front door: the one error edge, usage honesty, and the fast path serving one profile.
+
+No vLLM wheel: a throwaway series (one patch, ``tiny``) and a throwaway site-packages
+holding a three-line ``vllm/tiny.py`` with a ``vllm-0.23.0.dist-info`` whose RECORD has
+its real hash. Everything runs the real CLI in a subprocess (``python -m patchq``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from support import REPO, run_cli
+
+TINY = "def answer():\n    x = 41\n    return x\n"
+
+PATCH = '''
+from patchq import edits
+from patchq.series import patch, variant
+
+
+def plus_one(definition, matched, ctx):
+    return edits.replace(definition, matched[0], edits.stmts("x = 42"))
+
+
+PATCH = patch(id="tiny", summary="the answer is 42", why="a test", applies=">=0.1",
+              variants=[variant(">=0.1,<1", edits={"x": plus_one}, note="n"),
+                        variant(">=1", upstreamed="upstream answers 42 since 1.0")])
+'''
+
+ANCHORS = '[anchors.x]\nmodule = "vllm.tiny"\nqualname = "answer"\nnode = "x = 41"\n'
+
+PROFILES = textwrap.dedent("""
+    [profiles.good]
+    description = "the one that works"
+    patches = ["tiny"]
+""")
+
+TYPO = textwrap.dedent("""
+    [profiles.typo]
+    description = "names a patch that does not exist"
+    patches = ["tiny", "tinny"]
+""")
+
+
+@pytest.fixture
+def tiny(tmp_path) -> dict:
+    """A tiny project (series/, anchors/) and a fake site-packages; returns the paths and
+    the environment for :func:`run_cli`."""
+    series, anchors, site = tmp_path / "series", tmp_path / "anchors", tmp_path / "site"
+    series.mkdir()
+    anchors.mkdir()
+    (series / "profiles.toml").write_text(PROFILES)
+    (series / "tiny.py").write_text(PATCH)
+    (anchors / "tiny.toml").write_text(ANCHORS)
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    (site / "vllm" / "tiny.py").write_text(TINY)
+    di = site / "vllm-0.23.0.dist-info"
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.23.0\n")
+    rows = []
+    for rel in ("vllm/__init__.py", "vllm/tiny.py"):
+        data = (site / rel).read_bytes()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{rel},sha256={digest},{len(data)}")
+    (di / "RECORD").write_text("\n".join(rows + ["vllm-0.23.0.dist-info/RECORD,,"]) + "\n")
+    env = {"PATCHQ_SERIES": str(series), "PATCHQ_ANCHORS": str(anchors),
+           "PATCHQ_CACHE_DIR": str(tmp_path / "cache"), "PATCHQ_RUNTIME_DIR": str(tmp_path / "procs")}
+    return {"series": series, "anchors": anchors, "site": site, "env": env, "cache": tmp_path / "cache"}
+
+
+def one_line(text: str) -> str:
+    """The only line of ``text`` (fails when there are more)."""
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+# -- the error edge ------------------------------------------------------------------
+
+
+def test_patchq_error_exits_with_its_code_in_one_line(tiny):
+    out = run_cli("status", "--site-packages", tiny["site"] / "nowhere", env=tiny["env"])
+    assert out.rc == 3, out
+    assert one_line(out.stderr).startswith("patchq: error: no vllm distribution found in")
+    assert out.stdout == ""
+
+
+def test_json_error_document(tiny):
+    out = run_cli("apply", "--profile", "nope", "--site-packages", tiny["site"], "--json", env=tiny["env"])
+    assert out.rc == 2, out
+    assert out.json == {"ok": False, "error": out.json["error"], "exit_code": 2}
+    assert "unknown profile 'nope'" in out.json["error"] and out.stderr == ""
+
+
+def test_unexpected_exception_is_an_internal_error_with_a_log(tiny):
+    """A bug (here: a corrupt journal cache entry the code does not expect) gives one line
+    naming the log that holds the traceback, exit 70; the traceback never reaches the user."""
+    code = ("import sys; from patchq.edge import guard\n"
+            "def boom(argv):\n    raise ZeroDivisionError('the bug')\n"
+            "sys.exit(guard(boom, sys.argv[1:]))\n")
+    env = {**os.environ, **tiny["env"]}
+    for args, as_json in (([], False), (["--json"], True)):
+        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
+        assert proc.returncode == 70, proc
+        message = json.loads(proc.stdout)["error"] if as_json else one_line(proc.stderr)
+        assert "internal error (ZeroDivisionError: the bug)" in message and "Traceback" not in proc.stderr
+        log = Path(message.rsplit("the traceback is in ", 1)[1])
+        assert log.parent == tiny["cache"] / "logs"
+        assert "ZeroDivisionError: the bug" in log.read_text() and "Traceback" in log.read_text()
+
+
+def test_broken_pipe_is_quiet(tiny):
+    """`patchq list | head -1`: the reader goes away; no traceback, no message, exit 141."""
+    env = {**os.environ, **tiny["env"], "COLUMNS": "40"}
+    for args in (["list"], ["run", "--profile", "good", "--site-packages", str(tiny["site"]), "--print-env"]):
+        proc = subprocess.Popen([sys.executable, "-m", "patchq", *args], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc.stdout.close()  # the reader is gone before the first write
+        err = proc.stderr.read().decode()
+        assert proc.wait() == 141, err
+        assert err == ""
+
+
+# -- usage honesty -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [
+    ["status", "--site-packages", ""],
+    ["apply", "--profile", "good", "--site-packages", ""],
+    ["apply", "--profile", ""],
+    ["status", "--python", ""],
+    ["diff", "--profile", "good", "--vllm", ""],
+    ["check", "--profile", "good", "--source", ""],
+    ["list", "--series", ""],
+    ["run", "--profile", "good", "--site-packages", "", "--", "true"],
+    ["run", "--profile", "", "--", "true"],
+])
+def test_empty_option_values_are_usage_errors(tiny, args):
+    out = run_cli(*args, env=tiny["env"])
+    assert out.rc == 2, out
+    assert "must not be empty" in one_line(out.stderr), out
+
+
+def test_version_and_plain_help():
+    from patchq import __version__
+
+    out = run_cli("--version")
+    assert out.rc == 0 and out.stdout == f"patchq {__version__}\n"
+    full = run_cli("--version", fast=False)
+    assert full.rc == 0 and full.stdout == f"patchq {__version__}\n"
+    helped = run_cli("check", "--help")
+    assert helped.rc == 0 and "<bool>" not in helped.stdout and "--json " in helped.stdout
+    run_help = run_cli("run", "--help")
+    assert run_help.rc == 0 and "``" not in run_help.stdout and ":mod:" not in run_help.stdout
+
+
+def test_run_print_env_json(tiny):
+    out = run_cli("run", "--profile", "good", "--site-packages", tiny["site"], "--print-env", "--json",
+                  env=tiny["env"])
+    assert out.rc == 0, out
+    assert out.json["schema"] == "patchq.run-env/1" and out.json["ok"] and out.json["profile"] == "good"
+    assert list(out.json["env"]) == ["PYTHONPATH", "PATCHQ_RUNTIME_MANIFEST", "PATCHQ_RUNTIME_DIR",
+                                     "PATCHQ_EXPECT_PROFILE", "PATCHQ_STRICT", "VLLM_CACHE_ROOT"]
+    failed = run_cli("run", "--profile", "nope", "--site-packages", tiny["site"], "--json", "--", "true",
+                     env=tiny["env"])
+    assert failed.rc == 2 and failed.json["exit_code"] == 2 and not failed.json["ok"], failed
+    assert "unknown profile 'nope'" in failed.json["error"] and failed.stderr == ""
+
+
+# -- the fast path serves one profile --------------------------------------------------
+
+
+def test_a_typo_in_another_profile_breaks_only_that_profile(tiny):
+    env, site = tiny["env"], tiny["site"]
+    (tiny["series"] / "profiles.toml").write_text(PROFILES + TYPO)
+    first = run_cli("apply", "--profile", "good", "--site-packages", site, env=env)
+    assert first.rc == 0, first
+    assert "x = 42" in (site / "vllm" / "tiny.py").read_text()
+    again = run_cli("apply", "--profile", "good", "--site-packages", site, env=env)
+    assert again.rc == 0 and "nothing to do" in again.stdout, again
+    status = run_cli("status", "--site-packages", site, "--json", env=env)
+    assert status.rc == 0 and [p["status"] for p in status.json["patches"]] == ["applied"], status
+    ran = run_cli("run", "--profile", "good", "--site-packages", site, "--print-env", env=env)
+    assert ran.rc == 0 and "export PATCHQ_EXPECT_PROFILE=good" in ran.stdout, ran
+    bad = run_cli("run", "--profile", "typo", "--site-packages", site, "--print-env", env=env)
+    assert bad.rc == 2 and "tinny" in one_line(bad.stderr), bad
+    bad_apply = run_cli("apply", "--profile", "typo", "--site-packages", site, env=env)
+    assert bad_apply.rc == 2 and "tinny" in one_line(bad_apply.stderr), bad_apply
+    reverted = run_cli("revert", "--all", "--site-packages", site, env=env)
+    assert reverted.rc == 0 and (site / "vllm" / "tiny.py").read_text() == TINY, reverted
+
+
+def test_diff_defaults_to_the_applied_profile(tiny):
+    env, site = tiny["env"], tiny["site"]
+    nothing = run_cli("diff", "--site-packages", site, env=env)
+    assert nothing.rc == 2 and "no profile is applied" in one_line(nothing.stderr), nothing
+    assert run_cli("apply", "--profile", "good", "--site-packages", site, env=env).rc == 0
+    out = run_cli("diff", "--site-packages", site, "--json", env=env)
+    assert out.rc == 0 and out.json["profile"] == "good" and "+    x = 42" in out.json["diff"], out
+
+
+# -- series errors: one line naming the file, exit 2 ------------------------------------
+
+
+@pytest.mark.parametrize("breakage, where", [
+    (("series", "tiny.py", "PATCH = patch(\n"), "tiny.py:"),
+    (("series", "tiny.py", "raise RuntimeError('broken on import')\n"), "tiny.py:1: RuntimeError: broken on import"),
+    (("series", "profiles.toml", "profiles = 3\n"), "profiles.toml: `profiles` must be a table"),
+    (("series", "profiles.toml", "[profiles.good\n"), "profiles.toml: "),
+    (("anchors", "tiny.toml", '[anchors.x]\nmodule = 3\nqualname = "answer"\n'), "tiny.toml: anchors.x.module"),
+    (("anchors", "tiny.toml", b"[anchors.x]\nmodule = \"\xff\"\n"), "tiny.toml: not UTF-8"),
+])
+def test_series_errors_name_the_file(tiny, breakage, where):
+    folder, name, content = breakage
+    path = tiny[folder] / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    for args in (["apply", "--profile", "good", "--site-packages", str(tiny["site"])],
+                 ["list"], ["diff", "--profile", "good", "--site-packages", str(tiny["site"])]):
+        out = run_cli(*args, env=tiny["env"])
+        assert out.rc == 2, out
+        line = one_line(out.stderr)
+        assert line.startswith("patchq: error: ") and where in line and str(tiny[folder]) in line, out
+
+
+# -- rendering --------------------------------------------------------------------------
+
+
+def test_list_reads_declarations_without_libcst(tiny):
+    env = {**os.environ, **tiny["env"], "COLUMNS": "60"}
+    (tiny["series"] / "profiles.toml").write_text(PROFILES + TYPO)
+    typo = run_cli("list", env=tiny["env"])
+    assert typo.rc == 2 and "profile 'typo' names unknown patch(es) tinny" in one_line(typo.stderr), typo
+    (tiny["series"] / "profiles.toml").write_text(PROFILES)
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "patchq", "list"], cwd=REPO, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "libcst" not in proc.stderr and "typer" not in proc.stderr  # the fast path answers list
+    lines = proc.stdout.splitlines()
+    assert all(len(line) <= 60 for line in lines), proc.stdout
+    assert "    >=0.1,<1  edit: x" in lines
+    assert "    >=1       upstreamed: upstream answers 42 since 1.0" in lines
+    listed = run_cli("list", "--json", env=tiny["env"])
+    imported = subprocess.run([sys.executable, "-c", (
+        "import json, sys; from patchq.series import load; s = load(sys.argv[1]); p = s.patch('tiny');"
+        "print(json.dumps([p.hash, str(p.applies), [str(v.applies) for v in p.variants]]))"),
+        str(tiny["series"])], capture_output=True, text=True, env={**os.environ, **tiny["env"]})
+    h, applies, ranges = json.loads(imported.stdout)
+    row = listed.json["patches"][0]
+    assert (row["hash"], row["applies"], [v["applies"] for v in row["variants"]]) == (h, applies, ranges)
