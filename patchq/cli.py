@@ -174,7 +174,10 @@ def _status_runtime(series_dir, as_json: bool) -> None:
         hashes = series_summary(root, series_mod.anchors_dir(root))["hashes"]
     except PatchqError:
         hashes = None  # no series here: report the processes without the stale check
-    doc = runtime_status.collect(hookdir.runtime_dir(), hashes)
+    try:
+        doc = runtime_status.collect(hookdir.runtime_dir(), hashes)
+    except PatchqError as exc:
+        _fail(exc, as_json)
     if as_json:
         report.emit_json(doc)
     else:

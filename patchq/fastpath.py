@@ -85,10 +85,11 @@ def _status(site: str, series: str, anchors: str, as_json: bool) -> int:
 def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: bool) -> int | None:
     from patchq.hashing import series_inputs, sha256_file
     from patchq.dist.record import dist_info_name, version_of
-    from patchq.env.status import read_journal, state_root
+    from patchq.env import layout
+    from patchq.env.status import read_journal
 
-    root = state_root(site)
-    if os.path.exists(os.path.join(root, "txn", "manifest.json")):
+    root = layout.state_root(site)
+    if layout.has_pending(root):
         return None
     journal = read_journal(root)
     di = dist_info_name(site)

@@ -42,8 +42,14 @@ def summary(series: Series) -> dict:
 
 def apply(target: CodeSource, series: Series, profile: str) -> tuple[dict, int]:
     """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code)."""
+    digest = summary(series)
     return _converge("apply", target, profile, series.patches_of(profile), profile=profile,
-                     summary=summary(series))
+                     summary=digest, modules=_modules(digest))
+
+
+def _modules(digest: dict) -> list[str]:
+    """Every target module of the series (relpaths), from its summary."""
+    return sorted({rel for rels in digest["modules"].values() for rel in rels})
 
 
 def _converge(command: str, target: CodeSource, asked: str | None, patches: list,
@@ -85,6 +91,9 @@ def revert(target: CodeSource, series: Series, profile: str | None, force: bool)
         remaining_profile = journal.profile if recorded and not drop & set(recorded.patches) else None
     keep = [series.patch(pid) for pid in series.all_patch_ids() if pid in keep_ids]
     digest = summary(series)
-    restore = sorted({rel for rels in digest["modules"].values() for rel in rels}) if force and profile is None else []
+    modules = _modules(digest)
+    restore = modules if force and profile is None else []
+    # a revert that leaves sentinels of the patches it reverts (a lost journal) is refused
+    leftover = series.all_patch_ids() if profile is None else list(series.profile(profile).patches)
     return _converge("revert", target, profile, keep, profile=remaining_profile, force=force,
-                     summary=digest, restore_foreign=restore)
+                     summary=digest, restore_foreign=restore, modules=modules, leftover=leftover)
