@@ -14,8 +14,10 @@ What is in it (names below; only :mod:`patchq.env.state` writes them)
     ``journal.json`` the committed state; ``pristine/<relpath>`` pristine bytes of each
     changed file; ``txn/manifest.json`` + ``txn/files/<relpath>`` an in-flight write;
     ``foreign/<relpath>.<UTC>`` copies kept by ``revert --force``; ``owner.json`` the
-    site-packages the directory belongs to; ``lock`` the inter-process lock;
-    ``.write-probe.<pid>.<random>`` a per-process writability probe (taken under the lock).
+    site-packages the directory belongs to; ``.write-probe.<pid>.<random>`` a per-process
+    writability probe (taken under the lock). The inter-process lock is a ``flock`` of
+    the state directory itself (:class:`patchq.env.state.StateLock`); a ``lock`` file left by
+    older versions is ignored.
 
 Rules every reader applies (:func:`relpath_problem`, :func:`journal_problem`,
 :func:`manifest_problem`): a path read from state is a POSIX relpath, normalized, not
@@ -41,7 +43,7 @@ TXN_MANIFEST = "manifest.json"
 TXN_FILES = "files"
 FOREIGN = "foreign"
 OWNER = "owner.json"
-LOCK = "lock"
+LOCK = "lock"  # older versions' lock file: no longer used, never followed
 PROBE_PREFIX = ".write-probe."
 #: suffix of :func:`patchq.env.fsutil.atomic_write` temp files (``.<name>.<8 random>.patchq-tmp``)
 TMP_SUFFIX = ".patchq-tmp"
@@ -144,11 +146,6 @@ def foreign_dir(root: str) -> str:
     return os.path.join(root, FOREIGN)
 
 
-def lock_path(root: str) -> str:
-    """``root/lock``."""
-    return os.path.join(root, LOCK)
-
-
 def owner_path(root: str) -> str:
     """``root/owner.json``."""
     return os.path.join(root, OWNER)
@@ -216,7 +213,7 @@ def symlink_problem(root: str) -> str | None:
     (a symlink: refused, never followed), or None."""
     if os.path.islink(root):
         return f"the state directory {root} is a symlink (to {os.readlink(root)}); refusing to follow it"
-    for name in (JOURNAL, PRISTINE, TXN, FOREIGN, LOCK, OWNER):
+    for name in (JOURNAL, PRISTINE, TXN, FOREIGN, OWNER):
         p = os.path.join(root, name)
         if os.path.islink(p):
             return f"{p} is a symlink (to {os.readlink(p)}); refusing to follow it"

@@ -105,20 +105,27 @@ def _utc() -> str:
 
 
 class StateLock:
-    """The inter-process lock of one state directory (``flock`` on ``lock``).
+    """The inter-process lock of one state directory: ``flock`` on the directory itself.
 
-    A lock file deleted (or replaced) while another process waited cannot bypass it:
-    after acquiring, the path must still name the locked inode, else the lock is taken
-    again on the new file. The file is opened without following a symlink.
+    Locking the directory (not a file in it) means a deleted or replaced ``lock`` file
+    cannot let a second writer in; and after acquiring, the path must still name the
+    locked directory (it was not removed and re-created meanwhile), else the lock is
+    taken again. The directory is opened without following a symlink.
+    ``$PATCHQ_LOCK_TIMEOUT`` (seconds, default 300) bounds the wait.
 
     Raises (on enter):
-        StateError: ``lock`` is a directory or a symlink, or another patchq held it for
-            ``timeout`` seconds.
-        ReadOnlyError: the lock file cannot be created.
+        ReadOnlyError: another patchq held the lock for the whole timeout, or the
+            directory cannot be opened (nothing was written).
+        StateError: the state directory is a symlink or not a directory.
     """
 
-    def __init__(self, path: Path, timeout: float = 300.0) -> None:
-        self.path = str(path)
+    def __init__(self, directory: Path, timeout: float | None = None) -> None:
+        self.path = str(directory)
+        if timeout is None:
+            try:
+                timeout = float(os.environ.get("PATCHQ_LOCK_TIMEOUT") or 300.0)
+            except ValueError:
+                timeout = 300.0
         self.timeout = timeout
         self.fd: int | None = None
 
@@ -128,13 +135,12 @@ class StateLock:
         deadline = time.monotonic() + self.timeout
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-            except IsADirectoryError:
-                raise StateError(f"{self.path} is a directory, not patchq's lock file; remove it") from None
+                fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise StateError(f"{self.path} is a symlink; refusing to follow it") from None
-                raise ReadOnlyError(f"cannot create {self.path} ({exc.strerror}); nothing was written") from None
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise StateError(f"the state directory {self.path} is a symlink or not a directory; "
+                                     f"refusing to use it") from None
+                raise ReadOnlyError(f"cannot open {self.path} ({exc.strerror}); nothing was written") from None
             try:
                 while True:
                     try:
@@ -142,8 +148,8 @@ class StateLock:
                         break
                     except BlockingIOError:
                         if time.monotonic() > deadline:
-                            raise StateError(f"another patchq holds {self.path} (waited {self.timeout:.0f} s); "
-                                             f"nothing was written") from None
+                            raise ReadOnlyError(f"another patchq is writing this environment (it held {self.path} "
+                                                f"for {self.timeout:g} s); nothing was written") from None
                         time.sleep(0.02)
                 held = os.fstat(fd)
                 try:
@@ -156,7 +162,7 @@ class StateLock:
             except BaseException:
                 os.close(fd)
                 raise
-            os.close(fd)  # the file was deleted or replaced while we waited: lock the new one
+            os.close(fd)  # removed or replaced while we waited: lock the new one
 
     def __exit__(self, *exc) -> None:
         if self.fd is not None:
@@ -288,13 +294,13 @@ class StateDir:
 
     def _migrate(self) -> None:
         """Move a flat (pre-keyed) ``$PATCHQ_STATE_DIR`` into ``env-<key>/``, under the
-        legacy lock (the one older patchq versions take)."""
+        lock of that base directory."""
         base = self.root
         keyed = Path(layout.keyed_root(str(base), str(self.site)))
         problem = layout.symlink_problem(str(base))
         if problem:
             raise StateError(problem)
-        with StateLock(Path(layout.lock_path(str(base)))):
+        with StateLock(base):
             if layout.is_legacy(str(base), str(self.site)) and not os.path.lexists(keyed):
                 tmp = base / f".migrating-{os.getpid()}"
                 try:
@@ -308,9 +314,9 @@ class StateDir:
                     raise ReadOnlyError(f"cannot move the state in {base} into {keyed} ({exc.strerror})") from None
         self.root, self.legacy = keyed, False
 
-    def lock(self, timeout: float = 300.0) -> StateLock:
+    def lock(self, timeout: float | None = None) -> StateLock:
         """The inter-process lock (a context manager; see :class:`StateLock`)."""
-        return StateLock(Path(layout.lock_path(str(self.root))), timeout=timeout)
+        return StateLock(self.root, timeout=timeout)
 
     def probe(self) -> None:
         """Check that the state directory is writable with a probe file unique to this
