@@ -125,7 +125,7 @@ def converge(
     if not is_writable_dir(target.root):
         raise ReadOnlyError(f"{target.root} is not writable; nothing was written "
                             f"(use `patchq run` to patch at import time instead)")
-    state.ensure()
+    state.ensure(force=force)
     with state.lock():
         state.probe()
         try:

@@ -270,9 +270,11 @@ class StateDir:
         """True when an interrupted write awaits recovery."""
         return layout.has_pending(str(self.root))
 
-    def ensure(self) -> None:
+    def ensure(self, force: bool = False) -> None:
         """Create the state directory (moving a legacy flat ``$PATCHQ_STATE_DIR`` into its
-        ``env-<key>/``) and record its owner.
+        ``env-<key>/``) and record its owner. With ``force`` (``revert --force``), a
+        symlinked entry in it (``journal.json``, ``pristine``, ...) is moved aside as a link,
+        never followed; a symlinked state directory itself is refused even then.
 
         Raises:
             ReadOnlyError: it cannot be created or written.
@@ -280,6 +282,12 @@ class StateDir:
         """
         if self.legacy:
             self._migrate()
+        if force and not os.path.islink(self.root):
+            stamp = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+            for name in (layout.JOURNAL, layout.PRISTINE, layout.TXN, layout.FOREIGN, layout.OWNER):
+                p = self.root / name
+                if os.path.islink(p):
+                    os.replace(p, self.root / f"{name}.symlink-{stamp}")
         self.check_usable()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -377,6 +385,9 @@ class StateDir:
         path = self.pristine_path(relpath)
         if path.is_file() and not path.is_symlink() and sha256_file(path) == expected:
             return None
+        if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
+            raise StateError(f"{path} is not a file (a directory or a symlink is in the way of the pristine "
+                             f"copy); remove it, nothing was written")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -412,10 +423,11 @@ class StateDir:
         return data
 
     def drop_pristine(self, relpath: str) -> None:
-        """Forget a pristine copy (after the write that made it unnecessary completed)."""
+        """Forget a pristine copy (after the write that made it unnecessary completed;
+        best effort: something else in its place is left for :meth:`save_pristine` to name)."""
         try:
             self.pristine_path(relpath).unlink()
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:
             pass
 
     def keep_foreign(self, relpath: str, data: bytes) -> Path:
