@@ -129,6 +129,7 @@ class Bed:
             if p.name != "escape.py":
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
         (self.outside / "escape.py").write_text("outside: never written\n")
+        self.mark_outside()
 
     def _outside_now(self) -> dict:
         out = {}

@@ -54,7 +54,7 @@ mutations = st.lists(st.sampled_from(rel.MUTATIONS), min_size=1, max_size=3)
 commands = st.lists(st.sampled_from(rel.COMMANDS), min_size=1, max_size=3)
 
 
-@settings(max_examples=40, **SETTINGS)
+@settings(max_examples=80, **SETTINGS)
 @given(mutations=mutations, commands=commands, rnd=st.randoms(use_true_random=False))
 def test_damaged_and_hostile_state(bed, mutations, commands, rnd):
     _assert_clean(_case(bed, mutations, commands, rnd))
@@ -73,7 +73,7 @@ json_values = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=25, **SETTINGS)
+@settings(max_examples=40, **SETTINGS)
 @given(field=st.sampled_from(["", "files", "patches", "series", "profile_hashes", "results", "vllm", "profile"]),
        value=json_values, rnd=st.randoms(use_true_random=False))
 def test_any_json_in_the_journal(bed, field, value, rnd):

@@ -109,6 +109,8 @@ def test_a_damaged_pristine_copy_is_exit_6_then_force_restores_from_the_wheel(si
         assert res.rc == 6 and KV in one_line(res) and "damaged" in res.json["error"], res
     res = apply(cli, site, "dflash")  # re-planning from the damaged copy is refused too
     assert res.rc == 6 and KV in res.json["error"], res
+    res = cli("check", "--profile", "dense", "--site-packages", site)  # never planned from a damaged copy
+    assert res.rc == 6 and KV in one_line(res), res
     assert {rel: sha256_path(site / rel) for rel in DENSE_FILES} == before  # nothing written
     force_restores(cli, site)
 
