@@ -224,11 +224,15 @@ def runtime_installed(site_packages: str | Path) -> bool:
     """True when ``patchq_runtime`` (what patched vLLM imports) is importable from
     ``site_packages``, judged from disk only (nothing is imported): the package itself, a
     ``patchq-*.dist-info`` (patchq's distribution carries it, editable installs included),
-    or a ``.pth`` line naming a directory that holds ``patchq_runtime/__init__.py``.
+    a ``.pth`` line naming a directory that holds ``patchq_runtime/__init__.py``, or such a
+    directory on ``$PYTHONPATH`` (which the processes started from this shell inherit).
     """
     site = Path(site_packages)
     if (site / "patchq_runtime" / "__init__.py").is_file() or record.dist_info_names(str(site), "patchq"):
         return True
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if entry and (Path(entry) / "patchq_runtime" / "__init__.py").is_file():
+            return True
     try:
         pths = sorted(site.glob("*.pth"))
     except OSError:
