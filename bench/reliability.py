@@ -6,6 +6,7 @@ Usage: ``python bench/reliability.py [--cases N] [--kills K] [--concurrent C] [-
 Builds one real vLLM 0.23.0 site-packages (the test suite's cached install, hard-linked
 into a temp directory), applies ``dense``, and runs:
 
+* ``--status-cases`` cheap cases: damaged state, then ``status`` only (in-process);
 * ``--cases`` damaged/hostile state cases in-process (``tests/reliability.py``:
   bit flips, truncation, wrong JSON types, paths escaping site-packages, other versions,
   symlinks, directories where files belong, foreign edits, fake transactions, a
@@ -17,7 +18,7 @@ into a temp directory), applies ``dense``, and runs:
 Prints the counts: cases, commands, tracebacks, wrong exit codes, exit 0 with a wrong
 report, bytes lost (a target module not at RECORD after ``revert --all --force``),
 writes outside site-packages; ``--show`` prints the first failures. ``--minutes`` stops
-the state cases early when the time is up. Exit 1 when any count but cases is non-zero.
+each of the two in-process phases early when its time is up. Exit 1 when any count but cases is non-zero.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from support import link_copy  # noqa: E402
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cases", type=int, default=2000)
+    ap.add_argument("--status-cases", type=int, default=2000)
+    ap.add_argument("--cases", type=int, default=500)
     ap.add_argument("--kills", type=int, default=40)
     ap.add_argument("--concurrent", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
@@ -54,12 +56,13 @@ def main(argv=None) -> int:
         bed = rel.make_bed(site)
         rng = random.Random(args.seed)
         rows = []
-        for name, count, fn in (("state", args.cases, rel.state_case), ("kill -9", args.kills, rel.kill_case),
+        for name, count, fn in (("status", args.status_cases, rel.status_case), ("state", args.cases, rel.state_case),
+                                ("kill -9", args.kills, rel.kill_case),
                                 ("concurrent", args.concurrent, rel.concurrent_case)):
             tally, t0 = rel.Tally(), time.perf_counter()
             for _ in range(count):
                 fn(bed, rng, tally)
-                if name == "state" and args.minutes and time.perf_counter() - t0 > args.minutes * 60:
+                if name in ("status", "state") and args.minutes and time.perf_counter() - t0 > args.minutes * 60:
                     break
             rows.append((name, tally, time.perf_counter() - t0))
         total = rel.Tally()

@@ -550,6 +550,19 @@ def state_case(bed: Bed, rng: random.Random, tally: Tally, runner=run_inprocess)
     return desc
 
 
+def status_case(bed: Bed, rng: random.Random, tally: Tally) -> str:
+    """A cheap case: damaged state, then ``status`` only (it never writes, so no revert is
+    needed): no traceback, a documented code, exit 0 only when every row matches the files."""
+    bed.reset()
+    desc = mutate(bed, rng, [rng.choice(MUTATIONS) for _ in range(rng.randint(1, 3))])
+    tally.cases += 1
+    res = run_inprocess("status", "--site-packages", str(bed.site), "--json")
+    check_run(bed, res, tally, desc, "status")
+    if not bed.outside_ok():
+        tally.bad("outside", desc, "status wrote outside site-packages")
+    return desc
+
+
 def kill_case(bed: Bed, rng: random.Random, tally: Tally) -> str:
     """kill -9 during apply / revert / a profile switch (a random instant, or after the
     n-th file write), then the next command completes or refuses cleanly."""

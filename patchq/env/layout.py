@@ -8,7 +8,10 @@ Where the state directory is
     ``BASE`` never see each other's journal. A flat ``BASE`` written before that (a
     ``journal.json`` or ``txn/`` directly in ``BASE``, no ``owner.json`` naming another
     environment) is still read by the environment it belongs to, and the first write
-    (:meth:`patchq.env.state.StateDir.ensure`) moves it into ``env-<key>/``.
+    (:meth:`patchq.env.state.StateDir.ensure`) moves it into ``env-<key>/``. ``owner.json``
+    records the site-packages a directory belongs to: a keyed directory naming another one
+    is refused (exit 6); ``<site-packages>/.patchq`` travels with its environment, so there
+    another owner (the environment was moved or copied) is adopted.
 
 What is in it (names below; only :mod:`patchq.env.state` writes them)
     ``journal.json`` the committed state; ``pristine/<relpath>`` pristine bytes of each
