@@ -102,6 +102,9 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: boo
     ids = cached["profiles"].get(profile)
     if ids is None or {pid: cached["hashes"][pid] for pid in ids} != journal.get("profile_hashes"):
         return None
+    for pid, entry in journal.get("patches", {}).items():  # what status checks: applied ids and hashes
+        if pid not in ids or entry["hash"] != cached["hashes"][pid]:
+            return None
     for relpath, entry in journal.get("files", {}).items():
         if sha256_file(os.path.join(site, relpath)) != entry["patched_sha256"]:
             return None

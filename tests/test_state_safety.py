@@ -264,6 +264,18 @@ def test_versions_compare_as_versions(site, cli):
     assert res.rc == 0 and res.json["profile"] == "dense" and not res.json["note"], res
 
 
+def test_the_noop_fast_path_checks_the_applied_patch_hashes(site, cli):
+    # found by bench/reliability.py: a journal whose patch entry disagrees with the series
+    # answered "nothing to do" (exit 0) while status reported the patch as foreign (exit 7)
+    assert apply(cli, site).rc == 0
+    data = journal(site)
+    data["patches"]["fla-shmem"]["hash"] = "000000000000"
+    set_journal(site, data)
+    res = apply(cli, site)
+    assert res.rc == 0 and not res.json["noop"], res
+    assert cli("status", "--site-packages", site).rc == 0
+
+
 # -- 5. no silent success -------------------------------------------------------------------
 
 
