@@ -3,7 +3,9 @@
 ``apply --profile P`` converges to P's patches; ``revert --all`` to none; ``revert
 --profile P`` to the applied patches minus P's. One algorithm serves all three:
 
-1. take the lock, roll forward any interrupted write (:meth:`StateDir.recover`);
+1. take the lock (an ``flock`` of the state directory), probe writability, roll forward any
+   interrupted write after verifying every staged byte (:meth:`StateDir.recover`), sweep
+   temp files a killed patchq left;
 2. read each target file's pristine text: patchq's kept copy when the file is as
    patchq left it, the file itself when it equals its RECORD hash; anything else is a
    foreign edit and is refused (``revert --force`` keeps a copy and overwrites it);

@@ -15,6 +15,12 @@ Patch statuses:
     ``not-applied``  none of the above.
 File states: ``pristine`` (sha256 equals RECORD), ``patched`` (equals patchq's journal),
 ``modified`` (neither: someone else edited it), ``missing``.
+
+A journal of another release (an upgrade), or one whose every file is back at its RECORD
+bytes (``pip install --force-reinstall`` of the same release), is reported in ``note``: its
+patches went with the old files, every patch is ``not-applied`` (exit 0). The journal is
+checked as :meth:`patchq.env.state.StateDir.read` checks it (types, confined paths): a
+damaged or hostile one is :class:`patchq.errors.StateError` (exit 6).
 """
 
 from __future__ import annotations
