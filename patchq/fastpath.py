@@ -106,10 +106,11 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | No
     apply may have something to do (parses nothing)."""
     from patchq.hashing import series_inputs, sha256_file
     from patchq.dist.record import dist_info_name, version_of
-    from patchq.env.status import read_journal, state_root
+    from patchq.env import layout
+    from patchq.env.status import read_journal
 
-    root = state_root(site)
-    if os.path.exists(os.path.join(root, "txn", "manifest.json")):
+    root = layout.state_root(site)
+    if layout.has_pending(root):
         return None
     journal = read_journal(root)
     di = dist_info_name(site)
@@ -122,6 +123,9 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | No
     ids = cached["profiles"].get(profile)
     if ids is None or {pid: cached["hashes"][pid] for pid in ids} != journal.get("profile_hashes"):
         return None
+    for pid, entry in journal.get("patches", {}).items():  # what status checks: applied ids and hashes
+        if pid not in ids or entry["hash"] != cached["hashes"][pid]:
+            return None
     for relpath, entry in journal.get("files", {}).items():
         if sha256_file(os.path.join(site, relpath)) != entry["patched_sha256"]:
             return None

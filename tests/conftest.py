@@ -13,7 +13,8 @@ targets still equal their RECORD hashes.
 Fixtures:
     ``vllm_site(version)``   session factory: path of the cached pristine site-packages.
     ``pristine_site``        the cached pristine site-packages of vLLM 0.23.0 (read only!).
-    ``make_site(version)``   per-test factory: a fresh hard-linked copy.
+    ``make_site(version)``   per-test factory: a fresh hard-linked copy, with a ``.pth`` that
+                             makes ``patchq_runtime`` importable there (``runtime=False``: without).
     ``site``                 a fresh hard-linked copy of vLLM 0.23.0's site-packages.
     ``cli``                  :func:`support.run_cli` (``cli("status", "--json", ...)``).
     ``series_copy``          a temp copy of ``series/`` + ``anchors/`` (for ``--series``).
@@ -35,6 +36,8 @@ import pytest
 from support import REPO, link_copy, record_hashes, run_cli, sha256_path, snapshot
 
 DEFAULT_VERSION = "0.23.0"
+#: the ``.pth`` each test site gets so that ``patchq_runtime`` is importable there
+RUNTIME_PTH = "patchq_runtime_checkout.pth"
 
 
 def _wheel_sha256(wheel: Path, memo_dir: Path) -> str:
@@ -159,10 +162,12 @@ def make_site(vllm_site, tmp_path_factory, request):
     sessions' worth and delete them at the next start). A failed test's copy stays."""
     used: list[tuple[str, Path]] = []
 
-    def make(version: str = DEFAULT_VERSION) -> Path:
+    def make(version: str = DEFAULT_VERSION, runtime: bool = True) -> Path:
         pristine = vllm_site(version)
         dst = tmp_path_factory.mktemp(f"vllm-{version}") / "site-packages"
         link_copy(pristine, dst)
+        if runtime:  # patched vLLM imports patchq_runtime: make it importable there (as pip would)
+            (dst / RUNTIME_PTH).write_text(str(REPO / "runtime") + "\n")
         used.append((version, dst))
         return dst
 

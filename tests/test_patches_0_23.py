@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from support import definition_source, golden_path, link_copy, mask_sentinel_hashes, run_cli
+from conftest import RUNTIME_PTH
+from support import REPO, definition_source, golden_path, link_copy, mask_sentinel_hashes, run_cli
 
 VERSION = "0.23.0"
 
@@ -64,6 +65,7 @@ def dense_site(vllm_site, tmp_path_factory):
     """A hard-linked copy of the 0.23.0 install with ``apply --profile dense`` done by the CLI."""
     site = tmp_path_factory.mktemp("dense") / "site-packages"
     link_copy(vllm_site(VERSION), site)
+    (site / RUNTIME_PTH).write_text(str(REPO / "runtime") + "\n")  # patched vLLM imports patchq_runtime
     res = run_cli("apply", "--profile", "dense", "--site-packages", site, "--json")
     assert res.rc == 0, res
     return site

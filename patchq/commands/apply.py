@@ -42,8 +42,14 @@ def summary(series: Series) -> dict:
 
 def apply(target: CodeSource, series: Series, profile: str) -> tuple[dict, int]:
     """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code)."""
+    digest = summary(series)
     return converge_to("apply", target, profile, series.patches_of(profile), profile=profile,
-                     summary=summary(series))
+                       summary=digest, modules=modules_of(digest))
+
+
+def modules_of(digest: dict) -> list[str]:
+    """Every target module of the series (relpaths), from its summary."""
+    return sorted({rel for rels in digest["modules"].values() for rel in rels})
 
 
 def converge_to(command: str, target: CodeSource, asked: str | None, patches: list,

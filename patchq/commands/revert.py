@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from patchq.commands.apply import converge_to, document, summary
+from patchq.commands.apply import converge_to, document, modules_of, summary
 from patchq.dist.sources import CodeSource
 from patchq.series import Series
 
@@ -34,6 +34,9 @@ def run(target: CodeSource, series: Series, profile: str | None, force: bool) ->
         remaining_profile = journal.profile if recorded and not drop & set(recorded.patches) else None
     keep = [series.patch(pid) for pid in series.all_patch_ids() if pid in keep_ids]
     digest = summary(series)
-    restore = sorted({rel for rels in digest["modules"].values() for rel in rels}) if force and profile is None else []
+    modules = modules_of(digest)
+    restore = modules if force and profile is None else []
+    # a revert that leaves sentinels of the patches it reverts (a lost journal) is refused
+    leftover = series.all_patch_ids() if profile is None else list(series.profile(profile).patches)
     return converge_to("revert", target, profile, keep, profile=remaining_profile, force=force,
-                     summary=digest, restore_foreign=restore)
+                       summary=digest, restore_foreign=restore, modules=modules, leftover=leftover)

@@ -590,7 +590,9 @@ def pristine_reader(source: CodeSource):
     def read(relpath: str) -> str | None:
         entry = journal.files.get(relpath)
         if entry is not None and sha256_file(source.path(relpath)) == entry.patched_sha256:
-            return state.read_pristine(relpath).decode("utf-8")
+            # verified against the journal and RECORD (a damaged copy is exit 6, never planned from)
+            return state.read_pristine(relpath, entry.pristine_sha256,
+                                       source.record().get(relpath)).decode("utf-8")
         return source.read_text(relpath)
 
     return read

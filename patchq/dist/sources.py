@@ -220,6 +220,37 @@ def source_tree(directory: str | Path, version: str | None = None) -> CodeSource
     return CodeSource(root=root, version=ver, kind="source", dist_info=di)
 
 
+def runtime_installed(site_packages: str | Path) -> bool:
+    """True when ``patchq_runtime`` (what patched vLLM imports) is importable from
+    ``site_packages``, judged from disk only (nothing is imported): the package itself, a
+    ``patchq-*.dist-info`` (patchq's distribution carries it, editable installs included),
+    a ``.pth`` line naming a directory that holds ``patchq_runtime/__init__.py``, or such a
+    directory on ``$PYTHONPATH`` (which the processes started from this shell inherit).
+    """
+    site = Path(site_packages)
+    if (site / "patchq_runtime" / "__init__.py").is_file() or record.dist_info_names(str(site), "patchq"):
+        return True
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if entry and (Path(entry) / "patchq_runtime" / "__init__.py").is_file():
+            return True
+    try:
+        pths = sorted(site.glob("*.pth"))
+    except OSError:
+        return False
+    for pth in pths:
+        try:
+            lines = pth.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            line = line.strip()
+            if not line or line.startswith(("#", "import ", "import\t")):
+                continue
+            if (site / line / "patchq_runtime" / "__init__.py").is_file():
+                return True
+    return False
+
+
 def is_writable_dir(path: Path) -> bool:
     """True when files can be created and replaced in ``path``."""
     return os.access(path, os.W_OK | os.X_OK)

@@ -3,7 +3,9 @@
 ``apply --profile P`` converges to P's patches; ``revert --all`` to none; ``revert
 --profile P`` to the applied patches minus P's. One algorithm serves all three:
 
-1. take the lock, roll forward any interrupted write (:meth:`StateDir.recover`);
+1. take the lock (an ``flock`` of the state directory), probe writability, roll forward any
+   interrupted write after verifying every staged byte (:meth:`StateDir.recover`), sweep
+   temp files a killed patchq left;
 2. read each target file's pristine text: patchq's kept copy when the file is as
    patchq left it, the file itself when it equals its RECORD hash; anything else is a
    foreign edit and is refused (``revert --force`` keeps a copy and overwrites it);
@@ -24,6 +26,7 @@ from patchq.env.fsutil import fsync_dir
 from patchq.hashing import sha256_file
 from patchq.model import Patch
 from patchq.dist.sources import CodeSource, is_writable_dir, sha256_hex
+from patchq.env import layout
 from patchq.env.state import FileEntry, Journal, PatchEntry, StateDir, write_file
 
 
@@ -75,6 +78,8 @@ def converge(
     dry_run: bool = False,
     summary: dict | None = None,
     restore_foreign: Sequence[str] = (),
+    modules: Sequence[str] = (),
+    leftover: Sequence[str] | None = None,
 ) -> ConvergeResult:
     """Make ``target`` carry exactly ``patches`` (see module docstring).
 
@@ -82,29 +87,54 @@ def converge(
         target: an installed vLLM (``sources.installed``).
         patches: wanted patches, in series order.
         profile: the profile name to record (None for an ad-hoc set).
-        force: overwrite foreign edits of files to change, keeping a copy.
+        force: overwrite foreign edits of files to change, keeping a copy; set a damaged
+            journal or transaction aside; restore a damaged pristine copy from the
+            release wheel (checked against RECORD).
         dry_run: plan only; write nothing, take no lock (``diff`` uses this).
         summary: :func:`patchq.hashing.series_summary`, cached in the journal for the
             fast path.
         restore_foreign: with ``force``, further relpaths (the series' target modules) to
             restore from the release wheel when someone else edited them (e.g. the old
             sentinel scripts); a copy of each edit is kept.
+        modules: the series' target modules: their directories are swept for temp files
+            a killed patchq left.
+        leftover: patch ids that must not be left in any of ``modules`` (revert): a file
+            that would still carry one of their sentinels is named and refused.
     Raises:
         PlanFailed: a patch failed to resolve, transform or compile (nothing written).
-        ForeignEditError: a file to change was modified by someone else (no ``force``).
-        ReadOnlyError: site-packages or a file's directory is not writable.
-        StateError: the journal is damaged or a pristine copy fails its RECORD hash.
+        ForeignEditError: a file to change was modified by someone else (no ``force``),
+            or a revert would leave sentinels of ``leftover`` patches.
+        ReadOnlyError: site-packages, a file's directory or the state directory is not
+            writable (a full disk included), or patched vLLM would import
+            ``patchq_runtime`` where it is not installed.
+        StateError: the journal, a transaction or a pristine copy is damaged or names a
+            path outside the distribution's RECORD (nothing written).
+        TargetNotFound: vLLM's RECORD is missing or unreadable.
     """
     state = StateDir(target.root)
+    record = target.record()
     if dry_run:
         return _converge(target, state, patches, profile, force, True, summary, restore_foreign)
     if not is_writable_dir(target.root):
         raise ReadOnlyError(f"{target.root} is not writable; nothing was written "
                             f"(use `patchq run` to patch at import time instead)")
-    state.ensure()
+    state.ensure(force=force)
     with state.lock():
-        recovered = state.recover()
-        result = _converge(target, state, patches, profile, force, False, summary, restore_foreign)
+        state.probe()
+        try:
+            recovered = state.recover(record)
+        except StateError:
+            if not force or not state.has_pending():
+                raise
+            state.set_aside_txn()  # the forced revert restores every file from verified bytes
+            recovered = []
+        dirs = {target.path(rel).parent for rel in modules}
+        try:
+            dirs |= {target.path(rel).parent for rel in state.read().files if not layout.relpath_problem(rel)}
+        except StateError:
+            pass
+        state.clean_temp(dirs)
+        result = _converge(target, state, patches, profile, force, False, summary, restore_foreign, leftover, modules)
         result.recovered = recovered
         return result
 
@@ -133,24 +163,54 @@ def _release_bytes(target: CodeSource, relpath: str) -> bytes:
     return data
 
 
-def _converge(target, state, patches, profile, force, dry_run, summary, restore_foreign=()) -> ConvergeResult:
+def _same_version(recorded: str | None, version) -> bool:
+    """The journal's vLLM version equals ``version`` (compared as PEP 440 versions)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(str(recorded)) == Version(str(version))
+    except InvalidVersion:
+        return str(recorded) == str(version)
+
+
+def _needs_runtime(texts) -> bool:
+    return any("patchq_runtime" in t for t in texts)
+
+
+def _converge(target, state, patches, profile, force, dry_run, summary, restore_foreign=(), leftover=None,
+              modules=()) -> ConvergeResult:
+    record = target.record()
+    obsolete: set[str] = set()
     try:
         journal = state.read()
+        if journal.vllm and not _same_version(journal.vllm, target.version):
+            journal, obsolete = _forget_upgraded(target, journal)
+        else:
+            state.confine(journal.files, record, str(state.journal_path))
     except StateError:
         if not force or dry_run:
             raise
         state.set_aside()  # a forced revert restores from RECORD-verified copies without it
         journal = Journal()
-    if journal.vllm and journal.vllm != str(target.version):
-        journal = _forget_upgraded(target, state, journal, dry_run)
     foreign: dict[str, str | None] = {}
+
+    def pristine_bytes(relpath: str) -> bytes:
+        """The verified pristine bytes of a journalled file; with force, a damaged copy
+        falls back to the release wheel (checked against RECORD)."""
+        entry = journal.files[relpath]
+        try:
+            return state.read_pristine(relpath, entry.pristine_sha256, record.get(relpath))
+        except StateError:
+            if not force or dry_run:
+                raise
+            return _release_bytes(target, relpath)
 
     def read(relpath: str) -> str | None:
         kind, _ = _file_state(target, state, journal, relpath)
         if kind == "missing":
             return None
         if kind == "patched":
-            return state.read_pristine(relpath).decode("utf-8")
+            return pristine_bytes(relpath).decode("utf-8")
         if kind == "foreign":
             foreign[relpath] = None
         return target.read_text(relpath)
@@ -170,7 +230,7 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
     wanted: dict[str, bytes] = {p: t.encode("utf-8") for p, t in plan.patched.items()}
     for relpath in journal.files:
         if relpath not in wanted:
-            wanted[relpath] = state.read_pristine(relpath)
+            wanted[relpath] = pristine_bytes(relpath)
     writes: dict[str, tuple[str | None, bytes]] = {}
     for relpath, data in wanted.items():
         kind, now = _file_state(target, state, journal, relpath)
@@ -195,6 +255,8 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
 
     new_journal = _journal_after(target, journal, plan, wanted, profile)
     new_journal.series = summary or journal.series
+    if leftover is not None:
+        _refuse_leftovers(target, modules, writes, set(leftover) - set(new_journal.patches))
     applied_before = set(journal.patches)
     result = ConvergeResult(
         plan=plan, journal=new_journal,
@@ -207,7 +269,7 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
     same_journal = (journal.patches == new_journal.patches and journal.files == new_journal.files
                     and journal.profile == new_journal.profile and journal.vllm == new_journal.vllm
                     and journal.profile_hashes == new_journal.profile_hashes)
-    if not writes and same_journal:
+    if not writes and same_journal and not obsolete:
         result.noop = True
         if not dry_run and new_journal.series != journal.series:
             state.write_journal(new_journal)  # refresh the fast path's cache only
@@ -216,20 +278,25 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
         return result
 
     for relpath in writes:
+        problem = layout.inside(str(target.root), relpath)
+        if problem:
+            raise ReadOnlyError(f"{problem}; nothing was written (use `patchq run` to patch at import time)")
         if not is_writable_dir(target.path(relpath).parent):
             raise ReadOnlyError(f"{target.path(relpath).parent} is not writable; nothing was written")
+    if _needs_runtime(data.decode("utf-8", "replace") for _, data in writes.values()):
+        _require_runtime(target)
     kept_dirs = set()
     for relpath, data in wanted.items():
         if relpath in new_journal.files:
             pristine = plan.pristine.get(relpath)
             if pristine is not None:
-                pdata = pristine.encode("utf-8")
-                rec = target.record().get(relpath)
-                if rec is not None and sha256_hex(pdata) != rec:
-                    raise StateError(f"pristine text of {relpath} does not match its RECORD hash")
-                kept_dirs.add(state.save_pristine(relpath, pdata))
+                rec = record.get(relpath)
+                if rec is None:
+                    raise StateError(f"{relpath} is not in vllm's RECORD: its pristine bytes cannot be verified; "
+                                     f"nothing was written")
+                kept_dirs.add(state.save_pristine(relpath, pristine.encode("utf-8"), rec))
         elif relpath in writes:
-            rec = target.record().get(relpath)
+            rec = record.get(relpath)
             if rec is not None and sha256_hex(data) != rec:
                 raise StateError(f"kept pristine copy of {relpath} does not match its RECORD hash; "
                                  f"reinstall vllm to recover")
@@ -250,10 +317,61 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
         shutil.rmtree(state.txn, ignore_errors=True)
         raise ReadOnlyError(f"{exc}; nothing was changed ({len(previous) - 1} file(s) written before it "
                             f"were rolled back)") from None
-    state.commit(new_journal)
-    for relpath in result.restored:
-        state.drop_pristine(relpath)
+    try:
+        state.commit(new_journal)
+    except ReadOnlyError as exc:
+        raise ReadOnlyError(f"{exc}; the files are written and the next apply or revert completes the "
+                            f"write from {state.txn}") from None
+    for relpath in sorted((set(result.restored) | obsolete) - set(new_journal.files)):
+        state.drop_pristine(relpath)  # only now: the write that made them unnecessary is committed
     return result
+
+
+def _refuse_leftovers(target: CodeSource, modules: Sequence[str], writes: dict, ids: set[str]) -> None:
+    """Refuse a revert that would leave sentinels of the reverted patches ``ids`` in a
+    target module (their journal is gone or never knew them).
+
+    Raises:
+        ForeignEditError: names the files (``revert --all --force`` restores them).
+    """
+    from patchq.sentinels import find_sentinels
+
+    if not ids:
+        return
+    left = []
+    for relpath in modules:
+        data = writes[relpath][1] if relpath in writes else target.read_bytes(relpath)
+        if data is None:
+            continue
+        found = {pid for pid, _ in find_sentinels(data.decode("utf-8", "replace"))} & ids
+        if found:
+            left.append(f"{relpath} ({', '.join(sorted(found))})")
+    if left:
+        raise ForeignEditError(f"revert would leave patched files the journal does not explain: {'; '.join(left)}; "
+                               f"nothing was written. `patchq revert --all --force` restores them from the "
+                               f"vllm {target.version} wheel and keeps a copy of each")
+
+
+def _require_runtime(target: CodeSource) -> None:
+    """Patched vLLM imports ``patchq_runtime``: refuse to write it into an environment
+    where that package cannot be imported (looked up on disk, vLLM is not imported).
+
+    Raises:
+        ReadOnlyError: with the command that installs it there.
+    """
+    from patchq.dist.sources import current_site_packages, runtime_installed
+
+    if runtime_installed(target.root):
+        return
+    if target.root.resolve() == current_site_packages().resolve():
+        return  # this interpreter runs patchq, whose distribution carries patchq_runtime
+    from pathlib import Path
+
+    checkout = Path(__file__).resolve().parents[2]
+    spec = str(checkout) if (checkout / "pyproject.toml").is_file() else "patchq"
+    raise ReadOnlyError(
+        f"patched vllm imports patchq_runtime, which is not installed in {target.root}; nothing was written. "
+        f"Install it there first: `<that environment's python> -m pip install {spec}`")
 
 
 def _roll_back(target: CodeSource, previous: dict[str, bytes | None]) -> None:
@@ -288,12 +406,10 @@ def _journal_after(target: CodeSource, journal: Journal, plan: planned.Plan,
                    results=patch_rows(plan), updated=journal.updated)
 
 
-def _forget_upgraded(target: CodeSource, state: StateDir, journal: Journal, dry_run: bool) -> Journal:
+def _forget_upgraded(target: CodeSource, journal: Journal) -> tuple[Journal, set[str]]:
     """After a vLLM upgrade (or downgrade) the installer replaced or removed the files the
-    journal describes: its entries and pristine copies belong to the old release. Forget
-    them; a file that now matches neither RECORD nor the journal is then reported as a
-    foreign edit by the normal checks."""
-    if not dry_run:
-        for relpath in journal.files:
-            state.drop_pristine(relpath)
-    return Journal(vllm=str(target.version), series=journal.series)
+    journal describes: its entries belong to the old release. Forget them; a file that now
+    matches neither RECORD nor the journal is then reported as a foreign edit by the normal
+    checks. Returns the new journal and the relpaths whose pristine copies are obsolete:
+    they are dropped only after the next write commits."""
+    return Journal(vllm=str(target.version), series=journal.series), set(journal.files)

@@ -95,8 +95,9 @@ def hook_dir_for(site: Path, version: str, profile: str, digest: str) -> Path:
 
 
 def _journal_sha(site: Path) -> str | None:
-    root = os.environ.get("PATCHQ_STATE_DIR") or os.path.join(site, ".patchq")
-    return sha256_file(os.path.join(root, "journal.json"))
+    from patchq.env import layout
+
+    return sha256_file(layout.journal_path(layout.state_root(str(site))))
 
 
 def module_name(relpath: str) -> tuple[str, bool]:
@@ -202,8 +203,9 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
                 prev = texts.get(rel, ("patched", plan.patched[rel], []))
                 texts[rel] = ("patched", prev[1], prev[2] + [f"{r.patch_id}:{r.hash}"])
     state = StateDir(site)
-    for rel in result.restored:
-        texts[rel] = ("pristine", state.read_pristine(rel).decode("utf-8"), [])
+    record = target.record()
+    for rel in result.restored:  # verified against RECORD before it is served
+        texts[rel] = ("pristine", state.read_pristine(rel, record=record.get(rel)).decode("utf-8"), [])
 
     modules = {}
     for rel, (kind, text, pids) in sorted(texts.items()):

@@ -36,6 +36,30 @@ def _alive(pid: int, ticks) -> bool:
     return ticks is None or now is None or now == ticks
 
 
+def _read_record(path: str) -> dict:
+    """One ``<pid>.json`` record, checked (``patchq.runtime/1`` field types).
+
+    Raises:
+        StateError: unreadable, not JSON, or wrong field types (exit 6, names the file).
+    """
+    from patchq.errors import StateError
+
+    try:
+        with open(path, "rb") as fh:
+            rec = json.loads(fh.read().decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StateError(f"runtime record {path} is damaged ({exc}); remove it") from None
+    ok = (isinstance(rec, dict) and isinstance(rec.get("pid"), int) and not isinstance(rec.get("pid"), bool)
+          and isinstance(rec.get("start_ticks", 0), (int, type(None)))
+          and isinstance(rec.get("argv", []), list) and isinstance(rec.get("served", {}), (dict, list))
+          and isinstance(rec.get("patches", []), list)
+          and all(isinstance(p, dict) and isinstance(p.get("id"), str) and isinstance(p.get("hash"), str)
+                  for p in rec.get("patches", [])))
+    if not ok:
+        raise StateError(f"runtime record {path} is damaged (not a patchq.runtime/1 record); remove it")
+    return rec
+
+
 def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: bool = True) -> dict:
     """The report (a JSON-ready dict, schema ``patchq.runtime-status/1``).
 
@@ -43,6 +67,8 @@ def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: boo
         runtime_dir: the directory of ``<pid>.json`` records.
         series_hashes: patch id -> current hash (marks stale processes), or None.
         prune: remove the records of exited processes.
+    Raises:
+        StateError: a record is damaged (the message names it).
     """
     runtime_dir = str(runtime_dir)
     processes, pruned = [], []
@@ -52,12 +78,8 @@ def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: boo
         names = []
     for name in names:
         path = os.path.join(runtime_dir, name)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                rec = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        if not _alive(int(rec.get("pid", -1)), rec.get("start_ticks")):
+        rec = _read_record(path)
+        if not _alive(rec["pid"], rec.get("start_ticks")):
             pruned.append(rec.get("pid"))
             if prune:
                 try:

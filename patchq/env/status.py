@@ -15,6 +15,12 @@ Patch statuses:
     ``not-applied``  none of the above.
 File states: ``pristine`` (sha256 equals RECORD), ``patched`` (equals patchq's journal),
 ``modified`` (neither: someone else edited it), ``missing``.
+
+A journal of another release (an upgrade), or one whose every file is back at its RECORD
+bytes (``pip install --force-reinstall`` of the same release), is reported in ``note``: its
+patches went with the old files, every patch is ``not-applied`` (exit 0). The journal is
+checked as :meth:`patchq.env.state.StateDir.read` checks it (types, confined paths): a
+damaged or hostile one is :class:`patchq.errors.StateError` (exit 6).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import json
 import os
 
 from patchq.dist import record
+from patchq.env import layout
 from patchq.errors import EXIT_DRIFT, EXIT_OK
 from patchq.hashing import series_inputs, sha256_file
 from patchq.sentinels import find_sentinels
@@ -31,31 +38,51 @@ SCHEMA = "patchq.status/1"
 
 
 def read_journal(state_root: str) -> dict:
-    """The journal as a plain dict ({} when none).
+    """The journal as a plain dict ({} when none), checked like
+    :meth:`patchq.env.state.StateDir.read` (types and path shapes:
+    :func:`patchq.env.layout.journal_problem`; a symlinked state directory is refused).
 
     Raises:
         StateError: the file is not a journal of this schema (exit code 6).
     """
+    from patchq.errors import StateError
+
+    problem = layout.symlink_problem(state_root)
+    if problem:
+        raise StateError(problem)
+    path = layout.journal_path(state_root)
     try:
-        with open(os.path.join(state_root, "journal.json"), encoding="utf-8") as fh:
-            data = json.load(fh)
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read().decode("utf-8"))
     except FileNotFoundError:
         return {}
-    except (ValueError, UnicodeDecodeError) as exc:
-        from patchq.errors import StateError
-
-        raise StateError(f"{state_root}/journal.json is damaged ({exc}); `patchq revert --all --force` "
+    except (OSError, ValueError) as exc:  # a directory, not UTF-8, not JSON
+        raise StateError(f"{path} is damaged ({exc}); `patchq revert --all --force` "
                          f"restores the files, then apply again") from None
-    if not isinstance(data, dict) or data.get("schema") != 1:
-        from patchq.errors import StateError
-
-        raise StateError(f"{state_root}/journal.json is not a patchq journal of schema 1")
+    problem = layout.journal_problem(data)
+    if problem:
+        raise StateError(f"{path} is not a patchq journal of schema 1 ({problem}); "
+                         f"`patchq revert --all --force` sets it aside and restores the files")
     return data
 
 
 def state_root(site: str) -> str:
-    """``<site>/.patchq`` unless ``$PATCHQ_STATE_DIR`` says otherwise."""
-    return os.environ.get("PATCHQ_STATE_DIR") or os.path.join(site, ".patchq")
+    """The state directory of ``site`` (:func:`patchq.env.layout.state_root`)."""
+    return layout.state_root(site)
+
+
+def _confine(site: str, root: str, relpaths, recorded: dict) -> None:
+    """Journal paths must be RECORD paths inside site-packages (as
+    :meth:`patchq.env.state.StateDir.confine`). Raises StateError."""
+    for rel in relpaths:
+        problem = layout.relpath_problem(rel) or (
+            None if rel in recorded else f"{rel!r} is not a file of the vllm distribution (not in RECORD)"
+        ) or layout.inside(site, rel)
+        if problem:
+            from patchq.errors import StateError
+
+            raise StateError(f"{layout.journal_path(root)} is damaged: {problem}; "
+                             f"`patchq revert --all --force` restores the files")
 
 
 def summary_for(journal: dict, series_root: str, anchors_root: str) -> dict:
@@ -83,19 +110,27 @@ def collect(site, series_root, anchors_root) -> dict:
     version = record.version_of(di)
     root = state_root(site)
     journal = read_journal(root)
-    upgraded = bool(journal.get("vllm")) and journal.get("vllm") != version
+    upgraded = bool(journal.get("vllm")) and not record.same_version(journal.get("vllm"), version)
     if upgraded:  # the installer replaced the files the journal describes
         journal = {"series": journal.get("series"), "vllm": journal.get("vllm")}
     summary = summary_for(journal, series_root, anchors_root)
     jfiles: dict = journal.get("files", {})
-    jpatches: dict = journal.get("patches", {})
-
     relpaths = list(jfiles)
     for pid in summary["ids"]:
         for rel in summary["modules"].get(pid, []):
             if rel not in relpaths and os.path.isfile(os.path.join(site, rel)):
                 relpaths.append(rel)
     recorded = record.read_record(os.path.join(site, di), set(relpaths))
+    _confine(site, root, jfiles, recorded)
+    # the same release installed again (pip --force-reinstall): every journalled file is back
+    # to its RECORD bytes; the patches went with the old files, as after an upgrade
+    reinstalled = bool(jfiles) and all(
+        sha256_file(os.path.join(site, rel)) == recorded.get(rel) != e["patched_sha256"] for rel, e in jfiles.items())
+    if reinstalled:
+        journal = {"series": journal.get("series"), "vllm": journal.get("vllm")}
+        jfiles = {}
+    jpatches: dict = journal.get("patches", {})
+
     files, sentinels, modified = [], {}, set()
     for rel in sorted(relpaths):
         path = os.path.join(site, rel)
@@ -112,8 +147,8 @@ def collect(site, series_root, anchors_root) -> dict:
             modified.add(rel)
         found = set()
         if now is not None:
-            with open(path, encoding="utf-8") as fh:
-                found = set(find_sentinels(fh.read()))
+            with open(path, "rb") as fh:
+                found = set(find_sentinels(fh.read().decode("utf-8", "replace")))
         sentinels[rel] = found
         files.append({"path": rel, "state": kind, "sha256": now, "record_sha256": recorded.get(rel),
                       "sentinels": sorted(f"{p}:{h}" for p, h in found)})
@@ -146,8 +181,10 @@ def collect(site, series_root, anchors_root) -> dict:
         "profile": journal.get("profile"),
         "journal_vllm": journal.get("vllm"),
         "note": (f"the journal is from vllm {journal.get('vllm')}; vllm {version} was installed since: "
-                 f"its patches are gone with the old files (apply again)") if upgraded else "",
-        "pending_write": os.path.isfile(os.path.join(root, "txn", "manifest.json")),
+                 f"its patches are gone with the old files (apply again)") if upgraded else
+                (f"vllm {version} was reinstalled since the journal was written: its patches are gone "
+                 f"with the old files (apply again)") if reinstalled else "",
+        "pending_write": layout.has_pending(root),
         "patches": patches,
         "files": files,
     }

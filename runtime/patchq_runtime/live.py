@@ -4,8 +4,8 @@
 every target module already imported must have been executed by its loader (a module
 imported around the hook would be running pristine code).
 
-``disk`` (``patchq apply``): the journal in ``<site-packages>/.patchq/journal.json``
-(``$PATCHQ_STATE_DIR`` overrides, as in ``patchq/state.py``) names a profile; every file
+``disk`` (``patchq apply``): the journal (:func:`journal_path`, from
+``patchq.env.layout``, the owner of the state layout) names a profile; every file
 it patched still has the journal's patched sha256 and carries each of its patches'
 sentinels (``# patchq:<id>:<hash>``), and an already-imported target module was loaded
 from that very file.
@@ -78,8 +78,33 @@ def module_name(relpath: str) -> str:
 
 
 def journal_path(site: str) -> str:
-    """The journal of ``site`` (``$PATCHQ_STATE_DIR/journal.json`` when set)."""
-    return os.path.join(os.environ.get("PATCHQ_STATE_DIR") or os.path.join(site, ".patchq"), "journal.json")
+    """The journal of ``site``, where :func:`patchq.env.layout.state_root` puts it.
+
+    ``patchq.env.layout`` is standard library only and imports nothing of patchq beyond
+    the package's ``__init__`` (a version string), so it is cheap and safe in a vLLM
+    process; patchq_runtime installs with patchq. Where patchq is not importable (a
+    runtime copied alone), the twin below applies the same rule: ``<site>/.patchq``, or
+    ``$PATCHQ_STATE_DIR/env-<sha256(realpath(site))[:16]>`` (a flat legacy
+    ``$PATCHQ_STATE_DIR`` is not looked at)."""
+    try:
+        from patchq.env import layout
+    except ImportError:
+        base = os.environ.get("PATCHQ_STATE_DIR")
+        if not base:
+            return os.path.join(site, ".patchq", "journal.json")
+        key = hashlib.sha256(os.path.realpath(site).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        return os.path.join(base, "env-" + key, "journal.json")
+    return layout.journal_path(layout.state_root(site))
+
+
+def _journal_problem(journal) -> str | None:
+    try:
+        from patchq.env.layout import journal_problem
+    except ImportError:  # the twin: only the shape this module reads
+        ok = isinstance(journal, dict) and isinstance(journal.get("files", {}), dict) \
+            and isinstance(journal.get("patches", {}), dict)
+        return None if ok else "not a patchq journal"
+    return journal_problem(journal)
 
 
 def check_disk(site: str, modules=None) -> Liveness:
@@ -93,6 +118,9 @@ def check_disk(site: str, modules=None) -> Liveness:
         return Liveness(NONE, source=path)
     except (OSError, ValueError) as exc:
         return Liveness(DISK, source=path, problems=[f"journal unreadable: {exc}"])
+    problem = _journal_problem(journal)
+    if problem:
+        return Liveness(DISK, source=path, problems=[f"journal damaged: {problem}"])
     if not journal.get("profile"):
         return Liveness(NONE, source=path)
     patches = journal.get("patches", {})

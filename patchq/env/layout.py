@@ -1,0 +1,306 @@
+"""The one owner of patchq's state layout (standard library only: the fast path and the
+vLLM plugin import it).
+
+Where the state directory is
+    ``<site-packages>/.patchq/`` by default. With ``$PATCHQ_STATE_DIR=BASE`` (state kept
+    outside a read-only or shared image) it is ``BASE/env-<key>/``, ``key`` = the first
+    16 hex of sha256 over the real path of site-packages, so environments sharing one
+    ``BASE`` never see each other's journal. A flat ``BASE`` written before that (a
+    ``journal.json`` or ``txn/`` directly in ``BASE``, no ``owner.json`` naming another
+    environment) is still read by the environment it belongs to, and the first write
+    (:meth:`patchq.env.state.StateDir.ensure`) moves it into ``env-<key>/``. ``owner.json``
+    records the site-packages a directory belongs to: a keyed directory naming another one
+    is refused (exit 6); ``<site-packages>/.patchq`` travels with its environment, so there
+    another owner (the environment was moved or copied) is adopted.
+
+What is in it (names below; only :mod:`patchq.env.state` writes them)
+    ``journal.json`` the committed state; ``pristine/<relpath>`` pristine bytes of each
+    changed file; ``txn/manifest.json`` + ``txn/files/<relpath>`` an in-flight write;
+    ``foreign/<relpath>.<UTC>`` copies kept by ``revert --force``; ``owner.json`` the
+    site-packages the directory belongs to; ``.write-probe.<pid>.<random>`` a per-process
+    writability probe (taken under the lock). The inter-process lock is a ``flock`` of
+    the state directory itself (:class:`patchq.env.state.StateLock`); a ``lock`` file left by
+    older versions is ignored.
+
+Rules every reader applies (:func:`relpath_problem`, :func:`journal_problem`,
+:func:`manifest_problem`): a path read from state is a POSIX relpath, normalized, not
+absolute, without ``..``; it must also be a RECORD path of the vLLM distribution (checked
+by the callers that hold RECORD). A state directory that is a symlink is refused
+(:func:`symlink_problem`), never followed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import re
+
+ENV_VAR = "PATCHQ_STATE_DIR"
+STATE_DIRNAME = ".patchq"
+ENV_PREFIX = "env-"
+JOURNAL = "journal.json"
+PRISTINE = "pristine"
+TXN = "txn"
+TXN_MANIFEST = "manifest.json"
+TXN_FILES = "files"
+FOREIGN = "foreign"
+OWNER = "owner.json"
+LOCK = "lock"  # older versions' lock file: no longer used, never followed
+PROBE_PREFIX = ".write-probe."
+#: suffix of :func:`patchq.env.fsutil.atomic_write` temp files (``.<name>.<8 random>.patchq-tmp``)
+TMP_SUFFIX = ".patchq-tmp"
+OWNER_SCHEMA = "patchq.state-owner/1"
+JOURNAL_SCHEMA = 1
+#: what a legacy flat ``$PATCHQ_STATE_DIR`` holds and migration moves into ``env-<key>/``
+LEGACY_ENTRIES = (JOURNAL, PRISTINE, TXN, FOREIGN)
+
+_TMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.patchq-tmp$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def site_key(site: str) -> str:
+    """16 hex identifying one site-packages (sha256 of its real path)."""
+    return hashlib.sha256(os.path.realpath(site).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def shared_base(environ=None) -> str | None:
+    """``$PATCHQ_STATE_DIR`` (a base shared by environments), or None."""
+    return (os.environ if environ is None else environ).get(ENV_VAR) or None
+
+
+def keyed_root(base: str, site: str) -> str:
+    """``BASE/env-<key>``: the state directory of ``site`` under a shared base."""
+    return os.path.join(base, ENV_PREFIX + site_key(site))
+
+
+def read_owner(root: str) -> str | None:
+    """The site-packages named by ``root/owner.json`` (None when absent or unreadable)."""
+    import json
+
+    try:
+        with open(os.path.join(root, OWNER), encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    value = data.get("site_packages") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def owner_json(site: str) -> str:
+    """The text of ``owner.json`` for ``site``."""
+    import json
+
+    return json.dumps({"schema": OWNER_SCHEMA, "site_packages": os.path.realpath(site)}, indent=1) + "\n"
+
+
+def is_legacy(base: str, site: str) -> bool:
+    """True when ``base`` itself holds a flat (pre-keyed) state that ``site`` may adopt:
+    a journal or transaction directly in it, and no ``owner.json`` naming another site."""
+    if not any(os.path.lexists(os.path.join(base, n)) for n in (JOURNAL, TXN)):
+        return False
+    owner = read_owner(base)
+    return owner is None or owner == os.path.realpath(site)
+
+
+def state_root(site: str, environ=None) -> str:
+    """The state directory of ``site`` (see module docstring)."""
+    base = shared_base(environ)
+    if not base:
+        return os.path.join(site, STATE_DIRNAME)
+    keyed = keyed_root(base, site)
+    if not os.path.lexists(keyed) and is_legacy(base, site):
+        return base
+    return keyed
+
+
+def journal_path(root: str) -> str:
+    """``root/journal.json``."""
+    return os.path.join(root, JOURNAL)
+
+
+def pristine_dir(root: str) -> str:
+    """``root/pristine``."""
+    return os.path.join(root, PRISTINE)
+
+
+def pristine_path(root: str, relpath: str) -> str:
+    """``root/pristine/<relpath>`` (``relpath`` checked by the caller)."""
+    return os.path.join(root, PRISTINE, *relpath.split("/"))
+
+
+def txn_dir(root: str) -> str:
+    """``root/txn``."""
+    return os.path.join(root, TXN)
+
+
+def txn_manifest(root: str) -> str:
+    """``root/txn/manifest.json``."""
+    return os.path.join(root, TXN, TXN_MANIFEST)
+
+
+def txn_file(root: str, relpath: str) -> str:
+    """``root/txn/files/<relpath>``."""
+    return os.path.join(root, TXN, TXN_FILES, *relpath.split("/"))
+
+
+def foreign_dir(root: str) -> str:
+    """``root/foreign``."""
+    return os.path.join(root, FOREIGN)
+
+
+def owner_path(root: str) -> str:
+    """``root/owner.json``."""
+    return os.path.join(root, OWNER)
+
+
+def probe_path(root: str) -> str:
+    """A write probe unique to this process and call."""
+    return os.path.join(root, f"{PROBE_PREFIX}{os.getpid()}.{os.urandom(4).hex()}")
+
+
+def is_temp_name(name: str) -> bool:
+    """True for a temp file of :func:`patchq.env.fsutil.atomic_write` (left by a kill -9)."""
+    return _TMP_RE.match(name) is not None
+
+
+def has_pending(root: str) -> bool:
+    """True when an interrupted write (``txn/manifest.json``, even a damaged one) is left."""
+    return os.path.lexists(txn_manifest(root))
+
+
+# -- what a reader accepts ---------------------------------------------------------
+
+
+def relpath_problem(relpath) -> str | None:
+    """Why ``relpath`` (read from state) is not an acceptable vLLM file path, or None.
+
+    Acceptable: a non-empty POSIX relpath, normalized (``posixpath.normpath`` leaves it
+    as is), not absolute, no ``..``, no NUL or backslash, not inside the state directory.
+    """
+    if not isinstance(relpath, str) or not relpath:
+        return f"{relpath!r} is not a path"
+    if "\0" in relpath or "\\" in relpath:
+        return f"{relpath!r} holds a NUL or a backslash"
+    if relpath.startswith("/") or posixpath.isabs(relpath):
+        return f"{relpath!r} is absolute"
+    if posixpath.normpath(relpath) != relpath or relpath.startswith("./"):
+        return f"{relpath!r} is not normalized"
+    parts = relpath.split("/")
+    if ".." in parts or "." in parts:
+        return f"{relpath!r} leaves site-packages"
+    if parts[0] == STATE_DIRNAME:
+        return f"{relpath!r} is inside the state directory"
+    return None
+
+
+def inside(site: str, relpath: str) -> str | None:
+    """Why ``site/relpath`` is not a regular location inside ``site``, or None.
+
+    A symlinked file or a directory on the way that leads out of site-packages is refused:
+    patchq neither writes through a link nor replaces one (the link would be lost on
+    revert). A missing file is fine (RECORD decides whether it should exist).
+    """
+    full = os.path.join(site, *relpath.split("/"))
+    real_site = os.path.realpath(site)
+    if os.path.islink(full):
+        return f"{relpath} is a symlink (to {os.readlink(full)}); patchq does not write through links"
+    real = os.path.realpath(full)
+    if os.path.commonpath([real_site, real]) != real_site:
+        return f"{relpath} resolves outside site-packages ({real})"
+    return None
+
+
+def symlink_problem(root: str) -> str | None:
+    """Why the state directory ``root`` (or one of its top-level entries) may not be used
+    (a symlink: refused, never followed), or None."""
+    if os.path.islink(root):
+        return f"the state directory {root} is a symlink (to {os.readlink(root)}); refusing to follow it"
+    for name in (JOURNAL, PRISTINE, TXN, FOREIGN, OWNER):
+        p = os.path.join(root, name)
+        if os.path.islink(p):
+            return f"{p} is a symlink (to {os.readlink(p)}); refusing to follow it"
+    return None
+
+
+def _sha(value, optional: bool = False) -> bool:
+    return (optional and value is None) or (isinstance(value, str) and _HEX64.match(value) is not None)
+
+
+def _str_list(value) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def journal_problem(data) -> str | None:
+    """Why ``data`` (parsed ``journal.json``) is not a journal of schema 1, or None.
+
+    Checks every field's type and every path (:func:`relpath_problem`); RECORD membership is
+    checked by callers that read RECORD.
+    """
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    if data.get("schema") != JOURNAL_SCHEMA:
+        return f"schema {data.get('schema')!r} is not {JOURNAL_SCHEMA}"
+    for key in ("vllm", "profile"):
+        if data.get(key) is not None and not isinstance(data.get(key), str):
+            return f"{key} is not a string"
+    files, patches = data.get("files", {}), data.get("patches", {})
+    if not isinstance(files, dict) or not isinstance(patches, dict):
+        return "files/patches are not objects"
+    for rel, entry in files.items():
+        bad = relpath_problem(rel)
+        if bad:
+            return f"files: {bad}"
+        if not isinstance(entry, dict) or set(entry) - {"record_sha256", "pristine_sha256", "patched_sha256", "patches"}:
+            return f"files[{rel}] is not a file entry"
+        if not (_sha(entry.get("record_sha256"), True) and _sha(entry.get("pristine_sha256"))
+                and _sha(entry.get("patched_sha256")) and _str_list(entry.get("patches", []))):
+            return f"files[{rel}] has a malformed hash or patch list"
+    for pid, entry in patches.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("hash"), str) \
+                or not isinstance(entry.get("variant", ""), str) or not _str_list(entry.get("files", [])) \
+                or set(entry) - {"hash", "variant", "files"}:
+            return f"patches[{pid}] is not a patch entry"
+        for rel in entry.get("files", []):
+            if rel not in files:
+                return f"patches[{pid}] names {rel!r}, which has no file entry"
+    for key, kind in (("profile_hashes", dict), ("results", list), ("series", dict), ("updated", str)):
+        if key in data and not isinstance(data[key], kind):
+            return f"{key} is not a {kind.__name__}"
+    if not all(isinstance(v, str) for v in data.get("profile_hashes", {}).values()):
+        return "profile_hashes has a non-string hash"
+    return series_problem(data.get("series") or {})
+
+
+def series_problem(cached: dict) -> str | None:
+    """Why a journal's cached series summary (:func:`patchq.hashing.series_summary`) is
+    malformed, or None (``{}`` is fine: nothing cached)."""
+    if not cached:
+        return None
+    ok = (isinstance(cached.get("inputs"), dict) and isinstance(cached.get("profiles"), dict)
+          and all(_str_list(v) for v in cached["profiles"].values()) and _str_list(cached.get("ids"))
+          and isinstance(cached.get("hashes"), dict) and all(isinstance(v, str) for v in cached["hashes"].values())
+          and isinstance(cached.get("modules"), dict) and all(_str_list(v) for v in cached["modules"].values())
+          and all(pid in cached["hashes"] for pid in cached["ids"]))
+    if not ok:
+        return "series summary is malformed"
+    for rels in cached["modules"].values():
+        for rel in rels:
+            bad = relpath_problem(rel)
+            if bad:
+                return f"series summary: {bad}"
+    return None
+
+
+def manifest_problem(data) -> str | None:
+    """Why ``data`` (parsed ``txn/manifest.json``) is not a transaction manifest, or None."""
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+        return "not a transaction manifest"
+    for rel, ends in data["files"].items():
+        bad = relpath_problem(rel)
+        if bad:
+            return f"files: {bad}"
+        if not isinstance(ends, dict) or not _sha(ends.get("from"), True) or not _sha(ends.get("to")):
+            return f"files[{rel}] has malformed hashes"
+    bad = journal_problem(data.get("journal"))
+    return f"journal: {bad}" if bad else None
