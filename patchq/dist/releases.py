@@ -485,7 +485,10 @@ def _pip_download_cmd(version: Version, dest: Path, package: str) -> list[str]:
 def _have_pip() -> bool:
     import importlib.util
 
-    return importlib.util.find_spec("pip") is not None
+    try:
+        return importlib.util.find_spec("pip") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _download_without_pip(ver: Version, tmp: Path, package: str) -> Path:
