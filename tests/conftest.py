@@ -134,6 +134,41 @@ WHEEL_MODULES = frozenset({
 })
 
 
+#: Every release the wheel layer reads (test_variants covers all final releases in this
+#: range). On a cold cache they are prefetched in the background (see ``_prefetch``).
+RELEASES = ("0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1", "0.19.0", "0.19.1",
+            "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0",
+            "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0",
+            "0.31.0", "0.32.0", "0.33.0")
+
+
+def _prefetch(versions) -> None:
+    """Fetch the release trees the session will read, three at a time, in a daemon thread:
+    a partial fetch waits mostly on the network, so it overlaps the first tests. A test
+    asking for a release being fetched waits on its file lock; errors are left to the tests
+    that read the release (they report them)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from patchq.dist import releases
+
+    missing = [v for v in versions if releases.tree_info(v) is None]
+    if not missing or os.environ.get("PATCHQ_OFFLINE", "") not in ("", "0"):
+        return
+
+    def one(version):
+        try:
+            releases.release_tree(version)
+        except Exception:  # noqa: BLE001 - the test that needs it reports it
+            pass
+
+    def run():
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            list(pool.map(one, missing))
+
+    threading.Thread(target=run, name="patchq-prefetch", daemon=True).start()
+
+
 def _is_unit(item) -> bool:
     return Path(str(item.fspath)).resolve().parent.is_relative_to(TESTS / "unit")
 
@@ -149,6 +184,12 @@ def pytest_collection_modifyitems(config, items):
             continue
         if WHEEL_FIXTURES & set(item.fixturenames) or Path(str(item.fspath)).stem in WHEEL_MODULES:
             item.add_marker(pytest.mark.wheel)
+
+
+def pytest_collection_finish(session):
+    """Start the background prefetch when wheel-layer tests are going to run."""
+    if not session.config.option.collectonly and any(i.get_closest_marker("wheel") for i in session.items):
+        _prefetch(RELEASES)
 
 
 def pytest_sessionfinish(session, exitstatus):
