@@ -60,7 +60,11 @@ def test_module_imports_without_torch_or_triton():
         assert m.MIN_ROWS_DEFAULT == 100000
         assert set(m.LAUNCH_CONFIGS) >= {'sm90', 'sm121', 'default'}
         for arch, table in m.LAUNCH_CONFIGS.items():
-            assert {'1', '16', '32', '64'} <= set(table) <= {'1', '16', '32', '64', '128'}, arch
+            assert {'1', '16', '32', '64'} <= set(table) <= {'1', '16', '32', '64', '128', 'gemm'}, arch
+            mins = [e['min_B'] for e in table.get('gemm', [])]
+            assert mins == sorted(mins) and all(e['kernel'] == 'gemm' for e in table.get('gemm', [])), arch
+        import patchq_runtime.int8_kernels as k
+        assert 'torch' not in sys.modules and 'triton' not in sys.modules
         print('ok')
         """
     )
@@ -397,8 +401,12 @@ def test_kernels_in_triton_interpreter():
                     "loop bounds with int(), which numpy >= 2.4 refuses")
     code = textwrap.dedent(
         """
+        import sys
         import torch
         from patchq_runtime import int8_lmhead as m
+        sys.path.insert(0, %r)
+        import int8_kernels_dev
+        int8_kernels_dev.register()
         torch.manual_seed(0)
         bad = []
         for V, H, B in [(1000, 320, 1), (777, 200, 13), (300, 256, 33), (130, 96, 64)]:
@@ -407,20 +415,45 @@ def test_kernels_in_triton_interpreter():
             x = torch.randn(B, H).to(torch.float16)
             for bias in (None, torch.randn(V).to(torch.float16)):
                 ref = m.int8_linear_reference(x, q, s, bias)
-                kinds = [("dot", 64, 128), ("dott", 64, 128), ("dott", 32, 64), ("imma", 64, 64)]
+                kinds = [("dot", 64, 128), ("dott", 64, 128), ("dott", 32, 64), ("imma", 64, 64), ("gemm", 64, 64)]
                 if B == 1:
                     kinds.append(("gemv", 32, 128))
                 for kind, bn, bk in kinds:
                     out = torch.full((B, V), float("nan"), dtype=torch.float16)
-                    cfg = dict(kernel=kind, BLOCK_N=bn, BLOCK_K=bk, num_warps=4, num_stages=2, CONVERT=0)
+                    cfg = dict(kernel=kind, BLOCK_N=bn, BLOCK_K=bk, num_warps=4, num_stages=2, BLOCK_B=32)
+                    if kind != "gemm":
+                        cfg.pop("BLOCK_B")
                     m._launch(x, q, s, bias, out, cfg)
                     d = (out.float() - ref.float()).abs().max().item()
                     tol = 2e-3 * max(1.0, ref.float().abs().max().item())
                     if not d <= tol:
                         bad.append((V, H, B, kind, bias is not None, d))
+        # outlier channels (the imma path takes them out of the digit planes): H = 3072
+        V, H, B = 130, 3072, 40
+        w = torch.randn(V, H) * 0.02
+        q, s = m.quantize_rows(w)
+        x = torch.randn(B, H)
+        x[:, [5, 700, 2900]] *= torch.tensor([300.0, 50.0, 1000.0])
+        x[3, 1234] = 200.0
+        x[7] = 0.0
+        x = x.to(torch.float16)
+        ref = m.int8_linear_reference(x, q, s)
+        out = torch.full((B, V), float("nan"), dtype=torch.float16)
+        calls = m._kernel_calls(dict(kernel="imma", NP="auto", BLOCK_N=64, BLOCK_K=256, num_warps=4, num_stages=2),
+                                x, q, s, None, out)
+        for fn, args, kw, grid in calls:
+            fn[grid](*args, **kw)
+        split = [c for c in calls if "x_ptr" in c[0].arg_names and "xq_ptr" in c[0].arg_names][0][1]
+        n = int(split[7][0])
+        assert n == 4 and sorted(split[6][:n].tolist()) == [5, 700, 1234, 2900], split[6]
+        assert int(split[4].max()) == 0  # two planes for the dense part
+        d = (out.float() - ref.float()).abs().max().item()
+        if not d <= 2e-3 * ref.float().abs().max().item():
+            bad.append(("outliers", d))
+        assert torch.equal(out[7], torch.zeros_like(out[7]))
         print("BAD", bad)
         assert not bad
-        """
+        """ % str(ROOT / "bench")
     )
     env = dict(os.environ, PYTHONPATH=str(RUNTIME), TRITON_INTERPRET="1")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
@@ -439,16 +472,28 @@ def test_imma_launch_plan():
     s = torch.ones(1000, dtype=torch.float16)
     out = torch.empty(40, 1000, dtype=torch.bfloat16)
     cfg = dict(m.LAUNCH_CONFIGS["sm90"]["64"], BLOCK_B=64)
-    split, two, three = m._kernel_calls(cfg, x, q, s, None, out)
-    assert split[3] == (64,) and split[2]["NP"] == 3 and split[1][1].shape == (3, 64, 3072)
+    stats, split, two, three = m._kernel_calls(cfg, x, q, s, None, out)
+    assert stats[3] == (64,) and stats[2]["L1_OVER_MAX"] == 256.0
+    assert (two[2]["ZERO_CMAP"], three[2]["ZERO_CMAP"]) == (False, True)  # the last launch clears the map
+    assert split[3] == (64,) and split[2]["NP"] == 3 and split[1][2].shape == (3, 64, 3072)
+    assert split[2]["NC"] == two[2]["NC"] == three[2]["NC"] == 16 and split[1][5].shape == (64, 16)
     assert (two[2]["NP"], two[2]["GATE"], two[2]["STACK"], two[2]["NP_SPLIT"]) == (2, 2, cfg["STACK"], 3)
     assert (three[2]["NP"], three[2]["GATE"], three[2]["STACK"]) == (3, 3, cfg["NP3"].get("STACK", 0))
     assert three[2]["BLOCK_N"] == cfg["NP3"]["BLOCK_N"] and three[3] == (-(-1000 // cfg["NP3"]["BLOCK_N"]),)
     no_stack = {k: v for k, v in cfg["NP3"].items() if k != "STACK"}
-    _, _, three = m._kernel_calls(dict(cfg, STACK=1, NP3=no_stack), x, q, s, None, out)
+    three = m._kernel_calls(dict(cfg, STACK=1, NP3=no_stack), x, q, s, None, out)[-1]
     assert three[2]["STACK"] == 0
     calls = m._kernel_calls(dict(cfg, NP=3, STACK=0), x, q, s, None, out)
-    assert len(calls) == 2 and calls[1][2]["GATE"] == 0
+    assert len(calls) == 3 and calls[2][2]["GATE"] == 0 and calls[2][2]["ZERO_CMAP"]
+    calls = m._kernel_calls(dict(cfg, NP=3, STACK=0, NC=0), x, q, s, None, out)
+    assert len(calls) == 2 and calls[1][2]["NC"] == 0 and not calls[1][2]["ZERO_CMAP"]
+    # gemm: one launch over weight-row x batch tiles, for any batch
+    g = m.LAUNCH_CONFIGS["sm90"]["gemm"][-1]
+    xb = torch.zeros(600, 3072, dtype=torch.bfloat16)
+    (fn, args, kw, grid), = m._kernel_calls(g, xb, q, s, None, torch.empty(600, 1000, dtype=torch.bfloat16))
+    assert grid == (-(-1000 // g["BLOCK_N"]) * -(-600 // g["BLOCK_B"]),) and kw["BLOCK_B"] == g["BLOCK_B"]
+    assert m._gemm_cfg(m.LAUNCH_CONFIGS["sm90"], 16) is None and m._gemm_cfg(m.LAUNCH_CONFIGS["sm90"], 4096) is g
+    assert m._gemm_cfg(m.LAUNCH_CONFIGS["sm121"], 4096) is None
     with pytest.raises(ValueError, match="STACK"):
         m._kernel_calls(dict(cfg, NP=3, STACK=1), x, q, s, None, out)
     with pytest.raises(ValueError, match="NP"):
@@ -568,7 +613,7 @@ def _check_against_reference(torch, m, x, q, s, bias, out, label, extra_tol=None
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("B", [1, 2, 7, 13, 16, 33, 64])
+@pytest.mark.parametrize("B", [1, 2, 7, 13, 16, 33, 64, 100, 129, 300, 1000])
 def test_big_shape_matches_dequantized_reference(big, B):
     torch = _cuda()
     from patchq_runtime import int8_lmhead as m
@@ -619,7 +664,7 @@ def test_odd_shapes(VH, B):
     bias = (torch.randn(V, device="cuda", generator=g)).to(torch.bfloat16) if B % 2 else None
     out = m.int8_linear(x, q, s, bias)
     assert out.shape == (B, V)
-    if B > m.MAX_LOOP_ROWS:
+    if B > m.MAX_LOOP_ROWS and m._gemm_cfg(m._configs_for(x.device), B) is None:
         # dequantize + F.linear path: bf16 weights, bf16 GEMM (cuBLAS): compare loosely
         ref = m.int8_linear_reference(x, q, s, bias, out_dtype=torch.float32)
         assert torch.isfinite(out).all()
@@ -630,12 +675,17 @@ def test_odd_shapes(VH, B):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", ["gemv", "dot", "dott"])
-@pytest.mark.parametrize("convert", [0, 1])
+@pytest.mark.parametrize("kind,convert", [("gemv", 0), ("gemv", 1), ("dot", 0), ("dot", 1), ("dott", 0)])
 def test_every_kernel_variant(big, kind, convert):
-    """Each kernel/conversion variant (not only the ones in the launch table)."""
+    """Each kernel/conversion variant (not only the ones in the launch table; "gemv",
+    "dot" and CONVERT=1 are the benchmark's development kernels)."""
     torch = _cuda()
     from patchq_runtime import int8_lmhead as m
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import int8_kernels_dev
+
+    int8_kernels_dev.register()
 
     _w, q, s = big
     V, H = q.shape
@@ -774,7 +824,11 @@ def test_imma_adaptive_planes(big):
     V, H = q.shape
     g = torch.Generator(device="cuda").manual_seed(404)
     x = torch.randn(64, H, device="cuda", generator=g).to(torch.bfloat16)
-    for label, xb, planes in (("gaussian", x, 2), ("one massive activation", None, 3)):
+    scattered = x.clone()
+    for r in range(64):  # 64 rows with a massive activation each in its own channel: > NC outlier channels
+        scattered[r, 40 * r + 3] = 2000.0
+    for label, xb, planes, n_out in (("gaussian", x, 2, 0), ("one massive activation", None, 2, 1),
+                                     ("scattered massive activations", scattered, 3, 0)):
         if xb is None:
             xb = x.clone()
             xb[17, 100] = 2000.0
@@ -783,8 +837,10 @@ def test_imma_adaptive_planes(big):
         calls = m._kernel_calls(cfg, xb, q, s, None, out)
         for fn, args, kw, grid in calls:
             fn[grid](*args, **kw)
-        need = calls[0][1][3]
+        split = _split_call(calls)
+        need = split[4]
         assert int(need.max()) == (planes == 3), (label, need.nonzero().flatten().tolist())
+        assert int(split[7][0]) == n_out, (label, int(split[7][0]))
         _check_against_reference(torch, m, xb, q, s, None, out, f"imma auto ({label}: {planes} planes)")
         fixed = torch.full_like(out, float("nan"))
         over = dict(AUTO_CFG, NP=planes, BLOCK_B=64)
@@ -822,13 +878,64 @@ def test_imma_adaptive_rule_on_odd_shapes(VH):
         calls = m._kernel_calls(cfg, x, q, s, None, out)
         for fn, args, kw, grid in calls:
             fn[grid](*args, **kw)
-        need = calls[0][1][3][:B]
+        split = _split_call(calls)
+        need = split[4][:B]
         ratio = (x.float().abs().sum(1) / x.float().abs().amax(1))
-        assert torch.equal(need.bool(), ratio < 256), (ratio.tolist(), need.tolist())
+        if int(split[7][0]) == 0:  # no outlier channels taken out: the plain rule per row
+            assert torch.equal(need.bool(), ratio < 256), (ratio.tolist(), need.tolist())
         _check_against_reference(torch, m, x, q, s, None, out, f"imma auto [{V},{H}] B={B}")
 
 
-def _argmax_report(torch, m, w, q, s, lead, n_rows, seed, label):
+def _split_call(calls):
+    """Args of the digit-split launch of an imma plan: (x, cmap, xq, xs, need, xo,
+    cidx, ncnt, B, K, stride)."""
+    return [c for c in calls if "xq_ptr" in c[0].arg_names and "x_ptr" in c[0].arg_names][0][1]
+
+
+def _heavy(torch, x, g, n_channels=4):
+    """Rows with ``n_channels`` fixed channels at 20-1000x the row RMS (random sign):
+    the massive activations of trained models' final hidden states."""
+    B, H = x.shape
+    chans = torch.randperm(H, generator=torch.Generator().manual_seed(1234))[:n_channels].to(x.device)
+    rms = x.float().pow(2).mean(1, keepdim=True).sqrt()
+    mag = torch.exp(torch.empty(B, n_channels, device=x.device).uniform_(3.0, 6.9078, generator=g)) * rms
+    sign = torch.where(torch.rand(B, n_channels, device=x.device, generator=g) < 0.5, -1.0, 1.0)
+    xh = x.float().clone()
+    xh[:, chans] = mag * sign
+    return xh.to(x.dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", [17, 33, 64, 100, 128, 300])
+def test_heavy_tailed_rows(big, B):
+    """Rows with massive activations in a few channels: the imma path takes them out
+    of the digit planes (two planes stay within the plain fp32-accumulation bound), the
+    gemm path does not care; both within the bound, no NaN/Inf."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+
+    _w, q, s = big
+    g = torch.Generator(device="cuda").manual_seed(900 + B)
+    x = _heavy(torch, torch.randn(B, q.shape[1], device="cuda", generator=g).to(torch.bfloat16), g)
+    out = m.int8_linear(x, q, s)
+    _check_against_reference(torch, m, x, q, s, None, out, f"heavy-tailed rows B={B}")
+    from patchq_runtime import int8_kernels as k
+
+    for key, scratch in k._SCRATCH.items():
+        assert int(scratch[3].abs().sum()) == 0, f"outlier-channel map {key} not cleared after the call"
+    # a Gaussian batch right after: same as with fresh (per-call) scratch
+    xg = torch.randn(B, q.shape[1], device="cuda", generator=g).to(torch.bfloat16)
+    got = m.int8_linear(xg, q, s)
+    if B <= 128:
+        fresh = torch.empty_like(got)
+        cfg = m._bucket_cfg(m._configs_for(xg.device), B)
+        for fn, args, kw, grid in k.kernel_calls(cfg, xg, q, s, None, fresh,
+                                                 alloc=lambda shape, dt: torch.empty(shape, dtype=dt, device="cuda")):
+            fn[grid](*args, **kw)
+        assert torch.equal(got, fresh)
+
+
+def _argmax_report(torch, m, w, q, s, lead, n_rows, seed, label, heavy=False):
     """Greedy argmax of the int8 kernel vs bf16 F.linear; prints every mismatch
     with its logit gap and the agreement by the reference's top-2 gap."""
     g = torch.Generator(device="cuda").manual_seed(seed)
@@ -839,6 +946,8 @@ def _argmax_report(torch, m, w, q, s, lead, n_rows, seed, label):
     for start in range(0, n_rows, 64):
         x = _realistic_hidden(torch, w, 64, g, lead=lead) if lead else \
             torch.randn(64, w.shape[1], device="cuda", generator=g).to(w.dtype)
+        if heavy:
+            x = _heavy(torch, x, g)
         ref = torch.nn.functional.linear(x, w)
         got = m.int8_linear(x, q, s)
         assert torch.isfinite(got).all()
@@ -884,6 +993,9 @@ def test_greedy_argmax_agreement(big):
     # For information (not asserted): near-ties and unstructured Gaussian hidden states.
     _argmax_report(torch, m, w, q, s, (0.0, 0.25), 1024, 12, "near-tie (lead 0-0.25 sigma)")
     _argmax_report(torch, m, w, q, s, None, 1024, 13, "pure Gaussian hidden states")
+    # for information: the massive channels amplify the int8 weight's own rounding
+    _argmax_report(torch, m, w, q, s, (0.25, 6.0), 2048, 14, "realistic + 4 massive-activation channels",
+                   heavy=True)
     assert agree >= 0.999, mism
 
 
@@ -937,3 +1049,46 @@ def test_lm_head_logits_gpu_free_keep_and_fallback(monkeypatch):
     drafter.quant_method = UQ()
     assert torch.equal(m.lm_head_logits(drafter, x), out_f)
     assert drafter._patchq_int8 is freed._patchq_int8
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", [1, 16, 40, 64, 100, 300, 1100])
+def test_planned_launches_and_cuda_graph(big, B):
+    """int8_linear's cached launch plans: new activations each call give the same bits
+    as an unplanned launch; a CUDA graph captured around int8_linear replays with
+    new input data (graph-safe: no host sync, scratch reused in place)."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+
+    _w, q, s = big
+    V, H = q.shape
+    g = torch.Generator(device="cuda").manual_seed(7000 + B)
+    table = m._configs_for(torch.device("cuda"))
+    for heavy in (False, True):
+        for _ in range(2):
+            x = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+            if heavy:
+                x = _heavy(torch, x, g)
+            got = m.int8_linear(x, q, s)
+            gcfg = m._gemm_cfg(table, B)
+            if gcfg is not None or B <= m._buckets(table)[-1]:
+                ref = torch.empty_like(got)
+                m._launch(x, q, s, None, ref, gcfg if gcfg is not None else m._bucket_cfg(table, B))
+                assert torch.equal(got, ref), (B, heavy)
+    static = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        m.int8_linear(static, q, s)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gout = m.int8_linear(static, q, s)
+    for heavy in (False, True):
+        xn = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+        if heavy:
+            xn = _heavy(torch, xn, g)
+        static.copy_(xn)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(gout, m.int8_linear(xn, q, s)), (B, heavy)

@@ -8,6 +8,7 @@ string (the first argument of ``variant(...)``) and only that string literal cha
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import libcst as cst
@@ -75,6 +76,70 @@ def widen_variant(path: Path, applies: SpecifierSet, version: Version, *, write:
     new = cst.parse_module(text).visit(tr)
     if len(tr.hits) != 1:
         raise SeriesError(f"{path}: expected one variant(\"{applies}\", ...) call, found {len(tr.hits)}")
+    if write and new.code != text:
+        Path(path).write_text(new.code, encoding="utf-8")
+    return tr.hits[0]
+
+
+class _Verdict(cst.CSTTransformer):
+    def __init__(self, applies: SpecifierSet, version: Version, kind: str, reason: str) -> None:
+        self.applies, self.version, self.kind, self.reason = applies, version, kind, reason
+        self.hits: list[tuple[str, str]] = []
+
+    def _matches(self, node: cst.BaseExpression) -> str | None:
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "variant"
+                and node.args and isinstance(node.args[0].value, cst.SimpleString)):
+            return None
+        text = ast.literal_eval(node.args[0].value.value)
+        try:
+            return text if SpecifierSet(text) == self.applies else None
+        except InvalidSpecifier:
+            return None
+
+    def leave_List(self, original: cst.List, updated: cst.List) -> cst.BaseExpression:
+        out = []
+        for el in updated.elements:
+            out.append(el)
+            text = self._matches(el.value)
+            if text is None:
+                continue
+            call = el.value
+            first = call.args[0].value
+            quote = first.value[0]
+            capped = ",".join([c for c in text.split(",") if c.strip()] + [f"<{self.version}"])
+            # the new element goes on its own line: it takes the separator the list uses
+            # between elements, and the matched element's own comma moves after it
+            sep = next((e.comma for e in updated.elements if isinstance(e.comma, cst.Comma)
+                        and isinstance(e.comma.whitespace_after, cst.ParenthesizedWhitespace)), cst.Comma())
+            out[-1] = el.with_changes(value=call.with_changes(
+                args=[call.args[0].with_changes(value=cst.SimpleString(f"{quote}{capped}{quote}")), *call.args[1:]]),
+                comma=sep)
+            new = cst.parse_expression(f"variant({json.dumps(f'>={self.version}')}, "
+                                       f"{self.kind}={json.dumps(self.reason)})")
+            out.append(el.with_changes(value=new))
+            self.hits.append((text, capped))
+        return updated.with_changes(elements=out)
+
+
+def add_verdict_variant(path: Path, applies: SpecifierSet, version: Version, kind: str, reason: str,
+                        *, write: bool = True) -> tuple[str, str]:
+    """End the variant whose range equals ``applies`` before ``version`` and add a verdict variant.
+
+    ``variant(">=0.26", edits=...)`` becomes ``variant(">=0.26,<0.33.1", edits=...)``, followed
+    by ``variant(">=0.33.1", upstreamed="<reason>")`` (``kind``: ``upstreamed`` or ``absent``).
+
+    Returns:
+        (old range text, capped range text).
+    Raises:
+        SeriesError: no such ``variant("...")`` call in a list, or more than one; a bad kind.
+    """
+    if kind not in ("upstreamed", "absent"):
+        raise SeriesError(f"a verdict variant is 'upstreamed' or 'absent', not {kind!r}")
+    text = Path(path).read_text(encoding="utf-8")
+    tr = _Verdict(applies, version, kind, reason)
+    new = cst.parse_module(text).visit(tr)
+    if len(tr.hits) != 1:
+        raise SeriesError(f"{path}: expected one variant(\"{applies}\", ...) call in a list, found {len(tr.hits)}")
     if write and new.code != text:
         Path(path).write_text(new.code, encoding="utf-8")
     return tr.hits[0]

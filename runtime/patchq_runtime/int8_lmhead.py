@@ -60,6 +60,9 @@ earlier.
 
 Kernel
 ------
+The kernels and their launch plan live in :mod:`patchq_runtime.int8_kernels`; this
+module keeps the API, the launch tables and the dispatch (bench-only kernels are in
+``bench/int8_kernels_dev.py``).
 ``out[b, n] = (sum_k x[b, k] * q[n, k]) * scale[n] (+ bias[n])``: bf16/fp16
 activations, int8 weight converted in registers, fp32 accumulation on tensor cores
 (``tl.dot``; every product of a bf16 value and an int8 value is exact in fp32), an
@@ -83,18 +86,23 @@ MMA work of three but keep activations only to ~1.6e-5 of the absmax: they are u
 only when every row satisfies the rule behind :data:`_PLANES_RULE_L1_OVER_MAX` (their
 worst-case error then stays below half the fp32-accumulation bound for weights
 uncorrelated with the activations); a row with a massive activation, or a short
-hidden size, sends the batch to three planes. The choice is made on the GPU (two
-gated launches, one of which returns at once), so it needs no host sync and is
+hidden size, sends the batch to three planes. Outlier channels (a row failing that rule because
+a few channels are far above its typical size, as trained models' massive activations
+are) are taken out of the planes, at most ``int8_kernels.IMMA_OUTLIER_SLOTS`` per batch,
+and added exactly in the epilogue, so such rows keep two planes. The choice is made on
+the GPU (two gated launches, one of which returns at once), so it needs no host sync and is
 captured by CUDA graphs.
 
 Batch buckets: a batch of B rows uses the smallest bucket >= B of the launch table
 (``1``, ``16``, ``32``, ``64``; ``128`` on sm90): one pass over the weight for 1..64 rows
-(1..128 on sm90) -- one kernel launch, or three for an adaptive "imma" bucket (the
-split and two gated launches). Larger batches loop over the largest bucket (each re-reads the
-weight) up to :data:`MAX_LOOP_ROWS`, then switch to a chunked dequantize +
-``F.linear`` (cuBLAS) path -- prefill-sized batches are compute-bound and this path
-rounds each dequantized weight to bf16 once (documented deviation from the kernel's
-math).
+(1..128 on sm90) -- one kernel launch, or four for an adaptive "imma" bucket (row
+statistics, the split and two gated launches; their plan, scratch and compiled kernels
+are cached per shape and stream, so a call costs ~0.1 ms of host time). Larger batches loop over the largest bucket (each re-reads the
+weight) up to :data:`MAX_LOOP_ROWS`, then use the table's "gemm" entry
+(sm90: the w8a16 ``gemm`` kernel, weight as the wgmma A operand converted in registers)
+or, where the table has none, a chunked dequantize + ``F.linear`` (cuBLAS) path
+(that path rounds each dequantized weight to bf16 once: a documented deviation from
+the kernels' math).
 
 Launch configurations are fixed per GPU architecture (:data:`LAUNCH_CONFIGS`, keyed
 ``sm<major><minor>``; no autotuning at server start). Triton still JIT-compiles each
@@ -110,6 +118,8 @@ from __future__ import annotations
 import json
 import os
 from typing import Any, Optional, Tuple
+
+from . import int8_kernels as _k
 
 __all__ = [
     "MIN_ROWS_DEFAULT",
@@ -129,9 +139,13 @@ MIN_ROWS_DEFAULT = 100_000
 
 #: Batches above the launch table's largest bucket (64 or 128 rows) and up to this
 #: many rows run as consecutive largest-bucket launches (each re-reads the weight);
-#: larger batches take the chunked dequantize + ``F.linear`` path. The crossover was
-#: not measured: on the H200 a 128-row pass takes ~0.38 ms, so looping costs
-#: ~3 us per row, against a fixed ~1 ms + bf16 GEMM time for dequantizing.
+#: larger batches take the table's "gemm" kernel (or, without one, the chunked
+#: dequantize + ``F.linear`` path). On the H200 the loop beat every race-free gemm
+#: tile up to 1024 rows (B = 1024: 3.33 ms looped vs 3.69 ms gemm); above, the two
+#: are within ~10% of each other (B = 2048 / 4096, Gaussian rows: loop 6.49 / 13.28 ms,
+#: gemm 7.19 / 15.03; heavy-tailed rows: loop 7.70 / 14.79, gemm 7.28 / 15.04) and the
+#: gemm is kept there: one launch, no scratch, the same speed for any rows (a batch
+#: whose rows need three digit planes loops at ~1.5x the two-plane time).
 MAX_LOOP_ROWS = 1024
 #: The adaptive ("NP": "auto") imma mode uses two digit planes for a batch when every
 #: row has sum_k |x_k| >= this * max_k |x_k|, else three. Why: two planes keep each
@@ -144,9 +158,8 @@ MAX_LOOP_ROWS = 1024
 #: sum |x| ~ 680 * absmax; a row with one massive activation or a short row (small H)
 #: does not, and gets three planes (~2^-23 * absmax, well inside the bound).
 _PLANES_RULE_L1_OVER_MAX = 256.0
-#: Largest hidden size for the "imma" kernel: its int32 accumulators hold at most
-#: K * 128 * 127 (digits in [-127, 127], weights in [-128, 127]) < 2^31.
-IMMA_MAX_K = 132_000
+#: Largest hidden size for the "imma" kernel (int32 accumulators; see int8_kernels).
+IMMA_MAX_K = _k.IMMA_MAX_K
 #: Weight rows dequantized at a time on the large-batch path (3072-wide bf16: 192 MiB).
 DEQUANT_CHUNK_ROWS = 32768
 #: Weight rows processed at a time by :func:`quantize_rows` and the torch reference
@@ -174,10 +187,8 @@ _STATE_ATTR = "_patchq_int8_state"
 #                      MMAs sharing one converted tile. SUB_B < 64 stays on mma.sync
 #                      with both operands in registers; SUB_B = 64 uses wgmma on sm90
 #                      (the converted tile is staged through shared memory).
-#              "dot":  weight tile as operand A (kept for comparison: Triton 3.6
-#                      loads its int8 A fragments 2 bytes at a time; slower);
-#              "gemv": CUDA-core FMA kernel, batch of one only (slower than "dott"
-#                      on the H200: 0.194 vs 0.177 ms).
+#              ("dot", "gemv" and a PTX conversion are the benchmark's development
+#              kernels, bench/int8_kernels_dev.py: slower on the H200.)
 #              "imma": the int8 tensor cores: the activations are split into NP
 #                      int8 digit planes (base 254 against each row's absmax), the
 #                      int8 weight tile feeds the MMA unconverted, one exact int32
@@ -185,13 +196,19 @@ _STATE_ATTR = "_patchq_int8_state"
 #                      a 2-plane and a 3-plane variant of which exactly one does the
 #                      work, picked on the GPU per batch by _PLANES_RULE_L1_OVER_MAX
 #                      (no host sync); "NP3" holds the 3-plane variant's tile fields.
-#                      STACK=1 stacks the planes into one MMA operand.
+#                      STACK=1 stacks the planes into one MMA operand. NC (default
+#                      16; 0 or 32): outlier-channel slots per batch; OUT_DOT (default
+#                      0: a loop over the batch's outlier channels; 1: one fp32 dot,
+#                      measured 0.005-0.016 ms slower).
+#              "gemm": w8a16 for large batches, weight tile as the wgmma A operand
+#                      converted in registers; table key "gemm" holds a list of
+#                      configs with "min_B" (ascending): the last one whose min_B <= B
+#                      serves B. BLOCK_B batch rows per program. Only tiles whose SASS
+#                      waits for each wgmma before the next K step overwrites its A
+#                      registers (Triton 3.6 races there otherwise: see
+#                      bench/int8_kernels_dev.py GEMM_CANDIDATES).
 #   BLOCK_N    weight rows per program; BLOCK_K columns per K step;
 #   num_warps, num_stages (software pipelining depth);
-#   CONVERT    0: Triton's own int8->bf16/fp16 conversion (LOP3/PRMT/HADD2 on sm90,
-#              ~2 instructions per element); 1: this module's PTX (byte-permute into
-#              the fp32 2^23+u, subtract, pack; ~2.75 per element, bf16 only for
-#              dot/dott). Both exact; 0 was faster everywhere on the H200.
 #
 # sm90 (H100/H200): the winners of `bench/int8_lmhead.py --sweep` on an H200 (see
 #   bench/README.md): "dott" up to 16 rows (at the copy ceiling), adaptive "imma"
@@ -201,26 +218,32 @@ _STATE_ATTR = "_patchq_int8_state"
 #   (`--sweep --sweep-json FILE`) and copy its table here to tune them.
 LAUNCH_CONFIGS = {
     "sm90": {
-        "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "CONVERT": 0},
-        "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4, "CONVERT": 0},
+        "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4},
+        "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4},
         "32": {"kernel": "imma", "NP": "auto", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
                "STACK": 0, "NP3": {"BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "STACK": 0}},
         "64": {"kernel": "imma", "NP": "auto", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3,
                "STACK": 1, "NP3": {"BLOCK_N": 256, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "STACK": 0}},
         "128": {"kernel": "imma", "NP": "auto", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4,
                 "STACK": 1, "NP3": {"BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "STACK": 0}},
+        # B > MAX_LOOP_ROWS only: below that, looping the 128-row imma launch measured faster
+        # than every gemm tile that is free of Triton 3.6's wgmma register race (see int8_kernels)
+        "gemm": [
+            {"min_B": 1025, "kernel": "gemm", "BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 128, "num_warps": 8,
+             "num_stages": 2},
+        ],
     },
     "sm121": {
-        "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
+        "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
+        "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
+        "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
     },
     "default": {
-        "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
-        "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3, "CONVERT": 0},
+        "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
+        "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
+        "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
+        "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3},
     },
 }
 
@@ -335,392 +358,10 @@ def int8_linear_reference(x, q, scales, bias=None, out_dtype=None, chunk_rows: i
 
 
 # ---------------------------------------------------------------------------
-# Triton kernels (built lazily: no triton import at module import time)
+# Kernels and their launch plan: patchq_runtime.int8_kernels
 # ---------------------------------------------------------------------------
-_KERNELS = None
-
-
 def _build_kernels():
-    global _KERNELS
-    if _KERNELS is not None:
-        return _KERNELS
-    import triton
-    import triton.language as tl
-
-    @triton.jit(do_not_specialize=["B"])
-    def _w8a16_dot_kernel(
-        x_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
-        B, V, K, stride_xb, stride_qn, stride_ob,
-        HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, CONVERT: tl.constexpr,
-        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_B: tl.constexpr,
-    ):
-        # One program: BLOCK_N weight rows x all (<= BLOCK_B) activation rows.
-        pid = tl.program_id(0)
-        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-        rows = tl.minimum(offs_n, V - 1)  # tail rows re-read the last row; store is masked
-        offs_k = tl.arange(0, BLOCK_K)
-        offs_b = tl.arange(0, BLOCK_B)
-        bmask = offs_b < B
-        q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]
-        x_ptrs = x_ptr + offs_b[None, :] * stride_xb + offs_k[:, None]  # [BLOCK_K, BLOCK_B]
-        acc = tl.zeros((BLOCK_N, BLOCK_B), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            if EVEN_K:
-                w = tl.load(q_ptrs)
-                xt = tl.load(x_ptrs, mask=bmask[None, :], other=0.0)
-            else:
-                kmask = (k0 + offs_k) < K
-                w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
-                xt = tl.load(x_ptrs, mask=kmask[:, None] & bmask[None, :], other=0.0)
-            if CONVERT == 1:
-                # int8x4 -> bf16x4, exact: bias each byte to u = b + 128, build the
-                # fp32 2^23 + u by byte-permute, subtract 2^23 + 128, keep the high
-                # halves (exact: |b| <= 128 needs <= 8 significant bits).
-                wb = tl.inline_asm_elementwise(
-                    asm="""
-                    {
-                    .reg .b32 pq_u, pq_f0, pq_f1, pq_f2, pq_f3;
-                    xor.b32 pq_u, $2, 0x80808080;
-                    prmt.b32 pq_f0, pq_u, 0x4B000000, 0x7650;
-                    prmt.b32 pq_f1, pq_u, 0x4B000000, 0x7651;
-                    prmt.b32 pq_f2, pq_u, 0x4B000000, 0x7652;
-                    prmt.b32 pq_f3, pq_u, 0x4B000000, 0x7653;
-                    sub.f32 pq_f0, pq_f0, 0f4B000080;
-                    sub.f32 pq_f1, pq_f1, 0f4B000080;
-                    sub.f32 pq_f2, pq_f2, 0f4B000080;
-                    sub.f32 pq_f3, pq_f3, 0f4B000080;
-                    prmt.b32 $0, pq_f0, pq_f1, 0x7632;
-                    prmt.b32 $1, pq_f2, pq_f3, 0x7632;
-                    }
-                    """,
-                    constraints="=r,=r,r",
-                    args=[w],
-                    dtype=tl.bfloat16,
-                    is_pure=True,
-                    pack=4,
-                )
-            else:
-                wb = w.to(xt.dtype)
-            acc = tl.dot(wb, xt, acc)
-            q_ptrs += BLOCK_K
-            x_ptrs += BLOCK_K
-        scale = tl.load(s_ptr + rows).to(tl.float32)
-        acc = acc * scale[:, None]
-        if HAS_BIAS:
-            acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[:, None]
-        out_ptrs = out_ptr + offs_b[None, :] * stride_ob + offs_n[:, None]
-        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=(offs_n < V)[:, None] & bmask[None, :])
-
-    @triton.jit(do_not_specialize=["B"])
-    def _w8a16_dott_kernel(
-        x_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
-        B, V, K, stride_xb, stride_qn, stride_ob,
-        HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, CONVERT: tl.constexpr,
-        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SUB_B: tl.constexpr, NSUB: tl.constexpr,
-    ):
-        # Same math as _w8a16_dot_kernel with the operands swapped: activation rows
-        # are the MMA's A operand, the converted weight tile its B operand. The int8
-        # tile arrives in shared memory by 16-byte cp.async (num_stages deep), is
-        # converted once per K step, and feeds NSUB (1, 2 or 4) MMAs of SUB_B
-        # activation rows each, so a batch of NSUB * SUB_B rows reads the weight once.
-        # SUB_B < 64 keeps Triton on mma.sync with both operands in registers; a
-        # single SUB_B = 64 tile goes to wgmma (operand B staged through smem).
-        pid = tl.program_id(0)
-        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-        rows = tl.minimum(offs_n, V - 1)  # tail rows re-read the last row; stores are masked
-        offs_k = tl.arange(0, BLOCK_K)
-        offs_s = tl.arange(0, SUB_B)
-        q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]  # [BLOCK_N, BLOCK_K]
-        x_ptrs = x_ptr + offs_s[:, None] * stride_xb + offs_k[None, :]  # [SUB_B, BLOCK_K]
-        m0 = offs_s < B
-        m1 = (offs_s + SUB_B) < B
-        m2 = (offs_s + 2 * SUB_B) < B
-        m3 = (offs_s + 3 * SUB_B) < B
-        acc0 = tl.zeros((SUB_B, BLOCK_N), dtype=tl.float32)
-        acc1 = tl.zeros((SUB_B, BLOCK_N), dtype=tl.float32)
-        acc2 = tl.zeros((SUB_B, BLOCK_N), dtype=tl.float32)
-        acc3 = tl.zeros((SUB_B, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            if EVEN_K:
-                kmask = offs_k < BLOCK_K
-                w = tl.load(q_ptrs)
-            else:
-                kmask = (k0 + offs_k) < K
-                w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
-            if CONVERT == 1:
-                # int8x4 -> bf16x4, exact: u = b + 128 per byte, byte-permute into
-                # the fp32 2^23 + u, subtract 2^23 + 128, keep the high halves
-                # (exact: |b| <= 128 needs at most 8 significant bits).
-                wb = tl.inline_asm_elementwise(
-                    asm="""
-                    {
-                    .reg .b32 pq_u, pq_f0, pq_f1, pq_f2, pq_f3;
-                    xor.b32 pq_u, $2, 0x80808080;
-                    prmt.b32 pq_f0, pq_u, 0x4B000000, 0x7650;
-                    prmt.b32 pq_f1, pq_u, 0x4B000000, 0x7651;
-                    prmt.b32 pq_f2, pq_u, 0x4B000000, 0x7652;
-                    prmt.b32 pq_f3, pq_u, 0x4B000000, 0x7653;
-                    sub.f32 pq_f0, pq_f0, 0f4B000080;
-                    sub.f32 pq_f1, pq_f1, 0f4B000080;
-                    sub.f32 pq_f2, pq_f2, 0f4B000080;
-                    sub.f32 pq_f3, pq_f3, 0f4B000080;
-                    prmt.b32 $0, pq_f0, pq_f1, 0x7632;
-                    prmt.b32 $1, pq_f2, pq_f3, 0x7632;
-                    }
-                    """,
-                    constraints="=r,=r,r",
-                    args=[w],
-                    dtype=tl.bfloat16,
-                    is_pure=True,
-                    pack=4,
-                )
-            else:
-                wb = w.to(x_ptr.dtype.element_ty)
-            wt = tl.trans(wb)
-            x0 = tl.load(x_ptrs, mask=m0[:, None] & kmask[None, :], other=0.0)
-            acc0 = tl.dot(x0, wt, acc0)
-            if NSUB >= 2:
-                x1 = tl.load(x_ptrs + SUB_B * stride_xb, mask=m1[:, None] & kmask[None, :], other=0.0)
-                acc1 = tl.dot(x1, wt, acc1)
-            if NSUB >= 4:
-                x2 = tl.load(x_ptrs + 2 * SUB_B * stride_xb, mask=m2[:, None] & kmask[None, :], other=0.0)
-                acc2 = tl.dot(x2, wt, acc2)
-                x3 = tl.load(x_ptrs + 3 * SUB_B * stride_xb, mask=m3[:, None] & kmask[None, :], other=0.0)
-                acc3 = tl.dot(x3, wt, acc3)
-            q_ptrs += BLOCK_K
-            x_ptrs += BLOCK_K
-        scale = tl.load(s_ptr + rows).to(tl.float32)[None, :]
-        if HAS_BIAS:
-            bias = tl.load(bias_ptr + rows).to(tl.float32)[None, :]
-        else:
-            bias = tl.zeros((1, BLOCK_N), dtype=tl.float32)
-        nmask = (offs_n < V)[None, :]
-        out_ptrs = out_ptr + offs_s[:, None] * stride_ob + offs_n[None, :]
-        ty = out_ptr.dtype.element_ty
-        tl.store(out_ptrs, (acc0 * scale + bias).to(ty), mask=m0[:, None] & nmask)
-        if NSUB >= 2:
-            tl.store(out_ptrs + SUB_B * stride_ob, (acc1 * scale + bias).to(ty), mask=m1[:, None] & nmask)
-        if NSUB >= 4:
-            tl.store(out_ptrs + 2 * SUB_B * stride_ob, (acc2 * scale + bias).to(ty), mask=m2[:, None] & nmask)
-            tl.store(out_ptrs + 3 * SUB_B * stride_ob, (acc3 * scale + bias).to(ty), mask=m3[:, None] & nmask)
-
-    @triton.jit
-    def _w8a16_gemv_kernel(
-        x_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
-        V, K, stride_qn,
-        HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, CONVERT: tl.constexpr,
-        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    ):
-        # Batch of one row on CUDA cores: BLOCK_N rows per program, fp32 partial
-        # sums kept per (row, k-lane), reduced once at the end.
-        pid = tl.program_id(0)
-        offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-        rows = tl.minimum(offs_n, V - 1)
-        offs_k = tl.arange(0, BLOCK_K)
-        q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]
-        x_ptrs = x_ptr + offs_k
-        acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            if EVEN_K:
-                w = tl.load(q_ptrs)
-                xv = tl.load(x_ptrs).to(tl.float32)
-            else:
-                kmask = (k0 + offs_k) < K
-                w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
-                xv = tl.load(x_ptrs, mask=kmask, other=0.0).to(tl.float32)
-            if CONVERT == 1:
-                wf = tl.inline_asm_elementwise(
-                    asm="""
-                    {
-                    .reg .b32 pq_u;
-                    xor.b32 pq_u, $4, 0x80808080;
-                    prmt.b32 $0, pq_u, 0x4B000000, 0x7650;
-                    prmt.b32 $1, pq_u, 0x4B000000, 0x7651;
-                    prmt.b32 $2, pq_u, 0x4B000000, 0x7652;
-                    prmt.b32 $3, pq_u, 0x4B000000, 0x7653;
-                    sub.f32 $0, $0, 0f4B000080;
-                    sub.f32 $1, $1, 0f4B000080;
-                    sub.f32 $2, $2, 0f4B000080;
-                    sub.f32 $3, $3, 0f4B000080;
-                    }
-                    """,
-                    constraints="=r,=r,=r,=r,r",
-                    args=[w],
-                    dtype=tl.float32,
-                    is_pure=True,
-                    pack=4,
-                )
-            else:
-                wf = w.to(tl.float32)
-            acc += wf * xv[None, :]
-            q_ptrs += BLOCK_K
-            x_ptrs += BLOCK_K
-        r = tl.sum(acc, axis=1) * tl.load(s_ptr + rows).to(tl.float32)
-        if HAS_BIAS:
-            r = r + tl.load(bias_ptr + rows).to(tl.float32)
-        tl.store(out_ptr + offs_n, r.to(out_ptr.dtype.element_ty), mask=offs_n < V)
-
-    @triton.jit(do_not_specialize=["B"])
-    def _split_rows_kernel(
-        x_ptr, xq_ptr, xs_ptr, need_ptr, B, K, stride_xb,
-        NP: tl.constexpr, CHUNK: tl.constexpr, L1_OVER_MAX: tl.constexpr,
-    ):
-        # One program per padded activation row b (rows >= B are written as zeros).
-        # Splits the row into NP int8 digits of base 254 against the row's absmax:
-        # x ~= step * sum_j d_j * 254^(NP-1-j), d_j in [-127, 127], with
-        # step = absmax / (127 * 254^(NP-1)). Digit j is rint(r_j / step_j) of the
-        # running residual (step_j = step * 254^(NP-1-j)); the residual is updated
-        # with one fused multiply-add, so |x - x_hat| <= step / 2 plus the fp32
-        # roundings of the steps (<= 2^-23 * absmax in all). NaN/Inf rows get xs =
-        # NaN; rows with absmax below ~1e-31 get a subnormal step (less precise).
-        # need[b] = 1 when the row's sum |x| < L1_OVER_MAX * absmax: its first two
-        # planes alone would not be accurate enough (see _PLANES_RULE_L1_OVER_MAX).
-        b = tl.program_id(0)
-        offs = tl.arange(0, CHUNK)
-        live = b < B
-        amax = tl.zeros((CHUNK,), dtype=tl.float32)
-        asum = tl.zeros((CHUNK,), dtype=tl.float32)
-        bad = tl.zeros((CHUNK,), dtype=tl.int32)
-        for k0 in range(0, K, CHUNK):
-            m = ((k0 + offs) < K) & live
-            v = tl.load(x_ptr + b * stride_xb + k0 + offs, mask=m, other=0.0).to(tl.float32)
-            av = tl.abs(v)
-            bad = tl.maximum(bad, ((v != v) | (av == float("inf"))).to(tl.int32))
-            amax = tl.maximum(amax, av)
-            asum += tl.where(av == av, av, 0.0)
-        rmax = tl.max(amax, axis=0)
-        rsum = tl.sum(asum, axis=0)
-        step = rmax / 127.0
-        for _j in tl.static_range(NP - 1):
-            step = step / 254.0
-        # a zero row, or one so small that its step underflows, gives zero digits
-        xs = tl.where(tl.max(bad, axis=0) > 0, float("nan"), tl.where(step > 0, step, 0.0))
-        tl.store(xs_ptr + b, xs)
-        tl.store(need_ptr + b, ((rsum < L1_OVER_MAX * rmax) & (rmax > 0)).to(tl.int32))
-        top = rmax / 127.0
-        inv_top = tl.where(step > 0, 1.0 / top, 0.0)
-        for k0 in range(0, K, CHUNK):
-            m = (k0 + offs) < K
-            r = tl.load(x_ptr + b * stride_xb + k0 + offs, mask=m & live, other=0.0).to(tl.float32)
-            r = tl.where(r == r, r, 0.0)
-            r = tl.where(tl.abs(r) == float("inf"), 0.0, r)
-            step_j = top
-            inv_j = inv_top
-            for j in tl.static_range(NP):
-                # round half to even: one fp32 rounding of |v| < 2^22 against 1.5 * 2^23
-                d = (r * inv_j + 12582912.0) - 12582912.0
-                d = tl.minimum(tl.maximum(d, -127.0), 127.0)
-                r = tl.fma(-d, step_j, r)
-                step_j = step_j / 254.0
-                inv_j = inv_j * 254.0
-                tl.store(xq_ptr + (j * tl.num_programs(0) + b) * K + k0 + offs, d.to(tl.int8), mask=m)
-
-    @triton.jit(do_not_specialize=["B"])
-    def _w8a16_imma_kernel(
-        xq_ptr, xs_ptr, need_ptr, q_ptr, s_ptr, bias_ptr, out_ptr,
-        B, V, K, stride_qn, stride_ob,
-        HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
-        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_B: tl.constexpr, NP: tl.constexpr,
-        NP_SPLIT: tl.constexpr, STACK: tl.constexpr, GATE: tl.constexpr,
-    ):
-        # w8a16 on the int8 tensor cores: the activations arrive as NP_SPLIT int8
-        # digit planes ([NP_SPLIT, BLOCK_B, K], from _split_rows_kernel) of which the
-        # first NP are used; the int8 weight tile goes from shared memory straight
-        # into the MMA (no conversion), and each plane accumulates exactly in int32
-        # (|sum| <= K * 128 * 127 < 2^31 for K <= IMMA_MAX_K). The planes are
-        # combined once, in fp32, in the epilogue. GATE 2 / 3: the launch does its
-        # work only if no row / some row of the batch needs the third plane (the
-        # two launches of the adaptive mode; GATE 0 always runs).
-        offs_b = tl.arange(0, BLOCK_B)
-        run = GATE == 0
-        if GATE != 0:
-            need = tl.max(tl.load(need_ptr + offs_b), axis=0)
-            run = (need == 0) if GATE == 2 else (need != 0)
-        if run:
-            pid = tl.program_id(0)
-            offs_n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-            rows = tl.minimum(offs_n, V - 1)  # tail rows re-read the last row; stores are masked
-            offs_k = tl.arange(0, BLOCK_K)
-            q_ptrs = q_ptr + rows.to(tl.int64)[:, None] * stride_qn + offs_k[None, :]  # [BLOCK_N, BLOCK_K]
-            plane = BLOCK_B * K
-            if STACK:
-                # the NP planes as one [NP * BLOCK_B, BLOCK_K] operand: one MMA chain per K step
-                offs_pb = tl.arange(0, NP * BLOCK_B)
-                a_ptrs = xq_ptr + offs_pb[:, None] * K + offs_k[None, :]
-                acc_s = tl.zeros((NP * BLOCK_B, BLOCK_N), dtype=tl.int32)
-            else:
-                a_ptrs = xq_ptr + offs_b[:, None] * K + offs_k[None, :]  # [BLOCK_B, BLOCK_K], plane 0
-            acc0 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
-            acc1 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
-            acc2 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
-            acc3 = tl.zeros((BLOCK_B, BLOCK_N), dtype=tl.int32)
-            for k0 in range(0, K, BLOCK_K):
-                if EVEN_K:
-                    w = tl.load(q_ptrs)
-                else:
-                    kmask = (k0 + offs_k) < K
-                    w = tl.load(q_ptrs, mask=kmask[None, :], other=0)
-                wt = tl.trans(w)
-                if STACK:
-                    if EVEN_K:
-                        a_s = tl.load(a_ptrs)
-                    else:
-                        a_s = tl.load(a_ptrs, mask=kmask[None, :], other=0)
-                    acc_s = tl.dot(a_s, wt, acc_s, out_dtype=tl.int32)
-                else:
-                    if EVEN_K:
-                        a0 = tl.load(a_ptrs)
-                    else:
-                        a0 = tl.load(a_ptrs, mask=kmask[None, :], other=0)
-                    acc0 = tl.dot(a0, wt, acc0, out_dtype=tl.int32)
-                    if NP >= 2:
-                        if EVEN_K:
-                            a1 = tl.load(a_ptrs + plane)
-                        else:
-                            a1 = tl.load(a_ptrs + plane, mask=kmask[None, :], other=0)
-                        acc1 = tl.dot(a1, wt, acc1, out_dtype=tl.int32)
-                    if NP >= 3:
-                        if EVEN_K:
-                            a2 = tl.load(a_ptrs + 2 * plane)
-                        else:
-                            a2 = tl.load(a_ptrs + 2 * plane, mask=kmask[None, :], other=0)
-                        acc2 = tl.dot(a2, wt, acc2, out_dtype=tl.int32)
-                    if NP >= 4:
-                        if EVEN_K:
-                            a3 = tl.load(a_ptrs + 3 * plane)
-                        else:
-                            a3 = tl.load(a_ptrs + 3 * plane, mask=kmask[None, :], other=0)
-                        acc3 = tl.dot(a3, wt, acc3, out_dtype=tl.int32)
-                q_ptrs += BLOCK_K
-                a_ptrs += BLOCK_K
-            if STACK:
-                # plane j weighs 254^(NP-1-j) (exact in fp32 for NP <= 4)
-                pj = NP - 1 - tl.arange(0, NP)
-                digit_w = tl.where(pj == 0, 1.0, tl.where(pj == 1, 254.0, tl.where(pj == 2, 64516.0, 16387064.0)))
-                acc = tl.sum(tl.reshape(acc_s.to(tl.float32), (NP, BLOCK_B, BLOCK_N)) * digit_w[:, None, None],
-                             axis=0)
-            else:
-                acc = acc0.to(tl.float32)
-                if NP >= 2:
-                    acc = acc * 254.0 + acc1.to(tl.float32)
-                if NP >= 3:
-                    acc = acc * 254.0 + acc2.to(tl.float32)
-                if NP >= 4:
-                    acc = acc * 254.0 + acc3.to(tl.float32)
-            bmask = offs_b < B
-            xs = tl.load(xs_ptr + offs_b)
-            for _j in tl.static_range(NP_SPLIT - NP):
-                xs = xs * 254.0  # planes past NP dropped: the last used plane's step
-            scale = tl.load(s_ptr + rows).to(tl.float32)
-            acc = acc * xs[:, None] * scale[None, :]
-            if HAS_BIAS:
-                acc = acc + tl.load(bias_ptr + rows).to(tl.float32)[None, :]
-            out_ptrs = out_ptr + offs_b[:, None] * stride_ob + offs_n[None, :]
-            tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=bmask[:, None] & (offs_n < V)[None, :])
-
-    _KERNELS = {"dot": _w8a16_dot_kernel, "dott": _w8a16_dott_kernel, "gemv": _w8a16_gemv_kernel,
-                "imma": _w8a16_imma_kernel, "split": _split_rows_kernel}
-    return _KERNELS
+    return _k.build_kernels()
 
 
 _CONFIG_CACHE: dict = {}
@@ -749,105 +390,20 @@ def _configs_for(device) -> dict:
             data = json.load(fh)
         if arch in data and isinstance(data[arch], dict):
             data = data[arch]
-        table.update({str(k): v for k, v in data.items() if str(k) in ("1", "16", "32", "64", "128")})
+        table.update({str(k): v for k, v in data.items() if str(k) in ("1", "16", "32", "64", "128", "gemm")})
     _CONFIG_CACHE[key] = table
     return table
 
 
 def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
-    """The launches for one batch tile: a list of (jit function, args, kwargs, grid).
-
-    One launch for the "dot"/"dott"/"gemv" kernels; for "imma", the digit split of
-    the activations, then the int8 MMA kernel (two gated variants of it when NP is
-    "auto"), whose scratch buffers come from ``alloc(shape, dtype)`` (default
-    ``torch.empty`` on ``x2``'s device).
-
-    Raises:
-        ValueError: unknown kernel name; a batch larger than the config's tile; for
-            "imma", a hidden size above :data:`IMMA_MAX_K`, an NP other than 1-4 or
-            "auto", or STACK=1 with a plane count that is not a power of two.
-    """
-    import torch
-    import triton
-
-    kernels = _build_kernels()
-    B, K = x2.shape
-    V = q.shape[0]
-    kind = cfg.get("kernel", "dott")
-    BLOCK_N = int(cfg["BLOCK_N"])
-    BLOCK_K = int(cfg["BLOCK_K"])
-    convert = int(cfg.get("CONVERT", 0))
-    if convert == 1 and kind != "gemv" and x2.dtype != torch.bfloat16:
-        convert = 0  # the PTX conversion of the MMA kernels produces bf16 only
-    has_bias = bias is not None
-    bias_arg = bias if has_bias else scales  # dummy pointer, never read
-    kw = dict(
-        HAS_BIAS=has_bias, EVEN_K=(K % BLOCK_K == 0),
-        BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-        num_warps=int(cfg["num_warps"]), num_stages=int(cfg["num_stages"]),
-    )
-    grid = (triton.cdiv(V, BLOCK_N),)
-    if kind == "gemv":
-        if B != 1:
-            raise ValueError("the gemv kernel handles a batch of one row")
-        args = (x2, q, scales, bias_arg, out, V, K, q.stride(0))
-        return [(kernels["gemv"], args, dict(kw, CONVERT=convert), grid)]
-    if kind not in ("dot", "dott", "imma"):
-        raise ValueError(f"unknown kernel {kind!r} in launch config")
-    block_b = int(cfg.get("BLOCK_B", 0)) or max(16, 1 << (max(B, 1) - 1).bit_length())
-    if B > block_b:
-        raise ValueError(f"batch {B} > BLOCK_B {block_b}")
-    if kind == "imma":
-        if K > IMMA_MAX_K:
-            raise ValueError(f"hidden size {K} > {IMMA_MAX_K}: int32 accumulation could overflow")
-        planes = cfg.get("NP", 3)
-        adaptive = planes == "auto"
-        n_split = 3 if adaptive else int(planes)
-        if n_split not in (1, 2, 3, 4):
-            raise ValueError(f"NP {planes!r} is not 1..4 or 'auto'")
-        if alloc is None:
-            def alloc(shape, dtype):
-                return torch.empty(shape, dtype=dtype, device=x2.device)
-        xq = alloc((n_split, block_b, K), torch.int8)
-        xs = alloc((block_b,), torch.float32)
-        need = alloc((block_b,), torch.int32)
-        calls = [(kernels["split"], (x2, xq, xs, need, B, K, x2.stride(0)),
-                  dict(NP=n_split, CHUNK=1024, L1_OVER_MAX=_PLANES_RULE_L1_OVER_MAX, num_warps=4), (block_b,))]
-        variants = [(n_split, 0, cfg)]
-        if adaptive:
-            cfg3 = dict(cfg, STACK=0)  # the 3-plane variant: cfg's tile unless NP3 says otherwise
-            cfg3.update(cfg.get("NP3", {}))
-            variants = [(2, 2, cfg), (3, 3, cfg3)]
-        for n_planes, gate, vcfg in variants:
-            stack = int(vcfg.get("STACK", 0))
-            if stack not in (0, 1) or (stack and n_planes not in (1, 2, 4)):
-                raise ValueError(f"STACK={stack} with NP={n_planes}: STACK=1 needs NP 1, 2 or 4 "
-                                 "(a power-of-two operand)")
-            bn, bk = int(vcfg["BLOCK_N"]), int(vcfg["BLOCK_K"])
-            args = (xq, xs, need, q, scales, bias_arg, out, B, V, K, q.stride(0), out.stride(0))
-            kwv = dict(HAS_BIAS=has_bias, EVEN_K=(K % bk == 0), BLOCK_N=bn, BLOCK_K=bk, BLOCK_B=block_b,
-                       NP=n_planes, NP_SPLIT=n_split, STACK=stack, GATE=gate,
-                       num_warps=int(vcfg["num_warps"]), num_stages=int(vcfg["num_stages"]))
-            calls.append((kernels["imma"], args, kwv, (triton.cdiv(V, bn),)))
-        return calls
-    kw["CONVERT"] = convert
-    if kind == "dott":
-        sub_b = min(int(cfg.get("SUB_B", block_b)), block_b)
-        nsub = block_b // sub_b
-        if nsub not in (1, 2, 4) or nsub * sub_b != block_b:
-            raise ValueError(f"BLOCK_B {block_b} is not 1, 2 or 4 tiles of SUB_B {sub_b}")
-        kw["SUB_B"] = sub_b
-        kw["NSUB"] = nsub
-    else:
-        kw["BLOCK_B"] = block_b
-    args = (x2, q, scales, bias_arg, out, B, V, K, x2.stride(0), q.stride(0), out.stride(0))
-    return [(kernels[kind], args, kw, grid)]
+    """The launches for one batch (tile): see :func:`patchq_runtime.int8_kernels.kernel_calls`."""
+    return _k.kernel_calls(cfg, x2, q, scales, bias, out, alloc=alloc, l1_over_max=_PLANES_RULE_L1_OVER_MAX)
 
 
 def _launch(x2, q, scales, bias, out, cfg: dict) -> None:
-    """Launch ``x2`` [B <= tile, K] -> ``out`` [B, V] with config ``cfg``."""
+    """Launch ``x2`` [B, K] -> ``out`` [B, V] with config ``cfg``."""
     for fn, args, kw, grid in _kernel_calls(cfg, x2, q, scales, bias, out):
-        fn[grid](*args, **kw)
+        _k.run_call(fn, grid, args, kw)
 
 
 def _buckets(table: dict):
@@ -866,6 +422,31 @@ def _bucket_cfg(table: dict, B: int) -> dict:
     raise ValueError(f"batch {B} > largest bucket of the launch table")
 
 
+_BUCKET_CFGS: dict = {}
+
+
+def _bucket_cfg_cached(table: dict, B: int) -> dict:
+    """:func:`_bucket_cfg` as one object per (table, bucket), kept alive with its
+    table: ``id()`` of it keys the cached launch plans."""
+    bucket = 1 if B == 1 else next((b for b in _buckets(table) if B <= b), None)
+    key = (id(table), bucket)
+    hit = _BUCKET_CFGS.get(key)
+    if hit is None or hit[0] is not table:
+        hit = _BUCKET_CFGS[key] = (table, _bucket_cfg(table, B))
+    return hit[1]
+
+
+def _gemm_cfg(table: dict, B: int) -> Optional[dict]:
+    """The "gemm" entry of a launch table for a batch of ``B`` rows: the last entry
+    whose ``min_B`` is at most ``B`` (entries ascend in ``min_B``), or None (the
+    table has none, or ``B`` is below the first: the bucket kernels serve it)."""
+    chosen = None
+    for entry in table.get("gemm") or ():
+        if B >= int(entry["min_B"]):
+            chosen = entry
+    return chosen
+
+
 def int8_linear(x, q, scales, bias=None):
     """w8a16 product ``x @ (q * scales[:, None]).T + bias`` on the GPU.
 
@@ -879,9 +460,10 @@ def int8_linear(x, q, scales, bias=None):
     Returns:
         ``[..., V]`` in ``x.dtype``. Batches up to the launch table's largest
         bucket (64 rows; 128 on sm90): one pass over the weight (one launch, or
-        three for an adaptive "imma" bucket). Up to
-        :data:`MAX_LOOP_ROWS` rows: consecutive largest-bucket launches. More:
-        chunked dequantize + cuBLAS GEMM. Falls back to
+        four for an adaptive "imma" bucket). Up to
+        :data:`MAX_LOOP_ROWS` rows: consecutive largest-bucket launches. More: the
+        table's "gemm" kernel (sm90), else chunked dequantize + cuBLAS GEMM. A
+        "gemm" entry with a smaller ``min_B`` takes over from that size. Falls back to
         :func:`int8_linear_reference` when ``x`` is not on CUDA or not bf16/fp16,
         or Triton is missing.
 
@@ -905,6 +487,11 @@ def int8_linear(x, q, scales, bias=None):
         return out.reshape(*lead, V)
     if bias is not None and not bias.is_contiguous():
         bias = bias.contiguous()
+    table = _configs_for(x.device)
+    gcfg = _gemm_cfg(table, B)
+    if gcfg is not None:
+        _k.launch_planned(id(gcfg), gcfg, x2, q, scales, bias, out, _PLANES_RULE_L1_OVER_MAX)
+        return out.reshape(*lead, V)
     if B > MAX_LOOP_ROWS:
         # Compute-bound sizes: dequantize a chunk of rows to the activation dtype
         # (each weight rounded once, relative error <= 2^-9 on top of the int8 step)
@@ -922,11 +509,11 @@ def int8_linear(x, q, scales, bias=None):
             out[:, i : i + n].copy_(t)
             del wd
         return out.reshape(*lead, V)
-    table = _configs_for(x.device)
     step = _buckets(table)[-1]
     for i in range(0, B, step):
         xb = x2[i : i + step]
-        _launch(xb, q, scales, bias, out[i : i + step], _bucket_cfg(table, xb.shape[0]))
+        cfg = _bucket_cfg_cached(table, xb.shape[0])
+        _k.launch_planned(id(cfg), cfg, xb, q, scales, bias, out[i : i + step], _PLANES_RULE_L1_OVER_MAX)
     return out.reshape(*lead, V)
 
 
@@ -1079,9 +666,15 @@ def _warmup(packed, dtype) -> None:
     H = q.shape[1]
     table = _configs_for(q.device)
     with torch.no_grad():
-        for b in (1,) + _buckets(table):
+        for b in [1] + [b for b in _buckets(table) if _gemm_cfg(table, b) is None]:
             x = torch.zeros((b, H), dtype=dtype, device=q.device)
             int8_linear(x, q, scales, None)
+        # the gemm entries compile once for any batch (B is not specialized): a 16-row
+        # launch compiles each without a min_B-row output (up to ~0.5 GB at 1025 rows)
+        x = torch.zeros((16, H), dtype=dtype, device=q.device)
+        out = torch.empty((16, q.shape[0]), dtype=dtype, device=q.device)
+        for entry in table.get("gemm") or ():
+            _launch(x, q, scales, None, out, entry)
 
 
 def lm_head_logits(lm_head, hidden_states, bias=None):
