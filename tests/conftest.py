@@ -130,7 +130,7 @@ WHEEL_FIXTURES = frozenset({"vllm_site", "pristine_site", "make_site", "site"})
 #: wheels): every test in them is in the wheel layer.
 WHEEL_MODULES = frozenset({
     "test_check", "test_compile_cache", "test_import", "test_matrix", "test_partial_fetch", "test_rebase",
-    "test_releases", "test_upstream", "test_variants",
+    "test_release_check", "test_releases", "test_upstream", "test_variants",
 })
 
 
