@@ -31,7 +31,7 @@ Steps (subcommands)::
     python lab/boot.py smoke --release R --out $OUT # launch a kernel from each slimmed extension
 
 A run (one entry of the plan): patchq ``apply --profile P`` on the run's own copy of vLLM
-(``revert --all`` for ``profile: null``), then ``vllm serve`` with boot.md's flags under
+(``revert --all`` for ``profile: null``), then ``vllm serve`` with docs/boot.md's flags under
 ``timeout -k``, in its own session/process group; ``/health`` polled within
 ``--boot-timeout``; one ``/v1/completions`` (greedy, ignore_eos, token ids returned) and one
 ``/v1/chat/completions``; ``/metrics`` spec-decode counters; the whole process group
@@ -69,7 +69,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROOT = Path(os.environ.get("PATCHQ_BOOT_ROOT", "/tmp/pq"))
 SERVED_NAME = "tiny"
 
-# boot.md "Flags": what the measured boots used.
+# docs/boot.md "Flags": what the measured boots used.
 BASE_FLAGS = [
     "--enforce-eager", "--dtype", "bfloat16", "--max-model-len", "2048", "--max-num-seqs", "4",
     "--gpu-memory-utilization", "0.3", "--language-model-only", "--gdn-prefill-backend", "triton",
@@ -121,7 +121,7 @@ EVIDENCE = re.compile(
 
 
 def default_plan(release: str) -> list[dict]:
-    """The runs of issue 6 for one release (boot.md's matrix), in a cold-cache-friendly order.
+    """The boot runs for one release (docs/boot.md, "The runs"), in a cold-cache-friendly order.
 
     Each run: ``id``, ``profile`` (None = ``revert --all``), ``series`` ("project" or "neg"),
     ``model`` (folder under the models root), ``prefix_caching`` (bool), ``spec`` (dict or
@@ -144,7 +144,7 @@ def default_plan(release: str) -> list[dict]:
          "prefix_caching": False, "spec": DFLASH_SPEC, "expect": {"result": "fails", "error": UNIFY_ASSERT}},
         {"id": "neg-prefix-align", "profile": "dflash-minus-prefix-align", "series": "neg", "model": "target",
          "prefix_caching": True, "spec": DFLASH_SPEC, "expect": {"result": "fails", "error": HASH_ASSERT}},
-        # issue 7: the same dflash boot patched at import time; site-packages must stay pristine
+        # `patchq run`: the same dflash boot patched at import time; site-packages must stay pristine
         {"id": "dflash-run", "profile": "dflash", "series": "project", "model": "target", "mode": "run",
          "prefix_caching": True, "spec": DFLASH_SPEC, "expect": {"result": "serves"}},
         {"id": "dense-bf16head", "profile": "dense", "series": "project", "model": "target-int4-fp8",
@@ -579,7 +579,7 @@ class Runner:
                 rec["boot_s"] = round(time.time() - t0, 1)
                 if healthy:
                     self._requests(rec, port)
-                    if run_mode:  # every live process reports the profile (issue 7)
+                    if run_mode:  # every live process reports the profile (`patchq run`)
                         _, rdoc, rout = self._patchq(["status", "--runtime", "--json"], env)
                         rec["runtime_status"] = rdoc if rdoc is not None else rout[-2000:]
                 else:

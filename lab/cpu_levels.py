@@ -1,7 +1,7 @@
 """Deeper matrix levels on CPU: install a vLLM release, apply each profile, import, probe.
 
 vLLM 0.27.x-0.32.x pin torch 2.13.0, whose CPU build this machine's pip installs from a
-local wheel (``/opt/wheels``; see ``shared/reference/cpu-import.md``), so those releases
+local wheel (``/opt/wheels``; see ``docs/cpu-import.md``), so those releases
 install with their dependencies and their pure-Python modules import without a GPU.
 For one release this script:
 
@@ -56,7 +56,7 @@ sys.path.insert(0, str(REPO))
 
 from patchq.dist import releases  # noqa: E402
 
-#: Packages whose native libraries are built against CUDA torch (cpu-import.md).
+#: Packages whose native libraries are built against CUDA torch (docs/cpu-import.md).
 CUDA_ONLY = ("torchvision", "torchaudio", "torchcodec")
 MARKER = ".patchq-cpu-levels-v1"
 

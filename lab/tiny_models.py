@@ -64,7 +64,7 @@ from pathlib import Path
 GENERATOR_VERSION = 1
 
 # --------------------------------------------------------------------------------------
-# Geometry (boot.md) and tokens
+# Geometry (docs/boot.md) and tokens
 # --------------------------------------------------------------------------------------
 
 SPECIAL_TOKENS = [
@@ -93,7 +93,7 @@ CHAT_TEMPLATE = (
 
 @dataclass(frozen=True)
 class TargetGeometry:
-    """The tiny target's shape (boot.md); the defaults are the ones vLLM boots were run with."""
+    """The tiny target's shape (docs/boot.md); the defaults are the ones vLLM boots were run with."""
 
     vocab_size: int = VOCAB
     hidden_size: int = 128
@@ -128,7 +128,7 @@ class TargetGeometry:
 
 @dataclass(frozen=True)
 class DrafterGeometry:
-    """The tiny DFlash drafter's shape (boot.md)."""
+    """The tiny DFlash drafter's shape (docs/boot.md)."""
 
     vocab_size: int = VOCAB
     hidden_size: int = 128

@@ -151,7 +151,7 @@ def default_releases(patch) -> list[str]:
     """The newest cached release inside each edit variant's range (oldest first)."""
     from patchq.dist import releases
 
-    cached = sorted(releases.cached_wheels())
+    cached = sorted(releases.cached_releases())
     out: list[str] = []
     for v in patch.variants:
         inside = [c for c in cached if c in patch.applies and v.applies.contains(c, prereleases=True)]

@@ -1,10 +1,10 @@
 """Shared fixtures: real vLLM installs, hard-linked per-test copies, and the CLI.
 
-A real vLLM wheel (from PyPI, via :func:`patchq.dist.releases.wheel_path`, which downloads
-only when the wheel is not cached) is installed once with
-``pip install --no-deps --no-compile --target`` into
-``<patchq cache>/test-envs/vllm-<version>/<wheel sha256[:16]>/site-packages`` and reused
-by every later test run. Each test gets a COPY of it made of hard links: that is exactly
+A real vLLM release (from PyPI, via :func:`patchq.dist.releases.release_tree`, which
+fetches only the wheel's ``.py`` files and dist-info, once) is laid out once as an
+installed site-packages in
+``<patchq cache>/test-envs/vllm-<version>/py-<RECORD sha256[:16]>/site-packages`` and
+reused by every later test run. Each test gets a COPY of it made of hard links: that is exactly
 what uv does (it hard-links installed files from its cache), so a test also proves that
 patchq never writes through a link. After every test the cached pristine install is
 checked: same inode, size, mtime and mode for every file, and the files the series
@@ -40,30 +40,6 @@ DEFAULT_VERSION = "0.23.0"
 RUNTIME_PTH = "patchq_runtime_checkout.pth"
 
 
-def _wheel_sha256(wheel: Path, memo_dir: Path) -> str:
-    """sha256 of a wheel, memoised by name, size and mtime (hashing 270 MB costs ~1 s)."""
-    st = wheel.stat()
-    key = f"{wheel.name}:{st.st_size}:{st.st_mtime_ns}"
-    memo = memo_dir / "wheel-sha256.json"
-    try:
-        known = json.loads(memo.read_text())
-    except (FileNotFoundError, ValueError):
-        known = {}
-    if key not in known:
-        import hashlib
-
-        h = hashlib.sha256()
-        with open(wheel, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        known[key] = h.hexdigest()
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
-        os.replace(tmp, memo)
-    return known[key]
-
-
 def _targets() -> list[str]:
     """relpaths of every module the series' anchors name (the files patchq may write)."""
     from patchq.hashing import anchor_modules
@@ -82,35 +58,38 @@ def _intact(site: Path) -> list[str]:
 
 
 def build_site(version: str) -> Path:
-    """The cached pristine site-packages of vLLM ``version`` (built once per wheel).
+    """The cached pristine site-packages of vLLM ``version`` (built once per release).
+
+    Laid out from the release tree (:func:`patchq.dist.releases.release_tree`: the wheel's
+    ``vllm/**/*.py`` and its untouched ``*.dist-info/`` with the wheel's RECORD), which is
+    what patchq reads of an install: it never imports vLLM, so compiled extensions and
+    data files are not needed. Keyed by the sha256 of RECORD.
 
     Raises:
-        patchq.dist.releases.ReleaseError: the wheel cannot be had.
-        subprocess.CalledProcessError: pip failed.
+        patchq.dist.releases.ReleaseError: the release cannot be had.
     """
     from filelock import FileLock
 
     from patchq.dist import releases
 
-    wheel = releases.wheel_path(version)
+    tree = releases.release_tree(version)
+    (dist,) = tree.glob("vllm-*.dist-info")
+    sha = sha256_path(dist / "RECORD")
     base = releases.cache_dir() / "test-envs" / f"vllm-{version}"
-    sha = _wheel_sha256(wheel, base.parent)
-    env = base / sha[:16]
+    env = base / f"py-{sha[:16]}"
     site = env / "site-packages"
     done = env / "installed.json"
     base.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(base / f".{sha[:16]}.lock")):
+    with FileLock(str(base / f".py-{sha[:16]}.lock")):
         if done.is_file() and not _intact(site):
             return site
         if env.exists():  # half-built or damaged: rebuild (copies hold their own links)
             shutil.rmtree(env)
         tmp = Path(tempfile.mkdtemp(dir=base, prefix=".build-"))
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-             "--disable-pip-version-check", "--target", str(tmp / "site-packages"), str(wheel)],
-            check=True, capture_output=True, text=True)
+        for part in ("vllm", dist.name):
+            shutil.copytree(tree / part, tmp / "site-packages" / part)
         (tmp / "installed.json").write_text(json.dumps(
-            {"version": version, "wheel": str(wheel), "sha256": sha}, indent=1))
+            {"version": version, "tree": str(tree), "record_sha256": sha}, indent=1))
         os.replace(tmp, env)
     return site
 
@@ -145,11 +124,105 @@ def pristine_site(vllm_site) -> Path:
     return vllm_site(DEFAULT_VERSION)
 
 
+# -- the two layers ---------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+#: Fixtures that hand a test a real vLLM release (each pulls one from PyPI on a cold cache).
+WHEEL_FIXTURES = frozenset({"vllm_site", "pristine_site", "make_site", "site"})
+#: Modules whose tests read real releases directly (release trees, PyPI's index, whole
+#: wheels): every test in them is in the wheel layer.
+WHEEL_MODULES = frozenset({
+    "test_check", "test_compile_cache", "test_import", "test_matrix", "test_partial_fetch", "test_rebase",
+    "test_release_check", "test_releases", "test_upstream", "test_variants",
+})
+
+
+#: Every release the wheel layer reads (test_variants covers all final releases in this
+#: range). On a cold cache they are prefetched in the background (see ``_prefetch``).
+RELEASES = ("0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1", "0.19.0", "0.19.1",
+            "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0",
+            "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0",
+            "0.31.0", "0.32.0", "0.33.0")
+
+
+def _prefetch(versions) -> None:
+    """Fetch the release trees the session will read, three at a time, in a daemon thread:
+    a partial fetch waits mostly on the network, so it overlaps the first tests. A test
+    asking for a release being fetched waits on its file lock; errors are left to the tests
+    that read the release (they report them)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from patchq.dist import releases
+
+    missing = [v for v in versions if releases.tree_info(v) is None]
+    if not missing or os.environ.get("PATCHQ_OFFLINE", "") not in ("", "0"):
+        return
+
+    def one(version):
+        try:
+            releases.release_tree(version)
+        except Exception:  # noqa: BLE001 - the test that needs it reports it
+            pass
+
+    def run():
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            list(pool.map(one, missing))
+
+    threading.Thread(target=run, name="patchq-prefetch", daemon=True).start()
+
+
+def _is_unit(item) -> bool:
+    return Path(str(item.fspath)).resolve().parent.is_relative_to(TESTS / "unit")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``wheel`` every test that needs real vLLM releases (see ``WHEEL_FIXTURES`` and
+    ``WHEEL_MODULES``); tests under ``tests/unit/`` never do."""
+    for item in items:
+        if _is_unit(item):
+            bad = WHEEL_FIXTURES & set(item.fixturenames)
+            if bad:
+                raise pytest.UsageError(f"{item.nodeid}: a unit test uses {sorted(bad)} (move it out of tests/unit/)")
+            continue
+        if WHEEL_FIXTURES & set(item.fixturenames) or Path(str(item.fspath)).stem in WHEEL_MODULES:
+            item.add_marker(pytest.mark.wheel)
+
+
+def pytest_collection_finish(session):
+    """Start the background prefetch when wheel-layer tests are going to run."""
+    if not session.config.option.collectonly and any(i.get_closest_marker("wheel") for i in session.items):
+        _prefetch(RELEASES)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A layer that selects no test (``-m wheel`` on a checkout without wheel tests) passes:
+    pytest's exit 5 (no tests collected) becomes 0 when a ``-m`` selection caused it."""
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and session.config.getoption("markexpr"):
+        session.exitstatus = pytest.ExitCode.OK
+
+
+@pytest.fixture(autouse=True)
+def _layer_guard(request, monkeypatch, tmp_path_factory):
+    """A test outside the wheel layer runs offline (``PATCHQ_OFFLINE=1``, also for the CLI
+    it starts); a unit test also gets an empty cache. A fast-layer test that reaches for a
+    release therefore fails (see :func:`pytest_runtest_makereport`), never skips."""
+    if request.node.get_closest_marker("wheel") is None:
+        monkeypatch.setenv("PATCHQ_OFFLINE", "1")
+        if _is_unit(request.node):
+            monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path_factory.mktemp("empty-cache")))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """Keep each phase's report on the item (``item.rep_call``) for fixtures to read."""
+    """Keep each phase's report on the item (``item.rep_call``) for fixtures to read; turn a
+    fast-layer test that skipped for want of a release (PATCHQ_OFFLINE) into a failure."""
     outcome = yield
     rep = outcome.get_result()
+    if rep.skipped and item.get_closest_marker("wheel") is None and "PATCHQ_OFFLINE" in str(rep.longrepr):
+        rep.outcome = "failed"
+        rep.longrepr = (f"{item.nodeid} needs a vLLM release but is not in the wheel layer: "
+                        f"mark it (see WHEEL_FIXTURES / WHEEL_MODULES in tests/conftest.py). {rep.longrepr}")
     setattr(item, f"rep_{rep.when}", rep)
 
 

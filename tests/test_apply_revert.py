@@ -39,7 +39,7 @@ LOGITS = "vllm/model_executor/layers/logits_processor.py"
 INC = "vllm/model_executor/layers/quantization/inc.py"
 KV = "vllm/v1/core/kv_cache_utils.py"
 DENSE_FILES = sorted([UTILS, LOGITS, INC, KV])
-#: file -> the outermost definitions the dense profile changes in it (patches.md)
+#: file -> the outermost definitions the dense profile changes in it (docs/patches.md)
 DENSE_DEFS = {
     UTILS: ["Backend"],
     KV: ["unify_kv_cache_spec_page_size", "resolve_kv_cache_block_sizes"],

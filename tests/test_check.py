@@ -3,10 +3,10 @@
 Three sets of evidence:
 
 * the project's series on real releases 0.15.1 / 0.19.1 / 0.23.0 / 0.26.0 / 0.33.0
-  (the variants of issue 3 make every profile apply, or be upstreamed / absent);
+  (the per-release variants make every profile apply, or be upstreamed / absent);
 * the series **as it was for 0.23.0 only** (``tests/drift/series-0.23/``: frozen copy
   with its 0.23.0 fingerprints) on later releases: the "before an upgrade" view, whose
-  statuses follow ``shared/reference/drift.md`` change by change;
+  statuses follow ``docs/drift.md`` change by change;
 * the drift corpus (``tests/drift/cases/*.toml``): real 0.23.0 trees edited the way
   upstream drifts (reformatted, re-wrapped, renamed locals, moved module, duplicate
   names, deleted definition, function turned method, duplicated anchor statement).
@@ -58,9 +58,9 @@ def first_loc(row) -> tuple:
 
 
 # ---------------------------------------------------------------------------
-# the project's series on real releases (correct once issue 3's variants landed)
+# the project's series on real releases (with the per-release variants)
 
-# drift.md + the variants: fla-shmem at its new path from 0.26.0, unify-kv-page in
+# docs/drift.md + the variants: fla-shmem at its new path from 0.26.0, unify-kv-page in
 # kv_cache_planning from 0.33.0, int8-lmhead in _apply_head from 0.26.0, inc-hybrid-fp8
 # in the quantization/inc/ package from 0.24.0, prefix-align upstreamed from 0.28.0.
 CURRENT = {

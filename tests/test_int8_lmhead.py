@@ -1,4 +1,4 @@
-"""Tests of patchq_runtime.int8_lmhead (issue 5: the int8 lm-head w8a16 GEMV).
+"""Tests of patchq_runtime.int8_lmhead (the int8 lm-head w8a16 GEMV).
 
 CPU tests check the quantization math and the module plumbing (eligibility, fallback,
 freeing, drafter sharing) against plain-torch references; they need torch (skipped

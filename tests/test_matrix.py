@@ -69,7 +69,7 @@ def test_current_series_changes(current_doc):
 
 def test_frozen_series_matrix(frozen_doc):
     doc = frozen_doc
-    # drift.md: fla moved at 0.26; unify re-indented at 0.24, moved module at 0.33; prefix
+    # docs/drift.md: fla moved at 0.26; unify re-indented at 0.24, moved module at 0.33; prefix
     # back-off rewritten at 0.28; inc restructured at 0.24; int8 call moved at 0.26
     assert doc["first_change"]["dense"] == {
         "fla-shmem": "0.26.0", "unify-kv-page": "0.24.0", "prefix-align": "0.26.0",

@@ -2,7 +2,7 @@
 
 Every anchored definition, after its patch, must equal its golden file
 ``tests/golden/0.23.0/<patch>/<qualname>.py`` (``tests/golden/regen.py`` writes them;
-each was reviewed against ``/work/shared/reference/patches.md``). Sentinel hashes are
+each was reviewed against ``docs/patches.md``). Sentinel hashes are
 masked in the golden files and checked against the series' current patch hash here.
 """
 
@@ -21,7 +21,7 @@ from support import REPO, definition_source, golden_path, link_copy, mask_sentin
 
 VERSION = "0.23.0"
 
-#: patch id -> (file, anchored qualnames) on vLLM 0.23.0 (patches.md's table; int8-lmhead
+#: patch id -> (file, anchored qualnames) on vLLM 0.23.0 (docs/patches.md's table; int8-lmhead
 #: also rewrites the same call in get_top_tokens, which shares the lm-head module).
 EXPECTED = {
     "fla-shmem": ("vllm/model_executor/layers/fla/ops/utils.py", ["Backend"]),

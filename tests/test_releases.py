@@ -30,10 +30,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def real_wheel(version: str) -> Path:
-    wheel = R.find_wheel(REAL_WHEELS, version)
-    if wheel is None:
-        pytest.skip(f"no cached vllm {version} wheel in {REAL_WHEELS}")
-    return wheel
+    """The whole wheel in the real cache (downloaded once: these tests read the zip)."""
+    old = os.environ.get("PATCHQ_CACHE_DIR")
+    os.environ["PATCHQ_CACHE_DIR"] = str(REAL_CACHE)
+    try:
+        return R.wheel_path(version)
+    finally:
+        if old is None:
+            os.environ.pop("PATCHQ_CACHE_DIR", None)
+        else:
+            os.environ["PATCHQ_CACHE_DIR"] = old
 
 
 @pytest.fixture

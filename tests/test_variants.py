@@ -50,7 +50,7 @@ ABSENT, UPSTREAMED = "absent", "upstreamed"
 
 #: release -> (fla-shmem, unify-kv-page, prefix-align, inc-hybrid-fp8, int8-lmhead):
 #: anchors edited (status ok) or the status. Every final release 0.15.1 - 0.33.0 (the
-#: issue's target is 0.20.2 - 0.33.0; the older ones are kept sensible).
+#: matrix's range is 0.20.2 - 0.33.0; the older ones are kept sensible).
 EXPECTED = {
     "0.15.1": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_ONE),
     "0.16.0": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_ONE),
@@ -375,7 +375,7 @@ def test_fingerprint_tables_sorted_by_version_and_rendering_is_stable():
 
 
 def test_fingerprints_follow_drift_md():
-    """drift.md's per-definition change points, as seen by the recorded fingerprints."""
+    """docs/drift.md's per-definition change points, as seen by the recorded fingerprints."""
     s = loaded_series()
     unify = {**s.patch("unify-kv-page").anchors["scaled-replace"].fingerprints,
              **s.patch("unify-kv-page").anchors["scaled-replace-planning"].fingerprints}

@@ -17,7 +17,7 @@ computed (a release missing from the local cache) are kept.
 
 Run ``patchq fingerprint [--patch ID] [--releases SPEC] [--check]``, or ``python -m
 patchq.authoring.fingerprints --record`` (all cached release wheels, see
-:func:`patchq.dist.releases.cached_wheels`) or ``--check`` (exit 1 when the files differ from
+:func:`patchq.dist.releases.cached_releases`) or ``--check`` (exit 1 when the files differ from
 what would be recorded). ``--releases`` (a specifier or a comma list, as for ``patchq
 matrix``) selects among the cached releases; nothing is downloaded.
 """
@@ -53,8 +53,8 @@ _KEY_ORDER = ("module", "qualname", "node", "count")
 
 
 def cached_versions() -> list[str]:
-    """Versions whose release wheel is in the local cache, oldest first."""
-    return [str(v) for v in sorted(releases.cached_wheels())]
+    """Versions whose release (wheel or fetched tree) is in the local cache, oldest first."""
+    return [str(v) for v in releases.cached_releases()]
 
 
 def compute(loaded: series_mod.Series, versions: Iterable[str],

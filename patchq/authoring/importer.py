@@ -137,7 +137,7 @@ def apply_exact(text: str, fp: FilePatch) -> str:
 
 def guess_release(files: list[FilePatch]) -> Version:
     """The newest cached release to which every hunk applies exactly. Raises ImportRefused."""
-    for v in sorted(releases.cached_wheels(), reverse=True):
+    for v in sorted(releases.cached_releases(), reverse=True):
         src = release_source(str(v))
         try:
             for fp in files:

@@ -31,7 +31,6 @@ import hashlib
 import re
 import tempfile
 import time
-import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -229,15 +228,12 @@ class SyncResult:
 
 
 def _wheel_date(version: Version) -> str:
-    """The wheel's build date (its METADATA zip entry, read as UTC), ISO 8601."""
-    wheel = releases.cached_wheels().get(version)
-    if wheel is None:
+    """The wheel's build date (its METADATA zip entry, read as UTC), ISO 8601: from the
+    cached wheel or the fetched tree (:func:`patchq.dist.releases.build_date`)."""
+    date = releases.build_date(version)
+    if date is None:
         return _FALLBACK_DATE
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            if info.filename.endswith(".dist-info/METADATA"):
-                return datetime(*info.date_time, tzinfo=timezone.utc).isoformat()
-    return _FALLBACK_DATE
+    return datetime(*date, tzinfo=timezone.utc).isoformat()
 
 
 def release_py_files(tree: Path) -> list[str]:

@@ -51,7 +51,7 @@ def default_from(patch: Patch, target: Version) -> Version | None:
         if v < target and variant is not None and variant.kind == "edit" and \
                 all(str(v) in patch.anchors[a].fingerprints for a in variant.edits):
             return v
-    for v in sorted(releases.cached_wheels(), reverse=True):
+    for v in sorted(releases.cached_releases(), reverse=True):
         variant = patch.variant_for(v)
         if v < target and variant is not None and variant.kind == "edit":
             return v

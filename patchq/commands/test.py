@@ -34,7 +34,7 @@ def run(series_dir: str | None, patches: list[str], regen: bool, releases: str |
         from patchq.dist import releases as rel
 
         wanted = ([v.strip() for v in releases.split(",") if v.strip()] if _is_list(releases)
-                  else [str(v) for v in rel.filter_releases(sorted(rel.cached_wheels()), releases)])
+                  else [str(v) for v in rel.filter_releases(sorted(rel.cached_releases()), releases)])
     cases = testing.cases(location=loc, patches=patches or None)
     if wanted is not None:  # record exactly these releases
         cases = [testing.Case(loc, pid, None) for pid in dict.fromkeys(c.patch_id for c in cases)]

@@ -55,7 +55,7 @@ def _releases(spec: str) -> list:
     else goes through :func:`patchq.dist.releases.list_releases` (PyPI, cached an hour)."""
     if not any(op in spec for op in "<>=!~"):
         try:
-            return releases.filter_releases(releases.cached_wheels(), spec)
+            return releases.filter_releases(releases.cached_releases(), spec)
         except releases.ReleaseError:
             pass
     return releases.list_releases(spec)

@@ -294,8 +294,7 @@ def _release_source(version: str) -> CodeSource | None:
     """A release from patchq's cache only (never downloads); None when not cached."""
     from patchq.dist import releases, sources
 
-    tree = releases.cache_dir() / "releases" / releases.version_key(version)
-    if not (tree / "vllm").is_dir() and Version(version) not in releases.cached_wheels():
+    if Version(version) not in releases.cached_releases():
         return None
     try:
         return sources.release_source(version)

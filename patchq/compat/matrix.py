@@ -4,7 +4,7 @@
 the union of the profiles' patches, so each target file is parsed once per release, then
 exact per-profile views), releases in parallel processes. Deeper evidence is merged from
 JSON records: ``--levels`` (``lab/cpu_levels.py``: ``import`` and ``probe`` on CPU) and
-``--boot`` (the GPU boot issue: every run of a profile and its negative controls,
+``--boot`` (GPU boot records, docs/boot.md: every run of a profile and its negative controls,
 grouped by :mod:`patchq.compat.matrix_boot`).
 
 A cell's ``level`` is the deepest level that passed, in the order

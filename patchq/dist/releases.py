@@ -6,11 +6,17 @@ Three layers, each cached under :func:`cache_dir`:
   the PEP 691 JSON simple API (``pip index versions`` as a fallback), cached in
   ``<cache>/index/<package>.json`` for ``max_age`` seconds; a stale list is used
   when PyPI cannot be reached.
-* :func:`wheel_path` -- the release's x86_64 manylinux wheel in ``<cache>/wheels/``,
-  downloaded with ``pip download`` when missing and never again afterwards.
+* :func:`wheel_path` -- the release's whole x86_64 manylinux wheel in ``<cache>/wheels/``,
+  downloaded with ``pip download`` when missing (with ``urllib`` from the index when pip
+  is not installed) and never again afterwards. Only the CPU/GPU labs need whole wheels.
 * :func:`release_tree` -- ``<cache>/releases/<version>/`` holding the wheel's
-  ``vllm/**/*.py`` files and its ``*.dist-info/`` directory, extracted once,
-  atomically, under a file lock.
+  ``vllm/**/*.py`` files and its ``*.dist-info/`` directory, made once, atomically,
+  under a file lock. When no whole wheel is cached, only those members are fetched
+  with HTTP Range requests (:mod:`patchq.dist.lazywheel`: 5-11 MB instead of
+  240-490 MB, each checked against RECORD); a whole download is the fallback.
+
+``PATCHQ_OFFLINE=1`` forbids every network access (index, wheel, partial fetch): what
+is not cached raises :class:`ReleaseError` naming the variable.
 
 The filtering of a release list by a user's ``--releases`` argument is the pure
 function :func:`filter_releases`; parsing a PEP 691 answer is the pure function
@@ -66,6 +72,9 @@ __all__ = [
     "find_wheel",
     "wheel_path",
     "release_tree",
+    "tree_info",
+    "cached_releases",
+    "build_date",
     "SIMPLE_INDEX_URL",
     "PLATFORMS",
 ]
@@ -284,8 +293,19 @@ def _fetch_pip_index(package: str) -> list[Version]:
     raise RuntimeError("pip index versions printed no 'Available versions:' line")
 
 
+def _offline() -> bool:
+    return os.environ.get("PATCHQ_OFFLINE", "") not in ("", "0")
+
+
+def _check_online(what: str) -> None:
+    if _offline():
+        raise ReleaseError(f"{what}: not in the cache, and PATCHQ_OFFLINE=1 forbids the network")
+
+
 def _fetch_versions(package: str) -> tuple[list[Version], str]:
     """Ask the index; returns (versions, source). Raises OSError-ish on failure."""
+    if _offline():
+        raise ConnectionError("PATCHQ_OFFLINE=1")
     try:
         return _fetch_simple_json(package), "pypi-json"
     except (OSError, ValueError, http.client.HTTPException) as exc:
@@ -455,6 +475,26 @@ def _pip_download_cmd(version: Version, dest: Path, package: str) -> list[str]:
     return cmd
 
 
+def _have_pip() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("pip") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _download_without_pip(ver: Version, tmp: Path, package: str) -> Path:
+    """The whole wheel into ``tmp`` with urllib (the index's sha256 is checked)."""
+    from patchq.dist import lazywheel
+
+    try:
+        remote = lazywheel.locate(ver, package)
+        return lazywheel.download(remote, tmp / remote.filename)
+    except (lazywheel.NotOnIndex, lazywheel.RangeUnsupported, lazywheel.IntegrityError) as exc:
+        raise ReleaseError(f"cannot download the {package}=={ver} wheel: {exc}") from None
+
+
 def wheel_path(version: str | Version, *, package: str = "vllm") -> Path:
     """The cached x86_64 wheel of ``package==version``, downloading it if missing.
 
@@ -463,7 +503,9 @@ def wheel_path(version: str | Version, *, package: str = "vllm") -> Path:
     --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
     --platform <each of PLATFORMS> ...`` into a temporary directory beside the cache
     and moves the wheel in, under a per-version file lock so that concurrent
-    callers download once. A vLLM wheel is 250-500 MB.
+    callers download once. A vLLM wheel is 250-500 MB. Where pip is not installed
+    (uv environments), the wheel is located through the PEP 691 JSON index and
+    downloaded with urllib (:func:`patchq.dist.lazywheel.download`, sha256 checked).
 
     Args:
         version: the release, e.g. ``"0.23.0"``.
@@ -486,9 +528,14 @@ def wheel_path(version: str | Version, *, package: str = "vllm") -> Path:
         found = find_wheel(wdir, ver, package=package)
         if found is not None:
             return found
+        _check_online(f"the {package}=={ver} wheel")
         tmp = Path(tempfile.mkdtemp(dir=wdir, prefix=f".dl-{ver}-"))
         try:
             log.info("downloading %s==%s wheel into %s", package, ver, wdir)
+            if not _have_pip():
+                final = _download_without_pip(ver, tmp, package)
+                os.replace(final, wdir / final.name)
+                return wdir / final.name
             cmd = _pip_download_cmd(ver, tmp, package)
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -537,6 +584,7 @@ def _safe_relpath(name: str) -> Path:
 def _extract(wheel: Path, dest: Path, top: str) -> dict[str, Any]:
     count = 0
     size = 0
+    date = None
     made: set[Path] = set()
     try:
         zf = zipfile.ZipFile(wheel)
@@ -554,9 +602,37 @@ def _extract(wheel: Path, dest: Path, top: str) -> dict[str, Any]:
                 shutil.copyfileobj(src, out, 1 << 20)
             count += 1
             size += info.file_size
+            if info.filename.endswith(".dist-info/METADATA") and info.filename.count("/") == 1:
+                date = list(info.date_time)
     if not any(p.name.endswith(".dist-info") for p in dest.iterdir() if p.is_dir()):
         raise ReleaseError(f"wheel {wheel.name} has no .dist-info directory")
-    return {"wheel": wheel.name, "files": count, "bytes": size}
+    return {"wheel": wheel.name, "files": count, "bytes": size, "metadata_date": date}
+
+
+def _fetch_tree(ver: Version, tmp: Path, top: str, package: str) -> dict[str, Any]:
+    """Fill ``tmp`` with the release's wanted members: from a cached whole wheel, else by
+    a partial fetch, else (range requests unsupported) from a downloaded whole wheel."""
+    wheel = find_wheel(_wheels_dir(), ver, package=package)
+    if wheel is None and os.environ.get("PATCHQ_FULL_WHEELS", "") in ("", "0"):
+        from patchq.dist import lazywheel
+
+        _check_online(f"{package} {ver}")
+        try:
+            return lazywheel.fetch_members(ver, tmp, lambda n: _wanted_member(n, top), _safe_relpath,
+                                           package=package)
+        except lazywheel.NotOnIndex as exc:
+            raise ReleaseError(f"cannot fetch {package}=={ver}: {exc}") from None
+        except lazywheel.IntegrityError as exc:
+            raise ReleaseError(f"{package}=={ver}: {exc}") from None
+        except lazywheel.RangeUnsupported as exc:
+            log.warning("partial fetch of %s %s failed (%s); downloading the whole wheel", package, ver, exc)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+    if wheel is None:
+        wheel = wheel_path(ver, package=package)
+    info = _extract(wheel, tmp, top)
+    info["source"] = "wheel"
+    return info
 
 
 def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
@@ -567,10 +643,16 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
     vLLM: ``vllm/...``; compiled extensions, headers and data files are left out)
     and its whole ``*.dist-info/`` (METADATA, RECORD, ...). When the tree's
     completion marker exists the path is returned at once: no lock, no zip.
-    Otherwise the wheel is fetched with :func:`wheel_path` and extracted into a
-    temporary sibling directory that is renamed into place with ``os.replace``,
-    under a per-version :class:`filelock.FileLock`; concurrent callers (threads or
-    processes) therefore all get one complete tree. Takes about 1-3 s per release.
+    Otherwise, under a per-version :class:`filelock.FileLock`, the tree is made in a
+    temporary sibling directory that is renamed into place with ``os.replace``, so
+    concurrent callers (threads or processes) all get one complete tree. It comes
+    from a whole wheel already in ``<cache>/wheels/`` (1-3 s), else from a partial
+    fetch of just those members (:func:`patchq.dist.lazywheel.fetch_members`: 5-11 MB
+    in a few Range requests, every member checked against RECORD), else -- the server
+    refuses ranges, or ``PATCHQ_FULL_WHEELS=1`` -- from the whole wheel
+    (:func:`wheel_path`). Either way the files are byte-identical. The marker
+    (``.patchq-extracted-v1``, JSON) says which way (``source``: ``wheel`` | ``range``),
+    the bytes fetched and METADATA's zip date (:func:`build_date`).
 
     Args:
         version: the release, e.g. ``"0.23.0"``.
@@ -580,17 +662,13 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
         The tree's root (pass ``root / "vllm"`` to code that wants the package).
 
     Raises:
-        ReleaseError: the wheel cannot be obtained or read.
+        ReleaseError: the release cannot be obtained or read.
     """
     ver = _as_version(version)
-    rdir = _releases_dir()
-    key = version_key(ver)
-    if canonicalize_name(package) != "vllm":
-        key = f"{canonicalize_name(package)}-{key}"
-    dest = rdir / key
+    dest = _tree_dir(ver, package)
     if (dest / _MARKER).is_file():
         return dest
-    wheel = wheel_path(ver, package=package)
+    rdir, key = dest.parent, dest.name
     rdir.mkdir(parents=True, exist_ok=True)
     top = canonicalize_name(package).replace("-", "_")
     with FileLock(str(rdir / f".{key}.lock")):
@@ -603,7 +681,9 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
         tmp = Path(tempfile.mkdtemp(dir=rdir, prefix=f".{key}.tmp-"))
         try:
             started = time.perf_counter()
-            info = _extract(wheel, tmp, top)
+            info = _fetch_tree(ver, tmp, top, package)
+            if not any(p.name.endswith(".dist-info") for p in tmp.iterdir() if p.is_dir()):
+                raise ReleaseError(f"{info.get('wheel')} has no .dist-info directory")
             info["seconds"] = round(time.perf_counter() - started, 3)
             info["version"] = version_key(ver)
             (tmp / _MARKER).write_text(json.dumps(info) + "\n", encoding="utf-8")
@@ -615,5 +695,62 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    log.info("extracted %s %s: %d files in %.1f s", package, ver, info["files"], info["seconds"])
+    log.info("made %s %s tree (%s): %d files in %.1f s", package, ver, info["source"], info["files"],
+             info["seconds"])
     return dest
+
+
+def _tree_dir(ver: Version, package: str = "vllm") -> Path:
+    key = version_key(ver)
+    if canonicalize_name(package) != "vllm":
+        key = f"{canonicalize_name(package)}-{key}"
+    return _releases_dir() / key
+
+
+def tree_info(version: str | Version, *, package: str = "vllm") -> dict[str, Any] | None:
+    """The marker of a cached release tree (see :func:`release_tree`), or None (no network)."""
+    try:
+        return json.loads((_tree_dir(_as_version(version), package) / _MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def cached_releases(*, package: str = "vllm") -> list[Version]:
+    """Every release whose code is cached: a whole wheel or a complete tree (no network).
+
+    Sorted ascending. Use this, not :func:`cached_wheels`, to ask "which releases can be
+    read offline": trees made by partial fetch have no wheel.
+    """
+    found = set(cached_wheels(package=package))
+    rdir = _releases_dir()
+    prefix = "" if canonicalize_name(package) == "vllm" else f"{canonicalize_name(package)}-"
+    if rdir.is_dir():
+        for path in rdir.iterdir():
+            if path.name.startswith(".") or not (path / _MARKER).is_file():
+                continue
+            name = path.name[len(prefix):] if prefix and path.name.startswith(prefix) else path.name
+            if prefix == "" and not name[:1].isdigit():
+                continue
+            try:
+                found.add(Version(name))
+            except InvalidVersion:
+                continue
+    return sorted(found)
+
+
+def build_date(version: str | Version, *, package: str = "vllm") -> tuple[int, ...] | None:
+    """The zip date-time (Y, M, D, h, m, s) of the wheel's ``*.dist-info/METADATA`` entry.
+
+    Read from the cached whole wheel, else from the tree's marker (recorded at fetch
+    time); None when neither has it. No network.
+    """
+    ver = _as_version(version)
+    wheel = find_wheel(_wheels_dir(), ver, package=package)
+    if wheel is not None:
+        with zipfile.ZipFile(wheel) as zf:
+            for info in zf.infolist():
+                if info.filename.endswith(".dist-info/METADATA") and info.filename.count("/") == 1:
+                    return tuple(info.date_time)
+    info = tree_info(ver, package=package) or {}
+    date = info.get("metadata_date")
+    return tuple(date) if date else None

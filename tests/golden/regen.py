@@ -10,7 +10,7 @@ indentation removed) to
 ``tests/golden/<VERSION>/<patch>/<qualname>.py``. Stale golden files of that version
 are removed. Patches that do not edit VERSION (not applicable, upstreamed) get none.
 
-Review every changed golden file against ``/work/shared/reference/patches.md`` before
+Review every changed golden file against ``docs/patches.md`` before
 committing it: the tests take these files as the truth.
 """
 

@@ -12,7 +12,7 @@ upstreamed, not applicable) get none.
 
 GOLDEN_VERSIONS holds the first and last verified release of every variant range of the
 series (0.23.0, the last release of the ``<0.24`` variants, is covered by regen.py).
-Review every changed file against ``/work/shared/reference/drift.md`` before committing
+Review every changed file against ``docs/drift.md`` before committing
 it: ``tests/test_variants.py`` takes these files as the truth.
 """
 

@@ -1,0 +1,126 @@
+"""patchq.edits: the libcst helpers transforms are written with, on small definitions."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from patchq import edits
+from patchq.plan.anchors import Pattern, find_statements, index_definitions, node_code
+
+FUNC = textwrap.dedent('''\
+    def unify(specs, max_page):
+        for name, spec in specs.items():
+            # scale the block size
+            new_spec = replace(spec, block_size=spec.block * 2)
+            assert new_spec.page == max_page
+        return specs
+''')
+
+
+def parse_def(text: str, qualname: str):
+    (node,) = index_definitions(cst.parse_module(text))[qualname]
+    return node
+
+
+def one(defn, pattern: str):
+    (found,) = find_statements(defn, Pattern.compile(pattern))
+    return found
+
+
+def render(defn) -> str:
+    return node_code(defn)
+
+
+def test_stmts_stmt_expr_parse_indented_text():
+    assert [node_code(s) for s in edits.stmts("\n    a = 1\n    b = 2\n")] == ["a = 1\n", "b = 2\n"]
+    assert node_code(edits.stmt("    return x")) == "return x\n"
+    with pytest.raises(ValueError, match="expected one statement, got 2"):
+        edits.stmt("a = 1\nb = 2")
+    assert cst.Module(body=[]).code_for_node(edits.expr("  a + b ")) == "a + b"
+
+
+def test_insert_after_keeps_the_anchor_and_its_comment():
+    defn = parse_def(FUNC, "unify")
+    new = edits.insert_after(defn, one(defn, "new_spec = replace(..., block_size=...)"),
+                             edits.stmts("new_spec = pad(new_spec, max_page)"))
+    assert render(new) == FUNC.replace(
+        "block_size=spec.block * 2)\n", "block_size=spec.block * 2)\n        new_spec = pad(new_spec, max_page)\n")
+
+
+def test_insert_before_moves_comments_above_the_insertion():
+    defn = parse_def(FUNC, "unify")
+    target = one(defn, "new_spec = replace(..., block_size=...)")
+    new = edits.insert_before(defn, target, edits.stmts("spec = fix(spec)"))
+    assert render(new) == FUNC.replace(
+        "        # scale the block size\n",
+        "        # scale the block size\n        spec = fix(spec)\n")
+
+
+def test_replace_with_statements_keeps_leading_comment():
+    defn = parse_def(FUNC, "unify")
+    target = one(defn, "new_spec = replace(..., block_size=...)")
+    new = edits.replace(defn, target, edits.stmts("new_spec = spec\nnew_spec.pad = True"))
+    assert render(new) == FUNC.replace(
+        "        new_spec = replace(spec, block_size=spec.block * 2)\n",
+        "        new_spec = spec\n        new_spec.pad = True\n")
+
+
+def test_replace_an_expression_node():
+    defn = parse_def(FUNC, "unify")
+    target = one(defn, "assert ...")
+    new = edits.replace(defn, target.body[0].test, edits.expr("new_spec.page <= max_page"))
+    assert "assert new_spec.page <= max_page\n" in render(new)
+
+
+def test_an_edit_target_must_be_in_the_definition():
+    defn = parse_def(FUNC, "unify")
+    stranger = edits.stmt("x = 1")
+    with pytest.raises(ValueError, match="found 0 times"):
+        edits.insert_after(defn, stranger, edits.stmts("y = 2"))
+
+
+def test_append_members_spaces_methods():
+    cls = parse_def("class C:\n    a = 1\n", "C")
+    new = edits.append_members(cls, edits.stmts("def m(self):\n    return self.a"))
+    assert render(new) == "class C:\n    a = 1\n\n    def m(self):\n        return self.a\n"
+    with pytest.raises(ValueError, match="one-line body"):
+        edits.append_members(parse_def("class D: pass\n", "D"), edits.stmts("b = 2"))
+
+
+def test_prepend_to_block():
+    defn = parse_def(FUNC, "unify")
+    loop = one(defn, "for name, spec in specs.items(): ...")
+    new_loop = edits.prepend_to_block(loop, edits.stmts("if spec is None:\n    continue"))
+    new = edits.replace(defn, loop, new_loop)
+    assert "    for name, spec in specs.items():\n        if spec is None:\n            continue\n" in render(new)
+
+
+def test_replace_each_and_missing_target():
+    text = "def f():\n    a(1)\n    a(2)\n    b(3)\n"
+    defn = parse_def(text, "f")
+    calls = find_statements(defn, Pattern.compile("a(...)"))
+    assert len(calls) == 2
+    new = edits.replace_each(defn, calls, lambda s: edits.stmt("a_fast()"))
+    assert render(new) == "def f():\n    a_fast()\n    a_fast()\n    b(3)\n"
+    with pytest.raises(ValueError, match="1 edit target"):
+        edits.replace_each(defn, [edits.stmt("zz()")], lambda s: s)
+
+
+def test_add_sentinel_replaces_its_own_and_keeps_others():
+    # (a comment above the first statement of a module belongs to the module's header)
+    defn = parse_def("x = 1\n# patchq:other:0123456789ab (x)\ndef f():\n    pass\n", "f")
+    once = edits.add_sentinel(defn, "mine", "aaaaaaaaaaaa")
+    twice = edits.add_sentinel(once, "mine", "bbbbbbbbbbbb")
+    text = render(twice)
+    assert edits.find_sentinels(text) == [("other", "0123456789ab"), ("mine", "bbbbbbbbbbbb")]
+    assert text.endswith("def f():\n    pass\n")
+
+
+def test_signature_text():
+    defn = parse_def("def hook(self, a: int, /, b=None, *args, c: str = 'x', **kw) -> None:\n    pass\n", "hook")
+    assert edits.signature_text(defn.params) == "self, a, /, b=None, *args, c='x', **kw"
+    kwonly = parse_def("def g(a, *, b):\n    pass\n", "g")
+    assert edits.signature_text(kwonly.params) == "a, *, b"
