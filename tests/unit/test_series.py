@@ -68,7 +68,7 @@ def test_errors_name_the_problem(tmp_path):
         loaded.profile("nope")
     with pytest.raises(UsageError, match="unknown patch 'nope'"):
         loaded.patch("nope")
-    with pytest.raises(SeriesError, match="profiles.toml missing"):
+    with pytest.raises(SeriesError, match="no series there"):
         S.load(tmp_path / "anchors")
     (tmp_path / "anchors" / "bump-default.toml").write_text("[anchors.other]\nmodule='m'\nqualname='q'\n")
     with pytest.raises(SeriesError, match=r"edits unknown anchors \['default'\]"):
