@@ -55,12 +55,15 @@ def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> Non
     """Profiles and patches, with summaries and applies-ranges."""
     try:
         s = _series(series_dir)
+        for name in s.profiles:  # relations hook: a broken profile is a series error (exit 2)
+            s.patches_of(name)
         patches = []
         for pid in s.all_patch_ids():
             p = s.patch(pid)
             patches.append({
                 "id": p.id, "hash": p.hash, "summary": p.summary, "applies": str(p.applies),
                 "upstream": list(p.upstream),
+                **p.relations(),  # relations hook: requires / conflicts / supersedes
                 "variants": [{"applies": str(v.applies), "kind": v.kind, "anchors": list(v.edits),
                               "reason": v.upstreamed or v.absent or ""} for v in p.variants],
             })
@@ -80,6 +83,9 @@ def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> Non
     con.print("[bold]patches[/]")
     for p in patches:
         con.print(f"  [bold]{p['id']}[/] [dim]{p['applies']}[/]  {p['summary']}")
+        rel = "; ".join(f"{k} {', '.join(p[k])}" for k in ("requires", "conflicts", "supersedes") if p[k])
+        if rel:  # relations hook
+            con.print(f"      [dim]{rel}[/]")
         for v in p["variants"]:
             con.print(f"      {v['applies'] or 'all'}: {v['kind']} {', '.join(v['anchors'])}{v['reason']}")
 
@@ -90,6 +96,7 @@ def apply(
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
+    strict: bool = typer.Option(False, "--strict", help="fail on a patch found upstream instead of skipping it"),
     as_json: bool = Json,
 ) -> None:
     """Apply a profile's patches (validated in memory first; idempotent)."""
@@ -97,7 +104,7 @@ def apply(
 
     try:
         target = _target(site_packages, python)
-        doc, code = cmd.apply(target, _series(series_dir), profile)
+        doc, code = cmd.apply(target, _series(series_dir), profile, strict=strict)
     except PatchqError as exc:
         _fail(exc, as_json)
     _render_apply(doc, as_json)

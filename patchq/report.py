@@ -41,7 +41,7 @@ _STYLE = {
     "ok": "green", "applied": "green", "applies": "green", "not-applicable": "dim",
     "upstreamed": "cyan", "absent": "dim", "failed": "red", "conflict": "red", "gone": "red",
     "stale": "yellow", "foreign": "red", "not-applied": "dim", "applies-drifted": "yellow",
-    "moved": "yellow",
+    "moved": "yellow", "superseded": "cyan", "interaction": "red", "partially-upstreamed": "red",
 }
 
 

@@ -40,10 +40,12 @@ def summary(series: Series) -> dict:
     return series_summary(series.root, series.anchors_root)
 
 
-def apply(target: CodeSource, series: Series, profile: str) -> tuple[dict, int]:
-    """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code)."""
+def apply(target: CodeSource, series: Series, profile: str, strict: bool = False) -> tuple[dict, int]:
+    """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code).
+
+    ``strict`` (relations hook): an upstreamed patch fails instead of being skipped."""
     return _converge("apply", target, profile, series.patches_of(profile), profile=profile,
-                     summary=summary(series))
+                     summary=summary(series), strict=strict)
 
 
 def _converge(command: str, target: CodeSource, asked: str | None, patches: list,

@@ -84,6 +84,7 @@ def converge(
     dry_run: bool = False,
     summary: dict | None = None,
     restore_foreign: Sequence[str] = (),
+    strict: bool = False,
 ) -> ConvergeResult:
     """Make ``target`` carry exactly ``patches`` (see module docstring).
 
@@ -98,6 +99,7 @@ def converge(
         restore_foreign: with ``force``, further relpaths (the series' target modules) to
             restore from the release wheel when someone else edited them (e.g. the old
             sentinel scripts); a copy of each edit is kept.
+        strict: an upstreamed patch fails instead of being skipped (``apply --strict``).
     Raises:
         PlanFailed: a patch failed to resolve, transform or compile (nothing written).
         ForeignEditError: a file to change was modified by someone else (no ``force``).
@@ -106,14 +108,14 @@ def converge(
     """
     state = StateDir(target.root)
     if dry_run:
-        return _converge(target, state, patches, profile, force, True, summary, restore_foreign)
+        return _converge(target, state, patches, profile, force, True, summary, restore_foreign, strict)
     if not is_writable_dir(target.root):
         raise ReadOnlyError(f"{target.root} is not writable; nothing was written "
                             f"(use `patchq run` to patch at import time instead)")
     state.ensure()
     with state.lock():
         recovered = state.recover()
-        result = _converge(target, state, patches, profile, force, False, summary, restore_foreign)
+        result = _converge(target, state, patches, profile, force, False, summary, restore_foreign, strict)
         result.recovered = recovered
         return result
 
@@ -142,7 +144,8 @@ def _release_bytes(target: CodeSource, relpath: str) -> bytes:
     return data
 
 
-def _converge(target, state, patches, profile, force, dry_run, summary, restore_foreign=()) -> ConvergeResult:
+def _converge(target, state, patches, profile, force, dry_run, summary, restore_foreign=(),
+              strict=False) -> ConvergeResult:
     try:
         journal = state.read()
     except StateError:
@@ -164,7 +167,7 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
             foreign[relpath] = None
         return target.read_text(relpath)
 
-    plan = engine.plan(target, patches, read=read)
+    plan = engine.plan(target, patches, read=read, strict=strict)  # relations hook: strict
     if foreign and not force:  # before plan failures: an edit explains failing anchors
         raise ForeignEditError(_foreign_message(target, foreign))
     if not plan.ok:
@@ -202,8 +205,8 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
     applied_before = set(journal.patches)
     result = ConvergeResult(
         plan=plan, journal=new_journal,
-        added=[p for p in new_journal.patches if p not in applied_before or
-               journal.patches[p].hash != new_journal.patches[p].hash],
+        added=[p for p, e in new_journal.patches.items() if e.outcome != "upstreamed" and  # relations hook
+               (p not in applied_before or journal.patches[p].hash != e.hash)],
         removed=[p for p in journal.patches if p not in new_journal.patches],
     )
     result.restored = sorted(r for r in writes if r not in new_journal.files)
@@ -275,8 +278,10 @@ def _journal_after(target: CodeSource, journal: Journal, plan: engine.Plan,
     files: dict[str, FileEntry] = {}
     patches: dict[str, PatchEntry] = {}
     for r in plan.results:
-        if r.status == engine.OK:
-            patches[r.patch_id] = PatchEntry(hash=r.hash, variant=r.variant, files=list(r.files))
+        outcome = engine.journal_outcome(r, str(target.version))  # patchq relations hook
+        if outcome is not None:
+            patches[r.patch_id] = PatchEntry(hash=r.hash, variant=r.variant, files=list(r.files),
+                                             outcome=outcome[0], reason=outcome[1])
     for relpath, text in plan.patched.items():
         files[relpath] = FileEntry(
             record_sha256=target.record().get(relpath),
