@@ -329,11 +329,7 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
             change.removed = [survival.Item(survival.statement_key(node_ast), spec.qualname)]
         else:
             change.added, change.removed = survival.diff_definition(node_ast, new_ast)
-            dup = survival.duplicate_members(node_ast, new_ast)
-            if dup:
-                raise AnchorError(f"duplicate-member check: patch {patch.id}, anchor {anchor_id}: the edit gives "
-                                  f"{spec.qualname} a second definition of {', '.join(dup)}",
-                                  kind="invalid", anchor=anchor_id)
+            change.duplicates = survival.duplicate_members(node_ast, new_ast)  # refused after upstream detection
         changes.append(change)
         node, node_ast = new, new_ast
         result.anchors.append(AnchorResult(
@@ -422,6 +418,8 @@ def upstream_evidence(changes: list[survival.EditChange]) -> str:
     for ch in changes:
         for item, where in ch.upstream:
             parts.append(f"{ch.anchor}: `{item.code}` ({where})")
+    if len(parts) > 4:  # the check row's upstream_evidence lists them all
+        parts = parts[:4] + [f"+{len(parts) - 4} more"]
     return "; ".join(parts)
 
 
@@ -609,6 +607,11 @@ def plan(
                 raise AnchorError(f"partially upstreamed in vllm {source.version}: {upstream_evidence(up)}; "
                                   f"not upstream: {', '.join(dict.fromkeys(rest))}", kind="partially-upstreamed",
                                   anchor=up[0].anchor)
+            for ch in changes:
+                if ch.duplicates:
+                    raise AnchorError(f"duplicate-member check: patch {patch.id}, anchor {ch.anchor}: the edit gives "
+                                      f"{ch.qualname} a second definition of {', '.join(ch.duplicates)}",
+                                      kind="invalid", anchor=ch.anchor)
             _validate_names(ws, patch, before, changes)
             _survival(ws, patch, results, done, changes)
         except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
@@ -618,11 +621,15 @@ def plan(
             result.failed_anchor = getattr(exc, "anchor", "") or ""
             result.anchors.clear()
             result.files.clear()
-            if hand is None and backward and result.failure in ("conflict", "gone"):
+            if backward and result.failure in ("conflict", "gone"):
                 from patchq.plan import backward as bw
 
                 verdict = bw.detect(patch, source, ws)
-                if verdict is not None:
+                if verdict is not None and hand is not None:  # the hand-written check wins
+                    if verdict[0] != "not-upstreamed":
+                        result.reason += (f"; generic detection: {verdict[1]}, but the patch's upstream_check "
+                                          f"does not find it upstream")
+                elif verdict is not None:
                     status, why = verdict
                     if status == UPSTREAMED and not strict:
                         result.status, result.reason, result.failure, result.failed_anchor = UPSTREAMED, why, "", ""

@@ -58,7 +58,7 @@ class EditChange:
         patch_id, anchor: the edit. relpath, qualname: the definition.
         added, removed: see :class:`Item`. upstream: the added items already in the
             release's pristine definition, with their ``relpath:line`` there (filled by
-            the engine; empty when the edit is not upstream).
+            the engine; empty when none is).
     """
 
     patch_id: str
@@ -68,6 +68,8 @@ class EditChange:
     added: list[Item] = field(default_factory=list)
     removed: list[Item] = field(default_factory=list)
     upstream: list[tuple[Item, str]] = field(default_factory=list)
+    #: member names the edit defines a second time (:func:`duplicate_members`)
+    duplicates: list[str] = field(default_factory=list)
 
     @property
     def is_upstream(self) -> bool:
@@ -204,13 +206,21 @@ def member_names(defn: ast.AST) -> dict[str, list[ast.AST]]:
 
 def upstream_items(change: EditChange, pristine: ast.AST, relpath: str, offset: int = 0) -> list[tuple[Item, str]]:
     """The added items of ``change`` already present in ``pristine`` (the release's own
-    definition), each with ``relpath:line`` of where it is. ``offset``: added to the
-    node's line numbers (0 when ``pristine`` was parsed from the whole file)."""
-    keys = statement_keys(pristine)
+    definition), each with ``relpath:line`` of where it is. Counts matter: an edit that
+    adds the same statement in four places finds it upstream only as often as the
+    release has it (each release statement is evidence for one added item). ``offset``:
+    added to the node's line numbers (0 when ``pristine`` was parsed from the whole file)."""
+    occurrences: dict[int, list[ast.stmt]] = {}
+    for node in ast.walk(pristine):
+        if isinstance(node, ast.stmt):
+            occurrences.setdefault(_key(node), []).append(node)
+    for nodes in occurrences.values():
+        nodes.sort(key=lambda n: n.lineno)
     members = member_names(pristine)
     out = []
     for item in change.added:
-        hit = keys.get(item.key)
+        left = occurrences.get(item.key)
+        hit = left.pop(0) if left else None
         if hit is None and item.member is not None and item.member in members:
             hit = members[item.member][0]
         if hit is not None:
