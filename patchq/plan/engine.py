@@ -427,16 +427,19 @@ def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes
     """The pyflakes checks of every definition the patch changed (module context)."""
     seen = set()
     for ch in changes:
-        if (ch.relpath, ch.qualname) in seen or ch.relpath not in before:
+        if (ch.relpath, ch.qualname) in seen:
             continue
         seen.add((ch.relpath, ch.qualname))
+        text_before = before.get(ch.relpath, ws.pristine_text.get(ch.relpath))  # unread before: pristine
+        if text_before is None:
+            continue
         top = ch.qualname.split(".")[0]
-        old = _top_text(before[ch.relpath], top)
+        old = _top_text(text_before, top)
         new = _top_text(ws.text[ch.relpath], top)
         if old is None or new is None:
             continue
         try:
-            validate.check_names(patch.id, ch.qualname, before[ch.relpath], old, new, patch.runtime_names)
+            validate.check_names(patch.id, ch.qualname, text_before, old, new, patch.runtime_names)
         except AnchorError as exc:
             exc.anchor = ch.anchor
             raise
@@ -595,6 +598,7 @@ def plan(
                 ws.text = before
                 result.status = UPSTREAMED
                 result.reason = f"every edit's change is already in vllm {source.version}: {upstream_evidence(up)}"
+                result.files.clear()  # nothing of it is written
                 if strict:
                     result.status, result.failure = FAILED, "upstreamed"
                     result.reason += "; --strict asks patchq to apply every patch"

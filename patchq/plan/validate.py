@@ -53,9 +53,12 @@ def check_result(patch_id: str, anchor: str, qualname: str, old: cst.CSTNode, ne
                           kind="invalid", anchor=anchor)
     kind = type(old).__name__
     name = getattr(getattr(old, "name", None), "value", None)
-    defs = [new] if isinstance(new, cst.CSTNode) and not isinstance(new, cst.FlattenSentinel) else \
-        [n for n in new.nodes if isinstance(n, (cst.FunctionDef, cst.ClassDef))] if isinstance(new, cst.FlattenSentinel) \
-        else None
+    if isinstance(new, (cst.FunctionDef, cst.ClassDef)):
+        defs = [new]
+    elif isinstance(new, cst.FlattenSentinel):
+        defs = [n for n in new.nodes if isinstance(n, (cst.FunctionDef, cst.ClassDef))]
+    else:
+        defs = None
     if defs is None:
         what = "None" if new is None else f"a {type(new).__name__}"
         raise AnchorError(f"result check: patch {patch_id}, anchor {anchor}: the transform returned {what}, not a "
