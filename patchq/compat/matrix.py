@@ -63,7 +63,7 @@ from typing import Iterable
 
 SCHEMA = "patchq.matrix/1"
 LEVELS = ("source", "import", "probe", "boot")
-_EDIT_STATUSES = ("applies", "applies-drifted", "moved")
+_EDIT_STATUSES = ("applies", "applies-drifted", "moved", "superseded")  # superseded: applied (relations hook)
 
 _series_cache: dict = {}
 

@@ -73,10 +73,40 @@ def evidence(plan: engine.Plan, patch_id: str) -> list[dict]:
 
 
 def annotate(rows: Iterable, patches: list[Patch], plan: engine.Plan) -> None:
-    """Add ``relations`` and ``upstream_evidence`` to every row (rows and patches align)."""
+    """Add ``relations`` and ``upstream_evidence`` to every row (rows and patches align).
+
+    An ``upstreamed`` *variant* of a patch without a hand-written ``upstream_check`` is
+    also tried with the backward detection (:mod:`patchq.plan.backward`); when that
+    cannot prove the claim, a note says so (the author's declaration stands: not
+    blocking, but never silent)."""
     for row, patch in zip(rows, patches):
         row.relations = relations_row(patch, patches)
         row.upstream_evidence = evidence(plan, patch.id)
+        if row.status == "upstreamed" and row.variant_kind == "upstreamed" and patch.upstream_check is None \
+                and plan.workspace is not None:
+            from patchq.compat.check import effective_patches, nearest_edit_variant
+            from patchq.plan import backward
+
+            near = nearest_edit_variant(patch, plan.source.version)
+            if near is None:
+                continue
+            trial = effective_patches([_as_edit(patch, near)], plan.source.version)[0][0]
+            verdict = backward.detect(trial, plan.source, plan.workspace)
+            if verdict is None:
+                row.notes.append("generic upstream detection could not run (no verified release in the cache)")
+            elif verdict[0] == engine.UPSTREAMED:
+                row.notes.append(f"generic upstream detection agrees: {verdict[1]}")
+            else:
+                row.notes.append(f"{verdict[1]}: the variant's upstreamed claim is not confirmed by the code")
+
+
+def _as_edit(patch: Patch, variant) -> Patch:
+    """``patch`` with ``variant`` (an edit variant) covering every version."""
+    from dataclasses import replace
+
+    from packaging.specifiers import SpecifierSet
+
+    return replace(patch, variants=(replace(variant, applies=SpecifierSet()),))
 
 
 def depends_on_others(rows: Iterable) -> bool:
