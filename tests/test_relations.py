@@ -479,3 +479,21 @@ def test_spark_patches_without_hand_checks_never_apply_twice(version, tmp_path):
         assert (status, blocking) == ("upstreamed", False), (pid, reason)
         status, blocking, reason = upstream_table.verdict(merged, None, pid)
         assert status not in upstream_table.APPLYING, (pid, reason)
+
+
+@pytest.mark.parametrize("declared", [False, True])
+def test_removal_only_when_declared(tmp_path, declared):
+    anchor = {"module": "vllm.v1.core.kv_cache_utils", "qualname": "is_kv_cache_type_attention_free"}
+    body = "def edit(defn, found, ctx):\n        return cst.RemovalSentinel.REMOVE"
+    kw = {"removes": ["a"]} if declared else {}
+    root = write_series(tmp_path / "p", {"rm": (patch_src("rm", body, **kw), {"a": anchor})}, {"b": ["rm"]})
+    s = series_mod.load(root)
+    plan = engine.plan(sources.release_source("0.23.0"), s.patches_of("b"))
+    r = plan.results[0]
+    if declared:
+        assert r.status == "ok", r.reason
+        assert "def is_kv_cache_type_attention_free" not in plan.patched[KV]
+    else:
+        assert (r.status, r.failure) == ("failed", "invalid")
+        assert r.reason == ("result check: patch rm, anchor a: the transform removes is_kv_cache_type_attention_free; "
+                            "declare removes=['a'] in patch(...) if that is intended")

@@ -323,6 +323,8 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
             raise AnchorError(f"anchor {anchor_id}: transform failed in {spec.qualname}: "
                               f"{type(exc).__name__}: {exc}", kind="conflict", anchor=anchor_id) from exc
         validate.check_result(patch.id, anchor_id, spec.qualname, node, new, patch.removes)
+        if isinstance(new, cst.FlattenSentinel):  # definitions placed beside the anchored one
+            _check_siblings(ws, patch, anchor_id, relpath, spec.qualname, new)
         new_ast = _stmt_ast(new)
         change = survival.EditChange(patch.id, anchor_id, relpath, spec.qualname)
         if new_ast is None:
@@ -338,6 +340,25 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
         if relpath not in result.files:
             result.files.append(relpath)
     flush()
+
+
+def _check_siblings(ws: Workspace, patch: Patch, anchor_id: str, relpath: str, qualname: str,
+                    new: cst.FlattenSentinel) -> None:
+    """Definitions a transform places beside the anchored one must not redefine a name its
+    class or module already defines (the duplicate-member check).
+
+    Raises:
+        AnchorError: kind ``invalid``.
+    """
+    name = qualname.rsplit(".", 1)[-1]
+    parent = qualname.rsplit(".", 1)[0] + "." if "." in qualname else ""
+    known = ws.index(relpath) or {}
+    for n in new.nodes:
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef)) and n.name.value != name and \
+                (parent + n.name.value) in known:
+            raise AnchorError(f"duplicate-member check: patch {patch.id}, anchor {anchor_id}: the edit defines "
+                              f"{parent + n.name.value} beside {qualname}, but {relpath} already defines it",
+                              kind="invalid", anchor=anchor_id)
 
 
 def _pristine_def(ws: Workspace, relpath: str, qualname: str) -> ast.AST | None:
