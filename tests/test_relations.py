@@ -497,3 +497,20 @@ def test_removal_only_when_declared(tmp_path, declared):
         assert (r.status, r.failure) == ("failed", "invalid")
         assert r.reason == ("result check: patch rm, anchor a: the transform removes is_kv_cache_type_attention_free; "
                             "declare removes=['a'] in patch(...) if that is intended")
+
+
+def test_matrix_cells_carry_relations_and_views_stay_exact(rel_series):
+    from patchq.compat import matrix, matrix_render
+
+    with open(rel_series / "profiles.toml", "a") as fh:
+        fh.write('\n[profiles.pad-only]\npatches = ["pad-after"]\n')
+    doc = matrix.build(["0.23.0"], ["supersedes", "pad-only"], series_dir=str(rel_series), workers=1)
+    sup = doc["cells"]["supersedes"]
+    assert sup["pad-after"]["0.23.0"]["status"] == "superseded"
+    assert sup["pad-after"]["0.23.0"]["relations"]["superseded_by"] == ["rewrite-supersedes"]
+    assert sup["rewrite-supersedes"]["0.23.0"]["relations"]["supersedes"] == ["pad-after"]
+    # alone, pad-after is applied: the view of the larger plan is not reused
+    assert doc["cells"]["pad-only"]["pad-after"]["0.23.0"]["status"] in ("applies", "applies-drifted")
+    page = matrix_render.html(doc)
+    assert "<small>supersedes pad-after</small>" in page and "superseded by rewrite-supersedes" in page
+    assert doc["exit_code"] == 0
