@@ -114,15 +114,10 @@ def _context(text: str, top: str) -> tuple[str, int] | None:
             stub = ast.parse(f"{'class' if isinstance(stmt, ast.ClassDef) else 'def'} {stmt.name}"
                              f"{'' if isinstance(stmt, ast.ClassDef) else '()'}: pass").body[0]
             body.append(stub)
-        else:
-            body.append(_stub_nested(stmt))
+        else:  # imports, assignments, module-level if/try (definitions under them stay bound)
+            body.append(stmt)
     code = ast.unparse(ast.Module(body=body, type_ignores=[])) + "\n"
     return code, code.count("\n")
-
-
-def _stub_nested(stmt: ast.stmt) -> ast.stmt:
-    """Module-level ``if``/``try`` keep their structure (definitions under them stay bound)."""
-    return stmt
 
 
 def _messages(code: str, first_line: int) -> list[tuple[str, tuple]]:
