@@ -394,10 +394,10 @@ def _anchor_interaction(ws: Workspace, patch: Patch, spec: AnchorSpec, relpath: 
                 continue
             gone = [keys[i.key] for i in ch.removed if i.key in keys]
             if gone:
-                stmt = survival._one_line(gone[0])
+                stmt = survival.one_line(gone[0])
                 how = (f"{patch.id} supersedes {other} but anchors on the statement {other} replaced: anchor it "
                        f"on {other}'s result" if other in patch.supersedes else
-                       f"both patches anchor on one statement")
+                       "both patches anchor on one statement")
                 raise AnchorError(f"interaction: anchor {spec.id} of {patch.id} matches `{stmt}` in {spec.qualname} "
                                   f"({relpath}:{gone[0].lineno}) of the release, but {other} (earlier in the profile) "
                                   f"replaced it; {how}", kind="interaction", anchor=spec.id) from exc
@@ -514,6 +514,25 @@ def _survival(ws: Workspace, patch: Patch, results: list[PatchResult],
             r.status, r.reason = SUPERSEDED, reason
 
 
+class _PristineView:
+    """The plan's source as its ``read`` sees it (pristine copies of files patchq changed;
+    a foreign edit is noticed by the reader): what a hand-written ``upstream_check`` reads,
+    so that neither patchq's own edits nor someone else's pass for upstream's code."""
+
+    def __init__(self, source: CodeSource, ws: "Workspace") -> None:
+        self._source = source
+        self._ws = ws
+
+    def __getattr__(self, name: str):
+        return getattr(self._source, name)
+
+    def read_text(self, relpath: str) -> str | None:
+        """The pristine text of ``relpath`` (None when it does not exist)."""
+        if self._ws.current(relpath) is None:
+            return None
+        return self._ws.pristine_text[relpath]
+
+
 def _hand_check(patch: Patch, source: CodeSource) -> tuple[str, str] | None:
     """(verdict, reason) of the patch's own ``upstream_check``; None when it has none."""
     if patch.upstream_check is None:
@@ -597,7 +616,7 @@ def plan(
         before = dict(ws.text)
         result = PatchResult(patch.id, patch.hash, OK, variant=label)
         ctx = EditContext(patch.id, patch.hash, source.version, source, lookup)
-        hand = _hand_check(patch, source)
+        hand = _hand_check(patch, _PristineView(source, ws))
         if hand is not None and hand[0] == "upstreamed":
             result.status, result.reason = UPSTREAMED, f"upstream check: {hand[1]}"
             if strict:

@@ -77,7 +77,8 @@ class EditChange:
         return bool(self.added) and len(self.upstream) == len(self.added)
 
 
-def _one_line(node: ast.AST, limit: int = 100) -> str:
+def one_line(node: ast.AST, limit: int = 100) -> str:
+    """A statement as one line of source (``ast.unparse``; a block shown as `` ...``)."""
     try:
         text = ast.unparse(node)
     except Exception:  # pragma: no cover - unparse handles every parsed node
@@ -130,7 +131,7 @@ def _blocks(node: ast.AST) -> list[list]:
 
 def _item(node: ast.AST, top: bool) -> Item:
     member = node.name if top and isinstance(node, _DEFS) else None
-    return Item(_key(node), _one_line(node), member)
+    return Item(_key(node), one_line(node), member)
 
 
 def _diff_block(old: list, new: list, top: bool, added: list[Item], removed: list[Item]) -> None:
