@@ -173,6 +173,11 @@ class Series:
                 raise SeriesError(f"{path} must define PATCH = patch(id={patch_id!r}, ...)")
             anchor_file = self.anchors_root / f"{patch_id}.toml"
             anchors = load_anchor_file(anchor_file) if anchor_file.is_file() else {}
+            for key in ("requires", "conflicts", "supersedes"):
+                for dep in getattr(declared, key):
+                    if not module_file(self.root, dep).is_file():
+                        raise SeriesError(f"patch {patch_id}: {key}= names unknown patch {dep} "
+                                          f"(no {module_file(self.root, dep).name} in {self.root})")
             unknown = [a for a in declared.removes if a not in anchors]
             if unknown:
                 raise SeriesError(f"{patch_id}: removes= names unknown anchors {unknown} (define them in {anchor_file})")

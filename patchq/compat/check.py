@@ -448,7 +448,8 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
         row.level = None
         return row
 
-    row.upstream_check = _run_upstream_check(patch, source)
+    ran = plan.hand_checks.get(patch.id)  # relations hook: the plan already ran it (pristine view)
+    row.upstream_check = {"verdict": ran[0], "reason": ran[1]} if ran else _run_upstream_check(patch, source)
     says_upstream = bool(row.upstream_check and row.upstream_check["verdict"] == "upstreamed")
     if row.upstream_check and row.upstream_check["verdict"] == "error":
         row.notes.append(f"upstream check raised {row.upstream_check['reason']}")

@@ -35,6 +35,7 @@ Beyond "it applies and compiles", every edit is judged by what it changes
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -47,14 +48,12 @@ from patchq.plan.anchors import (
     Segment,
     ast_index,
     cut_segment,
-    definition_span,
     fingerprint,
     fingerprint_ast,
     locate_definition,
     match_anchor,
     node_code,
     splice,
-    split_lines,
 )
 from patchq.edits import EditContext, add_sentinel
 from patchq.errors import AnchorError
@@ -141,6 +140,8 @@ class Plan:
     #: patch id -> what each of its edits changed (:class:`survival.EditChange`), for
     #: every edit patch that got as far as its transforms (also failed ones)
     changes: dict = field(default_factory=dict, repr=False, compare=False)
+    #: patch id -> (verdict, reason) of its hand-written ``upstream_check``, as the plan ran it
+    hand_checks: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -326,7 +327,7 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
         if isinstance(new, cst.FlattenSentinel):  # definitions placed beside the anchored one
             _check_siblings(ws, patch, anchor_id, relpath, spec.qualname, new)
         new_ast = _stmt_ast(new)
-        change = survival.EditChange(patch.id, anchor_id, relpath, spec.qualname)
+        change = survival.EditChange(patch.id, anchor_id, relpath, spec.qualname, before=node_ast, after=new_ast)
         if new_ast is None:
             change.removed = [survival.Item(survival.statement_key(node_ast), spec.qualname)]
         else:
@@ -445,36 +446,37 @@ def upstream_evidence(changes: list[survival.EditChange]) -> str:
 
 
 def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes: list[survival.EditChange]) -> None:
-    """The pyflakes checks of every definition the patch changed (module context)."""
-    seen = set()
+    """The pyflakes checks of every definition the patch changed (module context;
+    :func:`validate.check_names`)."""
+    first: dict[tuple[str, str], survival.EditChange] = {}
+    last: dict[tuple[str, str], survival.EditChange] = {}
     for ch in changes:
-        if (ch.relpath, ch.qualname) in seen:
+        first.setdefault((ch.relpath, ch.qualname), ch)
+        last[(ch.relpath, ch.qualname)] = ch
+    for key, ch in first.items():
+        relpath, qualname = key
+        old, new = ch.before, last[key].after
+        text_before = before.get(relpath, ws.pristine_text.get(relpath))  # unread before: pristine
+        if text_before is None or old is None or new is None:
             continue
-        seen.add((ch.relpath, ch.qualname))
-        text_before = before.get(ch.relpath, ws.pristine_text.get(ch.relpath))  # unread before: pristine
-        if text_before is None:
-            continue
-        top = ch.qualname.split(".")[0]
-        old = _top_text(text_before, top)
-        new = _top_text(ws.text[ch.relpath], top)
-        if old is None or new is None:
-            continue
+        owner = None
+        if "." in qualname:
+            found = _index_of(text_before).get(qualname.rsplit(".", 1)[0])
+            owner = found[0] if found and len(found) == 1 and isinstance(found[0], ast.ClassDef) else None
         try:
-            validate.check_names(patch.id, ch.qualname, text_before, old, new, patch.runtime_names)
+            validate.check_names(patch.id, qualname, text_before, old, new, owner, patch.runtime_names)
         except AnchorError as exc:
             exc.anchor = ch.anchor
             raise
 
 
-def _top_text(text: str, top: str) -> str | None:
+@functools.lru_cache(maxsize=16)
+def _index_of(text: str) -> dict:
+    """:func:`ast_index` of a text, cached (the plan's texts are the same objects)."""
     try:
-        found = ast_index(text).get(top)
+        return ast_index(text)
     except SyntaxError:
-        return None
-    if not found or len(found) != 1:
-        return None
-    start, end = definition_span(found[0])
-    return textwrap.dedent("".join(split_lines(text)[start - 1:end]))
+        return {}
 
 
 def _survival(ws: Workspace, patch: Patch, results: list[PatchResult],
@@ -585,6 +587,7 @@ def plan(
     ws = Workspace(source, read or source.read_text)
     results: list[PatchResult] = []
     all_changes: dict[str, list[survival.EditChange]] = {}
+    hand_checks: dict[str, tuple[str, str]] = {}
     done: dict[str, list[survival.EditChange]] = {}
 
     def lookup(qualname: str, module: str):
@@ -617,6 +620,8 @@ def plan(
         result = PatchResult(patch.id, patch.hash, OK, variant=label)
         ctx = EditContext(patch.id, patch.hash, source.version, source, lookup)
         hand = _hand_check(patch, _PristineView(source, ws))
+        if hand is not None:
+            hand_checks[patch.id] = hand
         if hand is not None and hand[0] == "upstreamed":
             result.status, result.reason = UPSTREAMED, f"upstream check: {hand[1]}"
             if strict:
@@ -706,4 +711,5 @@ def plan(
     for relpath in bad:
         pristine.pop(relpath, None)
         patched.pop(relpath, None)
-    return Plan(source, results, pristine, patched, workspace=ws, changes=all_changes)
+    return Plan(source, results, pristine, patched, workspace=ws, changes=all_changes,
+                hand_checks=hand_checks)

@@ -70,6 +70,9 @@ class EditChange:
     upstream: list[tuple[Item, str]] = field(default_factory=list)
     #: member names the edit defines a second time (:func:`duplicate_members`)
     duplicates: list[str] = field(default_factory=list)
+    #: the definition's :mod:`ast` before and after the edit (None after a removal)
+    before: ast.AST | None = field(default=None, repr=False, compare=False)
+    after: ast.AST | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_upstream(self) -> bool:

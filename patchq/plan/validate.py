@@ -23,8 +23,10 @@ check that refused the edit:
     (:func:`patchq.plan.survival.duplicate_members`).
 
 The module context is the module's text with every other top-level ``def``/``class``
-reduced to a one-line stub (their names stay bound, their bodies are not analysed), so
-a check costs a pyflakes pass over the edited top-level definition, not the module.
+reduced to a one-line stub (their names stay bound, their bodies are not analysed); a
+method is analysed inside its class with the other members stubbed, and a class with its
+unchanged members stubbed, so a check costs a pyflakes pass over what the patch changed,
+not the module.
 """
 
 from __future__ import annotations
@@ -111,12 +113,10 @@ def _context(text: str, top: str) -> tuple[str, int] | None:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if stmt.name == top:
                 continue
-            stub = ast.parse(f"{'class' if isinstance(stmt, ast.ClassDef) else 'def'} {stmt.name}"
-                             f"{'' if isinstance(stmt, ast.ClassDef) else '()'}: pass").body[0]
-            body.append(stub)
+            body.append(_stub(stmt))
         else:  # imports, assignments, module-level if/try (definitions under them stay bound)
             body.append(stmt)
-    code = ast.unparse(ast.Module(body=body, type_ignores=[])) + "\n"
+    code = ast.unparse(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))) + "\n"
     return code, code.count("\n")
 
 
@@ -136,31 +136,93 @@ def _messages(code: str, first_line: int) -> list[tuple[str, tuple]]:
     return out
 
 
-def check_names(patch_id: str, qualname: str, module_text_before: str, top_before: str,
-                top_after: str, runtime_names: Iterable[str]) -> None:
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _stub(node: ast.stmt) -> ast.stmt:
+    """``class Name: pass`` or ``def name(): pass`` (the name stays bound, nothing else)."""
+    if isinstance(node, ast.ClassDef):
+        return ast.ClassDef(name=node.name, bases=[], keywords=[], body=[ast.Pass()], decorator_list=[])
+    args = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                         defaults=[])
+    return ast.FunctionDef(name=node.name, args=args, body=[ast.Pass()], decorator_list=[], returns=None)
+
+
+def _with_body(cls: ast.ClassDef, body: list) -> ast.ClassDef:
+    new = ast.ClassDef(name=cls.name, bases=cls.bases, keywords=cls.keywords, body=body or [ast.Pass()],
+                       decorator_list=cls.decorator_list)
+    if hasattr(cls, "type_params"):  # Python 3.12+
+        new.type_params = cls.type_params
+    return new
+
+
+def _shrink_pair(before: ast.stmt, after: ast.stmt) -> tuple[ast.stmt, ast.stmt]:
+    """Two versions of a class with the members they share unchanged reduced to stubs
+    (their names stay bound; only what the patch changed is analysed)."""
+    if not (isinstance(before, ast.ClassDef) and isinstance(after, ast.ClassDef)):
+        return before, after
+    from patchq.plan.survival import statement_key
+
+    same = {statement_key(m) for m in before.body} & {statement_key(m) for m in after.body}
+
+    def shrink(cls):
+        return _with_body(cls, [_stub(m) if isinstance(m, _DEFS) and statement_key(m) in same else m
+                                for m in cls.body])
+
+    return shrink(before), shrink(after)
+
+
+def _in_class(cls: ast.ClassDef, member: str, node: ast.stmt) -> ast.ClassDef:
+    """``cls`` with every other member stubbed and ``member`` replaced by ``node``."""
+    body, placed = [], False
+    for m in cls.body:
+        if isinstance(m, _DEFS) and m.name == member and not placed:
+            body.append(node)
+            placed = True
+        elif isinstance(m, _DEFS):
+            body.append(_stub(m))
+        else:
+            body.append(m)
+    if not placed:
+        body.append(node)
+    return _with_body(cls, body)
+
+
+def check_names(patch_id: str, qualname: str, module_text_before: str, before: ast.stmt, after: ast.stmt,
+                owner: ast.ClassDef | None, runtime_names: Iterable[str]) -> None:
     """The undefined-name and redefinition checks (pyflakes, module docstring).
 
     Args:
+        qualname: the patched definition (``f``, ``C`` or ``C.m``; deeper ones are not
+            checked).
         module_text_before: the module's text before the patch's edit of this definition.
-        top_before, top_after: source of the top-level definition that holds ``qualname``
-            (the class for a method), before and after the patch.
+        before, after: the :mod:`ast` of the definition before and after the patch.
+        owner: for ``C.m``, the class ``C`` as it was before (its other members become
+            stubs); None for a top-level definition.
         runtime_names: names the patch declares as provided at run time.
     Raises:
         AnchorError: kind ``invalid``, naming the check, the patch and each new message.
     """
-    if top_before == top_after:
+    parts = qualname.split(".")
+    if len(parts) > 2 or len(parts) == 2 and owner is None:
         return
-    top = qualname.split(".")[0]
-    ctx = _context(module_text_before, top)
+    if len(parts) == 2:
+        before, after = _in_class(owner, parts[1], before), _in_class(owner, parts[1], after)
+    before, after = _shrink_pair(before, after)
+    old_code = ast.unparse(ast.fix_missing_locations(ast.Module(body=[before], type_ignores=[]))) + "\n"
+    new_code = ast.unparse(ast.fix_missing_locations(ast.Module(body=[after], type_ignores=[]))) + "\n"
+    if old_code == new_code:
+        return
+    ctx = _context(module_text_before, parts[0])
     if ctx is None:
         return
     code, lines = ctx
-    before = _messages(code + top_before, lines)
-    after = _messages(code + top_after, lines)
+    old = _messages(code + old_code, lines)
+    new_msgs = _messages(code + new_code, lines)
     allowed = set(runtime_names)
-    remaining = list(before)
+    remaining = list(old)
     new = []
-    for kind, args, text in after:
+    for kind, args, text in new_msgs:
         match = next((b for b in remaining if b[0] == kind and b[1] == args), None)
         if match is not None:
             remaining.remove(match)
