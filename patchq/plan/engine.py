@@ -256,6 +256,19 @@ def _stmt_ast(node) -> ast.AST | None:
     return ast.parse(textwrap.dedent(node_code(node))).body[0]
 
 
+def _rendered_def(text: str, qualname: str) -> ast.AST | None:
+    """The :mod:`ast` of the definition in a rendered segment (None when it does not
+    parse alone, e.g. a multi-line string at a lower indentation)."""
+    try:
+        body = ast.parse(textwrap.dedent(text)).body
+    except SyntaxError:
+        return None
+    name = qualname.rsplit(".", 1)[-1]
+    found = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+             and n.name == name]
+    return found[0] if len(found) == 1 else None
+
+
 def _line_key(node) -> int | None:
     """The normalized-AST key of a matched libcst statement (line), or None."""
     try:
@@ -286,15 +299,34 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
     node = None
     node_ast = None
     changes = [] if changes is None else changes
+    deferred: list[survival.EditChange] = []  # the segment's last change, summarised from its render
+
+    def finish(change: survival.EditChange, after: ast.AST | None) -> None:
+        change.after = after
+        if after is None:
+            change.removed = [survival.Item(survival.statement_key(change.before), change.qualname)]
+        else:
+            change.added, change.removed = survival.diff_definition(change.before, after)
+            change.duplicates = survival.duplicate_members(change.before, after)  # refused after upstream detection
 
     def flush() -> None:
-        if seg is not None:
-            if node is cst.RemovalSentinel.REMOVE:
-                ws.text[seg.relpath] = splice(ws.text[seg.relpath], seg, "")
-            else:
-                ws.replace(seg, add_sentinel(node, patch.id, patch.hash))
+        if seg is None:
+            return
+        if node is cst.RemovalSentinel.REMOVE:
+            ws.text[seg.relpath] = splice(ws.text[seg.relpath], seg, "")
+            after = None
+        else:
+            text = seg.render(add_sentinel(node, patch.id, patch.hash))
+            ws.text[seg.relpath] = splice(ws.text[seg.relpath], seg, text)
+            after = _rendered_def(text, seg.qualname) if deferred else None
+            if deferred and after is None:
+                after = _stmt_ast(node)
+        for change in deferred:
+            finish(change, after)
+        deferred.clear()
 
-    for anchor_id, edit in variant.edits.items():
+    edit_items = list(variant.edits.items())
+    for i, (anchor_id, edit) in enumerate(edit_items):
         spec = patch.anchors[anchor_id]
         relpath, moved = ws.locate(spec)
         tree = None
@@ -326,14 +358,15 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
         validate.check_result(patch.id, anchor_id, spec.qualname, node, new, patch.removes)
         if isinstance(new, cst.FlattenSentinel):  # definitions placed beside the anchored one
             _check_siblings(ws, patch, anchor_id, relpath, spec.qualname, new)
-        new_ast = _stmt_ast(new)
-        change = survival.EditChange(patch.id, anchor_id, relpath, spec.qualname, before=node_ast, after=new_ast)
-        if new_ast is None:
-            change.removed = [survival.Item(survival.statement_key(node_ast), spec.qualname)]
-        else:
-            change.added, change.removed = survival.diff_definition(node_ast, new_ast)
-            change.duplicates = survival.duplicate_members(node_ast, new_ast)  # refused after upstream detection
+        change = survival.EditChange(patch.id, anchor_id, relpath, spec.qualname, before=node_ast)
         changes.append(change)
+        following = patch.anchors[edit_items[i + 1][0]] if i + 1 < len(edit_items) else None
+        if following is not None and following.qualname == spec.qualname and new is not cst.RemovalSentinel.REMOVE:
+            new_ast = _stmt_ast(new)  # the next edit of this definition starts from it
+            finish(change, new_ast)
+        else:  # summarised from the segment's render at flush (one codegen, not two)
+            new_ast = None
+            deferred.append(change)
         node, node_ast = new, new_ast
         result.anchors.append(AnchorResult(
             anchor_id, relpath, spec.qualname, ws.line_of(relpath, spec.qualname),
