@@ -118,6 +118,7 @@ def apply(
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
     series_dir: Optional[str] = SeriesDir,
+    strict: bool = typer.Option(False, "--strict", help="fail on a patch found upstream instead of skipping it"),
     as_json: bool = Json,
 ) -> None:
     """Apply a profile's patches (validated first; idempotent).
@@ -133,7 +134,7 @@ def apply(
 
         doc, code = pick.push_pop("apply", _target(site_packages, python), _series(series_dir), patch)
     else:
-        doc, code = cmd.apply(_target(site_packages, python), _series(series_dir), profile)
+        doc, code = cmd.apply(_target(site_packages, python), _series(series_dir), profile, strict=strict)
     _finish(doc, code, as_json, report.apply_text, err=bool(doc["error"]))
 
 

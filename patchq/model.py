@@ -121,6 +121,18 @@ class Patch:
         upstream_check: optional ``(CodeSource) -> str | None``; returns a reason when
             the release already does what the patch intends (used by ``check``).
         probe: optional behavioural probe, run in an interpreter that imports vLLM.
+        requires: ids of patches that must come before this one in every profile that
+            holds it (:mod:`patchq.plan.relations`).
+        conflicts: ids of patches that must never be in a profile with this one.
+        supersedes: ids of patches whose change this one deliberately rewrites, building
+            on it: they must come before it, and their rewritten change is reported
+            ``superseded by <this id>`` instead of failing the profile.
+        runtime_names: names the patched code uses that are provided at run time
+            (builtins injected by a plugin, names the module defines dynamically); the
+            undefined-name check (:mod:`patchq.plan.validate`) accepts them.
+        removes: anchor ids whose transform deliberately removes the anchored
+            definition (returns ``libcst.RemovalSentinel.REMOVE``); any other anchor must
+            give back a definition of the same kind and name.
     """
 
     id: str
@@ -134,6 +146,16 @@ class Patch:
     source_file: str = ""
     upstream_check: Callable | None = None
     probe: Callable | None = None
+    requires: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    supersedes: tuple[str, ...] = ()
+    runtime_names: tuple[str, ...] = ()
+    removes: tuple[str, ...] = ()
+
+    def relations(self) -> dict[str, list[str]]:
+        """The declared relations as JSON lists: ``requires``, ``conflicts``, ``supersedes``."""
+        return {"requires": list(self.requires), "conflicts": list(self.conflicts),
+                "supersedes": list(self.supersedes)}
 
     def variant_for(self, version: Version | str) -> Variant | None:
         """The first variant whose applies-range contains ``version``, or None."""

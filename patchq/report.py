@@ -102,6 +102,9 @@ def list_text(doc: dict) -> str:
     out.append("patches")
     for p in doc["patches"]:
         out += _wrap(p["summary"], 4, f"  {p['id']} ({range_text(p['applies'])}): ", cols)
+        rel = "; ".join(f"{k} {', '.join(p[k])}" for k in ("requires", "conflicts", "supersedes") if p.get(k))
+        if rel:
+            out += _wrap(rel, 8, "    ", cols)
         ranges = [range_text(v["applies"]) for v in p["variants"]]
         rw = max((len(r) for r in ranges), default=0)
         for rng, v in zip(ranges, p["variants"]):

@@ -67,12 +67,37 @@ def patch(
     upstream: Iterable[str] = (),
     upstream_check=None,
     probe=None,
+    requires: Iterable[str] = (),
+    conflicts: Iterable[str] = (),
+    supersedes: Iterable[str] = (),
+    runtime_names: Iterable[str] = (),
+    removes: Iterable[str] = (),
 ) -> Patch:
-    """Declare a patch in ``series/<module>.py`` (anchors and hash are filled at load)."""
+    """Declare a patch in ``series/<module>.py`` (anchors and hash are filled at load).
+
+    ``requires``, ``conflicts`` and ``supersedes`` (patch ids) declare how the patch
+    relates to others; a profile is checked against them when loaded
+    (:func:`patchq.plan.relations.validate_profile`). ``runtime_names`` and ``removes``
+    relax the edit validation (:class:`patchq.model.Patch`). All are optional: a series
+    file written without them loads and behaves as before.
+
+    Raises:
+        SeriesError: a relation or name list is not a list of strings, or names the
+            patch itself.
+    """
+    rel = {}
+    for key, value in (("requires", requires), ("conflicts", conflicts), ("supersedes", supersedes),
+                       ("runtime_names", runtime_names), ("removes", removes)):
+        items = [value] if isinstance(value, str) else list(value)
+        if not all(isinstance(x, str) and x for x in items):
+            raise SeriesError(f"patch {id}: {key}= must be a list of non-empty strings, got {value!r}")
+        if key in ("requires", "conflicts", "supersedes") and id in items:
+            raise SeriesError(f"patch {id}: {key}= names the patch itself")
+        rel[key] = tuple(dict.fromkeys(items))
     return Patch(
         id=id, summary=summary, why=" ".join(why.split()), applies=spec(applies),
         variants=tuple(variants), upstream=tuple(upstream),
-        upstream_check=upstream_check, probe=probe,
+        upstream_check=upstream_check, probe=probe, **rel,
     )
 
 
@@ -141,6 +166,14 @@ class Series:
                 raise SeriesError(f"{path} must define PATCH = patch(id={patch_id!r}, ...)")
             anchor_file = self.anchors_root / f"{patch_id}.toml"
             anchors = load_anchor_file(anchor_file) if anchor_file.is_file() else {}
+            for key in ("requires", "conflicts", "supersedes"):
+                for dep in getattr(declared, key):
+                    if not module_file(self.root, dep).is_file():
+                        raise SeriesError(f"patch {patch_id}: {key}= names unknown patch {dep} "
+                                          f"(no {module_file(self.root, dep).name} in {self.root})")
+            unknown = [a for a in declared.removes if a not in anchors]
+            if unknown:
+                raise SeriesError(f"{patch_id}: removes= names unknown anchors {unknown} (define them in {anchor_file})")
             for v in declared.variants:
                 missing = [a for a in v.edits if a not in anchors]
                 if missing:
@@ -173,14 +206,30 @@ class Series:
             raise UsageError(f"unknown profile {name!r}; known: {', '.join(self.profiles)}") from None
 
     def patches_of(self, profile: str) -> list[Patch]:
-        """The profile's patches, in order."""
-        return [self.patch(pid) for pid in self.profile(profile).patches]
+        """The profile's patches, in order, validated against their declared relations.
+
+        Raises:
+            UsageError: unknown profile or patch. SeriesError: a relation is broken
+                (:func:`patchq.plan.relations.validate_profile`).
+        """
+        from patchq.plan.relations import validate_profile
+
+        patches = [self.patch(pid) for pid in self.profile(profile).patches]
+        validate_profile(profile, patches)
+        return patches
 
 
 def load_profiles(path: Path) -> dict[str, Profile]:
     """Parse ``profiles.toml``. Raises SeriesError."""
-    return {name: Profile(name=name, patches=tuple(t["patches"]), description=t["description"])
-            for name, t in hashing.profile_tables(path).items()}  # types checked there
+    out = {}
+    for name, t in hashing.profile_tables(path).items():  # types checked there
+        ids = list(t["patches"])
+        twice = sorted({pid for pid in ids if ids.count(pid) > 1})
+        if twice:
+            raise SeriesError(f"{path.name}: profile {name} lists patch {twice[0]} twice "
+                              f"(a profile holds each patch once)")
+        out[name] = Profile(name=name, patches=tuple(ids), description=t["description"])
+    return out
 
 
 def load(explicit: str | Path | None = None) -> Series:

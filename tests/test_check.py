@@ -153,7 +153,8 @@ def test_cli_check_vllm_0_33_dense_exits_0(cli):
         pid: v[0] for pid, v in CURRENT["0.33.0"].items()}
     assert doc["counts"] == {"applies": 4, "upstreamed": 1}
     keys = {"id", "hash", "status", "reason", "blocking", "variant", "variant_kind", "tried_variant",
-            "confirmed", "anchors", "upstream_check", "drift", "notes", "level"}
+            "confirmed", "anchors", "upstream_check", "drift", "notes", "level",
+            "relations", "upstream_evidence"}
     assert all(set(p) == keys for p in doc["patches"])
 
 

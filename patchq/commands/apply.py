@@ -40,11 +40,13 @@ def summary(series: Series) -> dict:
     return series_summary(series.root, series.anchors_root)
 
 
-def apply(target: CodeSource, series: Series, profile: str) -> tuple[dict, int]:
-    """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code)."""
+def apply(target: CodeSource, series: Series, profile: str, strict: bool = False) -> tuple[dict, int]:
+    """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code).
+
+    ``strict``: an upstreamed patch fails instead of being skipped (``apply --strict``)."""
     digest = summary(series)
     return converge_to("apply", target, profile, series.patches_of(profile), profile=profile,
-                       summary=digest, modules=modules_of(digest))
+                       summary=digest, modules=modules_of(digest), strict=strict)
 
 
 def modules_of(digest: dict) -> list[str]:

@@ -15,8 +15,9 @@ def run(target: CodeSource, series: Series, profile: str | None) -> tuple[dict, 
     Raises:
         UsageError: unknown profile. SeriesError: broken series data.
     """
-    ids = list(series.profile(profile).patches) if profile else series.all_patch_ids()
-    rows = checking.check(target, [series.patch(pid) for pid in ids])
+    # relations hook: a profile's patches come validated against their declared relations
+    patches = series.patches_of(profile) if profile else [series.patch(pid) for pid in series.all_patch_ids()]
+    rows = checking.check(target, patches)
     doc = checking.document(target, profile, rows)
     return doc, doc["exit_code"]
 

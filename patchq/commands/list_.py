@@ -22,7 +22,9 @@ from patchq.errors import EXIT_OK, SeriesError
 
 SCHEMA = "patchq.list/1"
 
-_PATCH_KEYS = {"id", "summary", "why", "applies", "variants", "upstream", "upstream_check", "probe"}
+_PATCH_KEYS = {"id", "summary", "why", "applies", "variants", "upstream", "upstream_check", "probe",
+               "requires", "conflicts", "supersedes", "runtime_names", "removes"}
+_RELATIONS = ("requires", "conflicts", "supersedes")
 _VARIANT_KEYS = {"edits", "upstreamed", "absent", "note"}
 
 
@@ -40,6 +42,9 @@ def run(series_dir: str | None = None) -> tuple[dict, int]:
             raise SeriesError(f"{s.root / 'profiles.toml'}: profile {pr.name!r} names unknown patch(es) "
                               f"{', '.join(unknown)} (no series file for them)")
     patches = [_row(s, pid) for pid in s.all_patch_ids()]
+    if any(row[k] for row in patches for k in _RELATIONS):  # relations are checked on the loaded patches
+        for name in s.profiles:
+            s.patches_of(name)
     doc = {"schema": SCHEMA,
            "series": s.location.as_json() if s.location else None,
            "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
@@ -62,7 +67,7 @@ def _row(s: series_mod.Series, pid: str) -> dict:
         return {"id": pid, "hash": hashing.patch_hash_from_files(path, anchor_file), **declared}
     p = s.patch(pid)  # not plain literals (or no file: the loader says why)
     return {"id": p.id, "hash": p.hash, "summary": p.summary, "applies": str(p.applies),
-            "upstream": list(p.upstream),
+            "upstream": list(p.upstream), **p.relations(),
             "variants": [{"applies": str(v.applies), "kind": v.kind, "anchors": list(v.edits),
                           "reason": v.upstreamed or v.absent or ""} for v in p.variants]}
 
@@ -104,6 +109,7 @@ def _declared(path: Path, pid: str) -> dict | None:
         return {"summary": _literal(kw["summary"], str),
                 "applies": str(series_mod.spec(_literal(kw["applies"], str))),
                 "upstream": list(_literal(kw["upstream"], (list, tuple))) if "upstream" in kw else [],
+                **{k: list(_literal(kw[k], (list, tuple))) if k in kw else [] for k in _RELATIONS},
                 "variants": variants}
     except (ValueError, TypeError, SyntaxError):
         return None

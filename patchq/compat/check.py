@@ -34,6 +34,12 @@ Statuses (the rule that decides each, in this order):
     the transform applies and compiles but some anchored definition changed since the
     verified releases: ``drift`` holds the unified diff of that definition's text
     between the nearest verified release (read from patchq's release cache) and the target.
+``superseded``, ``interaction``, ``partially-upstreamed``
+    relations between patches and generic upstream detection: see
+    :mod:`patchq.compat.upstreamed` (``interaction`` and ``partially-upstreamed`` block).
+    ``upstreamed`` also comes from generic detection when the patch has no
+    ``upstream_check`` (every edit's change already in the release; or, backwards, the
+    release's definition equals the patch's result on its last verified release).
 
 When no variant covers an in-range version, the nearest edit variant is tried in its
 place (what a rebase would start from): the status is that trial's, and the row is
@@ -71,7 +77,9 @@ JSON document ``patchq.check/1`` (``patchq check --json``)::
                      "base_path": "vllm/…", "base_line": 1292, "path": "vllm/…", "line": 346,
                      "diff": "unified diff text ('' when only formatting/comments differ)"}],
           "notes": ["free text"],
-          "level": "source"                       # deepest level reached: null when blocking
+          "level": "source",                      # deepest level reached: null when blocking
+          "relations": {"requires": [], "conflicts": [], "supersedes": [], "superseded_by": []},
+          "upstream_evidence": [{"anchor": "…", "statement": "…", "where": "path:line"}]
         }
       ]
     }
@@ -106,8 +114,12 @@ CONFLICT = "conflict"
 GONE = "gone"
 ABSENT = "absent"
 NOT_APPLICABLE = "not-applicable"
+SUPERSEDED = "superseded"  # relations hook (compat/upstreamed.py)
+INTERACTION = "interaction"
+PARTIAL = "partially-upstreamed"
 #: Every status, most to least favourable (report order).
-STATUSES = (APPLIES, DRIFTED, MOVED, UPSTREAMED, ABSENT, NOT_APPLICABLE, CONFLICT, GONE)
+STATUSES = (APPLIES, DRIFTED, MOVED, UPSTREAMED, SUPERSEDED, ABSENT, NOT_APPLICABLE, CONFLICT, GONE,
+            INTERACTION, PARTIAL)
 
 
 @dataclass
@@ -128,6 +140,8 @@ class PatchCheck:
     drift: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     level: str | None = "source"
+    relations: dict = field(default_factory=dict)  # relations hook (compat/upstreamed.py)
+    upstream_evidence: list = field(default_factory=list)
     #: files this patch read or changed in the plan (for profile views; not in JSON)
     touched: set = field(default_factory=set, repr=False)
     compile_failed: bool = field(default=False, repr=False)
@@ -140,6 +154,7 @@ class PatchCheck:
             "tried_variant": self.tried_variant, "confirmed": self.confirmed,
             "anchors": self.anchors, "upstream_check": self.upstream_check,
             "drift": self.drift, "notes": self.notes, "level": self.level,
+            "relations": self.relations, "upstream_evidence": self.upstream_evidence,
         }
 
 
@@ -432,7 +447,8 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
         row.level = None
         return row
 
-    row.upstream_check = _run_upstream_check(patch, source)
+    ran = plan.hand_checks.get(patch.id)  # relations hook: the plan already ran it (pristine view)
+    row.upstream_check = {"verdict": ran[0], "reason": ran[1]} if ran else _run_upstream_check(patch, source)
     says_upstream = bool(row.upstream_check and row.upstream_check["verdict"] == "upstreamed")
     if row.upstream_check and row.upstream_check["verdict"] == "error":
         row.notes.append(f"upstream check raised {row.upstream_check['reason']}")
@@ -442,7 +458,7 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
         if row.upstream_check is not None and row.upstream_check["verdict"] == "not-upstreamed":
             row.reason += "; but the patch's upstream check disagrees: it does not find the fix in this release"
             row.notes.append("upstreamed variant contradicted by the patch's upstream check")
-        elif says_upstream:
+        elif says_upstream and row.upstream_check["reason"] not in row.reason:
             row.reason += f" (upstream check: {row.upstream_check['reason']})"
         _locate_all(patch, nearest_edit_variant(patch, version), res, row)
         return row
@@ -461,6 +477,9 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
         return row
 
     # an edit variant (or the trial of the nearest one)
+    from patchq.compat import upstreamed  # relations hook: superseded / interaction / partially-upstreamed
+    if upstreamed.classify(patch, result, row):
+        return row
     if tried is not None:
         row.tried_variant = _label(tried)
         row.blocking = True
@@ -609,7 +628,10 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     planned, tried = effective_patches(patches, source.version)
     plan = engine.plan(source, planned, read=pristine_reader(source))
     res = _Resolver(plan)
-    return [classify(p, r, plan, tried.get(p.id), res) for p, r in zip(patches, plan.results)]
+    rows = [classify(p, r, plan, tried.get(p.id), res) for p, r in zip(patches, plan.results)]
+    from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
+    upstreamed.annotate(rows, patches, plan)
+    return rows
 
 
 def exit_code(rows: Iterable[PatchCheck | dict]) -> int:
@@ -687,11 +709,15 @@ def check_profiles(source: CodeSource, series, profiles: list[str]) -> dict[str,
         profile -> rows in the profile's order.
     """
     ids = {name: list(series.profile(name).patches) for name in profiles}
+    for name in profiles:  # relations hook: a broken profile is a series error
+        series.patches_of(name)
     order = union_order(ids)
     rows = {r.id: r for r in check(source, [series.patch(pid) for pid in order])}
     out: dict[str, list[PatchCheck]] = {}
+    from patchq.compat import upstreamed  # relations hook: outcomes that depend on other patches
     for name, pids in ids.items():
-        if view_is_exact(pids, order, rows):
+        if view_is_exact(pids, order, rows) and not upstreamed.depends_on_others(rows[p] for p in pids) \
+                and not any(rows[p].relations.get("superseded_by") for p in pids):
             out[name] = [rows[pid] for pid in pids]
         else:
             out[name] = check(source, [series.patch(pid) for pid in pids])

@@ -65,7 +65,7 @@ from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
 
 SCHEMA = "patchq.matrix/1"
 LEVELS = ("source", "import", "probe", "boot")
-_EDIT_STATUSES = ("applies", "applies-drifted", "moved")
+_EDIT_STATUSES = ("applies", "applies-drifted", "moved", "superseded")  # superseded: applied (relations hook)
 
 _series_cache: dict = {}
 

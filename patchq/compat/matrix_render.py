@@ -14,11 +14,13 @@ import html as _html
 SHORT = {
     "applies": "applies", "applies-drifted": "drifted", "moved": "moved", "upstreamed": "upstream",
     "absent": "absent", "not-applicable": "n/a", "conflict": "CONFLICT", "gone": "GONE",
+    "superseded": "superseded", "interaction": "INTERACTION", "partially-upstreamed": "PARTIAL",
 }
 LEVEL_SHORT = {"source": "src", "import": "import", "probe": "probe", "boot": "boot", None: "-"}
 COLORS = {
     "applies": "#c8e6c9", "applies-drifted": "#fff59d", "moved": "#ffe0b2", "upstreamed": "#b3e5fc",
     "absent": "#eeeeee", "not-applicable": "#fafafa", "conflict": "#ffcdd2", "gone": "#ef9a9a",
+    "superseded": "#d1c4e9", "interaction": "#f48fb1", "partially-upstreamed": "#ffab91",
 }
 MEANING = {
     "applies": "fingerprint identical to a verified release",
@@ -29,7 +31,20 @@ MEANING = {
     "not-applicable": "outside the patch's applies-range",
     "conflict": "definition found, transform cannot apply",
     "gone": "nothing matches anywhere",
+    "superseded": "applied, then rewritten on purpose by a later patch that declares supersedes",
+    "interaction": "another patch of the profile removed or replaced this patch's statement (or the reverse)",
+    "partially-upstreamed": "some of the patch's edits are already in the release, some are not",
 }
+
+
+def _relations_text(row: dict) -> str:
+    """``requires a; supersedes b`` from any cell of a patch row (relations hook)."""
+    for cell in row.values():
+        rel = (cell or {}).get("relations") or {}
+        parts = [f"{k.replace('_', ' ')} {', '.join(rel[k])}" for k in ("requires", "conflicts", "supersedes",
+                                                                      "superseded_by") if rel.get(k)]
+        return "; ".join(parts)
+    return ""
 
 
 def _where(cell: dict, limit: int = 3) -> str:
@@ -277,7 +292,9 @@ def html(doc: dict) -> str:
                            f'{_e(SHORT.get(cell["status"], cell["status"]))}{_e(_flag(cell))}'
                            f'<small>{_e(level)} · {_wbr(_short_where(cell))}</small></a></td>')
             first = doc["first_change"][name][pid]
-            out.append(f'<tr><th><a href="#p-{_e(pid)}">{_e(pid)}</a></th>' + "".join(tds)
+            rel_text = _relations_text(row)  # relations hook
+            rel_html = f"<br><small>{_e(rel_text)}</small>" if rel_text else ""
+            out.append(f'<tr><th><a href="#p-{_e(pid)}">{_e(pid)}</a>{rel_html}</th>' + "".join(tds)
                        + f"<td>{_e(first or '-')}</td></tr>")
         boots = doc["boot"].get(name, {})
         if boots:

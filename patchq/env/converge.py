@@ -80,6 +80,7 @@ def converge(
     restore_foreign: Sequence[str] = (),
     modules: Sequence[str] = (),
     leftover: Sequence[str] | None = None,
+    strict: bool = False,
 ) -> ConvergeResult:
     """Make ``target`` carry exactly ``patches`` (see module docstring).
 
@@ -100,6 +101,7 @@ def converge(
             a killed patchq left.
         leftover: patch ids that must not be left in any of ``modules`` (revert): a file
             that would still carry one of their sentinels is named and refused.
+        strict: an upstreamed patch fails instead of being skipped (``apply --strict``).
     Raises:
         PlanFailed: a patch failed to resolve, transform or compile (nothing written).
         ForeignEditError: a file to change was modified by someone else (no ``force``),
@@ -114,7 +116,7 @@ def converge(
     state = StateDir(target.root)
     record = target.record()
     if dry_run:
-        return _converge(target, state, patches, profile, force, True, summary, restore_foreign)
+        return _converge(target, state, patches, profile, force, True, summary, restore_foreign, strict=strict)
     if not is_writable_dir(target.root):
         raise ReadOnlyError(f"{target.root} is not writable; nothing was written "
                             f"(use `patchq run` to patch at import time instead)")
@@ -134,7 +136,8 @@ def converge(
         except StateError:
             pass
         state.clean_temp(dirs)
-        result = _converge(target, state, patches, profile, force, False, summary, restore_foreign, leftover, modules)
+        result = _converge(target, state, patches, profile, force, False, summary, restore_foreign, leftover, modules,
+                            strict)
         result.recovered = recovered
         return result
 
@@ -178,7 +181,7 @@ def _needs_runtime(texts) -> bool:
 
 
 def _converge(target, state, patches, profile, force, dry_run, summary, restore_foreign=(), leftover=None,
-              modules=()) -> ConvergeResult:
+              modules=(), strict=False) -> ConvergeResult:
     record = target.record()
     obsolete: set[str] = set()
     try:
@@ -218,7 +221,7 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
     if patches:
         from patchq.plan import engine
 
-        plan = engine.plan(target, patches, read=read)
+        plan = engine.plan(target, patches, read=read, strict=strict)
     else:  # revert --all: nothing to plan, no parser needed
         plan = planned.Plan(source=target, results=[], pristine={}, patched={})
     if foreign and not force:  # before plan failures: an edit explains failing anchors
@@ -260,8 +263,8 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
     applied_before = set(journal.patches)
     result = ConvergeResult(
         plan=plan, journal=new_journal,
-        added=[p for p in new_journal.patches if p not in applied_before or
-               journal.patches[p].hash != new_journal.patches[p].hash],
+        added=[p for p, e in new_journal.patches.items() if e.outcome != "upstreamed" and  # relations hook
+               (p not in applied_before or journal.patches[p].hash != e.hash)],
         removed=[p for p in journal.patches if p not in new_journal.patches],
     )
     result.restored = sorted(r for r in writes if r not in new_journal.files)
@@ -389,8 +392,10 @@ def _journal_after(target: CodeSource, journal: Journal, plan: planned.Plan,
     files: dict[str, FileEntry] = {}
     patches: dict[str, PatchEntry] = {}
     for r in plan.results:
-        if r.status == planned.OK:
-            patches[r.patch_id] = PatchEntry(hash=r.hash, variant=r.variant, files=list(r.files))
+        outcome = planned.journal_outcome(r, str(target.version))  # applied, superseded or upstreamed
+        if outcome is not None:
+            patches[r.patch_id] = PatchEntry(hash=r.hash, variant=r.variant, files=list(r.files),
+                                             outcome=outcome[0], reason=outcome[1])
     for relpath, text in plan.patched.items():
         files[relpath] = FileEntry(
             record_sha256=target.record().get(relpath),

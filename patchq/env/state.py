@@ -42,11 +42,19 @@ class FileEntry:
 
 @dataclass
 class PatchEntry:
-    """One applied patch: its hash, variant and files."""
+    """One patch of the applied profile: its hash, variant and files.
+
+    ``outcome`` (patchq relations hook): ``applied``; ``superseded`` (applied, and a later
+    patch rewrote its change on purpose: ``reason`` names it); or ``upstreamed`` (the
+    release already has the change: nothing applied, no files). Written by
+    :func:`patchq.plan.engine.journal_outcome`, read by ``status`` without parsing.
+    """
 
     hash: str
     variant: str = ""
     files: list[str] = field(default_factory=list)
+    outcome: str = "applied"
+    reason: str = ""
 
 
 @dataclass

@@ -12,6 +12,10 @@ Patch statuses:
     ``stale``        applied, but the patch definition changed since (apply updates it);
     ``foreign``      its sentinel is present but the journal does not account for it, or
                      a file it changed was modified since;
+    ``upstreamed``   the profile's patch is already in this vLLM release: apply recorded
+                     it in the journal and applied nothing (``upstreamed on X, not applied``);
+    ``superseded``   applied, and a later patch of the profile rewrote its change on
+                     purpose (``supersedes``); the reason names that patch;
     ``not-applied``  none of the above.
 File states: ``pristine`` (sha256 equals RECORD), ``patched`` (equals patchq's journal),
 ``modified`` (neither: someone else edited it), ``missing``.
@@ -165,6 +169,8 @@ def collect(site, series_root, anchors_root) -> dict:
                 row["status"], row["reason"] = "foreign", f"modified since apply: {', '.join(bad)}"
             elif entry["hash"] != current:
                 row["status"], row["reason"] = "stale", f"applied from {entry['hash']}; series now {current}"
+            elif entry.get("outcome", "applied") in ("upstreamed", "superseded"):  # patchq relations hook
+                row["status"], row["reason"] = entry["outcome"], entry.get("reason", "")
             else:
                 row["status"] = "applied"
         else:

@@ -4,16 +4,46 @@
 every changed module, without writing anything. It attempts every patch and records
 each failure with its reason; a failed patch leaves no trace in the result (its partial
 edits are dropped), so the plan of the other patches stays usable for a report.
+
+Beyond "it applies and compiles", every edit is judged by what it changes
+(:mod:`patchq.plan.survival`, :mod:`patchq.plan.validate`):
+
+* **upstream** (a patch without a hand-written ``upstream_check``): an edit whose added
+  statements are all already in the release's pristine definition is upstream there.
+  Every edit upstream: the patch is ``upstreamed`` and nothing of it is applied (with
+  ``strict``: ``failed``, kind ``upstreamed``). Some but not all: ``failed``, kind
+  ``partially-upstreamed``. An anchor that no longer matches is then tried backwards
+  (:mod:`patchq.plan.backward`): a release whose definition equals what the patch
+  produced on its last verified release, or holds all its added statements, is
+  ``upstreamed``. A hand-written ``upstream_check`` wins: when it returns a reason the
+  patch is ``upstreamed``; when it does not and the generic detection finds the change
+  already there, the patch fails (kind ``conflict``) rather than apply it twice.
+* **validity**: the result check, the docstring check, the undefined-name and
+  redefinition checks (pyflakes) and the duplicate-member check
+  (:mod:`patchq.plan.validate`); a refusal is ``failed``, kind ``invalid``.
+* **survival**: once a patch is planned, every statement an earlier patch added to a
+  definition it touched must still be there. When it is not and the later patch
+  declares ``supersedes`` the earlier one, the earlier one is ``superseded`` (its
+  reason names the later one); otherwise the later patch fails, kind ``interaction``,
+  naming both patches, the definition and the statement. An anchor that matches the
+  release's statement but no longer the planned text, because an earlier patch of the
+  profile replaced it, is an ``interaction`` too; so is an anchor that matches a
+  statement an earlier patch added, unless the later patch ``requires`` or
+  ``supersedes`` it.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import textwrap
 from typing import Callable, Iterable
 
 import libcst as cst
 
+from patchq.plan import survival, validate
 from patchq.plan.anchors import (
+    Pattern,
     Segment,
     ast_index,
     cut_segment,
@@ -21,6 +51,7 @@ from patchq.plan.anchors import (
     fingerprint_ast,
     locate_definition,
     match_anchor,
+    node_code,
     splice,
 )
 from patchq.edits import EditContext, add_sentinel
@@ -31,12 +62,15 @@ from patchq.dist.sources import CodeSource
 from patchq.plan.results import (  # noqa: F401 (re-exported: engine.Plan, engine.OK, ...)
     ABSENT,
     FAILED,
+    JOURNALLED,
     NOT_APPLICABLE,
     OK,
+    SUPERSEDED,
     UPSTREAMED,
     AnchorResult,
     Plan,
     PatchResult,
+    journal_outcome,
 )
 
 
@@ -131,21 +165,89 @@ def _verified(spec: AnchorSpec, fp: str) -> str | None:
     return None
 
 
-def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: PatchResult) -> None:
+def _stmt_ast(node) -> ast.AST | None:
+    """The :mod:`ast` of a libcst definition (the definition inside a FlattenSentinel)."""
+    if node is None or node is cst.RemovalSentinel.REMOVE:
+        return None
+    if isinstance(node, cst.FlattenSentinel):
+        defs = [n for n in node.nodes if isinstance(n, (cst.FunctionDef, cst.ClassDef))]
+        if not defs:
+            return None
+        node = defs[0]
+    return ast.parse(textwrap.dedent(node_code(node))).body[0]
+
+
+def _rendered_def(text: str, qualname: str) -> ast.AST | None:
+    """The :mod:`ast` of the definition in a rendered segment (None when it does not
+    parse alone, e.g. a multi-line string at a lower indentation)."""
+    try:
+        body = ast.parse(textwrap.dedent(text)).body
+    except SyntaxError:
+        return None
+    name = qualname.rsplit(".", 1)[-1]
+    found = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+             and n.name == name]
+    return found[0] if len(found) == 1 else None
+
+
+def _line_key(node) -> int | None:
+    """The normalized-AST key of a matched libcst statement (line), or None."""
+    try:
+        code = node_code(node) if isinstance(node, cst.BaseStatement) else \
+            cst.Module(body=[cst.SimpleStatementLine(body=[node])]).code
+        body = ast.parse(textwrap.dedent(code)).body
+    except (SyntaxError, Exception):
+        return None
+    return survival.statement_key(body[0]) if len(body) == 1 else None
+
+
+def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: PatchResult,
+               changes: list[survival.EditChange] | None = None,
+               earlier: dict[str, list[survival.EditChange]] | None = None) -> None:
     """Run a variant's edits in order. Consecutive edits of the same definition share one
     libcst parse and one render; each edited definition gets the patch's sentinel.
 
+    Args:
+        changes: receives one :class:`survival.EditChange` per edit, in order.
+        earlier: patch id -> changes of the patches planned before this one (for the
+            interaction checks on anchors).
     Raises:
-        AnchorError: an anchor does not resolve or match, or a transform fails.
+        AnchorError: an anchor does not resolve or match, a transform fails, or a
+            validation check refuses an edit (kind ``invalid``) or an anchor lands on
+            another patch's statement (kind ``interaction``).
     """
     seg = None  # the definition being edited, and its edited node
     node = None
+    node_ast = None
+    changes = [] if changes is None else changes
+    deferred: list[survival.EditChange] = []  # the segment's last change, summarised from its render
+
+    def finish(change: survival.EditChange, after: ast.AST | None) -> None:
+        change.after = after
+        if after is None:
+            change.removed = [survival.Item(survival.statement_key(change.before), change.qualname)]
+        else:
+            change.added, change.removed = survival.diff_definition(change.before, after)
+            change.duplicates = survival.duplicate_members(change.before, after)  # refused after upstream detection
 
     def flush() -> None:
-        if seg is not None:
-            ws.replace(seg, add_sentinel(node, patch.id, patch.hash))
+        if seg is None:
+            return
+        if node is cst.RemovalSentinel.REMOVE:
+            ws.text[seg.relpath] = splice(ws.text[seg.relpath], seg, "")
+            after = None
+        else:
+            text = seg.render(add_sentinel(node, patch.id, patch.hash))
+            ws.text[seg.relpath] = splice(ws.text[seg.relpath], seg, text)
+            after = _rendered_def(text, seg.qualname) if deferred else None
+            if deferred and after is None:
+                after = _stmt_ast(node)
+        for change in deferred:
+            finish(change, after)
+        deferred.clear()
 
-    for anchor_id, edit in variant.edits.items():
+    edit_items = list(variant.edits.items())
+    for i, (anchor_id, edit) in enumerate(edit_items):
         spec = patch.anchors[anchor_id]
         relpath, moved = ws.locate(spec)
         tree = None
@@ -154,16 +256,39 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
             seg = ws.segment(relpath, spec.qualname)
             node = seg.node
             tree = ws.index(relpath)[spec.qualname][0]  # the unedited definition's ast
+            node_ast = tree
+        if node is cst.RemovalSentinel.REMOVE:
+            raise AnchorError(f"anchor {anchor_id}: {spec.qualname} was removed by an earlier edit of "
+                              f"{patch.id}", kind="invalid", anchor=anchor_id)
         fp = ws.pristine_fingerprint(relpath, spec.qualname) or fingerprint(seg.node)
-        matches = match_anchor(spec, node, tree)
         try:
-            node = edit(node, matches, ctx)
+            matches = match_anchor(spec, node, tree)
+        except AnchorError as exc:
+            _anchor_interaction(ws, patch, spec, relpath, earlier or {}, exc)
+            raise
+        validate.check_docstring_matches(patch.id, anchor_id, spec.qualname, matches)
+        _matched_interaction(ws, patch, spec, relpath, matches, earlier or {})
+        try:
+            new = edit(node, matches, ctx)
         except AnchorError as exc:
             exc.anchor = exc.anchor or anchor_id
             raise
         except Exception as exc:  # a transform bug or an unexpected shape
             raise AnchorError(f"anchor {anchor_id}: transform failed in {spec.qualname}: "
                               f"{type(exc).__name__}: {exc}", kind="conflict", anchor=anchor_id) from exc
+        validate.check_result(patch.id, anchor_id, spec.qualname, node, new, patch.removes)
+        if isinstance(new, cst.FlattenSentinel):  # definitions placed beside the anchored one
+            _check_siblings(ws, patch, anchor_id, relpath, spec.qualname, new)
+        change = survival.EditChange(patch.id, anchor_id, relpath, spec.qualname, before=node_ast)
+        changes.append(change)
+        following = patch.anchors[edit_items[i + 1][0]] if i + 1 < len(edit_items) else None
+        if following is not None and following.qualname == spec.qualname and new is not cst.RemovalSentinel.REMOVE:
+            new_ast = _stmt_ast(new)  # the next edit of this definition starts from it
+            finish(change, new_ast)
+        else:  # summarised from the segment's render at flush (one codegen, not two)
+            new_ast = None
+            deferred.append(change)
+        node, node_ast = new, new_ast
         result.anchors.append(AnchorResult(
             anchor_id, relpath, spec.qualname, ws.line_of(relpath, spec.qualname),
             moved, len(matches), fp, _verified(spec, fp)))
@@ -172,10 +297,217 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
     flush()
 
 
+def _check_siblings(ws: Workspace, patch: Patch, anchor_id: str, relpath: str, qualname: str,
+                    new: cst.FlattenSentinel) -> None:
+    """Definitions a transform places beside the anchored one must not redefine a name its
+    class or module already defines (the duplicate-member check).
+
+    Raises:
+        AnchorError: kind ``invalid``.
+    """
+    name = qualname.rsplit(".", 1)[-1]
+    parent = qualname.rsplit(".", 1)[0] + "." if "." in qualname else ""
+    known = ws.index(relpath) or {}
+    for n in new.nodes:
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef)) and n.name.value != name and \
+                (parent + n.name.value) in known:
+            raise AnchorError(f"duplicate-member check: patch {patch.id}, anchor {anchor_id}: the edit defines "
+                              f"{parent + n.name.value} beside {qualname}, but {relpath} already defines it",
+                              kind="invalid", anchor=anchor_id)
+
+
+def _pristine_def(ws: Workspace, relpath: str, qualname: str) -> ast.AST | None:
+    found = ws.pristine_index(relpath).get(qualname) if ws.current(relpath) is not None else None
+    return found[0] if found and len(found) == 1 else None
+
+
+def _current_def(ws: Workspace, relpath: str, qualname: str) -> ast.AST | None:
+    try:
+        found = (ws.index(relpath) or {}).get(qualname)
+    except SyntaxError:
+        return None
+    return found[0] if found and len(found) == 1 else None
+
+
+def _anchor_interaction(ws: Workspace, patch: Patch, spec: AnchorSpec, relpath: str,
+                        earlier: dict[str, list[survival.EditChange]], exc: AnchorError) -> None:
+    """An anchor that matches the release's statement but not the planned text: when an
+    earlier patch replaced that statement, raise an ``interaction`` error naming it."""
+    if spec.node is None or not earlier:
+        return
+    pristine = _pristine_def(ws, relpath, spec.qualname)
+    if pristine is None:
+        return
+    pattern = Pattern.compile(spec.node)
+    hits = [s for s in ast.walk(pristine) if isinstance(s, ast.stmt) and s is not pristine and pattern.matches(s)]
+    if not spec.count_ok(len(hits)):
+        return
+    keys = {survival.statement_key(h): h for h in hits}
+    for other, chs in earlier.items():
+        for ch in chs:
+            if (ch.relpath, ch.qualname) != (relpath, spec.qualname):
+                continue
+            gone = [keys[i.key] for i in ch.removed if i.key in keys]
+            if gone:
+                stmt = survival.one_line(gone[0])
+                how = (f"{patch.id} supersedes {other} but anchors on the statement {other} replaced: anchor it "
+                       f"on {other}'s result" if other in patch.supersedes else
+                       "both patches anchor on one statement")
+                raise AnchorError(f"interaction: anchor {spec.id} of {patch.id} matches `{stmt}` in {spec.qualname} "
+                                  f"({relpath}:{gone[0].lineno}) of the release, but {other} (earlier in the profile) "
+                                  f"replaced it; {how}", kind="interaction", anchor=spec.id) from exc
+
+
+def _matched_interaction(ws: Workspace, patch: Patch, spec: AnchorSpec, relpath: str, matches,
+                         earlier: dict[str, list[survival.EditChange]]) -> None:
+    """An anchor that matched a statement an earlier patch added: the patch must declare
+    ``requires`` or ``supersedes`` of that patch."""
+    if spec.node is None or not earlier:
+        return
+    mine = [(ch, i) for other, chs in earlier.items() if other not in patch.requires and other not in patch.supersedes
+            for ch in chs if (ch.relpath, ch.qualname) == (relpath, spec.qualname) for i in ch.added]
+    if not mine:
+        return
+    pristine = _pristine_def(ws, relpath, spec.qualname)
+    keys = survival.statement_keys(pristine) if pristine is not None else {}
+    for m in matches:
+        key = _line_key(m)
+        for ch, item in mine:
+            if key == item.key and key not in keys:
+                raise AnchorError(f"interaction: anchor {spec.id} of {patch.id} matches `{item.code}` in "
+                                  f"{spec.qualname} ({relpath}), which {ch.patch_id} added; declare "
+                                  f"requires=['{ch.patch_id}'] (or supersedes) in {patch.id}",
+                                  kind="interaction", anchor=spec.id)
+
+
+def _detect_upstream(ws: Workspace, changes: list[survival.EditChange]) -> None:
+    """Fill each change's ``upstream`` from the release's pristine definition."""
+    for ch in changes:
+        pristine = _pristine_def(ws, ch.relpath, ch.qualname)
+        if pristine is not None and ch.added:
+            ch.upstream = survival.upstream_items(ch, pristine, ch.relpath)
+
+
+def upstream_evidence(changes: list[survival.EditChange]) -> str:
+    """``anchor: `stmt` (path:line), ...`` for the upstream items of ``changes``."""
+    parts = []
+    for ch in changes:
+        for item, where in ch.upstream:
+            parts.append(f"{ch.anchor}: `{item.code}` ({where})")
+    if len(parts) > 4:  # the check row's upstream_evidence lists them all
+        parts = parts[:4] + [f"+{len(parts) - 4} more"]
+    return "; ".join(parts)
+
+
+def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes: list[survival.EditChange]) -> None:
+    """The pyflakes checks of every definition the patch changed (module context;
+    :func:`validate.check_names`)."""
+    first: dict[tuple[str, str], survival.EditChange] = {}
+    last: dict[tuple[str, str], survival.EditChange] = {}
+    for ch in changes:
+        first.setdefault((ch.relpath, ch.qualname), ch)
+        last[(ch.relpath, ch.qualname)] = ch
+    for key, ch in first.items():
+        relpath, qualname = key
+        old, new = ch.before, last[key].after
+        text_before = before.get(relpath, ws.pristine_text.get(relpath))  # unread before: pristine
+        if text_before is None or old is None or new is None:
+            continue
+        owner = None
+        if "." in qualname:
+            found = _index_of(text_before).get(qualname.rsplit(".", 1)[0])
+            owner = found[0] if found and len(found) == 1 and isinstance(found[0], ast.ClassDef) else None
+        try:
+            validate.check_names(patch.id, qualname, text_before, old, new, owner, patch.runtime_names)
+        except AnchorError as exc:
+            exc.anchor = ch.anchor
+            raise
+
+
+@functools.lru_cache(maxsize=16)
+def _index_of(text: str) -> dict:
+    """:func:`ast_index` of a text, cached (the plan's texts are the same objects)."""
+    try:
+        return ast_index(text)
+    except SyntaxError:
+        return {}
+
+
+def _survival(ws: Workspace, patch: Patch, results: list[PatchResult],
+              done: dict[str, list[survival.EditChange]], changes: list[survival.EditChange]) -> None:
+    """After ``patch`` is planned: every earlier patch's added statements in the
+    definitions ``patch`` touched must still be there (module docstring).
+
+    Raises:
+        AnchorError: kind ``interaction`` when one is gone and ``patch`` does not declare
+            ``supersedes`` of its owner. Owners it supersedes are marked ``superseded``.
+    """
+    touched = {(c.relpath, c.qualname) for c in changes}
+    by_id = {r.patch_id: r for r in results}
+    marks = []
+    for other, chs in done.items():
+        lost = []
+        for ch in chs:
+            if (ch.relpath, ch.qualname) not in touched:
+                continue
+            gone = survival.missing_items(ch.added, _current_def(ws, ch.relpath, ch.qualname))
+            lost += [(ch, i) for i in gone]
+        if not lost:
+            continue
+        ch, item = lost[0]
+        line = ws.line_of(ch.relpath, ch.qualname)
+        if other in patch.supersedes:
+            marks.append((other, f"superseded by {patch.id}: it rewrites `{item.code}` in {ch.qualname} "
+                                 f"({ch.relpath}:{line})"))
+            continue
+        raise AnchorError(f"interaction: {patch.id} removes what {other} changed in {ch.qualname} "
+                          f"({ch.relpath}:{line}): `{item.code}` is gone from the planned text; declare "
+                          f"supersedes=['{other}'] in {patch.id} if it rewrites {other} on purpose",
+                          kind="interaction")
+    for other, reason in marks:
+        r = by_id.get(other)
+        if r is not None and r.status == OK:
+            r.status, r.reason = SUPERSEDED, reason
+
+
+class _PristineView:
+    """The plan's source as its ``read`` sees it (pristine copies of files patchq changed;
+    a foreign edit is noticed by the reader): what a hand-written ``upstream_check`` reads,
+    so that neither patchq's own edits nor someone else's pass for upstream's code."""
+
+    def __init__(self, source: CodeSource, ws: "Workspace") -> None:
+        self._source = source
+        self._ws = ws
+
+    def __getattr__(self, name: str):
+        return getattr(self._source, name)
+
+    def read_text(self, relpath: str) -> str | None:
+        """The pristine text of ``relpath`` (None when it does not exist)."""
+        if self._ws.current(relpath) is None:
+            return None
+        return self._ws.pristine_text[relpath]
+
+
+def _hand_check(patch: Patch, source: CodeSource) -> tuple[str, str] | None:
+    """(verdict, reason) of the patch's own ``upstream_check``; None when it has none."""
+    if patch.upstream_check is None:
+        return None
+    try:
+        reason = patch.upstream_check(source)
+    except Exception as exc:  # series code: a broken check never crashes a plan
+        return "error", f"{type(exc).__name__}: {exc}"
+    return ("upstreamed", str(reason)) if reason else ("not-upstreamed", "")
+
+
+
 def plan(
     source: CodeSource,
     patches: Iterable[Patch],
     read: Callable[[str], str | None] | None = None,
+    *,
+    strict: bool = False,
+    backward: bool = True,
 ) -> Plan:
     """Apply ``patches`` in order to ``source`` in memory.
 
@@ -184,11 +516,19 @@ def plan(
         patches: in series order.
         read: relpath -> pristine text (default: ``source.read_text``); an installed
             target passes the journal's pristine copy for files patchq already changed.
+        strict: an upstreamed edit patch fails (kind ``upstreamed``) instead of being
+            skipped (``apply --strict``).
+        backward: try the backward upstream detection on an anchor that does not
+            resolve (:mod:`patchq.plan.backward`; it plans the patch on its last
+            verified release, when that release is in patchq's cache).
     Returns:
         A :class:`Plan`; nothing is written.
     """
     ws = Workspace(source, read or source.read_text)
     results: list[PatchResult] = []
+    all_changes: dict[str, list[survival.EditChange]] = {}
+    hand_checks: dict[str, tuple[str, str]] = {}
+    done: dict[str, list[survival.EditChange]] = {}
 
     def lookup(qualname: str, module: str):
         """A pristine definition elsewhere (e.g. a base class hook), read-only."""
@@ -219,8 +559,50 @@ def plan(
         before = dict(ws.text)
         result = PatchResult(patch.id, patch.hash, OK, variant=label)
         ctx = EditContext(patch.id, patch.hash, source.version, source, lookup)
+        hand = _hand_check(patch, _PristineView(source, ws))
+        if hand is not None:
+            hand_checks[patch.id] = hand
+        if hand is not None and hand[0] == "upstreamed":
+            result.status, result.reason = UPSTREAMED, f"upstream check: {hand[1]}"
+            if strict:
+                result.status, result.failure = FAILED, "upstreamed"
+                result.reason += "; --strict asks patchq to apply every patch"
+            results.append(result)
+            continue
+        changes: list[survival.EditChange] = []
+        all_changes[patch.id] = changes
         try:
-            _run_edits(ws, patch, variant, ctx, result)
+            _run_edits(ws, patch, variant, ctx, result, changes, done)
+            _detect_upstream(ws, changes)
+            up = [c for c in changes if c.is_upstream]
+            if up and hand is not None:
+                raise AnchorError(f"generic upstream detection finds the change already in vllm {source.version} "
+                                  f"({upstream_evidence(up)}) but the patch's upstream_check does not: "
+                                  f"applying it would add it a second time", kind="conflict", anchor=up[0].anchor)
+            if up and len(up) == len(changes):
+                ws.text = before
+                result.status = UPSTREAMED
+                result.reason = f"every edit's change is already in vllm {source.version}: {upstream_evidence(up)}"
+                result.files.clear()  # nothing of it is written
+                if strict:
+                    result.status, result.failure = FAILED, "upstreamed"
+                    result.reason += "; --strict asks patchq to apply every patch"
+                    result.anchors.clear()
+                    result.files.clear()
+                results.append(result)
+                continue
+            if up:
+                rest = [c.anchor for c in changes if not c.is_upstream]
+                raise AnchorError(f"partially upstreamed in vllm {source.version}: {upstream_evidence(up)}; "
+                                  f"not upstream: {', '.join(dict.fromkeys(rest))}", kind="partially-upstreamed",
+                                  anchor=up[0].anchor)
+            for ch in changes:
+                if ch.duplicates:
+                    raise AnchorError(f"duplicate-member check: patch {patch.id}, anchor {ch.anchor}: the edit gives "
+                                      f"{ch.qualname} a second definition of {', '.join(ch.duplicates)}",
+                                      kind="invalid", anchor=ch.anchor)
+            _validate_names(ws, patch, before, changes)
+            _survival(ws, patch, results, done, changes)
         except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
             ws.text = before
             result.status, result.reason = FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -228,6 +610,26 @@ def plan(
             result.failed_anchor = getattr(exc, "anchor", "") or ""
             result.anchors.clear()
             result.files.clear()
+            if backward and result.failure in ("conflict", "gone"):
+                from patchq.plan import backward as bw
+
+                verdict = bw.detect(patch, source, ws)
+                if verdict is not None and hand is not None:  # the hand-written check wins
+                    if verdict[0] != "not-upstreamed":
+                        result.reason += (f"; generic detection: {verdict[1]}, but the patch's upstream_check "
+                                          f"does not find it upstream")
+                elif verdict is not None:
+                    status, why = verdict
+                    if status == UPSTREAMED and not strict:
+                        result.status, result.reason, result.failure, result.failed_anchor = UPSTREAMED, why, "", ""
+                    elif status == UPSTREAMED:
+                        result.failure, result.reason = "upstreamed", f"{why}; --strict asks patchq to apply every patch"
+                    elif status == "partially-upstreamed":
+                        result.failure, result.reason = status, f"{why} ({result.reason})"
+                    else:
+                        result.reason += f"; {why}"
+        if result.status in (OK, SUPERSEDED):
+            done[patch.id] = changes
         results.append(result)
 
     pristine: dict[str, str] = {}
@@ -249,4 +651,5 @@ def plan(
     for relpath in bad:
         pristine.pop(relpath, None)
         patched.pop(relpath, None)
-    return Plan(source, results, pristine, patched, workspace=ws)
+    return Plan(source, results, pristine, patched, workspace=ws, changes=all_changes,
+                hand_checks=hand_checks)

@@ -20,6 +20,9 @@ FAILED = "failed"
 NOT_APPLICABLE = "not-applicable"
 UPSTREAMED = "upstreamed"
 ABSENT = "absent"
+SUPERSEDED = "superseded"  # applied, and a later patch of the profile rewrote its change on purpose
+#: outcomes the journal records for a profile's patch (an entry per patch); see :func:`journal_outcome`
+JOURNALLED = (OK, SUPERSEDED, UPSTREAMED)
 
 
 @dataclass
@@ -48,11 +51,15 @@ class PatchResult:
     """The outcome of one patch in a plan.
 
     ``status`` is one of ``ok``, ``failed``, ``not-applicable``, ``upstreamed``,
-    ``absent``; ``reason`` explains anything but ``ok``. For ``failed``, ``failure``
-    says which step failed: ``gone`` (a definition not found anywhere), ``conflict``
-    (found, but the pattern count is wrong, it is ambiguous, the transform fails or the
-    result does not compile) or ``uncovered`` (no variant covers the version), and
-    ``failed_anchor`` names the anchor when one is to blame.
+    ``absent``, ``superseded``; ``reason`` explains anything but ``ok``. For ``failed``,
+    ``failure`` says which step failed: ``gone`` (a definition not found anywhere),
+    ``conflict`` (found, but the pattern count is wrong, it is ambiguous, the transform
+    fails or the result does not compile), ``uncovered`` (no variant covers the
+    version), ``invalid`` (a validation check refused the edit), ``interaction``
+    (another patch of the profile removed or replaced this one's statement, or the
+    other way round), ``partially-upstreamed`` (some edits are already in the release)
+    or ``upstreamed`` (all are, and the plan is ``strict``); ``failed_anchor`` names
+    the anchor when one is to blame.
     """
 
     patch_id: str
@@ -84,6 +91,11 @@ class Plan:
     pristine: dict[str, str]
     patched: dict[str, str]
     workspace: "Workspace | None" = field(default=None, repr=False, compare=False)
+    #: patch id -> what each of its edits changed (:class:`survival.EditChange`), for
+    #: every edit patch that got as far as its transforms (also failed ones)
+    changes: dict = field(default_factory=dict, repr=False, compare=False)
+    #: patch id -> (verdict, reason) of its hand-written ``upstream_check``, as the plan ran it
+    hand_checks: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -93,3 +105,17 @@ class Plan:
     def failures(self) -> list[PatchResult]:
         """The failed results."""
         return [r for r in self.results if r.status == FAILED]
+
+def journal_outcome(result: PatchResult, version: str) -> tuple[str, str] | None:
+    """(outcome, reason) the journal records for a plan result, or None for none.
+
+    ``applied`` for ``ok``; ``superseded`` with the reason naming the superseding patch;
+    ``upstreamed`` with ``upstreamed on <version>, not applied: <reason>``.
+    """
+    if result.status == OK:
+        return "applied", ""
+    if result.status == SUPERSEDED:
+        return "superseded", result.reason
+    if result.status == UPSTREAMED:
+        return "upstreamed", f"upstreamed on {version}, not applied: {result.reason}"
+    return None

@@ -1,0 +1,238 @@
+"""Validating an edit by what it means, not only by whether it compiles.
+
+The engine (:mod:`patchq.plan.engine`) runs these checks on every edit; each failure is
+an :class:`AnchorError` of kind ``invalid`` whose message starts with the name of the
+check that refused the edit:
+
+``result check``
+    a transform must return a libcst definition of the same kind (``def``/``async
+    def``/``class``) and name as the anchored one (a ``FlattenSentinel`` holding exactly
+    one such definition is accepted: statements placed beside it), or, for an anchor the
+    patch lists in ``removes=[...]``, ``libcst.RemovalSentinel.REMOVE``. ``None``, a
+    string, a module or any other value is refused with one line naming the patch.
+``docstring check``
+    a statement pattern must not match a docstring (or any bare string statement): the
+    edit would land in documentation.
+``undefined-name check`` / ``redefinition check`` (pyflakes)
+    the patched definition is checked with pyflakes in its module's context against the
+    same definition before the patch: a name that becomes undefined (unless the patch
+    declares it in ``runtime_names=[...]``) or a name defined twice where it was not
+    (pyflakes' ``RedefinedWhileUnused``) refuses the edit.
+``duplicate-member check``
+    a class or function body must never get a second definition of a name
+    (:func:`patchq.plan.survival.duplicate_members`).
+
+The module context is the module's text with every other top-level ``def``/``class``
+reduced to a one-line stub (their names stay bound, their bodies are not analysed); a
+method is analysed inside its class with the other members stubbed, and a class with its
+unchanged members stubbed, so a check costs a pyflakes pass over what the patch changed,
+not the module.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from typing import Iterable
+
+import libcst as cst
+
+from patchq.errors import AnchorError
+
+
+def check_result(patch_id: str, anchor: str, qualname: str, old: cst.CSTNode, new: object,
+                 removes: Iterable[str]) -> None:
+    """The result check (module docstring).
+
+    Raises:
+        AnchorError: kind ``invalid``, naming the patch, the anchor and what came back.
+    """
+    if new is cst.RemovalSentinel.REMOVE:
+        if anchor in set(removes):
+            return
+        raise AnchorError(f"result check: patch {patch_id}, anchor {anchor}: the transform removes {qualname}; "
+                          f"declare removes=['{anchor}'] in patch(...) if that is intended",
+                          kind="invalid", anchor=anchor)
+    kind = type(old).__name__
+    name = getattr(getattr(old, "name", None), "value", None)
+    if isinstance(new, (cst.FunctionDef, cst.ClassDef)):
+        defs = [new]
+    elif isinstance(new, cst.FlattenSentinel):
+        defs = [n for n in new.nodes if isinstance(n, (cst.FunctionDef, cst.ClassDef))]
+    else:
+        defs = None
+    if defs is None:
+        what = "None" if new is None else f"a {type(new).__name__}"
+        raise AnchorError(f"result check: patch {patch_id}, anchor {anchor}: the transform returned {what}, not a "
+                          f"definition of {qualname} (a transform returns the edited libcst {kind})",
+                          kind="invalid", anchor=anchor)
+    same = [d for d in defs if type(d) is type(old) and getattr(getattr(d, "name", None), "value", None) == name
+            and _is_async(d) == _is_async(old)]
+    if len(defs) == 1 and len(same) == 1 or isinstance(new, cst.FlattenSentinel) and len(same) == 1:
+        return
+    got = ", ".join(f"{type(d).__name__} {getattr(getattr(d, 'name', None), 'value', '?')}" for d in defs) or "nothing"
+    raise AnchorError(f"result check: patch {patch_id}, anchor {anchor}: the transform returned {got}, not the "
+                      f"{kind} {name} it was given", kind="invalid", anchor=anchor)
+
+
+def _is_async(node: object) -> bool:
+    return getattr(node, "asynchronous", None) is not None
+
+
+def check_docstring_matches(patch_id: str, anchor: str, qualname: str, matches: Iterable[cst.CSTNode]) -> None:
+    """The docstring check (module docstring).
+
+    Raises:
+        AnchorError: kind ``invalid`` when a matched statement is a bare string.
+    """
+    for node in matches:
+        if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Expr) \
+                and isinstance(node.body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+            raise AnchorError(f"docstring check: patch {patch_id}, anchor {anchor}: the statement pattern matches a "
+                              f"docstring (a bare string) in {qualname}; anchor on code, not documentation",
+                              kind="invalid", anchor=anchor)
+
+
+# ---------------------------------------------------------------------------
+# pyflakes in module context
+
+_REFUSED = {"UndefinedName": "undefined-name check", "UndefinedLocal": "undefined-name check",
+            "UndefinedExport": "undefined-name check", "RedefinedWhileUnused": "redefinition check"}
+
+
+@functools.lru_cache(maxsize=32)
+def _context(text: str, top: str) -> tuple[str, int] | None:
+    """(context text, number of its lines) of a module without the top-level definition
+    ``top``, every other top-level definition reduced to a stub; None when it does not parse."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    body = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if stmt.name == top:
+                continue
+            body.append(_stub(stmt))
+        else:  # imports, assignments, module-level if/try (definitions under them stay bound)
+            body.append(stmt)
+    code = ast.unparse(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))) + "\n"
+    return code, code.count("\n")
+
+
+def _messages(code: str, first_line: int) -> list[tuple[str, tuple]]:
+    from pyflakes import checker
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    w = checker.Checker(tree, filename="<patchq>")
+    out = []
+    for m in w.messages:
+        if m.lineno > first_line and type(m).__name__ in _REFUSED:
+            args = tuple(a for a in m.message_args if isinstance(a, str))
+            out.append((type(m).__name__, args[:1], m.message % m.message_args))
+    return out
+
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _stub(node: ast.stmt) -> ast.stmt:
+    """``class Name: pass`` or ``def name(): pass`` (the name stays bound, nothing else)."""
+    if isinstance(node, ast.ClassDef):
+        return ast.ClassDef(name=node.name, bases=[], keywords=[], body=[ast.Pass()], decorator_list=[])
+    args = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                         defaults=[])
+    return ast.FunctionDef(name=node.name, args=args, body=[ast.Pass()], decorator_list=[], returns=None)
+
+
+def _with_body(cls: ast.ClassDef, body: list) -> ast.ClassDef:
+    new = ast.ClassDef(name=cls.name, bases=cls.bases, keywords=cls.keywords, body=body or [ast.Pass()],
+                       decorator_list=cls.decorator_list)
+    if hasattr(cls, "type_params"):  # Python 3.12+
+        new.type_params = cls.type_params
+    return new
+
+
+def _shrink_pair(before: ast.stmt, after: ast.stmt) -> tuple[ast.stmt, ast.stmt]:
+    """Two versions of a class with the members they share unchanged reduced to stubs
+    (their names stay bound; only what the patch changed is analysed)."""
+    if not (isinstance(before, ast.ClassDef) and isinstance(after, ast.ClassDef)):
+        return before, after
+    from patchq.plan.survival import statement_key
+
+    same = {statement_key(m) for m in before.body} & {statement_key(m) for m in after.body}
+
+    def shrink(cls):
+        return _with_body(cls, [_stub(m) if isinstance(m, _DEFS) and statement_key(m) in same else m
+                                for m in cls.body])
+
+    return shrink(before), shrink(after)
+
+
+def _in_class(cls: ast.ClassDef, member: str, node: ast.stmt) -> ast.ClassDef:
+    """``cls`` with every other member stubbed and ``member`` replaced by ``node``."""
+    body, placed = [], False
+    for m in cls.body:
+        if isinstance(m, _DEFS) and m.name == member and not placed:
+            body.append(node)
+            placed = True
+        elif isinstance(m, _DEFS):
+            body.append(_stub(m))
+        else:
+            body.append(m)
+    if not placed:
+        body.append(node)
+    return _with_body(cls, body)
+
+
+def check_names(patch_id: str, qualname: str, module_text_before: str, before: ast.stmt, after: ast.stmt,
+                owner: ast.ClassDef | None, runtime_names: Iterable[str]) -> None:
+    """The undefined-name and redefinition checks (pyflakes, module docstring).
+
+    Args:
+        qualname: the patched definition (``f``, ``C`` or ``C.m``; deeper ones are not
+            checked).
+        module_text_before: the module's text before the patch's edit of this definition.
+        before, after: the :mod:`ast` of the definition before and after the patch.
+        owner: for ``C.m``, the class ``C`` as it was before (its other members become
+            stubs); None for a top-level definition.
+        runtime_names: names the patch declares as provided at run time.
+    Raises:
+        AnchorError: kind ``invalid``, naming the check, the patch and each new message.
+    """
+    parts = qualname.split(".")
+    if len(parts) > 2 or len(parts) == 2 and owner is None:
+        return
+    if len(parts) == 2:
+        before, after = _in_class(owner, parts[1], before), _in_class(owner, parts[1], after)
+    before, after = _shrink_pair(before, after)
+    old_code = ast.unparse(ast.fix_missing_locations(ast.Module(body=[before], type_ignores=[]))) + "\n"
+    new_code = ast.unparse(ast.fix_missing_locations(ast.Module(body=[after], type_ignores=[]))) + "\n"
+    if old_code == new_code:
+        return
+    ctx = _context(module_text_before, parts[0])
+    if ctx is None:
+        return
+    code, lines = ctx
+    old = _messages(code + old_code, lines)
+    new_msgs = _messages(code + new_code, lines)
+    allowed = set(runtime_names)
+    remaining = list(old)
+    new = []
+    for kind, args, text in new_msgs:
+        match = next((b for b in remaining if b[0] == kind and b[1] == args), None)
+        if match is not None:
+            remaining.remove(match)
+            continue
+        if kind.startswith("Undefined") and args and args[0] in allowed:
+            continue
+        new.append((kind, text))
+    if new:
+        check = _REFUSED[new[0][0]]
+        raise AnchorError(f"{check}: patch {patch_id} in {qualname}: " + "; ".join(t for _, t in new)
+                          + ("" if check != "undefined-name check" else
+                             " (declare runtime_names=[...] in patch(...) for names provided at run time)"),
+                          kind="invalid")
