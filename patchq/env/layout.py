@@ -259,7 +259,9 @@ def journal_problem(data) -> str | None:
     for pid, entry in patches.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("hash"), str) \
                 or not isinstance(entry.get("variant", ""), str) or not _str_list(entry.get("files", [])) \
-                or set(entry) - {"hash", "variant", "files"}:
+                or entry.get("outcome", "applied") not in ("applied", "superseded", "upstreamed") \
+                or not isinstance(entry.get("reason", ""), str) \
+                or set(entry) - {"hash", "variant", "files", "outcome", "reason"}:
             return f"patches[{pid}] is not a patch entry"
         for rel in entry.get("files", []):
             if rel not in files:
