@@ -128,7 +128,7 @@ def apply(
     from patchq.errors import UsageError
 
     if bool(profile) == bool(patch):
-        raise UsageError("give --profile NAME or --patch ID")
+        raise UsageError("give exactly one of --profile NAME or --patch ID")
     if patch:  # quilt push of single patches: patchq/commands/pick.py
         from patchq.commands import pick
 
@@ -154,7 +154,7 @@ def revert(
     from patchq.errors import UsageError
 
     if sum(map(bool, (profile, all_, patch))) != 1:
-        raise UsageError("give --profile NAME, --patch ID or --all")
+        raise UsageError("give exactly one of --profile NAME, --patch ID or --all")
     if patch:  # quilt pop of single patches: patchq/commands/pick.py
         from patchq.commands import pick
 
@@ -265,7 +265,7 @@ def check(
     from patchq.errors import UsageError
 
     if sum(map(bool, (profile, all_, patch))) != 1:
-        raise UsageError("give --profile NAME, --patch ID or --all")
+        raise UsageError("give exactly one of --profile NAME, --patch ID or --all")
     target = target_for(vllm, source, as_version, site_packages, python)
     if patch:  # single patches: patchq/commands/pick.py
         from patchq.commands import pick
@@ -400,7 +400,7 @@ def import_cmd(
 def test_cmd(
     patch: list[str] = PatchOpt,
     regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and golden definitions"),
-    releases: Optional[str] = typer.Option(None, "--releases", help="with --regen: the releases to record "
+    releases: Optional[str] = opt(None, "--releases", metavar="SPEC", help="with --regen: the releases to record "
                                            "(list, or a range among the cached ones)"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
@@ -412,9 +412,9 @@ def test_cmd(
     _finish(doc, code, as_json, cmd.render_text)
 
 
-@app.command("init")
+@app.command("init", cls=_Command)
 def init_cmd(
-    directory: Optional[str] = typer.Argument(None, help="where to write the series repo (default: here)"),
+    directory: Optional[str] = typer.Argument(None, metavar="DIR", callback=_nonempty, help="where to write the series repo (default: here)"),
     as_json: bool = Json,
 ) -> None:
     """Write a new series repo: patchq.toml, series/, anchors/, an example patch, its test, a CI workflow."""
@@ -424,14 +424,14 @@ def init_cmd(
     _finish(doc, code, as_json, cmd.render_init)
 
 
-@app.command("new")
+@app.command("new", cls=_Command)
 def new_cmd(
-    patch_id: str = typer.Argument(..., help="the new patch's id (kebab-case)"),
-    at: str = typer.Option(..., "--at", help="MODULE:QUALNAME of the definition to change"),
-    node: Optional[str] = typer.Option(None, "--node", help="a statement inside it to anchor on (default: the definition)"),
-    profile: str = typer.Option("default", "--profile", "-p", help="profile to add the patch to (created if missing)"),
-    applies: str = typer.Option(">=0.15", "--applies", help="the vLLM versions the patch applies to"),
-    summary: Optional[str] = typer.Option(None, "--summary", help="one-line summary"),
+    patch_id: str = typer.Argument(..., metavar="ID", callback=_nonempty, help="the new patch's id (kebab-case)"),
+    at: str = opt(..., "--at", metavar="MODULE:QUALNAME", help="MODULE:QUALNAME of the definition to change"),
+    node: Optional[str] = opt(None, "--node", metavar="STATEMENT", help="a statement inside it to anchor on (default: the definition)"),
+    profile: str = opt("default", "--profile", "-p", metavar="NAME", help="profile to add the patch to (created if missing)"),
+    applies: str = opt(">=0.15", "--applies", metavar="SPEC", help="the vLLM versions the patch applies to"),
+    summary: Optional[str] = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,
 ) -> None:
@@ -445,7 +445,7 @@ def new_cmd(
 @app.command("fingerprint")
 def fingerprint_cmd(
     patch: list[str] = PatchOpt,
-    releases: Optional[str] = typer.Option(None, "--releases", help="list (downloaded once) or range among the "
+    releases: Optional[str] = opt(None, "--releases", metavar="SPEC", help="list (downloaded once) or range among the "
                                            "cached releases (default: every cached release)"),
     check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when a file is out of date"),
     series_dir: Optional[str] = SeriesDir,
@@ -458,13 +458,13 @@ def fingerprint_cmd(
     _finish(doc, code, as_json, cmd.render_text)
 
 
-EditDir = typer.Option(None, "--dir", help="the working copy's directory (default: .patchq-edit/ID beside series/)")
+EditDir = opt(None, "--dir", metavar="DIR", help="the working copy's directory (default: .patchq-edit/ID beside series/)")
 
 
-@app.command("edit")
+@app.command("edit", cls=_Command)
 def edit_cmd(
-    patch_id: str = typer.Argument(..., help="patch id (new or existing)"),
-    file: list[str] = typer.Option([], "--file", "-f", help="vllm/x.py or vllm.x (repeatable; default: the patch's modules)"),
+    patch_id: str = typer.Argument(..., metavar="ID", callback=_nonempty, help="patch id (new or existing)"),
+    file: list[str] = opt([], "--file", "-f", metavar="FILE", help="vllm/x.py or vllm.x (repeatable; default: the patch's modules)"),
     in_place: bool = typer.Option(False, "--in-place", help="edit the installed file itself instead of a copy"),
     directory: Optional[str] = EditDir,
     site_packages: Optional[str] = SitePackages,
@@ -479,16 +479,16 @@ def edit_cmd(
     _finish(doc, code, as_json, cmd.render_edit)
 
 
-@app.command("record")
+@app.command("record", cls=_Command)
 def record_cmd(
-    patch_id: str = typer.Argument(..., help="patch id"),
-    file: list[str] = typer.Option([], "--file", "-f", help="without `edit`: the hand-edited installed file(s) "
+    patch_id: str = typer.Argument(..., metavar="ID", callback=_nonempty, help="patch id"),
+    file: list[str] = opt([], "--file", "-f", metavar="FILE", help="without `edit`: the hand-edited installed file(s) "
                                    "(default: every vllm file that differs from RECORD)"),
-    profile: Optional[str] = typer.Option(None, "--profile", "-p", help="profile to add the patch to, created if "
+    profile: Optional[str] = opt(None, "--profile", "-p", metavar="NAME", help="profile to add the patch to, created if "
                                           "missing (default: `default`; a refined patch stays where it is)"),
     apply_: Optional[bool] = typer.Option(None, "--apply/--no-apply", help="apply the profile afterwards (default: "
                                           "yes for an in-place edit, which it replaces; no for a working copy)"),
-    summary: Optional[str] = typer.Option(None, "--summary", help="one-line summary"),
+    summary: Optional[str] = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
     directory: Optional[str] = EditDir,
     site_packages: Optional[str] = SitePackages,
     python: Optional[str] = Python,
@@ -521,7 +521,7 @@ def cache_cmd(ctx: typer.Context, as_json: bool = Json) -> None:
 
 @cache_app.command("prune")
 def cache_prune(
-    keep: int = typer.Option(..., "--keep", help="how many of the newest releases to keep"),
+    keep: int = opt(..., "--keep", metavar="N", help="how many of the newest releases to keep"),
     as_json: bool = Json,
 ) -> None:
     """Remove every release but the newest N."""
@@ -542,7 +542,7 @@ def cache_clean(as_json: bool = Json) -> None:
 
 @app.command("serve-args")
 def serve_args_cmd(
-    profile: str = typer.Option(..., "--profile", "-p", help="profile whose [profiles.NAME.serve] to print"),
+    profile: str = opt(..., "--profile", "-p", metavar="NAME", help="profile whose [profiles.NAME.serve] to print"),
     env: bool = typer.Option(False, "--env", help="print the serve.env table as NAME=value lines instead"),
     series_dir: Optional[str] = SeriesDir,
     as_json: bool = Json,

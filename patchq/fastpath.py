@@ -78,7 +78,7 @@ def try_fast(argv: list[str]) -> int | None:
     if roots is None:
         return None
     site, series, anchors = roots
-    if argv[0] == "apply" and "profile" not in opts:
+    if (argv[0] == "apply") != ("profile" in opts):  # status takes no --profile: the full CLI says so
         return None
     try:  # any doubt: the full path decides and reports properly
         if argv[0] == "status":

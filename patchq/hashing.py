@@ -42,7 +42,8 @@ def anchor_definitions_text(anchors: dict) -> str:
     return json.dumps(rows, sort_keys=True)
 
 
-def _toml():
+def toml_module():
+    """``tomllib`` (Python 3.11+) or its backport ``tomli``: the one place that chooses."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
@@ -66,7 +67,7 @@ def read_toml(path) -> dict:
         raise SeriesError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise SeriesError(f"{path}: {exc.strerror or exc}") from None
-    toml = _toml()
+    toml = toml_module()
     try:
         return toml.loads(text)
     except toml.TOMLDecodeError as exc:

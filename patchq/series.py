@@ -31,10 +31,7 @@ from patchq import discovery, hashing
 from patchq.errors import SeriesError, UsageError
 from patchq.model import AnchorSpec, Patch, Profile, Variant
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+tomllib = hashing.toml_module()
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

@@ -91,7 +91,7 @@ def one_line(text: str) -> str:
 def test_patchq_error_exits_with_its_code_in_one_line(tiny):
     out = run_cli("status", "--site-packages", tiny["site"] / "nowhere", env=tiny["env"])
     assert out.rc == 3, out
-    assert one_line(out.stderr).startswith("patchq: error: no vllm distribution found in")
+    assert one_line(out.stderr).startswith("patchq: error: no vllm distribution in")
     assert out.stdout == ""
 
 

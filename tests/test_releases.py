@@ -457,5 +457,7 @@ def test_release_tree_refuses_path_traversal(cache):
 
 
 def test_release_tree_bad_version():
-    with pytest.raises(ReleaseError, match="not a valid version"):
+    from patchq.errors import UsageError
+
+    with pytest.raises(UsageError, match="not a valid version"):  # a usage error: exit 2
         R.release_tree("latest")

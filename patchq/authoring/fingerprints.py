@@ -32,15 +32,12 @@ from typing import Iterable, Mapping
 import tomli_w
 from packaging.version import Version
 
-from patchq.plan import engine
+from patchq import hashing, series as series_mod
 from patchq.dist import releases
-from patchq import series as series_mod
 from patchq.dist.sources import release_source
+from patchq.plan import engine
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+tomllib = hashing.toml_module()
 
 #: patch id -> anchor id -> version -> fingerprint.
 Fingerprints = dict[str, dict[str, dict[str, str]]]

@@ -8,15 +8,12 @@ comments and layout).
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
+from patchq import hashing
 from patchq.errors import SeriesError, UsageError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+tomllib = hashing.toml_module()
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PROFILE_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -276,7 +273,11 @@ jobs:
           path: ~/.cache/patchq
           key: patchq-vllm-wheels-${{ hashFiles('tests/goldens/**/expect.toml') }}
           restore-keys: patchq-vllm-wheels-
-      - run: pip install patchq pytest
+      # patchq is not on PyPI: set the repository variable PATCHQ_SPEC to what pip should
+      # install (a wheel URL, or "patchq @ git+https://<host>/<owner>/patchq@<commit>")
+      - run: pip install "$PATCHQ_SPEC" pytest
+        env:
+          PATCHQ_SPEC: ${{ vars.PATCHQ_SPEC }}
       - run: pytest -q tests
       - run: patchq matrix --releases ">=0.23.0" --out matrix   # every profile of the series
       - uses: actions/upload-artifact@v4

@@ -251,7 +251,11 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     if patch_id in series.all_patch_ids() and not replaces:
         raise UsageError(f"patch {patch_id} exists; `patchq edit {patch_id}` to change it, or pick another id")
     plan = importer.build(text, patch_id, str(target.version), source_name=f"patchq record ({mode} edit)")
+    old_anchors = series.anchors_root / f"{patch_id}.toml"
+    old_text = old_anchors.read_text(encoding="utf-8") if replaces and old_anchors.is_file() else None
     written = importer.write(plan, series.root, series.anchors_root, summary, force=replaces)
+    if old_text is not None:
+        _keep_fingerprints(patch_id, old_text, old_anchors)
     ok, why = importer.verify(plan, Series(series.root, series.anchors_root, series.profiles, {}))
     if not ok:
         for w in written:
@@ -356,3 +360,25 @@ def render_record(doc: dict) -> str:
         lines.append(f"  environment: FAILED: {env['apply']['error']}")
     return "\n".join(lines) + "\n"
 
+
+def _keep_fingerprints(patch_id: str, old_text: str, path: Path) -> None:
+    """Carry the fingerprints a re-recorded patch had over to its new anchors file: a
+    fingerprint is of the pristine definition on a release, so an anchor on the same
+    qualname keeps every release it verified on (the new recording's release wins)."""
+    from patchq.authoring import fingerprints
+    from patchq.hashing import toml_module
+
+    tomllib = toml_module()
+
+    old = {t.get("qualname"): t.get("fingerprints", {})
+           for t in tomllib.loads(old_text).get("anchors", {}).values()}
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    changed = False
+    for table in data.get("anchors", {}).values():
+        kept = {v: fp for v, fp in old.get(table.get("qualname"), {}).items()
+                if v not in table.get("fingerprints", {})}
+        if kept:
+            table["fingerprints"] = {**kept, **table.get("fingerprints", {})}
+            changed = True
+    if changed:
+        path.write_text(fingerprints.render(patch_id, data), encoding="utf-8")

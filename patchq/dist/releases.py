@@ -59,7 +59,7 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from patchq.errors import ReleaseError  # defined with every other exception (exit code 3)
+from patchq.errors import ReleaseError, UsageError  # defined with every other exception (exit codes 3, 2)
 
 __all__ = [
     "ReleaseError",
@@ -128,7 +128,7 @@ def _as_version(version: str | Version) -> Version:
     try:
         return Version(str(version).strip())
     except InvalidVersion:
-        raise ReleaseError(f"not a valid version: {version!r}") from None
+        raise UsageError(f"not a valid version: {version!r}") from None
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -160,8 +160,10 @@ def installed(site_packages: str | Path | None = None, python: str | None = None
             if di is not None and (sp / PACKAGE).is_dir():
                 return CodeSource(root=sp.resolve(), version=_version_from_dist_info(di),
                                   kind="installed", dist_info=di.resolve())
-    where = ", ".join(str(c) for c in candidates[:3])
-    raise TargetNotFound(f"no vllm distribution found in {where}")
+    if site_packages or python:
+        raise TargetNotFound(f"no vllm distribution in {candidates[0]} (is vLLM installed there?)")
+    raise TargetNotFound(f"no vllm distribution in {candidates[0]} or on sys.path: install vLLM in this "
+                         f"environment, or point at one with --site-packages DIR or --python PATH")
 
 
 def release_source(version: str) -> CodeSource:

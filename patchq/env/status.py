@@ -110,7 +110,7 @@ def collect(site, series_root, anchors_root) -> dict:
     if di is None:
         from patchq.errors import TargetNotFound
 
-        raise TargetNotFound(f"no vllm distribution found in {site}")
+        raise TargetNotFound(f"no vllm distribution in {site} (is vLLM installed there?)")
     version = record.version_of(di)
     root = state_root(site)
     journal = read_journal(root)
@@ -179,6 +179,12 @@ def collect(site, series_root, anchors_root) -> dict:
                 row["status"], row["reason"] = "foreign", f"sentinel without a journal entry in {', '.join(where)}"
                 row["files"] = where
         patches.append(row)
+    for pid, entry in jpatches.items():  # applied from another series (another directory's config)
+        if pid not in summary["hashes"]:
+            patches.append({"id": pid, "hash": None, "applied_hash": entry.get("hash"),
+                            "files": list(entry.get("files", [])), "status": "not-in-series",
+                            "reason": f"applied, but not a patch of the series at {series_root}: "
+                                      f"another series applied it (give its --series)"})
     return {
         "schema": SCHEMA,
         "site_packages": site,
@@ -197,8 +203,9 @@ def collect(site, series_root, anchors_root) -> dict:
 
 
 def exit_code(report: dict) -> int:
-    """0 when every patch is applied or not-applied and no file is modified; else 7."""
-    bad = any(p["status"] in ("stale", "foreign") for p in report["patches"])
+    """0 when every patch is applied or not-applied and no file is modified; else 7 (also
+    for a journalled patch the series does not know: it was applied from another series)."""
+    bad = any(p["status"] in ("stale", "foreign", "not-in-series") for p in report["patches"])
     bad = bad or any(f["state"] == "modified" for f in report["files"]) or report["pending_write"]
     return EXIT_DRIFT if bad else EXIT_OK
 
