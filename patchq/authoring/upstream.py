@@ -41,7 +41,7 @@ import git
 from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
-from patchq.dist import releases
+from patchq.dist import cache, releases
 from patchq.plan.anchors import ast_index, definition_span, find_definitions, fingerprint_ast, split_lines
 from patchq.errors import TargetNotFound, UsageError
 from patchq.model import AnchorSpec
@@ -56,7 +56,7 @@ _FALLBACK_DATE = "2000-01-01T00:00:00+00:00"
 
 def default_path() -> Path:
     """``<patchq cache>/upstream/vllm.git`` (``$PATCHQ_CACHE_DIR`` moves the cache)."""
-    return releases.cache_dir() / "upstream" / "vllm.git"
+    return cache.upstream_repo()
 
 
 def tag_of(version: Version | str) -> str:
