@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 
 from patchq_runtime import hook as hook_mod
@@ -44,7 +43,7 @@ from patchq.env.fsutil import atomic_write
 from patchq.hashing import sha256_file
 
 #: Planner sources whose change can change a patched text.
-_TOOLCHAIN = ("plan/engine.py", "edits.py", "plan/anchors.py", "sentinels.py", "model.py")
+_TOOLCHAIN = ("plan/engine.py", "plan/definitions.py", "edits.py", "plan/anchors.py", "sentinels.py", "model.py")
 
 
 def cache_root() -> Path:

@@ -14,12 +14,11 @@ from typing import Callable, Iterable
 
 import libcst as cst
 
+from patchq.plan import definitions
 from patchq.plan.anchors import (
     Segment,
-    ast_index,
     cut_segment,
     fingerprint,
-    fingerprint_ast,
     locate_definition,
     match_anchor,
     splice,
@@ -111,22 +110,28 @@ class Plan:
 
 
 class Workspace:
-    """The texts of one source, pristine and edited, and their indexes.
+    """The texts of one source, pristine and edited, and their definition indexes.
 
-    Definitions are located with :mod:`ast` (C speed) and only the anchored definition
-    is parsed with libcst (:func:`patchq.plan.anchors.cut_segment`), then spliced back into
-    the text: everything outside the changed definitions stays byte-identical, and a
-    large module costs an ``ast`` parse, not a libcst parse.
+    Definitions are located with the release's definition index
+    (:mod:`patchq.plan.definitions`: qualname, span and fingerprint of every definition,
+    cached by content, so an unchanged file is not parsed at all) and only the anchored
+    definition is parsed with libcst (:func:`patchq.plan.anchors.cut_segment`), then
+    spliced back into the text: everything outside the changed definitions stays
+    byte-identical. After an edit the file's index is updated from the new definition's
+    text alone (the other entries shift), never by re-parsing the module.
     """
 
     def __init__(self, source: CodeSource, read: Callable[[str], str | None]) -> None:
         self.source = source
         self._read = read
+        self.defs = definitions.for_source(source)
         self.pristine_text: dict[str, str] = {}
         self.text: dict[str, str] = {}
-        self._index: dict[str, tuple[str, dict]] = {}
-        self._pristine_index: dict[str, dict] = {}
+        self._index: dict[str, tuple[str, list, dict]] = {}
+        self._pristine_index: dict[str, dict | None] = {}
         self._modules: dict[str, tuple[str, cst.Module]] = {}
+        #: relpath -> 1-based inclusive line spans of the current text that edits wrote
+        self.dirty: dict[str, list[tuple[int, int]]] = {}
 
     def current(self, relpath: str) -> str | None:
         """The current (possibly edited) text, or None when the file does not exist."""
@@ -138,21 +143,30 @@ class Workspace:
         return self.text[relpath]
 
     def index(self, relpath: str) -> dict | None:
-        """qualname -> ast definitions of the current text (cached per text)."""
+        """qualname -> :class:`patchq.plan.definitions.Entry` list of the current text."""
         text = self.current(relpath)
         if text is None:
             return None
         cached = self._index.get(relpath)
-        if cached is None or cached[0] is not text:
-            cached = (text, ast_index(text))
-            self._index[relpath] = cached
-        return cached[1]
+        if cached is not None and cached[0] is text:
+            return cached[2]
+        if text is self.pristine_text[relpath]:
+            return self.pristine_index(relpath)
+        return definitions.text_index(text)  # pragma: no cover - texts change only through replace()
 
-    def pristine_index(self, relpath: str) -> dict:
-        """qualname -> ast definitions of the pristine text."""
+    def pristine_index(self, relpath: str) -> dict | None:
+        """qualname -> entries of the pristine text (None when it does not parse).
+
+        Raises:
+            SyntaxError: the pristine text does not parse (as :func:`ast.parse` would).
+        """
         if relpath not in self._pristine_index:
             self.current(relpath)
-            self._pristine_index[relpath] = ast_index(self.pristine_text[relpath])
+            text = self.pristine_text[relpath]
+            got = self.defs.text_index(relpath, text)
+            if got is None:
+                ast.parse(text)  # raises the parser's own SyntaxError
+            self._pristine_index[relpath] = got
         return self._pristine_index[relpath]
 
     def module(self, relpath: str) -> cst.Module | None:
@@ -166,32 +180,126 @@ class Workspace:
             self._modules[relpath] = cached
         return cached[1]
 
+    def package(self, qualname: str) -> list[str]:
+        """Files that can hold ``qualname`` (for the package-wide search): those the
+        source's index says define it, and every file this plan has read."""
+        return self.defs.candidates(qualname, self.text)
+
     def locate(self, spec: AnchorSpec) -> tuple[str, bool]:
         """(relpath, moved) of the anchor's definition in the current texts."""
-        return locate_definition(spec, self.source, self.index)
+        return locate_definition(spec, self.source, self.index, self.package)
 
     def segment(self, relpath: str, qualname: str) -> Segment:
         """The current definition ``qualname`` of ``relpath``, parsed alone."""
-        node = self.index(relpath)[qualname][0]  # type: ignore[index]
-        return cut_segment(self.text[relpath], relpath, qualname, node)
+        entry = self.index(relpath)[qualname][0]  # type: ignore[index]
+        return cut_segment(self.text[relpath], relpath, qualname, entry)
 
     def replace(self, segment: Segment, new_def: cst.CSTNode) -> None:
-        """Splice an edited definition back into the current text."""
-        self.text[segment.relpath] = splice(self.text[segment.relpath], segment, segment.render(new_def))
+        """Splice an edited definition back into the current text; update its index."""
+        relpath = segment.relpath
+        old_text = self.text[relpath]
+        old_entries = self._entries(relpath)
+        new_seg = segment.render(new_def)
+        text = splice(old_text, segment, new_seg)
+        self.text[relpath] = text
+        n_new = len(definitions.split_lines(new_seg)) if new_seg else 0
+        delta = n_new - (segment.end - segment.start)
+        lo, hi = segment.start + 1, segment.end  # 1-based inclusive lines replaced
+        # the entries of the new segment, then the others shifted
+        prefix = segment.qualname.rsplit(".", 1)[0] + "." if "." in segment.qualname else ""
+        try:
+            if segment.wrapped:
+                tree = ast.parse("class _patchq_segment_:\n" + new_seg)
+                inner = ast.Module(body=tree.body[0].body, type_ignores=[])  # type: ignore[attr-defined]
+                fresh = definitions.entries_of_tree(inner, prefix, segment.start - 1, with_fingerprints=False)
+            else:
+                fresh = definitions.entries_of_tree(ast.parse(new_seg), prefix, segment.start,
+                                                    with_fingerprints=False)
+        except SyntaxError:
+            self._index.pop(relpath, None)
+            fresh = None
+        if fresh is not None:
+            out, placed = [], False
+            for e in old_entries:
+                if e.start >= lo and e.end <= hi:  # inside the replaced lines
+                    if not placed:
+                        out += fresh
+                        placed = True
+                    continue
+                if e.start > hi:
+                    e = e._replace(line=e.line + delta, start=e.start + delta, end=e.end + delta)
+                elif e.end >= hi:  # encloses the segment
+                    e = e._replace(end=e.end + delta)
+                out.append(e)
+            if not placed:  # pragma: no cover - a segment always holds its definition
+                out = list(definitions.file_entries(text) or ())
+            self._index[relpath] = (text, out, definitions.group(out))
+        spans = []
+        for a, b in self.dirty.get(relpath, []):
+            if b < lo:
+                spans.append((a, b))
+            elif a > hi:
+                spans.append((a + delta, b + delta))
+            # spans inside the replaced lines are covered by the new one
+        spans.append((lo, lo + n_new - 1))
+        self.dirty[relpath] = sorted(spans)
+
+    def _entries(self, relpath: str) -> list:
+        cached = self._index.get(relpath)
+        if cached is not None and cached[0] is self.text[relpath]:
+            return cached[1]
+        if self.text[relpath] is self.pristine_text[relpath]:
+            return list(self.defs.entries(relpath, self.pristine_text[relpath]) or ())
+        return list(definitions.file_entries(self.text[relpath]) or ())
+
+    def snapshot(self) -> tuple:
+        """The edited state (texts, their indexes, dirty spans), for :meth:`restore`."""
+        return dict(self.text), dict(self._index), {k: list(v) for k, v in self.dirty.items()}
+
+    def restore(self, state: tuple) -> None:
+        """Back to a :meth:`snapshot` (a failed patch leaves no trace)."""
+        self.text, self._index, self.dirty = dict(state[0]), dict(state[1]), dict(state[2])
 
     def line_of(self, relpath: str, qualname: str) -> int | None:
         """1-based line of a definition in the pristine file."""
-        found = self.pristine_index(relpath).get(qualname)
-        return found[0].lineno if found else None
+        found = (self.pristine_index(relpath) or {}).get(qualname)
+        return found[0].line if found else None
 
     def pristine_fingerprint(self, relpath: str, qualname: str) -> str | None:
         """Fingerprint of the pristine definition (None when it is not in the pristine file)."""
-        found = self.pristine_index(relpath).get(qualname)
-        return fingerprint_ast(found[0]) if found and len(found) == 1 else None
+        found = (self.pristine_index(relpath) or {}).get(qualname)
+        return found[0].fingerprint if found and len(found) == 1 else None
 
     def changed(self) -> list[str]:
         """Relpaths whose text differs from the pristine one, sorted."""
         return sorted(p for p, t in self.text.items() if t != self.pristine_text[p])
+
+    def compile_error(self, relpath: str) -> SyntaxError | None:
+        """The SyntaxError compiling the current text raises, or None.
+
+        Only the lines edits wrote are compiled (each span alone, an indented one inside a
+        dummy class): the rest of the file is the pristine release's code. When a span
+        fails, the whole file is compiled, so the error is exactly the one the whole
+        file gives.
+        """
+        text = self.text[relpath]
+        lines = definitions.split_lines(text)
+        for a, b in self.dirty.get(relpath, []):
+            seg = "".join(lines[a - 1:b])
+            first = seg.lstrip("\n")
+            code = ("class _patchq_segment_:\n" + seg) if first[:1] in (" ", "\t") else seg
+            try:
+                compile(code, relpath, "exec", dont_inherit=True)
+            except SyntaxError:
+                break
+        else:
+            if relpath in self.dirty:
+                return None
+        try:
+            compile(text, relpath, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return exc
+        return None
 
 
 def _verified(spec: AnchorSpec, fp: str) -> str | None:
@@ -223,7 +331,7 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
             flush()
             seg = ws.segment(relpath, spec.qualname)
             node = seg.node
-            tree = ws.index(relpath)[spec.qualname][0]  # the unedited definition's ast
+            tree = seg.tree() if spec.node is not None else None  # the unedited definition's ast
         fp = ws.pristine_fingerprint(relpath, spec.qualname) or fingerprint(seg.node)
         matches = match_anchor(spec, node, tree)
         try:
@@ -264,7 +372,8 @@ def plan(
         """A pristine definition elsewhere (e.g. a base class hook), read-only."""
         spec = AnchorSpec(id="lookup", module=module, qualname=qualname)
         try:
-            relpath, _ = locate_definition(spec, source, lambda p: ws.pristine_index(p) if ws.current(p) is not None else None)
+            relpath, _ = locate_definition(spec, source, lambda p: ws.pristine_index(p) if ws.current(p) is not None else None,
+                                           ws.package)
         except AnchorError:
             return None
         node = ws.pristine_index(relpath)[qualname][0]
@@ -286,13 +395,13 @@ def plan(
             results.append(PatchResult(patch.id, patch.hash, variant.kind,
                                        variant.upstreamed or variant.absent or "", label))
             continue
-        before = dict(ws.text)
+        before = ws.snapshot()
         result = PatchResult(patch.id, patch.hash, OK, variant=label)
         ctx = EditContext(patch.id, patch.hash, source.version, source, lookup)
         try:
             _run_edits(ws, patch, variant, ctx, result)
         except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
-            ws.text = before
+            ws.restore(before)
             result.status, result.reason = FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             result.failure = getattr(exc, "kind", "conflict")
             result.failed_anchor = getattr(exc, "anchor", "") or ""
@@ -304,9 +413,8 @@ def plan(
     patched: dict[str, str] = {}
     for relpath in ws.changed():
         code = ws.text[relpath]
-        try:
-            compile(code, relpath, "exec", dont_inherit=True)
-        except SyntaxError as exc:
+        exc = ws.compile_error(relpath)
+        if exc is not None:
             for r in results:
                 if relpath in r.files and r.status == OK:
                     r.status, r.reason = FAILED, f"{relpath}: result does not compile: line {exc.lineno}: {exc.msg}"
@@ -319,4 +427,5 @@ def plan(
     for relpath in bad:
         pristine.pop(relpath, None)
         patched.pop(relpath, None)
+    definitions.save_all()
     return Plan(source, results, pristine, patched, workspace=ws)
