@@ -11,9 +11,10 @@ round by round after one untimed warm-up round, so machine noise hits all alike;
 table gives min and median per case and N. Cases, for each N:
 
 * ``cold apply`` / ``no-op apply`` / ``status`` / ``revert --all`` on a hard-linked copy
-  of a pristine ``pip install --no-deps`` of vLLM 0.23.0 (the apply is cold: no plan
-  of that profile exists in the cache; the definition index is warm after the
-  warm-up round);
+  of a pristine ``pip install --no-deps`` of vLLM 0.23.0 (the apply is cold: its plan is
+  deleted from the plan cache first; the definition index is warm after the warm-up
+  round), then ``cold apply, plan cached``: the same profile applied again to the
+  reverted copy, its plan taken from the cache (:mod:`patchq.plan.plancache`);
 * ``check`` on 3 releases (0.23.0, 0.26.0, 0.33.0; one process each, summed);
 * ``matrix`` on 8 releases (``--workers 2``).
 
@@ -116,10 +117,16 @@ def round_cases(impl: Impl, series: Path, n: int, site: Path, work: Path, sample
     def add(case: str, value: tuple) -> None:
         samples.setdefault((impl.name, n, case), []).append(value[:2])
 
+    plan_file = plan_cache_file(series) if impl.name == "patchq" else None
+    if plan_file is not None and plan_file.exists():
+        plan_file.unlink()  # a cold plan: this profile was never planned on this release
     add("cold apply", impl.run("apply", "--series", s, "--profile", "all", "--site-packages", str(copy)))
     add("no-op apply", impl.run("apply", "--series", s, "--profile", "all", "--site-packages", str(copy)))
     add("status", impl.run("status", "--series", s, "--site-packages", str(copy)))
     add("revert --all", impl.run("revert", "--all", "--series", s, "--site-packages", str(copy)))
+    if plan_file is not None:  # the same profile on another environment of the release
+        add("cold apply, plan cached", impl.run("apply", "--series", s, "--profile", "all",
+                                                "--site-packages", str(copy)))
     shutil.rmtree(copy)
     walls = cpus = 0.0
     for v in CHECK_RELEASES:
@@ -129,6 +136,26 @@ def round_cases(impl: Impl, series: Path, n: int, site: Path, work: Path, sample
     out = work / f"matrix-{impl.name}-{n}"
     add("matrix x8", impl.run("matrix", "--series", s, "--profiles", "all", "--releases",
                               ",".join(MATRIX_RELEASES), "--out", str(out), "--json"))
+
+
+_plan_files: dict[Path, Path] = {}
+
+
+def plan_cache_file(series: Path) -> Path:
+    """Where this checkout's plan cache keeps the plan of profile ``all`` on vLLM 0.23.0."""
+    if series not in _plan_files:
+        from packaging.version import Version
+
+        from patchq import series as series_mod
+        from patchq.dist import cache
+        from patchq.plan import plancache
+
+        class _V:  # plan_key needs only the version
+            version = Version("0.23.0")
+
+        patches = series_mod.load(series).patches_of("all")
+        _plan_files[series] = cache.plans() / f"{plancache.plan_key(_V(), patches)}.pickle"  # type: ignore[arg-type]
+    return _plan_files[series]
 
 
 def summarize(samples: dict, base: float) -> list[dict]:
@@ -210,7 +237,7 @@ def main() -> int:
                 keep.setdefault((impl.name, 5, "matrix 17 releases x 4 profiles"), []).append(impl.run(
                     "matrix", "--series", str(series[5]), "--profiles", "p1,p2,p3,p4", "--releases",
                     ",".join(RELEASES_17), "--out", str(work / "m5"), "--json")[:2])
-                if args.big and 200 in series:
+                if args.big and 200 in series and impl.name == "patchq":
                     keep.setdefault((impl.name, 200, "matrix 17 releases"), []).append(impl.run(
                         "matrix", "--series", str(series[200]), "--profiles", "all", "--releases",
                         ",".join(RELEASES_17), "--out", str(work / "m200"), "--json")[:2])

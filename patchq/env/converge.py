@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from patchq.plan import engine
+from patchq.plan import engine, plancache
 from patchq.errors import ForeignEditError, PatchqError, ReadOnlyError, StateError
 from patchq.env.fsutil import fsync_dir
 from patchq.hashing import sha256_file
@@ -164,7 +164,7 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
             foreign[relpath] = None
         return target.read_text(relpath)
 
-    plan = engine.plan(target, patches, read=read)
+    plan = plancache.plan(target, patches, read=read)
     if foreign and not force:  # before plan failures: an edit explains failing anchors
         raise ForeignEditError(_foreign_message(target, foreign))
     if not plan.ok:

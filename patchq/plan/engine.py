@@ -132,6 +132,8 @@ class Workspace:
         self._modules: dict[str, tuple[str, cst.Module]] = {}
         #: relpath -> 1-based inclusive line spans of the current text that edits wrote
         self.dirty: dict[str, list[tuple[int, int]]] = {}
+        #: True once a definition was searched for in the whole package
+        self.searched = False
 
     def current(self, relpath: str) -> str | None:
         """The current (possibly edited) text, or None when the file does not exist."""
@@ -183,6 +185,7 @@ class Workspace:
     def package(self, qualname: str) -> list[str]:
         """Files that can hold ``qualname`` (for the package-wide search): those the
         source's index says define it, and every file this plan has read."""
+        self.searched = True
         return self.defs.candidates(qualname, self.text)
 
     def locate(self, spec: AnchorSpec) -> tuple[str, bool]:
