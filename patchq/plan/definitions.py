@@ -189,11 +189,6 @@ _MEMO: dict[str, tuple[Entry, ...] | None] = {}
 _GROUPED: dict[str, dict[str, list[Entry]] | None] = {}
 
 
-def remember(sha: str, entries: tuple[Entry, ...] | None) -> None:
-    """Record the entries of the text whose sha256 is ``sha`` (this process only)."""
-    _MEMO[sha] = entries
-
-
 def text_index(text: str, sha: str | None = None) -> dict[str, list[Entry]] | None:
     """qualname -> entries of a module text (memoized by sha256); None when it does not parse."""
     sha = sha or text_sha(text)
