@@ -149,8 +149,11 @@ def main() -> int:
         subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip",
                         str(venv)], check=True)
         clean = str(venv / "bin" / "python")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ_")}
-        env["PYTHONPATH"] = str(REPO)
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PATCHQ_") and k != "PYTHONDONTWRITEBYTECODE"}  # as installed: .pyc
+        import sysconfig  # patchq in the clean interpreter: no editable-install finder
+
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), sysconfig.get_paths()["purelib"]])
         quilt = shutil.which("quilt")
         diff = prep["diff"]
 
@@ -168,7 +171,7 @@ def main() -> int:
 
         cases = {
             "python -c pass": lambda c: timed([clean, "-c", "pass"], work),
-            "patchq apply": lambda c: timed([sys.executable, "-m", "patchq", "apply", "--profile", args.profile,
+            "patchq apply": lambda c: timed([clean, "-m", "patchq", "apply", "--profile", args.profile,
                                              "--site-packages", str(c)], work, env),
             "text scripts, 5 processes": lambda c: tuple(map(sum, zip(*[
                 timed([clean, str(s), str(c)], work) for s in prep["scripts"]]))),

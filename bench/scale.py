@@ -21,7 +21,8 @@ table gives min and median per case and N. Cases, for each N:
 Once: 40 patches in one module (``dense``: cold apply), the 5-patch matrix on 17
 releases x 4 profiles, and with ``--big`` 200 patches x 17 releases. The interpreter
 start is ``python -c pass`` of a fresh venv made with ``python -m venv`` (no
-editable-install finder, no site-packages): the unit of the ratios.
+editable-install finder, no site-packages): the unit of the ratios; patchq runs in
+that interpreter with ``PYTHONPATH`` naming the checkout and this venv's site-packages.
 
 ``--baseline DIR``: also time another checkout of patchq (``PYTHONPATH=DIR``, run from a
 temporary directory so the checkout under test does not shadow it) for the Ns in
@@ -68,14 +69,19 @@ def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
 
 
 class Impl:
-    """One patchq to time: this checkout, or a baseline checkout via PYTHONPATH."""
+    """One patchq to time: this checkout, or a baseline checkout, run by ``python`` (the
+    clean venv's interpreter) with ``PYTHONPATH=<checkout>:<this venv's site-packages>``:
+    no editable-install finder, no ``.pth`` processing (as a regular install)."""
 
-    def __init__(self, name: str, root: Path, work: Path) -> None:
+    def __init__(self, name: str, root: Path, work: Path, python: str) -> None:
+        import sysconfig
+
         self.name = name
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ_")}
-        self.env["PYTHONPATH"] = str(root)
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("PATCHQ_") and k != "PYTHONDONTWRITEBYTECODE"}  # as installed: .pyc
+        self.env["PYTHONPATH"] = os.pathsep.join([str(root), sysconfig.get_paths()["purelib"]])
         self.cwd = work
-        self.cmd = [sys.executable, "-m", "patchq"]
+        self.cmd = [python, "-m", "patchq"]
 
     def run(self, *args: str) -> tuple[float, float, int]:
         return timed([*self.cmd, *args], self.env, self.cwd)
@@ -214,8 +220,8 @@ def main() -> int:
         work = Path(tmp)
         site = pristine_site(work, args.site)
         py = clean_python(work)
-        impls = [Impl("patchq", REPO, work)] + ([Impl("baseline", Path(args.baseline).resolve(), work)]
-                                               if args.baseline else [])
+        impls = [Impl("patchq", REPO, work, py)] + ([Impl("baseline", Path(args.baseline).resolve(), work, py)]
+                                                   if args.baseline else [])
         series = {n: synth.generate(work / f"synth{n}", n) for n in sorted(set(ns) | set(base_ns) | {5})}
         dense = synth.generate(work / "dense40", 40, "dense")
         samples: dict = {}

@@ -5,6 +5,12 @@ patch's raw outcome; :func:`classify` turns it into one **status** per patch, wi
 reason, the file/line locations of its anchors and, for drift, the node-scoped upstream
 diff. Nothing is written.
 
+The jobs around the classification live beside it: :mod:`patchq.compat.variants` (which
+variant is planned, the trial of the nearest one), :mod:`patchq.compat.drift`
+(fingerprints, verified releases, the upstream diff), :mod:`patchq.compat.views` (several
+profiles from one plan); definitions come from :mod:`patchq.plan.definitions`. Their
+public names are re-exported here.
+
 Statuses (the rule that decides each, in this order):
 
 ``not-applicable``
