@@ -16,6 +16,10 @@ to the same sha256 (``read`` is called for each, exactly as planning would) and 
 stored texts are intact; then nothing is parsed. A plan that searched the whole package
 for a moved definition, or that failed, is never stored (it would depend on files it
 did not read, or there is nothing to reuse). Any cache error falls back to planning.
+
+What a patch's transform runs is identified as the journal and the import hook identify
+it: by the patch hash (its series module and anchors file) and the planner's sources; a
+helper module that a series module imports from elsewhere is not part of the key.
 """
 
 from __future__ import annotations
