@@ -10,50 +10,11 @@ Only :mod:`ast` is used (no libcst): a check reads, it never edits.
 
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass
-
-from patchq.plan.anchors import ast_index, find_definitions
-from patchq.model import AnchorSpec
-from patchq.sentinels import find_sentinels
 from patchq.dist.sources import CodeSource
-
-
-@dataclass(frozen=True)
-class Definition:
-    """A definition found in a source.
-
-    Attributes:
-        relpath: file that holds it (``vllm/v1/core/kv_cache_utils.py``).
-        node: its :mod:`ast` node (``FunctionDef`` or ``ClassDef``) in the whole file's tree.
-        line: 1-based line of its ``def``/``class`` keyword.
-        sentinels: patch ids of the sentinel comments directly above it.
-    """
-
-    relpath: str
-    node: ast.FunctionDef | ast.ClassDef
-    line: int
-    sentinels: tuple[str, ...] = ()
-
-    @property
-    def where(self) -> str:
-        """``relpath:line``."""
-        return f"{self.relpath}:{self.line}"
-
-    def patched_by(self, patch_id: str) -> bool:
-        """True when the definition carries a sentinel of ``patch_id`` (see module docstring)."""
-        return patch_id in self.sentinels
-
-
-def _sentinels_above(text: str, node: ast.AST) -> tuple[str, ...]:
-    lines = text.splitlines()
-    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-    out = []
-    i = first - 2
-    while i >= 0 and lines[i].lstrip().startswith("#"):
-        out += [pid for pid, _ in find_sentinels(lines[i])]
-        i -= 1
-    return tuple(out)
+from patchq.model import AnchorSpec
+from patchq.plan import definitions
+from patchq.plan.anchors import find_definitions
+from patchq.plan.definitions import Definition  # noqa: F401 - the type series code receives
 
 
 def definition(source: CodeSource, qualname: str, *modules: str) -> Definition | None:
@@ -65,17 +26,15 @@ def definition(source: CodeSource, qualname: str, *modules: str) -> Definition |
         modules: dotted module hints tried in order (the definition moves between files
             across releases); when none holds it, the whole package is searched
             (:func:`patchq.plan.anchors.find_definitions`, once).
+    Returns:
+        A :class:`patchq.plan.definitions.Definition`: ``node`` is its :mod:`ast` node (line
+        numbers of the whole file), ``line`` its keyword's line, ``where`` ``relpath:line``,
+        ``patched_by(id)`` whether a sentinel of that patch sits directly above it.
     """
-    indexes: dict[str, dict | None] = {}
+    index = definitions.for_source(source)
 
     def index_of(relpath: str):
-        if relpath not in indexes:
-            text = source.read_text(relpath)
-            try:
-                indexes[relpath] = None if text is None else ast_index(text)
-            except SyntaxError:
-                indexes[relpath] = None
-        return indexes[relpath]
+        return index.file(relpath)
 
     hints = [p for m in modules for p in AnchorSpec(id="hint", module=m, qualname=qualname).module_paths]
     for relpath in hints:  # each hinted file alone: one defining it twice is skipped
@@ -84,10 +43,9 @@ def definition(source: CodeSource, qualname: str, *modules: str) -> Definition |
             return _definition(source, relpath, found[0])
     if any((index_of(p) or {}).get(qualname) for p in hints):
         return None
-    found, _ = find_definitions(source, qualname, (), index_of)  # one package-wide search
+    found, _ = find_definitions(source, qualname, (), index_of, index.candidates)  # one package-wide search
     return _definition(source, *found[0]) if len(found) == 1 else None
 
 
-def _definition(source: CodeSource, relpath: str, node) -> Definition:
-    text = source.read_text(relpath) or ""
-    return Definition(relpath, node, node.lineno, _sentinels_above(text, node))
+def _definition(source: CodeSource, relpath: str, entry) -> Definition:
+    return definitions.definition_from(source.read_text(relpath) or "", relpath, entry)

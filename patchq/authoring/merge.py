@@ -41,7 +41,9 @@ from packaging.version import Version
 
 from patchq.plan import diffs, engine
 from patchq.authoring import rangediff
-from patchq.plan.anchors import ast_index, definition_span, fingerprint_ast, locate_definition, split_lines
+from patchq.plan import definitions
+from patchq.plan.anchors import fingerprint_ast, locate_definition, split_lines
+from patchq.plan.definitions import Definition, module_of  # noqa: F401 - re-exported
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
 from patchq.sentinels import SENTINEL_RE
@@ -59,41 +61,13 @@ GONE = "gone"
 # --------------------------------------------------------------------------- definitions
 
 
-@dataclass(frozen=True)
-class Definition:
-    """One definition's text in one file.
-
-    Attributes:
-        relpath, qualname: where. start, end: 1-based lines (decorators included).
-        text: those lines, indentation kept. fingerprint: of its normalized AST.
-        kind: ``class`` or ``def``. node: the :mod:`ast` node.
-    """
-
-    relpath: str
-    qualname: str
-    start: int
-    end: int
-    text: str
-    fingerprint: str
-    kind: str
-    node: ast.AST = field(repr=False, compare=False)
-
-
-def _kind(node: ast.AST) -> str:
-    return "class" if isinstance(node, ast.ClassDef) else "def"
-
-
 def cut(text: str, relpath: str, qualname: str, index: dict | None = None) -> Definition | None:
-    """The one definition ``qualname`` of a module's text, or None (absent or defined twice)."""
-    found = (index if index is not None else ast_index(text)).get(qualname, [])
-    if len(found) != 1:
-        return None
-    node = found[0]
-    start, end = definition_span(node)
-    body = "".join(split_lines(text)[start - 1:end])
-    if not body.endswith("\n"):
-        body += "\n"
-    return Definition(relpath, qualname, start, end, body, fingerprint_ast(node), _kind(node), node)
+    """The one definition ``qualname`` of a module's text, or None (absent or defined twice).
+
+    ``index``: the text's qualname -> entries, when the caller has it
+    (:func:`patchq.plan.definitions.cut`).
+    """
+    return definitions.cut(text, relpath, qualname, index)
 
 
 def strip_sentinels(text: str) -> str:
@@ -108,14 +82,6 @@ def splice_many(text: str, edits: list[tuple[int, int, str]]) -> str:
     for start, end, new in sorted(edits, reverse=True):
         lines[start - 1:end] = [new]
     return "".join(lines)
-
-
-def module_of(relpath: str) -> str:
-    """Dotted module of a relpath: ``vllm/a/b.py`` -> ``vllm.a.b``; ``__init__`` dropped."""
-    mod = relpath[:-3] if relpath.endswith(".py") else relpath
-    if mod.endswith("/__init__"):
-        mod = mod[: -len("/__init__")]
-    return mod.replace("/", ".")
 
 
 # --------------------------------------------------------------------------- merge-file
@@ -183,19 +149,22 @@ def similar_definitions(base: Definition, source: CodeSource, hints: list[str],
     want = _body_text(base.node)
     scored: dict[tuple[str, str], float] = {}
 
+    index = definitions.for_source(source)
+
     def scan(relpaths: list[str]) -> None:
         for rel in relpaths:
             text = source.read_text(rel)
             if text is None:
                 continue
-            try:
-                index = ast_index(text)
-            except SyntaxError:
+            found = index.text_index(rel, text)
+            if found is None:
                 continue
-            for qual, nodes in index.items():
-                if qual in exclude or len(nodes) != 1 or _kind(nodes[0]) != base.kind:
+            lines = split_lines(text)
+            for qual, entries in found.items():
+                if qual in exclude or len(entries) != 1 or entries[0].kind != base.kind:
                     continue
-                scored[(rel, qual)] = fuzz.ratio(want, _body_text(nodes[0]))
+                node = definitions.definition_from(text, rel, entries[0], lines).node
+                scored[(rel, qual)] = fuzz.ratio(want, _body_text(node))
 
     scan(hints)
     if not scored or max(scored.values()) < SIMILARITY_MIN:
@@ -320,20 +289,18 @@ def _outermost(units: dict[tuple[str, str], list[str]]) -> dict[tuple[str, str],
 
 
 class _Indexes:
-    """Cached :func:`ast_index` per file of one source."""
+    """qualname -> definition entries per file of one source (its definition index)."""
 
     def __init__(self, source: CodeSource) -> None:
         self.source = source
-        self.cache: dict[str, dict | None] = {}
+        self.index = definitions.for_source(source)
 
     def __call__(self, relpath: str) -> dict | None:
-        if relpath not in self.cache:
-            text = self.source.read_text(relpath)
-            try:
-                self.cache[relpath] = ast_index(text) if text is not None else None
-            except SyntaxError:
-                self.cache[relpath] = None
-        return self.cache[relpath]
+        return self.index.file(relpath)
+
+    def package(self, qualname: str) -> list[str]:
+        """Files that can hold ``qualname`` (for the package-wide search)."""
+        return self.index.candidates(qualname)
 
 
 # --------------------------------------------------------------------------- rebase
@@ -425,14 +392,14 @@ def _resolve_target(unit: UnitRebase, base: Definition, patch: Patch, to_source:
     """The unit's definition at the target, or None (unit.merge set to gone/conflict)."""
     spec = AnchorSpec(id=unit.qualname, module=module_of(unit.base_path), qualname=unit.qualname)
     try:
-        rel, moved = locate_definition(spec, to_source, index_t)
+        rel, moved = locate_definition(spec, to_source, index_t, getattr(index_t, "package", None))
     except AnchorError as exc:
         if exc.kind != "gone":
             unit.resolution, unit.merge, unit.reason = "ambiguous", CONFLICT, str(exc)
             return None
         hints = [unit.base_path] + [p for p in spec.module_paths if p != unit.base_path]
         hints += [p for a in unit.anchors for p in patch.anchors[a].module_paths if p not in hints]
-        existing = set((ast_index(from_source.read_text(unit.base_path) or "")).keys())
+        existing = set(definitions.for_source(from_source).file(unit.base_path) or {})
         unit.candidates = similar_definitions(base, to_source, [h for h in hints if to_source.exists(h)]
                                               or [unit.base_path], existing)
         best = unit.candidates[0] if unit.candidates else None

@@ -18,15 +18,14 @@ Two kinds of history are understood:
 :class:`GitSource` is a :class:`patchq.dist.sources.CodeSource` over a tag, so anchors resolve
 in a release read from git exactly as in an extracted wheel.
 :func:`definition_history` follows one definition (by qualified name, across files)
-through the releases and fingerprints it in each (:func:`patchq.plan.anchors.fingerprint_ast`:
-the same value as the engine's, from :mod:`ast`, without libcst).
+through the releases and fingerprints it in each (:mod:`patchq.plan.definitions`: the
+same value as the engine's, from each release's cached definition index).
 """
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import difflib
-import functools
 import hashlib
 import re
 import tempfile
@@ -40,8 +39,10 @@ import git
 from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
-from patchq.dist import releases
-from patchq.plan.anchors import ast_index, definition_span, find_definitions, fingerprint_ast, split_lines
+from patchq.dist import cache, releases
+from patchq.plan import definitions
+from patchq.plan.anchors import find_definitions
+from patchq.plan.definitions import Definition
 from patchq.errors import TargetNotFound, UsageError
 from patchq.model import AnchorSpec
 from patchq.dist.sources import PACKAGE, CodeSource
@@ -55,7 +56,7 @@ _FALLBACK_DATE = "2000-01-01T00:00:00+00:00"
 
 def default_path() -> Path:
     """``<patchq cache>/upstream/vllm.git`` (``$PATCHQ_CACHE_DIR`` moves the cache)."""
-    return releases.cache_dir() / "upstream" / "vllm.git"
+    return cache.upstream_repo()
 
 
 def tag_of(version: Version | str) -> str:
@@ -339,36 +340,9 @@ def sync(versions: Iterable[Version | str], path: Path | None = None) -> SyncRes
 # --------------------------------------------------------------------------- definitions
 
 
-@dataclass(frozen=True)
-class DefinitionAt:
-    """One definition in one release.
-
-    Attributes:
-        version: the release. relpath: its file. qualname: its qualified name.
-        start, end: 1-based line range (decorators included). text: those lines.
-        fingerprint: :func:`patchq.plan.anchors.fingerprint` of it. blob: the file's blob id.
-    """
-
-    version: Version
-    relpath: str
-    qualname: str
-    start: int
-    end: int
-    text: str
-    fingerprint: str
-    blob: str = ""
-
-
-def _index_or_none(source: CodeSource, relpath: str) -> dict | None:
-    """:func:`ast_index` of a file (read once: CodeSource caches texts); None when it is
-    missing or does not parse."""
-    text = source.read_text(relpath)
-    if text is None:
-        return None
-    try:
-        return ast_index(text)
-    except SyntaxError:
-        return None
+#: One definition in one release: a :class:`patchq.plan.definitions.Definition` with
+#: ``version`` (the release) and ``blob`` (the file's git blob id) set.
+DefinitionAt = Definition
 
 
 @dataclass
@@ -400,12 +374,12 @@ def definition_history(up: Upstream, spec: AnchorSpec, versions: Sequence[Versio
         src = up.source(v)
         blobs = src.blobs()
         if last is not None and blobs.get(last.relpath) == last.blob:
-            last = DefinitionAt(v, last.relpath, last.qualname, last.start, last.end, last.text,
-                                last.fingerprint, last.blob)
+            last = dataclasses.replace(last, version=v)
             states[v] = last
             continue
         hints = ([last.relpath] if last else []) + [p for p in spec.module_paths if not last or p != last.relpath]
-        found, _ = find_definitions(src, spec.qualname, hints, functools.partial(_index_or_none, src))
+        index = definitions.for_source(src)
+        found, _ = find_definitions(src, spec.qualname, hints, index.file, index.candidates)
         if not found:
             states[v] = "absent"
             last = None
@@ -414,12 +388,9 @@ def definition_history(up: Upstream, spec: AnchorSpec, versions: Sequence[Versio
             states[v] = "ambiguous: " + ", ".join(f"{p}:{n.lineno}" for p, n in found)  # type: ignore[attr-defined]
             last = None
             continue
-        relpath, node = found[0]
-        text = src.read_text(relpath) or ""
-        start, end = definition_span(node)
-        lines = split_lines(text)[start - 1:end]
-        last = DefinitionAt(v, relpath, spec.qualname, start, end, "".join(lines),
-                            fingerprint_ast(node), blobs.get(relpath, ""))
+        relpath, entry = found[0]
+        last = definitions.definition_from(src.read_text(relpath) or "", relpath, entry, newline=False,
+                                           version=v, blob=blobs.get(relpath, ""))
         states[v] = last
     return History(spec.qualname, spec.module, states)
 

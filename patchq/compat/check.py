@@ -5,6 +5,12 @@ patch's raw outcome; :func:`classify` turns it into one **status** per patch, wi
 reason, the file/line locations of its anchors and, for drift, the node-scoped upstream
 diff. Nothing is written.
 
+The jobs around the classification live beside it: :mod:`patchq.compat.variants` (which
+variant is planned, the trial of the nearest one), :mod:`patchq.compat.drift`
+(fingerprints, verified releases, the upstream diff), :mod:`patchq.compat.views` (several
+profiles from one plan); definitions come from :mod:`patchq.plan.definitions`. Their
+public names are re-exported here.
+
 Statuses (the rule that decides each, in this order):
 
 ``not-applicable``
@@ -88,21 +94,26 @@ JSON document ``patchq.check/1`` (``patchq check --json``)::
 from __future__ import annotations
 
 import ast
-import difflib
-import functools
-import textwrap
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patchq.plan import engine
-from patchq.plan.anchors import Pattern, ast_index, declares, definition_span, locate_definition, split_lines
+from patchq.compat.drift import (  # noqa: F401 - re-exported (check's public names)
+    definition_text,
+    drift_entry,
+    nearest_verified,
+    recorded_fingerprints,
+    verified_release,
+)
+from patchq.compat.variants import _label, effective_patches, nearest_edit_variant  # noqa: F401
+from patchq.compat.views import check_profiles, union_order, view_is_exact  # noqa: F401
+from patchq.dist.sources import CodeSource
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
-from patchq.dist.sources import CodeSource
+from patchq.plan import definitions, engine
+from patchq.plan.anchors import Pattern, locate_definition
 
 SCHEMA = "patchq.check/1"
 
@@ -159,82 +170,18 @@ class PatchCheck:
 
 
 # ---------------------------------------------------------------------------
-# variants
+# a gone definition under another qualname (from the release's definition index)
 
 
-def _lower_bound(spec: SpecifierSet) -> Version:
-    """The lowest version a range admits by its ``>=``/``>``/``==``/``~=`` clauses (0 if none)."""
-    lows = [Version(s.version.rstrip(".*")) for s in spec if s.operator in (">=", ">", "==", "~=", "===")]
-    return max(lows) if lows else Version("0")
-
-
-def nearest_edit_variant(patch: Patch, version: Version) -> Variant | None:
-    """The edit variant whose range starts closest below ``version`` (else the lowest above).
-
-    Used when no variant covers ``version`` (the trial), and to confirm ``absent``.
-    """
-    edits = [v for v in patch.variants if v.kind == "edit"]
-    if not edits:
-        return None
-    below = [v for v in edits if _lower_bound(v.applies) <= version]
-    if below:
-        return max(below, key=lambda v: _lower_bound(v.applies))
-    return min(edits, key=lambda v: _lower_bound(v.applies))
-
-
-def _label(variant: Variant) -> str:
-    return str(variant.applies) or "all"
-
-
-def effective_patches(patches: Iterable[Patch], version: Version) -> tuple[list[Patch], dict[str, Variant]]:
-    """The patches to plan: an uncovered in-range patch is replaced by its nearest edit variant.
-
-    Returns:
-        (patches in the same order, patch id -> the variant tried in place of a missing one).
-    """
-    out: list[Patch] = []
-    tried: dict[str, Variant] = {}
-    for p in patches:
-        if version in p.applies and p.variant_for(version) is None:
-            near = nearest_edit_variant(p, version)
-            if near is not None:
-                tried[p.id] = near
-                p = replace(p, variants=(replace(near, applies=SpecifierSet()),))
-        out.append(p)
-    return out, tried
-
-
-# ---------------------------------------------------------------------------
-# definitions by qualname, with the standard ast (fast; for diffs and searches)
-
-
-@functools.lru_cache(maxsize=64)
-def _parsed(text: str) -> tuple[list[str], dict[str, list[ast.AST]]] | None:
-    try:
-        index = ast_index(text)
-    except SyntaxError:
-        return None
-    return split_lines(text), index
-
-
-def definition_text(text: str, qualname: str) -> tuple[int, str] | None:
-    """(1-based first line, dedented source) of the one ``qualname`` in ``text``; decorators
-    and comments inside included. None when absent or defined more than once."""
-    parsed = _parsed(text)
-    if parsed is None:
-        return None
-    lines, index = parsed
-    found = index.get(qualname, [])
-    if len(found) != 1:
-        return None
-    start, end = definition_span(found[0])
-    return start, textwrap.dedent("".join(lines[start - 1:end]))
-
-
-def _files_declaring(source: CodeSource, name: str) -> list[str]:
-    """The ``.py`` files of ``source`` with a ``def``/``class`` named ``name`` (:func:`declares`)."""
-    return [rel for rel in source.py_files()
-            if (text := source.read_text(rel)) is not None and declares(text, name)]
+def _pattern_names(pattern: Pattern) -> set[str]:
+    """Identifiers every statement matching ``pattern`` must spell out (names, attributes)."""
+    out = set()
+    for node in ast.walk(pattern.stmt):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+    return out
 
 
 def _pattern_count(spec: AnchorSpec, node: ast.AST) -> int:
@@ -253,119 +200,36 @@ def renamed_candidates(spec: AnchorSpec, source: CodeSource) -> list[tuple[str, 
     """Definitions named like the anchor's last qualname component under another qualname
     whose statements match the anchor's pattern with the expected count.
 
+    Candidates come from the release's definition index (:mod:`patchq.plan.definitions`);
+    only those whose text spells every identifier of the pattern are parsed (their own
+    lines only), since no other can match it.
+
     Returns:
         [(relpath, qualname, line)], sorted. A gone anchor with exactly one is ``moved``.
     """
     last = spec.qualname.rsplit(".", 1)[-1]
+    per_file: dict[str, dict[str, list]] = {}
+    for rel, entry in definitions.for_source(source).named(last):
+        per_file.setdefault(rel, {}).setdefault(entry.qualname, []).append(entry)
+    need = _pattern_names(Pattern.compile(spec.node)) if spec.node is not None and not spec.count_ok(0) else set()
     out = []
-    for rel in _files_declaring(source, last):
-        parsed = _parsed(source.read_text(rel) or "")
-        if parsed is None:
-            continue
-        for qual, nodes in parsed[1].items():
-            if qual == spec.qualname or qual.rsplit(".", 1)[-1] != last or len(nodes) != 1:
+    for rel, quals in per_file.items():
+        for qual, entries in quals.items():
+            if qual == spec.qualname or len(entries) != 1:
                 continue
-            if spec.count_ok(_pattern_count(spec, nodes[0])):
-                out.append((rel, qual, nodes[0].lineno))
+            e = entries[0]
+            if spec.node is None:
+                count = 1
+            else:
+                seg = definitions.span_text(source.read_text(rel) or "", e.start, e.end)
+                if any(name not in seg for name in need):
+                    count = 0
+                else:
+                    count = _pattern_count(spec, definitions.parse_definition(
+                        seg if seg.endswith("\n") else seg + "\n", e.start))
+            if spec.count_ok(count):
+                out.append((rel, qual, e.line))
     return sorted(out)
-
-
-# ---------------------------------------------------------------------------
-# drift: the node-scoped upstream diff against the nearest verified release
-
-
-def recorded_fingerprints(patch: Patch, qualname: str) -> dict[str, str]:
-    """version -> fingerprint recorded for ``qualname`` by any anchor of ``patch``.
-
-    A fingerprint belongs to the definition, not to the anchor: a variant's new anchor
-    (say, at a moved module) is verified by an older anchor's record of the same
-    definition. Records of the anchors that name ``qualname`` are merged.
-    """
-    out: dict[str, str] = {}
-    for spec in patch.anchors.values():
-        if spec.qualname == qualname:
-            out.update(spec.fingerprints)
-    return out
-
-
-def verified_release(patch: Patch, qualname: str, fp: str, version: Version) -> str | None:
-    """The recorded release nearest to ``version`` (:func:`nearest_verified`) whose
-    fingerprint of ``qualname`` equals ``fp``, or None."""
-    hits = [v for v, f in recorded_fingerprints(patch, qualname).items() if f == fp]
-    return nearest_verified(hits, version)
-
-
-def nearest_verified(known_versions: Iterable[str], version: Version) -> str | None:
-    """The recorded release nearest to ``version``: the newest at or below it, else the oldest above."""
-    known = sorted(known_versions, key=Version)
-    below = [v for v in known if Version(v) <= version]
-    if below:
-        return below[-1]
-    return known[0] if known else None
-
-
-@functools.lru_cache(maxsize=32)
-def _release_source(version: str) -> CodeSource | None:
-    """A release from patchq's cache only (never downloads); None when not cached."""
-    from patchq.dist import releases, sources
-
-    if Version(version) not in releases.cached_releases():
-        return None
-    try:
-        return sources.release_source(version)
-    except Exception:  # a broken cache entry must not break a check
-        return None
-
-
-def _find_reference(spec: AnchorSpec, ref: CodeSource, prefer: str) -> tuple[str, int, str] | None:
-    """(relpath, line, text) of the anchored definition in a reference release."""
-    tried = []
-    for rel in (prefer, *spec.module_paths):
-        if rel in tried:
-            continue
-        tried.append(rel)
-        text = ref.read_text(rel)
-        found = definition_text(text, spec.qualname) if text else None
-        if found:
-            return rel, found[0], found[1]
-    first = spec.qualname.split(".")[0]
-    hits = []
-    for rel in _files_declaring(ref, first):
-        found = definition_text(ref.read_text(rel) or "", spec.qualname)
-        if found:
-            hits.append((rel, found[0], found[1]))
-    return hits[0] if len(hits) == 1 else None
-
-
-def drift_entry(spec: AnchorSpec, anchor: engine.AnchorResult, target: CodeSource, target_text: str,
-                known: Iterable[str] = ()) -> dict:
-    """The ``drift`` item of an unverified anchor: the definition's diff from its nearest
-    verified release to ``target`` (``diff`` is '' when they differ only in docstrings,
-    or null with a ``note`` when no reference can be read). ``known``: the releases with a
-    recorded fingerprint of the definition (:func:`recorded_fingerprints`)."""
-    entry = {"anchor": anchor.anchor, "qualname": anchor.qualname, "path": anchor.relpath,
-             "line": anchor.line, "base": None, "base_path": None, "base_line": None,
-             "diff": None, "note": ""}
-    base = nearest_verified(known, target.version)
-    if base is None:
-        entry["note"] = f"no verified release recorded for {spec.qualname} (anchor {spec.id}) in anchors/"
-        return entry
-    entry["base"] = base
-    ref = _release_source(base)
-    if ref is None:
-        entry["note"] = f"vllm {base} is not in patchq's release cache: no diff"
-        return entry
-    found = _find_reference(spec, ref, anchor.relpath)
-    mine = definition_text(target_text, anchor.qualname)
-    if found is None or mine is None:
-        entry["note"] = f"{spec.qualname} not found once in vllm {base}: no diff"
-        return entry
-    rel, line, text = found
-    entry["base_path"], entry["base_line"] = rel, line
-    entry["diff"] = "".join(difflib.unified_diff(
-        text.splitlines(keepends=True), mine[1].splitlines(keepends=True),
-        f"{base}/{rel}:{line} {spec.qualname}", f"{target.version}/{anchor.relpath}:{mine[0]} {spec.qualname}"))
-    return entry
 
 
 # ---------------------------------------------------------------------------
@@ -378,7 +242,7 @@ def _anchor_row(a: engine.AnchorResult) -> dict:
 
 
 class _Resolver:
-    """Locates anchor definitions in the plan's pristine texts and :mod:`ast` indexes
+    """Locates anchor definitions in the plan's pristine texts and definition indexes
     (the workspace caches both): nothing is read or parsed twice."""
 
     def __init__(self, plan: engine.Plan) -> None:
@@ -393,7 +257,8 @@ class _Resolver:
     def locate(self, spec: AnchorSpec) -> tuple[dict | None, AnchorError | None]:
         """(location row without pattern data, or None; the AnchorError when not resolved)."""
         try:
-            relpath, moved = locate_definition(spec, self.plan.source, self.index)
+            relpath, moved = locate_definition(spec, self.plan.source, self.index,
+                                               self.ws.package if self.ws else None)
         except AnchorError as exc:
             return None, exc
         line = self.ws.line_of(relpath, spec.qualname) if self.ws else None
@@ -428,54 +293,30 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
              tried: Variant | None = None, resolver: _Resolver | None = None) -> PatchCheck:
     """The status of one patch from its plan result (module docstring gives the rules).
 
+    The steps, in order: the row and its variant (:func:`_new_row`); out of range
+    (:func:`_not_applicable`); the patch's own upstream check (:func:`_upstream_verdict`);
+    an ``upstreamed`` or ``absent`` variant (:func:`_classify_upstreamed`,
+    :func:`_classify_absent`); else the edit variant or its trial: the relations hook
+    (:func:`patchq.compat.upstreamed.classify`: superseded, interaction,
+    partially-upstreamed, generic upstream detection), else applied
+    (:func:`_classify_applied`) or failed (:func:`_classify_failure`), then the trial's and
+    the upstream check's word on it (:func:`_finish_edit`).
+
     Args:
         patch: the patch as in the series (not the trial replacement).
         result: its :class:`engine.PatchResult` in ``plan``.
         plan: the plan (its workspace is reused to locate definitions).
         tried: the variant tried because none covers the version, if any.
     """
-    source = plan.source
-    version = source.version
     res = resolver or _Resolver(plan)
-    row = PatchCheck(id=patch.id, hash=patch.hash, status=CONFLICT)
-    variant = patch.variant_for(version)
-    if variant is not None:
-        row.variant, row.variant_kind = _label(variant), variant.kind
-
+    row = _new_row(patch, plan.source.version)
     if result.status == engine.NOT_APPLICABLE:
-        row.status, row.reason = NOT_APPLICABLE, result.reason
-        row.level = None
-        return row
-
-    ran = plan.hand_checks.get(patch.id)  # relations hook: the plan already ran it (pristine view)
-    row.upstream_check = {"verdict": ran[0], "reason": ran[1]} if ran else _run_upstream_check(patch, source)
-    says_upstream = bool(row.upstream_check and row.upstream_check["verdict"] == "upstreamed")
-    if row.upstream_check and row.upstream_check["verdict"] == "error":
-        row.notes.append(f"upstream check raised {row.upstream_check['reason']}")
-
+        return _not_applicable(row, result)
+    _upstream_verdict(row, patch, plan)
     if result.status == engine.UPSTREAMED:
-        row.status, row.reason = UPSTREAMED, result.reason
-        if row.upstream_check is not None and row.upstream_check["verdict"] == "not-upstreamed":
-            row.reason += "; but the patch's upstream check disagrees: it does not find the fix in this release"
-            row.notes.append("upstreamed variant contradicted by the patch's upstream check")
-        elif says_upstream and row.upstream_check["reason"] not in row.reason:
-            row.reason += f" (upstream check: {row.upstream_check['reason']})"
-        _locate_all(patch, nearest_edit_variant(patch, version), res, row)
-        return row
-
+        return _classify_upstreamed(row, patch, result, res)
     if result.status == engine.ABSENT:
-        row.status, row.reason = ABSENT, result.reason
-        near = nearest_edit_variant(patch, version)
-        found = _locate_all(patch, near, res, row)
-        row.confirmed = not found
-        if found:
-            where = ", ".join(f"{a['qualname']} ({a['path']}:{a['line']})" for a in found)
-            row.reason += f"; but the variant's claim is contradicted: {where} resolves"
-            row.notes.append("absent variant contradicted: an anchored definition exists")
-        elif near is not None:
-            row.reason += f" (confirmed: anchors {', '.join(_edit_anchor_ids(patch, near))} do not resolve)"
-        return row
-
+        return _classify_absent(row, patch, result, res)
     # an edit variant (or the trial of the nearest one)
     from patchq.compat import upstreamed  # relations hook: superseded / interaction / partially-upstreamed
     if upstreamed.classify(patch, result, row):
@@ -484,40 +325,103 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
         row.tried_variant = _label(tried)
         row.blocking = True
     if result.status == engine.OK:
-        for a in result.anchors:
-            a.verified = verified_release(patch, a.qualname, a.fingerprint, version)
-        row.anchors = [_anchor_row(a) for a in result.anchors]
-        row.touched = set(result.files) | {a.relpath for a in result.anchors}
-        moved = [a for a in result.anchors if a.moved]
-        unverified, seen = [], set()
-        for a in result.anchors:  # one drift entry per definition (anchors may share one)
-            if a.verified is None and (a.relpath, a.qualname) not in seen:
-                seen.add((a.relpath, a.qualname))
-                unverified.append(a)
-        for a in unverified:
-            row.drift.append(drift_entry(patch.anchors[a.anchor], a, source, res.text(a.relpath),
-                                         recorded_fingerprints(patch, a.qualname)))
-        if moved:
-            row.status = MOVED
-            row.reason = "; ".join(
-                f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {a.relpath}:{a.line}"
-                for a in moved) + "; the transform applies there"
-        elif unverified:
-            row.status = DRIFTED
-            row.reason = _drift_reason(unverified, row.drift)
-        else:
-            row.status = APPLIES
-            vs = sorted({a.verified for a in result.anchors}, key=Version)
-            row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
+        _classify_applied(row, patch, result, res)
     else:
         _classify_failure(patch, result, res, row)
         row.blocking = True
+    return _finish_edit(row, patch, result, tried, plan.source.version)
+
+
+def _new_row(patch: Patch, version: Version) -> PatchCheck:
+    row = PatchCheck(id=patch.id, hash=patch.hash, status=CONFLICT)
+    variant = patch.variant_for(version)
+    if variant is not None:
+        row.variant, row.variant_kind = _label(variant), variant.kind
+    return row
+
+
+def _not_applicable(row: PatchCheck, result: engine.PatchResult) -> PatchCheck:
+    row.status, row.reason = NOT_APPLICABLE, result.reason
+    row.level = None
+    return row
+
+
+def _says_upstream(row: PatchCheck) -> bool:
+    return bool(row.upstream_check and row.upstream_check["verdict"] == "upstreamed")
+
+
+def _upstream_verdict(row: PatchCheck, patch: Patch, plan: engine.Plan) -> None:
+    ran = plan.hand_checks.get(patch.id)  # relations hook: the plan already ran it (pristine view)
+    row.upstream_check = {"verdict": ran[0], "reason": ran[1]} if ran else _run_upstream_check(patch, plan.source)
+    if row.upstream_check and row.upstream_check["verdict"] == "error":
+        row.notes.append(f"upstream check raised {row.upstream_check['reason']}")
+
+
+def _classify_upstreamed(row: PatchCheck, patch: Patch, result: engine.PatchResult, res: _Resolver) -> PatchCheck:
+    row.status, row.reason = UPSTREAMED, result.reason
+    if row.upstream_check is not None and row.upstream_check["verdict"] == "not-upstreamed":
+        row.reason += "; but the patch's upstream check disagrees: it does not find the fix in this release"
+        row.notes.append("upstreamed variant contradicted by the patch's upstream check")
+    elif _says_upstream(row) and row.upstream_check["reason"] not in row.reason:  # type: ignore[index]
+        row.reason += f" (upstream check: {row.upstream_check['reason']})"  # type: ignore[index]
+    _locate_all(patch, nearest_edit_variant(patch, res.plan.source.version), res, row)
+    return row
+
+
+def _classify_absent(row: PatchCheck, patch: Patch, result: engine.PatchResult, res: _Resolver) -> PatchCheck:
+    row.status, row.reason = ABSENT, result.reason
+    near = nearest_edit_variant(patch, res.plan.source.version)
+    found = _locate_all(patch, near, res, row)
+    row.confirmed = not found
+    if found:
+        where = ", ".join(f"{a['qualname']} ({a['path']}:{a['line']})" for a in found)
+        row.reason += f"; but the variant's claim is contradicted: {where} resolves"
+        row.notes.append("absent variant contradicted: an anchored definition exists")
+    elif near is not None:
+        row.reason += f" (confirmed: anchors {', '.join(_edit_anchor_ids(patch, near))} do not resolve)"
+    return row
+
+
+def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult, res: _Resolver) -> None:
+    """applies, applies-drifted or moved (the transform applied and compiled)."""
+    source = res.plan.source
+    version = source.version
+    for a in result.anchors:
+        a.verified = verified_release(patch, a.qualname, a.fingerprint, version)
+    row.anchors = [_anchor_row(a) for a in result.anchors]
+    row.touched = set(result.files) | {a.relpath for a in result.anchors}
+    moved = [a for a in result.anchors if a.moved]
+    unverified, seen = [], set()
+    for a in result.anchors:  # one drift entry per definition (anchors may share one)
+        if a.verified is None and (a.relpath, a.qualname) not in seen:
+            seen.add((a.relpath, a.qualname))
+            unverified.append(a)
+    for a in unverified:
+        row.drift.append(drift_entry(patch.anchors[a.anchor], a, source, res.text(a.relpath),
+                                     recorded_fingerprints(patch, a.qualname)))
+    if moved:
+        row.status = MOVED
+        row.reason = "; ".join(
+            f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {a.relpath}:{a.line}"
+            for a in moved) + "; the transform applies there"
+    elif unverified:
+        row.status = DRIFTED
+        row.reason = _drift_reason(unverified, row.drift)
+    else:
+        row.status = APPLIES
+        vs = sorted({a.verified for a in result.anchors}, key=Version)
+        row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
+
+
+def _finish_edit(row: PatchCheck, patch: Patch, result: engine.PatchResult, tried: Variant | None,
+                 version: Version) -> PatchCheck:
+    """The trial's prefix, the upstream check's override, and the level of a blocking row."""
     if tried is not None:
         row.reason = (f"no variant of {patch.id} covers vllm {version}; nearest variant "
                       f"{row.tried_variant} tried: {row.reason}")
-    if says_upstream:
+    if _says_upstream(row):
         edit = "applies" if result.status == engine.OK else "fails"
-        row.reason = (f"upstream check: {row.upstream_check['reason']}; the series still carries an "
+        row.reason = (f"upstream check: {row.upstream_check['reason']}; the series still carries an "  # type: ignore[index]
                       f"edit variant here, which {edit} ({row.status}: {row.reason})")
         row.status = UPSTREAMED
     if row.blocking:
@@ -631,6 +535,7 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     rows = [classify(p, r, plan, tried.get(p.id), res) for p, r in zip(patches, plan.results)]
     from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
     upstreamed.annotate(rows, patches, plan)
+    definitions.save_all()  # what drift and the rename search indexed
     return rows
 
 
@@ -653,75 +558,6 @@ def document(source: CodeSource, profile: str | None, rows: list[PatchCheck]) ->
         "vllm": {"version": str(source.version), "kind": source.kind, "root": str(source.root)},
         "counts": counts, "patches": [r.to_dict() for r in rows],
     }
-
-
-# ---------------------------------------------------------------------------
-# several profiles from one plan (the matrix)
-
-
-def union_order(profiles: dict[str, list[str]]) -> list[str]:
-    """Every patch id of the profiles, in first-seen order (longest profile first)."""
-    out: list[str] = []
-    for ids in sorted(profiles.values(), key=len, reverse=True):
-        for pid in ids:
-            if pid not in out:
-                out.append(pid)
-    return out
-
-
-def _is_subsequence(ids: list[str], order: list[str]) -> bool:
-    pos = [order.index(i) for i in ids]
-    return pos == sorted(pos)
-
-
-def view_is_exact(ids: list[str], order: list[str], rows: dict[str, PatchCheck]) -> bool:
-    """True when a profile's rows taken from a plan of ``order`` equal planning just ``ids``.
-
-    A patch's outcome depends on the others only through the files they share: an
-    excluded patch that changed a file before an included one touched it, or a compile
-    failure in a shared file (which fails every patch in that file). Failed patches leave
-    no trace in the plan, so only their compile failures count.
-    """
-    if not _is_subsequence(ids, order):
-        return False
-    included = set(ids)
-    any_compile_failure = any(r.compile_failed for r in rows.values())
-    for i, q in enumerate(order):
-        if q in included:
-            continue
-        rq = rows[q]
-        q_files = set(rq.touched) if (not rq.blocking or rq.compile_failed) else set()
-        if not q_files:
-            continue
-        for j, p in enumerate(order):
-            if p not in included or not (rows[p].touched & q_files):
-                continue
-            if i < j or any_compile_failure:
-                return False
-    return True
-
-
-def check_profiles(source: CodeSource, series, profiles: list[str]) -> dict[str, list[PatchCheck]]:
-    """Check several profiles of ``series`` against ``source``: one plan of all their patches,
-    then one view per profile (planned on its own only when the view would not be exact).
-
-    Returns:
-        profile -> rows in the profile's order.
-    """
-    ids = {name: list(series.profile(name).patches) for name in profiles}
-    for name in profiles:  # relations hook: a broken profile is a series error
-        series.patches_of(name)
-    order = union_order(ids)
-    rows = {r.id: r for r in check(source, [series.patch(pid) for pid in order])}
-    out: dict[str, list[PatchCheck]] = {}
-    from patchq.compat import upstreamed  # relations hook: outcomes that depend on other patches
-    for name, pids in ids.items():
-        if view_is_exact(pids, order, rows) and not upstreamed.depends_on_others(rows[p] for p in pids) \
-                and not any(rows[p].relations.get("superseded_by") for p in pids):
-            out[name] = [rows[pid] for pid in pids]
-        else:
-            out[name] = check(source, [series.patch(pid) for pid in pids])
-    return out
 
 
 def target_for(vllm: str | None = None, source_dir: str | Path | None = None, as_version: str | None = None,

@@ -47,7 +47,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import platformdirs
+from patchq.dist import cache
 from filelock import FileLock
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
@@ -111,15 +111,13 @@ _SPEC_OPERATOR = re.compile(r"^\s*(===|~=|==|!=|<=|>=|<|>)")
 
 
 def cache_dir() -> Path:
-    """patchq's cache root: ``$PATCHQ_CACHE_DIR``, else the platform user cache dir.
+    """patchq's cache root (:func:`patchq.dist.cache.root`: ``$PATCHQ_CACHE_DIR``, else the
+    XDG user cache dir).
 
     Returns:
         The directory (``~/.cache/patchq`` on Linux by default). It is not created.
     """
-    env = os.environ.get("PATCHQ_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_cache_dir("patchq"))
+    return cache.root()
 
 
 def _as_version(version: str | Version) -> Version:
@@ -318,7 +316,7 @@ def _fetch_versions(package: str) -> tuple[list[Version], str]:
 
 
 def _index_cache(package: str) -> Path:
-    return cache_dir() / "index" / f"{canonicalize_name(package)}.json"
+    return cache.index() / f"{canonicalize_name(package)}.json"
 
 
 def _read_index_cache(path: Path) -> tuple[list[Version], float] | None:
@@ -393,7 +391,7 @@ def list_releases(
 
 
 def _wheels_dir() -> Path:
-    return cache_dir() / "wheels"
+    return cache.wheels()
 
 
 def _is_x86_64_linux(tags: frozenset) -> bool:
@@ -562,7 +560,7 @@ def wheel_path(version: str | Version, *, package: str = "vllm") -> Path:
 
 
 def _releases_dir() -> Path:
-    return cache_dir() / "releases"
+    return cache.releases()
 
 
 def _wanted_member(name: str, top: str) -> bool:

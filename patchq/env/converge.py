@@ -219,9 +219,9 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
         return target.read_text(relpath)
 
     if patches:
-        from patchq.plan import engine
+        from patchq.plan import plancache  # the planner (libcst) behind the plan cache
 
-        plan = engine.plan(target, patches, read=read, strict=strict)
+        plan = plancache.plan(target, patches, read=read, strict=strict)
     else:  # revert --all: nothing to plan, no parser needed
         plan = planned.Plan(source=target, results=[], pristine={}, patched={})
     if foreign and not force:  # before plan failures: an edit explains failing anchors

@@ -32,33 +32,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 
 from patchq_runtime import hook as hook_mod
 from patchq_runtime.cachefold import profile_digest
 
 from patchq import __version__
+from patchq.dist import cache
 from patchq.env.fsutil import atomic_write
 from patchq.hashing import sha256_file
 
 #: Planner sources whose change can change a patched text.
-_TOOLCHAIN = ("plan/engine.py", "edits.py", "plan/anchors.py", "sentinels.py", "model.py")
+_TOOLCHAIN = ("plan/engine.py", "plan/definitions.py", "edits.py", "plan/anchors.py", "sentinels.py", "model.py")
 
 
 def cache_root() -> Path:
-    """patchq's cache root (stdlib twin of :func:`patchq.dist.releases.cache_dir`):
-    ``$PATCHQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/patchq``, else ``~/.cache/patchq``."""
-    env = os.environ.get("PATCHQ_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    if sys.platform.startswith("linux"):
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-        return base / "patchq"
-    from patchq.dist.releases import cache_dir  # platformdirs elsewhere
-
-    return cache_dir()
+    """patchq's cache root (:func:`patchq.dist.cache.root`, stdlib-only on Linux)."""
+    return cache.root()
 
 
 def runtime_dir() -> Path:
@@ -70,7 +60,7 @@ def runtime_dir() -> Path:
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and os.path.isdir(xdg) and os.access(xdg, os.W_OK):
         return Path(xdg) / "patchq"
-    return cache_root() / "procs"
+    return cache.procs()
 
 
 def toolchain_hash() -> str:
@@ -91,7 +81,7 @@ def hook_dir_for(site: Path, version: str, profile: str, digest: str) -> Path:
     """The hook directory of one environment and patch set (see module docstring)."""
     key_text = "\0".join([str(Path(site).resolve()), version, profile, digest, toolchain_hash()])
     key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
-    return cache_root() / "runtime" / "hooks" / f"{profile}-{key}"
+    return cache.hooks() / f"{profile}-{key}"
 
 
 def _journal_sha(site: Path) -> str | None:
@@ -195,7 +185,7 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
     plan = result.plan
 
     set_key = hashlib.sha256(f"{digest}\0{version}\0{toolchain_hash()}".encode()).hexdigest()[:16]
-    sources = cache_root() / "runtime" / "sources"
+    sources = cache.hook_sources()
     texts: dict[str, tuple[str, str, list[str]]] = {}
     for r in plan.results:
         for rel in r.files:

@@ -34,6 +34,7 @@ import libcst as cst
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec
 from patchq.dist.sources import CodeSource
+from patchq.plan.definitions import split_lines  # noqa: F401 - re-exported
 
 DefNode = cst.FunctionDef | cst.ClassDef
 
@@ -315,6 +316,7 @@ def find_definitions(
     qualname: str,
     hints: Sequence[str],
     index_of: Callable[[str], Mapping[str, Sequence[object]] | None],
+    package: Callable[[str], Iterable[str]] | None = None,
 ) -> tuple[list[tuple[str, object]], bool]:
     """Every definition of ``qualname``: those of the first ``hints`` file that has any,
     else those of every other ``.py`` file of ``source`` whose text declares the first
@@ -326,7 +328,10 @@ def find_definitions(
         hints: files to look in first, in order (missing ones are skipped).
         index_of: relpath -> {qualname: [definitions]} of the (possibly edited) file, or
             None when it does not exist or does not parse; :func:`ast_index` or
-            :func:`index_definitions`.
+            :func:`index_definitions` or :func:`patchq.plan.definitions.text_index`.
+        package: qualname -> the files (in ``source.py_files()`` order) that can define
+            it, from an index (:meth:`patchq.plan.definitions.SourceIndex.where`); every
+            file holding the name must be among them. Default: every file.
     Returns:
         ([(relpath, definition)], searched_package): searched_package is True when no
         hint defines the name (the hits, if any, moved).
@@ -337,7 +342,7 @@ def find_definitions(
             return [(relpath, node) for node in found], False
     first = qualname.split(".")[0]
     hits: list[tuple[str, object]] = []
-    for relpath in source.py_files():
+    for relpath in (package(qualname) if package is not None else source.py_files()):
         if relpath in hints:
             continue
         text = source.read_text(relpath)
@@ -351,13 +356,14 @@ def locate_definition(
     spec: AnchorSpec,
     source: CodeSource,
     index_of: Callable[[str], Mapping[str, Sequence[object]] | None],
+    package: Callable[[str], Iterable[str]] | None = None,
 ) -> tuple[str, bool]:
     """Which file holds the one definition ``spec.qualname`` names (module docstring).
 
     Args:
         spec: the anchor.
         source: the vLLM to search (its file list and texts, for the package-wide search).
-        index_of: as for :func:`find_definitions`.
+        index_of, package: as for :func:`find_definitions`.
     Returns:
         (relpath, moved): moved is True when found outside the module hint.
     Raises:
@@ -365,7 +371,7 @@ def locate_definition(
             once in the hinted module, or found in several other files.
     """
     hinted = [p for p in spec.module_paths if source.exists(p)]
-    found, moved = find_definitions(source, spec.qualname, hinted, index_of)
+    found, moved = find_definitions(source, spec.qualname, hinted, index_of, package)
     if len(found) == 1:
         return found[0][0], moved
     if found and not moved:
@@ -415,8 +421,11 @@ def ast_index(text: str) -> dict[str, list[ast.AST]]:
     return out
 
 
-def definition_span(node: ast.AST) -> tuple[int, int]:
-    """1-based (first, last) line of an :mod:`ast` definition, decorators included."""
+def definition_span(node) -> tuple[int, int]:
+    """1-based (first, last) line of an :mod:`ast` definition, decorators included (or of a
+    :class:`patchq.plan.definitions.Entry`)."""
+    if hasattr(node, "start") and hasattr(node, "end"):
+        return node.start, node.end
     decos = getattr(node, "decorator_list", [])
     start = min([node.lineno] + [d.lineno for d in decos])  # type: ignore[attr-defined]
     return start, node.end_lineno  # type: ignore[attr-defined]
@@ -426,15 +435,6 @@ def fingerprint_ast(node: ast.AST) -> str:
     """:func:`fingerprint` of an :mod:`ast` definition (the same value, without libcst)."""
     tree = ast.Module(body=[node], type_ignores=[])
     return hashlib.sha256(repr(_normalize(tree, strip_docstrings=True)).encode()).hexdigest()[:16]
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines with their endings, split on ``\n`` only (as :mod:`ast` counts lines)."""
-    lines = [line + "\n" for line in text.split("\n")]
-    lines[-1] = lines[-1][:-1]
-    if not lines[-1]:
-        lines.pop()
-    return lines
 
 
 _WRAPPER = "class _patchq_segment_:\n"  # an indented definition parses inside it
@@ -452,6 +452,8 @@ class Segment:
         wrapped: True when the definition is indented (a method): it is parsed inside a
             one-line dummy class, so its lines are parsed unchanged.
         module: the parsed segment; node: the definition inside it.
+        first: 0-based line of the definition itself (decorators included);
+            def_text: its lines ``[first, end)``.
     """
 
     relpath: str
@@ -461,6 +463,14 @@ class Segment:
     wrapped: bool
     module: cst.Module
     node: DefNode
+    first: int = 0
+    def_text: str = ""
+
+    def tree(self) -> ast.AST:
+        """The :mod:`ast` node of the definition as cut (lines of the whole file)."""
+        from patchq.plan.definitions import parse_definition
+
+        return parse_definition(self.def_text, self.first + 1)
 
     def render(self, new: DefNode | cst.FlattenSentinel) -> str:
         """The segment's text with ``node`` replaced by ``new`` (same indentation).
@@ -477,8 +487,9 @@ class Segment:
         return self.module.with_changes(body=[self.module.body[0], *nodes]).code[len(_LEAD):]
 
 
-def cut_segment(text: str, relpath: str, qualname: str, node: ast.AST) -> Segment:
-    """Cut the definition ``node`` (from :func:`ast_index` of ``text``) out and parse it.
+def cut_segment(text: str, relpath: str, qualname: str, node) -> Segment:
+    """Cut the definition ``node`` (from :func:`ast_index` of ``text``, or its
+    :class:`patchq.plan.definitions.Entry`) out and parse it.
 
     Raises:
         libcst.ParserSyntaxError: the segment does not parse alone (never seen in vLLM).
@@ -505,7 +516,10 @@ def cut_segment(text: str, relpath: str, qualname: str, node: ast.AST) -> Segmen
     else:
         module = cst.parse_module(_LEAD + seg)
         defn = module.body[1]
-    return Segment(relpath, qualname, start, end, bool(indent), module, defn)
+    def_text = "".join(lines[first:end])
+    if not def_text.endswith("\n"):
+        def_text += "\n"
+    return Segment(relpath, qualname, start, end, bool(indent), module, defn, first, def_text)
 
 
 def splice(text: str, segment: Segment, new_text: str) -> str:

@@ -58,8 +58,8 @@ def _target_def(source: CodeSource, ws, spec: AnchorSpec) -> tuple[str, ast.AST]
         relpath, _ = locate_definition(spec, source, index)
     except AnchorError:
         return None
-    found = index(relpath).get(spec.qualname)
-    return (relpath, found[0]) if found and len(found) == 1 else None
+    node = ws.pristine_node(relpath, spec.qualname)  # the ast (the index holds definition entries)
+    return (relpath, node) if node is not None else None
 
 
 def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:

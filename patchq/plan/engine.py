@@ -41,14 +41,13 @@ from typing import Callable, Iterable
 
 import libcst as cst
 
-from patchq.plan import survival, validate
+from patchq.plan import definitions, survival, validate
 from patchq.plan.anchors import (
     Pattern,
     Segment,
     ast_index,
     cut_segment,
     fingerprint,
-    fingerprint_ast,
     locate_definition,
     match_anchor,
     node_code,
@@ -75,22 +74,31 @@ from patchq.plan.results import (  # noqa: F401 (re-exported: engine.Plan, engin
 
 
 class Workspace:
-    """The texts of one source, pristine and edited, and their indexes.
+    """The texts of one source, pristine and edited, and their definition indexes.
 
-    Definitions are located with :mod:`ast` (C speed) and only the anchored definition
-    is parsed with libcst (:func:`patchq.plan.anchors.cut_segment`), then spliced back into
-    the text: everything outside the changed definitions stays byte-identical, and a
-    large module costs an ``ast`` parse, not a libcst parse.
+    Definitions are located with the release's definition index
+    (:mod:`patchq.plan.definitions`: qualname, span and fingerprint of every definition,
+    cached by content, so an unchanged file is not parsed at all) and only the anchored
+    definition is parsed with libcst (:func:`patchq.plan.anchors.cut_segment`), then
+    spliced back into the text: everything outside the changed definitions stays
+    byte-identical. After an edit the file's index is updated from the new definition's
+    text alone (the other entries shift), never by re-parsing the module.
     """
 
     def __init__(self, source: CodeSource, read: Callable[[str], str | None]) -> None:
         self.source = source
         self._read = read
+        self.defs = definitions.for_source(source)
         self.pristine_text: dict[str, str] = {}
         self.text: dict[str, str] = {}
-        self._index: dict[str, tuple[str, dict]] = {}
-        self._pristine_index: dict[str, dict] = {}
+        self._index: dict[str, tuple[str, list, dict]] = {}
+        self._pristine_index: dict[str, dict | None] = {}
         self._modules: dict[str, tuple[str, cst.Module]] = {}
+        self._pristine_nodes: dict[tuple[str, str], ast.AST | None] = {}
+        #: relpath -> 1-based inclusive line spans of the current text that edits wrote
+        self.dirty: dict[str, list[tuple[int, int]]] = {}
+        #: True once a definition was searched for in the whole package
+        self.searched = False
 
     def current(self, relpath: str) -> str | None:
         """The current (possibly edited) text, or None when the file does not exist."""
@@ -102,21 +110,30 @@ class Workspace:
         return self.text[relpath]
 
     def index(self, relpath: str) -> dict | None:
-        """qualname -> ast definitions of the current text (cached per text)."""
+        """qualname -> :class:`patchq.plan.definitions.Entry` list of the current text."""
         text = self.current(relpath)
         if text is None:
             return None
         cached = self._index.get(relpath)
-        if cached is None or cached[0] is not text:
-            cached = (text, ast_index(text))
-            self._index[relpath] = cached
-        return cached[1]
+        if cached is not None and cached[0] is text:
+            return cached[2]
+        if text is self.pristine_text[relpath]:
+            return self.pristine_index(relpath)
+        return definitions.text_index(text)  # pragma: no cover - texts change only through replace()
 
-    def pristine_index(self, relpath: str) -> dict:
-        """qualname -> ast definitions of the pristine text."""
+    def pristine_index(self, relpath: str) -> dict | None:
+        """qualname -> entries of the pristine text (None when it does not parse).
+
+        Raises:
+            SyntaxError: the pristine text does not parse (as :func:`ast.parse` would).
+        """
         if relpath not in self._pristine_index:
             self.current(relpath)
-            self._pristine_index[relpath] = ast_index(self.pristine_text[relpath])
+            text = self.pristine_text[relpath]
+            got = self.defs.text_index(relpath, text)
+            if got is None:
+                ast.parse(text)  # raises the parser's own SyntaxError
+            self._pristine_index[relpath] = got
         return self._pristine_index[relpath]
 
     def module(self, relpath: str) -> cst.Module | None:
@@ -130,32 +147,184 @@ class Workspace:
             self._modules[relpath] = cached
         return cached[1]
 
+    def package(self, qualname: str) -> list[str]:
+        """Files that can hold ``qualname`` (for the package-wide search): those the
+        source's index says define it, and every file this plan has read."""
+        self.searched = True
+        return self.defs.candidates(qualname, self.text)
+
     def locate(self, spec: AnchorSpec) -> tuple[str, bool]:
         """(relpath, moved) of the anchor's definition in the current texts."""
-        return locate_definition(spec, self.source, self.index)
+        return locate_definition(spec, self.source, self.index, self.package)
 
     def segment(self, relpath: str, qualname: str) -> Segment:
         """The current definition ``qualname`` of ``relpath``, parsed alone."""
-        node = self.index(relpath)[qualname][0]  # type: ignore[index]
-        return cut_segment(self.text[relpath], relpath, qualname, node)
+        entry = self.index(relpath)[qualname][0]  # type: ignore[index]
+        return cut_segment(self.text[relpath], relpath, qualname, entry)
 
-    def replace(self, segment: Segment, new_def: cst.CSTNode) -> None:
-        """Splice an edited definition back into the current text."""
-        self.text[segment.relpath] = splice(self.text[segment.relpath], segment, segment.render(new_def))
+    def replace(self, segment: Segment, new_def) -> str:
+        """Splice an edited definition back into the current text; update its index and
+        record the written lines as dirty (:meth:`compile_error`). Every edit of a text
+        goes through here.
+
+        Args:
+            new_def: the new definition (or a FlattenSentinel), or
+                ``cst.RemovalSentinel.REMOVE`` to remove the segment.
+        Returns:
+            The rendered segment text (``""`` for a removal).
+        """
+        relpath = segment.relpath
+        old_text = self.text[relpath]
+        old_entries = self._entries(relpath)
+        removed = new_def is cst.RemovalSentinel.REMOVE
+        new_seg = "" if removed else segment.render(new_def)
+        text = splice(old_text, segment, new_seg)
+        self.text[relpath] = text
+        n_new = len(definitions.split_lines(new_seg)) if new_seg else 0
+        delta = n_new - (segment.end - segment.start)
+        lo, hi = segment.start + 1, segment.end  # 1-based inclusive lines replaced
+        # the entries of the new segment, then the others shifted
+        prefix = segment.qualname.rsplit(".", 1)[0] + "." if "." in segment.qualname else ""
+        try:
+            if not new_seg:
+                fresh = []
+            elif segment.wrapped:
+                tree = ast.parse("class _patchq_segment_:\n" + new_seg)
+                inner = ast.Module(body=tree.body[0].body, type_ignores=[])  # type: ignore[attr-defined]
+                fresh = definitions.entries_of_tree(inner, prefix, segment.start - 1, with_fingerprints=False)
+            else:
+                fresh = definitions.entries_of_tree(ast.parse(new_seg), prefix, segment.start,
+                                                    with_fingerprints=False)
+        except SyntaxError:
+            self._index.pop(relpath, None)
+            fresh = None
+        if fresh is not None:
+            out, placed = [], False
+            for e in old_entries:
+                if e.start >= lo and e.end <= hi:  # inside the replaced lines
+                    if not placed:
+                        out += fresh
+                        placed = True
+                    continue
+                if e.start > hi:
+                    e = e._replace(line=e.line + delta, start=e.start + delta, end=e.end + delta)
+                elif e.end >= hi:  # encloses the segment
+                    e = e._replace(end=e.end + delta)
+                out.append(e)
+            if not placed:  # pragma: no cover - a segment always holds its definition
+                out = list(definitions.file_entries(text) or ())
+            self._index[relpath] = (text, out, definitions.group(out))
+        n_lines = len(definitions.split_lines(text))
+        if removed and segment.wrapped:  # the enclosing block may be left empty: compile it all
+            self.dirty[relpath] = [(1, n_lines)]
+            return new_seg
+        spans = []
+        whole = False
+        for a, b in self.dirty.get(relpath, []):
+            if b < lo:
+                spans.append((a, b))
+            elif a > hi:
+                spans.append((a + delta, b + delta))
+            elif a >= lo and b <= hi:
+                pass  # inside the replaced lines: covered by the new span
+            elif a <= lo and b >= hi:  # encloses them (an earlier edit of the owner class)
+                spans.append((a, b + delta))
+            else:  # pragma: no cover - overlaps partially: compile the whole file
+                whole = True
+        spans.append((lo, lo + n_new - 1))
+        self.dirty[relpath] = [(1, n_lines)] if whole else sorted(spans)
+        return new_seg
+
+    def _entries(self, relpath: str) -> list:
+        cached = self._index.get(relpath)
+        if cached is not None and cached[0] is self.text[relpath]:
+            return cached[1]
+        if self.text[relpath] is self.pristine_text[relpath]:
+            return list(self.defs.entries(relpath, self.pristine_text[relpath]) or ())
+        return list(definitions.file_entries(self.text[relpath]) or ())
+
+    def snapshot(self) -> tuple:
+        """The edited state (texts, their indexes, dirty spans), for :meth:`restore`."""
+        return dict(self.text), dict(self._index), {k: list(v) for k, v in self.dirty.items()}
+
+    def restore(self, state: tuple) -> None:
+        """Back to a :meth:`snapshot` (a failed patch leaves no trace)."""
+        self.text, self._index, self.dirty = dict(state[0]), dict(state[1]), dict(state[2])
+
+    def pristine_node(self, relpath: str, qualname: str) -> ast.AST | None:
+        """The :mod:`ast` node of the one pristine definition ``qualname`` of ``relpath``
+        (line numbers of the whole file), or None (no such file or definition, or it is
+        defined more than once). Parsed from the definition's own lines, once.
+
+        Raises:
+            SyntaxError: the pristine text does not parse.
+        """
+        key = (relpath, qualname)
+        if key not in self._pristine_nodes:
+            node = None
+            if self.current(relpath) is not None:
+                found = (self.pristine_index(relpath) or {}).get(qualname)
+                if found and len(found) == 1:
+                    node = definitions.definition_from(self.pristine_text[relpath], relpath, found[0]).node
+            self._pristine_nodes[key] = node
+        return self._pristine_nodes[key]
+
+    def current_node(self, relpath: str, qualname: str) -> ast.AST | None:
+        """The :mod:`ast` node of the one definition ``qualname`` in the current text, or
+        None (absent, defined twice, or the text does not parse)."""
+        text = self.current(relpath)
+        if text is None:
+            return None
+        if text is self.pristine_text[relpath]:
+            return self.pristine_node(relpath, qualname)
+        try:
+            found = (self.index(relpath) or {}).get(qualname)
+            if not found or len(found) != 1:
+                return None
+            return definitions.definition_from(text, relpath, found[0]).node
+        except SyntaxError:
+            return None
 
     def line_of(self, relpath: str, qualname: str) -> int | None:
         """1-based line of a definition in the pristine file."""
-        found = self.pristine_index(relpath).get(qualname)
-        return found[0].lineno if found else None
+        found = (self.pristine_index(relpath) or {}).get(qualname)
+        return found[0].line if found else None
 
     def pristine_fingerprint(self, relpath: str, qualname: str) -> str | None:
         """Fingerprint of the pristine definition (None when it is not in the pristine file)."""
-        found = self.pristine_index(relpath).get(qualname)
-        return fingerprint_ast(found[0]) if found and len(found) == 1 else None
+        found = (self.pristine_index(relpath) or {}).get(qualname)
+        return found[0].fingerprint if found and len(found) == 1 else None
 
     def changed(self) -> list[str]:
         """Relpaths whose text differs from the pristine one, sorted."""
         return sorted(p for p, t in self.text.items() if t != self.pristine_text[p])
+
+    def compile_error(self, relpath: str) -> SyntaxError | None:
+        """The SyntaxError compiling the current text raises, or None.
+
+        Only the lines edits wrote are compiled (each span alone, an indented one inside a
+        dummy class): the rest of the file is the pristine release's code. When a span
+        fails, the whole file is compiled, so the error is exactly the one the whole
+        file gives.
+        """
+        text = self.text[relpath]
+        lines = definitions.split_lines(text)
+        for a, b in self.dirty.get(relpath, []):
+            seg = "".join(lines[a - 1:b])
+            first = seg.lstrip("\n")
+            code = ("class _patchq_segment_:\n" + seg) if first[:1] in (" ", "\t") else seg
+            try:
+                compile(code, relpath, "exec", dont_inherit=True)
+            except SyntaxError:
+                break
+        else:
+            if relpath in self.dirty:
+                return None
+        try:
+            compile(text, relpath, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return exc
+        return None
 
 
 def _verified(spec: AnchorSpec, fp: str) -> str | None:
@@ -201,6 +370,15 @@ def _line_key(node) -> int | None:
     return survival.statement_key(body[0]) if len(body) == 1 else None
 
 
+def _segment_tree(ws: Workspace, seg: Segment) -> ast.AST:
+    """The :mod:`ast` of a segment's definition as cut (line numbers of the whole file)."""
+    try:
+        return seg.tree()
+    except SyntaxError:  # pragma: no cover - a cut definition parses alone (as libcst parsed it)
+        found = ast_index(ws.text[seg.relpath]).get(seg.qualname)
+        return found[0]  # type: ignore[index]
+
+
 def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: PatchResult,
                changes: list[survival.EditChange] | None = None,
                earlier: dict[str, list[survival.EditChange]] | None = None) -> None:
@@ -234,11 +412,10 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
         if seg is None:
             return
         if node is cst.RemovalSentinel.REMOVE:
-            ws.text[seg.relpath] = splice(ws.text[seg.relpath], seg, "")
+            ws.replace(seg, node)  # through the workspace: index and dirty spans follow
             after = None
         else:
-            text = seg.render(add_sentinel(node, patch.id, patch.hash))
-            ws.text[seg.relpath] = splice(ws.text[seg.relpath], seg, text)
+            text = ws.replace(seg, add_sentinel(node, patch.id, patch.hash))
             after = _rendered_def(text, seg.qualname) if deferred else None
             if deferred and after is None:
                 after = _stmt_ast(node)
@@ -255,7 +432,7 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
             flush()
             seg = ws.segment(relpath, spec.qualname)
             node = seg.node
-            tree = ws.index(relpath)[spec.qualname][0]  # the unedited definition's ast
+            tree = _segment_tree(ws, seg)  # the unedited definition's ast (survival's ``before``)
             node_ast = tree
         if node is cst.RemovalSentinel.REMOVE:
             raise AnchorError(f"anchor {anchor_id}: {spec.qualname} was removed by an earlier edit of "
@@ -317,16 +494,11 @@ def _check_siblings(ws: Workspace, patch: Patch, anchor_id: str, relpath: str, q
 
 
 def _pristine_def(ws: Workspace, relpath: str, qualname: str) -> ast.AST | None:
-    found = ws.pristine_index(relpath).get(qualname) if ws.current(relpath) is not None else None
-    return found[0] if found and len(found) == 1 else None
+    return ws.pristine_node(relpath, qualname)
 
 
 def _current_def(ws: Workspace, relpath: str, qualname: str) -> ast.AST | None:
-    try:
-        found = (ws.index(relpath) or {}).get(qualname)
-    except SyntaxError:
-        return None
-    return found[0] if found and len(found) == 1 else None
+    return ws.current_node(relpath, qualname)
 
 
 def _anchor_interaction(ws: Workspace, patch: Patch, spec: AnchorSpec, relpath: str,
@@ -534,7 +706,8 @@ def plan(
         """A pristine definition elsewhere (e.g. a base class hook), read-only."""
         spec = AnchorSpec(id="lookup", module=module, qualname=qualname)
         try:
-            relpath, _ = locate_definition(spec, source, lambda p: ws.pristine_index(p) if ws.current(p) is not None else None)
+            relpath, _ = locate_definition(spec, source, lambda p: ws.pristine_index(p) if ws.current(p) is not None else None,
+                                           ws.package)
         except AnchorError:
             return None
         node = ws.pristine_index(relpath)[qualname][0]
@@ -556,7 +729,7 @@ def plan(
             results.append(PatchResult(patch.id, patch.hash, variant.kind,
                                        variant.upstreamed or variant.absent or "", label))
             continue
-        before = dict(ws.text)
+        before = ws.snapshot()
         result = PatchResult(patch.id, patch.hash, OK, variant=label)
         ctx = EditContext(patch.id, patch.hash, source.version, source, lookup)
         hand = _hand_check(patch, _PristineView(source, ws))
@@ -580,7 +753,7 @@ def plan(
                                   f"({upstream_evidence(up)}) but the patch's upstream_check does not: "
                                   f"applying it would add it a second time", kind="conflict", anchor=up[0].anchor)
             if up and len(up) == len(changes):
-                ws.text = before
+                ws.restore(before)
                 result.status = UPSTREAMED
                 result.reason = f"every edit's change is already in vllm {source.version}: {upstream_evidence(up)}"
                 result.files.clear()  # nothing of it is written
@@ -601,10 +774,10 @@ def plan(
                     raise AnchorError(f"duplicate-member check: patch {patch.id}, anchor {ch.anchor}: the edit gives "
                                       f"{ch.qualname} a second definition of {', '.join(ch.duplicates)}",
                                       kind="invalid", anchor=ch.anchor)
-            _validate_names(ws, patch, before, changes)
+            _validate_names(ws, patch, before[0], changes)  # the texts before this patch
             _survival(ws, patch, results, done, changes)
         except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
-            ws.text = before
+            ws.restore(before)
             result.status, result.reason = FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             result.failure = getattr(exc, "kind", "conflict")
             result.failed_anchor = getattr(exc, "anchor", "") or ""
@@ -636,9 +809,8 @@ def plan(
     patched: dict[str, str] = {}
     for relpath in ws.changed():
         code = ws.text[relpath]
-        try:
-            compile(code, relpath, "exec", dont_inherit=True)
-        except SyntaxError as exc:
+        exc = ws.compile_error(relpath)
+        if exc is not None:
             for r in results:
                 if relpath in r.files and r.status == OK:
                     r.status, r.reason = FAILED, f"{relpath}: result does not compile: line {exc.lineno}: {exc.msg}"
@@ -651,5 +823,6 @@ def plan(
     for relpath in bad:
         pristine.pop(relpath, None)
         patched.pop(relpath, None)
+    definitions.save_all()
     return Plan(source, results, pristine, patched, workspace=ws, changes=all_changes,
                 hand_checks=hand_checks)

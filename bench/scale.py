@@ -1,0 +1,273 @@
+"""How patchq scales with the number of patches: synthetic series of N patches.
+
+    python bench/scale.py [--ns 5,20,50,100,200] [--repeat 3] [--site DIR]
+                          [--baseline DIR --baseline-ns 20,200 --baseline-repeat 1]
+                          [--big] [--json out.json] [--png out.png]
+
+Series come from ``bench/synth.py`` (each patch inserts one statement at the top of a
+distinct function of vLLM 0.23.0; ``spread``: one function per module). Whole processes
+are timed (wall, and user+sys CPU of the child from ``wait4``), cases interleaved
+round by round after one untimed warm-up round, so machine noise hits all alike; the
+table gives min and median per case and N. Cases, for each N:
+
+* ``cold apply`` / ``no-op apply`` / ``status`` / ``revert --all`` on a hard-linked copy
+  of a pristine ``pip install --no-deps`` of vLLM 0.23.0 (the apply is cold: its plan is
+  deleted from the plan cache first; the definition index is warm after the warm-up
+  round), then ``cold apply, plan cached``: the same profile applied again to the
+  reverted copy, its plan taken from the cache (:mod:`patchq.plan.plancache`);
+* ``check`` on 3 releases (0.23.0, 0.26.0, 0.33.0; one process each, summed);
+* ``matrix`` on 8 releases (``--workers 2``).
+
+Once: 40 patches in one module (``dense``: cold apply), the 5-patch matrix on 17
+releases x 4 profiles, and with ``--big`` 200 patches x 17 releases. The interpreter
+start is ``python -c pass`` of a fresh venv made with ``python -m venv`` (no
+editable-install finder, no site-packages): the unit of the ratios; patchq runs in
+that interpreter with ``PYTHONPATH`` naming the checkout and this venv's site-packages.
+
+``--baseline DIR``: also time another checkout of patchq (``PYTHONPATH=DIR``, run from a
+temporary directory so the checkout under test does not shadow it) for the Ns in
+``--baseline-ns``, interleaved with the same rounds: same-run before/after ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+sys.path.insert(0, str(REPO / "bench"))
+import synth  # noqa: E402
+
+CHECK_RELEASES = ["0.23.0", "0.26.0", "0.33.0"]
+MATRIX_RELEASES = ["0.15.1", "0.17.1", "0.19.1", "0.23.0", "0.24.0", "0.26.0", "0.28.0", "0.33.0"]
+RELEASES_17 = ["0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0",
+               "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.33.0"]
+
+
+def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
+    """(wall s, child CPU s, exit code) of one process, output discarded."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    err = proc.stderr.read()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1, 7):
+        raise SystemExit(f"{' '.join(cmd)} exited {code}: {err.decode()[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, code
+
+
+class Impl:
+    """One patchq to time: this checkout, or a baseline checkout, run by ``python`` (the
+    clean venv's interpreter) with ``PYTHONPATH=<checkout>:<this venv's site-packages>``:
+    no editable-install finder, no ``.pth`` processing (as a regular install)."""
+
+    def __init__(self, name: str, root: Path, work: Path, python: str) -> None:
+        import sysconfig
+
+        self.name = name
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("PATCHQ_") and k != "PYTHONDONTWRITEBYTECODE"}  # as installed: .pyc
+        self.env["PYTHONPATH"] = os.pathsep.join([str(root), sysconfig.get_paths()["purelib"]])
+        self.cwd = work
+        self.cmd = [python, "-m", "patchq"]
+
+    def run(self, *args: str) -> tuple[float, float, int]:
+        return timed([*self.cmd, *args], self.env, self.cwd)
+
+
+def link_copy(src: Path, dst: Path) -> Path:
+    """A hard-linked copy (uv's layout); apply replaces files, never writes through links."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst, copy_function=os.link, symlinks=True)
+    return dst
+
+
+def pristine_site(work: Path, explicit: str | None) -> Path:
+    if explicit:
+        return Path(explicit)
+    from patchq.dist import releases
+
+    wheel = releases.wheel_path("0.23.0")
+    site = work / "pristine"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+                    "--disable-pip-version-check", "--target", str(site), str(wheel)], check=True)
+    return site
+
+
+def clean_python(work: Path) -> str:
+    """A fresh venv's interpreter (no editable-install finder, empty site-packages)."""
+    venv = work / "clean-venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+                   check=True)
+    return str(venv / "bin" / "python")
+
+
+def round_cases(impl: Impl, series: Path, n: int, site: Path, work: Path, samples: dict) -> None:
+    """One round of every per-N case for ``impl``; appends (wall, cpu) to ``samples``."""
+    s = str(series)
+    copy = link_copy(site, work / f"site-{impl.name}-{n}")
+
+    def add(case: str, value: tuple) -> None:
+        samples.setdefault((impl.name, n, case), []).append(value[:2])
+
+    plan_file = plan_cache_file(series) if impl.name == "patchq" else None
+    if plan_file is not None and plan_file.exists():
+        plan_file.unlink()  # a cold plan: this profile was never planned on this release
+    add("cold apply", impl.run("apply", "--series", s, "--profile", "all", "--site-packages", str(copy)))
+    add("no-op apply", impl.run("apply", "--series", s, "--profile", "all", "--site-packages", str(copy)))
+    add("status", impl.run("status", "--series", s, "--site-packages", str(copy)))
+    add("revert --all", impl.run("revert", "--all", "--series", s, "--site-packages", str(copy)))
+    if plan_file is not None:  # the same profile on another environment of the release
+        add("cold apply, plan cached", impl.run("apply", "--series", s, "--profile", "all",
+                                                "--site-packages", str(copy)))
+    shutil.rmtree(copy)
+    walls = cpus = 0.0
+    for v in CHECK_RELEASES:
+        w, c, _ = impl.run("check", "--series", s, "--profile", "all", "--vllm", v, "--json")
+        walls, cpus = walls + w, cpus + c
+    add("check x3", (walls, cpus))
+    out = work / f"matrix-{impl.name}-{n}"
+    add("matrix x8", impl.run("matrix", "--series", s, "--profiles", "all", "--releases",
+                              ",".join(MATRIX_RELEASES), "--out", str(out), "--json"))
+
+
+_plan_files: dict[Path, Path] = {}
+
+
+def plan_cache_file(series: Path) -> Path:
+    """Where this checkout's plan cache keeps the plan of profile ``all`` on vLLM 0.23.0."""
+    if series not in _plan_files:
+        from packaging.version import Version
+
+        from patchq import series as series_mod
+        from patchq.dist import cache
+        from patchq.plan import plancache
+
+        class _V:  # plan_key needs only the version
+            version = Version("0.23.0")
+
+        patches = series_mod.load(series).patches_of("all")
+        _plan_files[series] = cache.plans() / f"{plancache.plan_key(_V(), patches)}.pickle"  # type: ignore[arg-type]
+    return _plan_files[series]
+
+
+def summarize(samples: dict, base: float) -> list[dict]:
+    rows = []
+    for (impl, n, case), runs in sorted(samples.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+        walls = [w for w, _ in runs]
+        med = statistics.median(walls)
+        rows.append({"impl": impl, "n": n, "case": case, "median_s": round(med, 4), "min_s": round(min(walls), 4),
+                     "cpu_median_s": round(statistics.median(c for _, c in runs), 4),
+                     "x_python": round(med / base, 2), "per_patch_ms": round(1000 * med / n, 2) if n else None,
+                     "runs": len(runs), "samples_s": [round(w, 4) for w in walls]})
+    return rows
+
+
+def plot(rows: list[dict], path: str) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    cases = sorted({r["case"] for r in rows if isinstance(r["n"], int) and r["n"] in (5, 20, 50, 100, 200)})
+    fig, axes = plt.subplots(1, len(cases), figsize=(4 * len(cases), 3.6))
+    for ax, case in zip(axes, cases):
+        for impl in sorted({r["impl"] for r in rows}):
+            pts = sorted((r["n"], r["median_s"]) for r in rows if r["case"] == case and r["impl"] == impl)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=impl)
+        ax.set_title(case)
+        ax.set_xlabel("patches")
+        ax.set_ylabel("s (median)")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ns", default="5,20,50,100,200")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--site", help="an existing pristine site-packages of vLLM 0.23.0 (never written)")
+    ap.add_argument("--baseline", help="another patchq checkout to time beside this one")
+    ap.add_argument("--baseline-ns", default="20,200")
+    ap.add_argument("--baseline-repeat", type=int, default=1)
+    ap.add_argument("--big", action="store_true", help="also 200 patches x 17 releases")
+    ap.add_argument("--json")
+    ap.add_argument("--png")
+    args = ap.parse_args()
+    ns = [int(x) for x in args.ns.split(",")]
+    base_ns = [int(x) for x in args.baseline_ns.split(",")] if args.baseline else []
+    started = time.time()
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="patchq-scale-") as tmp:
+        work = Path(tmp)
+        site = pristine_site(work, args.site)
+        py = clean_python(work)
+        impls = [Impl("patchq", REPO, work, py)] + ([Impl("baseline", Path(args.baseline).resolve(), work, py)]
+                                                   if args.baseline else [])
+        series = {n: synth.generate(work / f"synth{n}", n) for n in sorted(set(ns) | set(base_ns) | {5})}
+        dense = synth.generate(work / "dense40", 40, "dense")
+        samples: dict = {}
+        pys = []
+        rounds = max(args.repeat, args.baseline_repeat if args.baseline else 0)
+        for rnd in range(rounds + 1):  # round 0: warm-up, not recorded
+            keep = samples if rnd else {}
+            for n in ns:
+                pys.append(timed([py, "-c", "pass"], os.environ.copy(), work)[0]) if rnd else None
+                if rnd <= args.repeat:
+                    round_cases(impls[0], series[n], n, site, work, keep)
+                if args.baseline and n in base_ns and rnd <= args.baseline_repeat:
+                    round_cases(impls[1], series[n], n, site, work, keep)
+            for impl in impls if rnd <= args.baseline_repeat else impls[:1]:
+                copy = link_copy(site, work / f"dense-{impl.name}")
+                keep.setdefault((impl.name, 40, "cold apply, 40 in one module"), []).append(
+                    impl.run("apply", "--series", str(dense), "--profile", "all", "--site-packages", str(copy))[:2])
+                shutil.rmtree(copy)
+                keep.setdefault((impl.name, 5, "matrix 17 releases x 4 profiles"), []).append(impl.run(
+                    "matrix", "--series", str(series[5]), "--profiles", "p1,p2,p3,p4", "--releases",
+                    ",".join(RELEASES_17), "--out", str(work / "m5"), "--json")[:2])
+                if args.big and 200 in series and impl.name == "patchq":
+                    keep.setdefault((impl.name, 200, "matrix 17 releases"), []).append(impl.run(
+                        "matrix", "--series", str(series[200]), "--profiles", "all", "--releases",
+                        ",".join(RELEASES_17), "--out", str(work / "m200"), "--json")[:2])
+        base = statistics.median(pys)
+        rows = summarize(samples, base)
+    doc = {
+        "schema": "patchq.bench.scale/1", "python": platform.python_version(), "cpus": os.cpu_count(),
+        "machine": platform.machine(), "load_before": load_before, "load_after": os.getloadavg(),
+        "python_start_median_s": round(base, 4), "python_start_min_s": round(min(pys), 4),
+        "clean_interpreter": "python -c pass in a fresh `python -m venv --without-pip` venv",
+        "seconds": round(time.time() - started, 1), "rows": rows,
+    }
+    print(f"python -c pass (clean venv): median {base * 1000:.1f} ms, min {min(pys) * 1000:.1f} ms; "
+          f"load {load_before[0]:.1f} -> {doc['load_after'][0]:.1f}; {os.cpu_count()} CPUs")
+    print(f"{'impl':9} {'N':>4} {'case':32} {'median':>9} {'min':>9} {'CPU':>8} {'x py':>7} {'ms/patch':>9}")
+    for r in rows:
+        print(f"{r['impl']:9} {r['n']:>4} {r['case']:32} {r['median_s']:>8.3f}s {r['min_s']:>8.3f}s "
+              f"{r['cpu_median_s']:>7.2f}s {r['x_python']:>7.2f} {r['per_patch_ms'] or 0:>9.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    if args.png and plot(rows, args.png):
+        print(f"plot: {args.png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

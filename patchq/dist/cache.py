@@ -1,0 +1,95 @@
+"""The layout of patchq's cache directory, in one place (stdlib only).
+
+The root is ``$PATCHQ_CACHE_DIR``, else (Linux) ``$XDG_CACHE_HOME/patchq`` when that
+variable is an absolute path, else ``~/.cache/patchq``; on other platforms
+``platformdirs.user_cache_dir("patchq")`` (imported only there, so the fast path and the
+import hook's tooling stay stdlib-only on Linux). Nothing here creates a directory.
+
+Layout under the root (who writes each entry)::
+
+    wheels/                 release wheels, one file each        (dist/releases.py)
+    releases/<version>/     extracted vllm/**/*.py + dist-info   (dist/releases.py)
+    index/<package>.json    the release list from PyPI           (dist/releases.py)
+    index/defs.sqlite       definition index, by file content    (plan/definitions.py)
+    plans/                  planned texts, content-addressed     (plan/plancache.py)
+    upstream/vllm.git       the releases history                 (authoring/upstream.py)
+    procs/                  <pid>.json of running `patchq run`   (env/hookdir.py)
+    runtime/hooks/, runtime/sources/   prepared import hooks     (env/hookdir.py)
+    logs/                   logs of long-running helpers
+    test-envs/, venvs/      environments built by tests and lab tools
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def root() -> Path:
+    """patchq's cache root (module docstring); ``~/.cache/patchq`` on Linux by default."""
+    env = os.environ.get("PATCHQ_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform.startswith("linux"):
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+        return base / "patchq"
+    import platformdirs  # pragma: no cover - not Linux
+
+    return Path(platformdirs.user_cache_dir("patchq"))
+
+
+def wheels() -> Path:
+    """``<root>/wheels``: release wheels as downloaded."""
+    return root() / "wheels"
+
+
+def releases() -> Path:
+    """``<root>/releases``: one extracted tree per release."""
+    return root() / "releases"
+
+
+def index() -> Path:
+    """``<root>/index``: release lists from the package index."""
+    return root() / "index"
+
+
+def definition_index() -> Path:
+    """``<root>/index/defs.sqlite``: the persisted definition index (:mod:`patchq.plan.definitions`)."""
+    return index() / "defs.sqlite"
+
+
+def plans() -> Path:
+    """``<root>/plans``: planned texts keyed by content (:mod:`patchq.plan.plancache`)."""
+    return root() / "plans"
+
+
+def upstream_repo() -> Path:
+    """``<root>/upstream/vllm.git``: the releases history (:mod:`patchq.authoring.upstream`)."""
+    return root() / "upstream" / "vllm.git"
+
+
+def procs() -> Path:
+    """``<root>/procs``: process records of ``patchq run`` when no runtime dir is set."""
+    return root() / "procs"
+
+
+def hooks() -> Path:
+    """``<root>/runtime/hooks``: prepared import-hook directories."""
+    return root() / "runtime" / "hooks"
+
+
+def hook_sources() -> Path:
+    """``<root>/runtime/sources``: texts served by the import hooks."""
+    return root() / "runtime" / "sources"
+
+
+def logs() -> Path:
+    """``<root>/logs``."""
+    return root() / "logs"
+
+
+def test_envs() -> Path:
+    """``<root>/test-envs``: environments the tests build once."""
+    return root() / "test-envs"

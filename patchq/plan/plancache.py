@@ -1,0 +1,172 @@
+"""A content-addressed cache of plans, shared by ``apply`` and ``run``.
+
+:func:`plan` is :func:`patchq.plan.engine.plan` with a memory: a successful plan is
+stored under ``<cache>/plans/`` (:func:`patchq.dist.cache.plans`), keyed by
+
+* patchq's version and the sha256 of the planner's sources (:data:`TOOLCHAIN`),
+* the vLLM version (it selects each patch's variant) and ``strict``,
+* every patch's id, hash (its series module and anchor definitions) and recorded
+  fingerprints (they decide each anchor's ``verified``),
+
+and holds the sha256 of every file the plan read (through ``read``, and through the
+source: module hints looked at, files a transform read) with the per-patch results; the
+patched texts are stored once each, by their sha256 (``plans/texts/``). A later plan
+with the same key is taken from the cache when every one of those files still reads
+to the same sha256 (``read`` is called for each, exactly as planning would) and the
+stored texts are intact; then nothing is parsed. A plan that searched the whole package
+for a moved definition, or that failed, is never stored (it would depend on files it
+did not read, or there is nothing to reuse). Any cache error falls back to planning.
+
+A cached plan carries the results and the texts only (``workspace`` None, ``changes``
+and ``hand_checks`` empty): enough for ``apply``, ``run`` and ``diff`` (converge), which
+read nothing else; ``check`` and the authoring commands plan with :func:`engine.plan`.
+The relations outcomes (superseded, upstreamed by generic or hand-written detection) are
+in the results. The backward upstream detection may read the patch's last verified
+release from patchq's cache: that release's content is fixed, but whether it was cached
+when the plan was made is not part of the key.
+
+What a patch's transform runs is identified as the journal and the import hook identify
+it: by the patch hash (its series module and anchors file) and the planner's sources; a
+helper module that a series module imports from elsewhere is not part of the key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable
+
+from patchq import __version__
+from patchq.dist import cache
+from patchq.dist.sources import CodeSource
+from patchq.model import Patch
+from patchq.plan import engine
+
+#: Planner sources (relative to the patchq package) whose change can change a plan.
+TOOLCHAIN = ("plan/engine.py", "plan/anchors.py", "plan/definitions.py", "plan/stmtpatch.py",
+             "plan/results.py", "plan/relations.py", "plan/survival.py", "plan/validate.py",
+             "plan/backward.py", "edits.py", "sentinels.py", "model.py")
+FORMAT = 1
+
+_toolchain: str | None = None
+
+
+def toolchain_hash() -> str:
+    """sha256 over patchq's version and :data:`TOOLCHAIN` (computed once per process)."""
+    global _toolchain
+    if _toolchain is None:
+        here = Path(__file__).resolve().parents[1]
+        h = hashlib.sha256(f"{__version__}\0{FORMAT}".encode())
+        for name in TOOLCHAIN:
+            try:
+                h.update(name.encode() + b"\0" + (here / name).read_bytes())
+            except OSError:
+                h.update(name.encode() + b"\0-")
+        _toolchain = h.hexdigest()
+    return _toolchain
+
+
+def plan_key(source: CodeSource, patches: Iterable[Patch], strict: bool = False) -> str:
+    """The cache key of planning ``patches`` on ``source``'s version (module docstring)."""
+    h = hashlib.sha256(toolchain_hash().encode() + b"\0" + str(source.version).encode()
+                       + (b"\0strict" if strict else b"\0lenient"))
+    for p in patches:
+        h.update(f"\0{p.id}\0{p.hash}".encode())
+        for aid, spec in sorted(p.anchors.items()):
+            h.update(f"\0{aid}\0{spec.qualname}\0{sorted(spec.fingerprints.items())!r}".encode())
+    return h.hexdigest()
+
+
+def _sha(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _text_path(sha: str) -> Path:
+    return cache.plans() / "texts" / sha[:2] / sha
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> engine.Plan | None:
+    try:
+        with open(cache.plans() / f"{key}.pickle", "rb") as fh:
+            entry = pickle.load(fh)
+        if entry.get("format") != FORMAT:
+            return None
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError, ImportError):
+        return None
+    texts: dict[str, str | None] = {}
+    for rel, sha in entry["read"].items():  # every file planning read through ``read``
+        texts[rel] = read(rel)
+        if _sha(texts[rel]) != sha:
+            return None
+    for rel, sha in entry["source"].items():  # and through the source
+        if _sha(source.read_text(rel)) != sha:
+            return None
+    patched: dict[str, str] = {}
+    for rel, sha in entry["patched"].items():
+        try:
+            text = _text_path(sha).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        if _sha(text) != sha:
+            return None
+        patched[rel] = text
+    pristine = {rel: texts[rel] for rel in patched}
+    if any(t is None for t in pristine.values()):
+        return None
+    return engine.Plan(source, entry["results"], pristine, patched, workspace=None)  # type: ignore[arg-type]
+
+
+def _store(plan: engine.Plan, key: str, source_reads: dict[str, str | None]) -> None:
+    ws = plan.workspace
+    if ws is None or not plan.ok or getattr(ws, "searched", False):
+        return
+    try:
+        shas = {}
+        for rel, text in plan.patched.items():
+            sha = _sha(text)
+            path = _text_path(sha)  # type: ignore[arg-type]
+            if not path.is_file():
+                _write(path, text.encode("utf-8"))
+            shas[rel] = sha
+        entry = {"format": FORMAT, "read": {rel: _sha(t) for rel, t in ws.pristine_text.items()},
+                 "source": {rel: _sha(t) for rel, t in source_reads.items()},
+                 "patched": shas, "results": plan.results}
+        _write(cache.plans() / f"{key}.pickle", pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        return  # the cache is only a speed-up
+
+
+def plan(source: CodeSource, patches: list[Patch], read: Callable[[str], str | None] | None = None,
+         strict: bool = False) -> engine.Plan:
+    """:func:`patchq.plan.engine.plan`, from the cache when the same plan was made on the
+    same content (module docstring). A cached plan has ``workspace`` None and empty
+    ``changes`` and ``hand_checks``: it serves ``apply`` and ``run`` (which use only the
+    results and the texts), not ``check`` (which plans with :func:`engine.plan`)."""
+    read = read or source.read_text
+    patches = list(patches)
+    key = plan_key(source, patches, strict)
+    cached = _load(source, key, read)
+    if cached is not None:
+        return cached
+    out = engine.plan(source, patches, read=read, strict=strict)
+    _store(out, key, dict(source._texts))  # every text the source handed out so far
+    return out
