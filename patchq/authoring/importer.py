@@ -438,10 +438,15 @@ def render_anchors(plan: ImportPlan) -> str:
     return head + tomli_w.dumps({"anchors": anchors}, multiline_strings=True)
 
 
+def module_file_name(patch_id: str) -> str:
+    """``series/<id_with_underscores>.py``'s file name (the series loader's rule)."""
+    return patch_id.replace("-", "_") + ".py"
+
+
 def write(plan: ImportPlan, series_root: Path, anchors_root: Path, summary: str | None = None,
           force: bool = False) -> list[str]:
     """Write ``series/<id>.py`` and ``anchors/<id>.toml``. Raises UsageError when they exist."""
-    module = series_root / (plan.patch_id.replace("-", "_") + ".py")
+    module = series_root / module_file_name(plan.patch_id)
     anchors = anchors_root / f"{plan.patch_id}.toml"
     if not force and (module.exists() or anchors.exists()):
         raise UsageError(f"patch {plan.patch_id} exists ({module.name}); pass --force to overwrite")
@@ -449,6 +454,35 @@ def write(plan: ImportPlan, series_root: Path, anchors_root: Path, summary: str 
     module.write_text(render_module(plan, summary), encoding="utf-8")
     anchors.write_text(render_anchors(plan), encoding="utf-8")
     return [str(module), str(anchors)]
+
+
+def write_verified(plan: ImportPlan, series, summary: str | None, force: bool, what: str,
+                   after_write=None) -> list[str]:
+    """Write the patch (:func:`write`), run ``after_write()`` if given, then :func:`verify`
+    it; when it does not reproduce the edit, put back what was there before (a replaced
+    patch's files, or nothing) and raise. Returns the written paths.
+
+    Raises:
+        UsageError: the files exist and not ``force``.
+        ImportRefused: the written patch does not reproduce ``what`` on its release.
+    """
+    from patchq.series import Series
+
+    paths = [series.root / module_file_name(plan.patch_id), series.anchors_root / f"{plan.patch_id}.toml"]
+    before = {p: p.read_bytes() if p.is_file() else None for p in paths}
+    written = write(plan, series.root, series.anchors_root, summary, force=force)
+    if after_write is not None:
+        after_write()
+    ok, why = verify(plan, Series(series.root, series.anchors_root, series.profiles, {}))
+    if not ok:
+        for path, data in before.items():
+            if data is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_bytes(data)
+        raise ImportRefused(f"the generated patch does not reproduce {what} on vllm {plan.release} "
+                            f"(nothing written): {why}")
+    return written
 
 
 def verify(plan: ImportPlan, series) -> tuple[bool, str]:

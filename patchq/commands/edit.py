@@ -253,15 +253,8 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     plan = importer.build(text, patch_id, str(target.version), source_name=f"patchq record ({mode} edit)")
     old_anchors = series.anchors_root / f"{patch_id}.toml"
     old_text = old_anchors.read_text(encoding="utf-8") if replaces and old_anchors.is_file() else None
-    written = importer.write(plan, series.root, series.anchors_root, summary, force=replaces)
-    if old_text is not None:
-        _keep_fingerprints(patch_id, old_text, old_anchors)
-    ok, why = importer.verify(plan, Series(series.root, series.anchors_root, series.profiles, {}))
-    if not ok:
-        for w in written:
-            Path(w).unlink(missing_ok=True)
-        raise importer.ImportRefused(f"the recorded patch does not reproduce the edit on vllm {plan.release} "
-                                     f"(nothing written): {why}")
+    keep = (lambda: _keep_fingerprints(patch_id, old_text, old_anchors)) if old_text is not None else None
+    written = importer.write_verified(plan, series, summary, replaces, "the edit", after_write=keep)
     if profile is None and replaces:
         owners = [name for name, prof in series.profiles.items() if patch_id in prof.patches]
         from patchq.env.state import StateDir

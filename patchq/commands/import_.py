@@ -33,13 +33,7 @@ def run(series: Series, file: str, patch_id: str, release: str | None = None,
     except OSError as exc:
         raise UsageError(f"cannot read {file}: {exc}") from None
     plan = importer.build(text, patch_id, release, source_name=path.name)
-    written = importer.write(plan, series.root, series.anchors_root, summary, force)
-    ok, why = importer.verify(plan, Series(series.root, series.anchors_root, series.profiles, {}))
-    if not ok:
-        for w in written:
-            Path(w).unlink(missing_ok=True)
-        raise importer.ImportRefused(f"the generated patch does not reproduce {path.name} on vllm "
-                                     f"{plan.release} (nothing written): {why}")
+    written = importer.write_verified(plan, series, summary, force, path.name)
     doc = {
         "schema": SCHEMA, "patch": patch_id, "file": str(path), "release": plan.release,
         "release_guessed": plan.release_guessed, "written": written, "verified": True,
