@@ -175,4 +175,3 @@ class Profile:
     name: str
     patches: tuple[str, ...]
     description: str = ""
-    serve_flags: tuple[str, ...] = ()

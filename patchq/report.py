@@ -42,6 +42,11 @@ def emit_text(text: str, err: bool = False) -> None:
         (sys.stderr if err else sys.stdout).write(text if text.endswith("\n") else text + "\n")
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, the cut marked with one ``…``."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def width() -> int:
     """The terminal width (``$COLUMNS`` first; 80 when not a terminal), at least 40."""
     import shutil

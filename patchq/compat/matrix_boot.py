@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from patchq.report import clip
+
 CONTROL_SEP = "-minus-"  # lab/boot.py's negseries: "<profile>-minus-<patch>"
 _SERVES = ("ok", "pass", "passed", "ready", "serves", "true")
 _RANK = {"serves": 0, "fails-as-expected": 0, "serves-unexpectedly": 1, "fails": 2}
@@ -144,7 +146,7 @@ def run_text(run: dict, release: str = "") -> str:
 
 
 def _clip(text: str, n: int = 160) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return clip(text, n)
 
 
 def _order(run: dict) -> tuple:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import html as _html
 
+from patchq.report import clip
+
 SHORT = {
     "applies": "applies", "applies-drifted": "drifted", "moved": "moved", "upstreamed": "upstream",
     "absent": "absent", "not-applicable": "n/a", "conflict": "CONFLICT", "gone": "GONE",
@@ -115,7 +117,7 @@ def _md_escape(text: str) -> str:
 
 
 def _clip(text: str, n: int = 300) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return clip(text, n)
 
 
 def markdown(doc: dict) -> str:

@@ -35,6 +35,7 @@ from patchq.errors import AnchorError
 from patchq.model import AnchorSpec
 from patchq.dist.sources import CodeSource
 from patchq.plan.definitions import split_lines  # noqa: F401 - re-exported
+from patchq.report import clip
 
 DefNode = cst.FunctionDef | cst.ClassDef
 
@@ -552,5 +553,4 @@ def match_anchor(spec: AnchorSpec, defn: DefNode, tree: ast.AST | None = None) -
 
 
 def _one_line(text: str, limit: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return clip(" ".join(text.split()), limit)

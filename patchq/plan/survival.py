@@ -28,6 +28,8 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from patchq.report import clip
+
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -90,7 +92,7 @@ def one_line(node: ast.AST, limit: int = 100) -> str:
     if isinstance(node, (*_DEFS, ast.If, ast.For, ast.While, ast.With, ast.Try)) and "\n" in text:
         first += " ..."
     flat = " ".join(first.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return clip(flat, limit)
 
 
 _SKIP = frozenset({"type_comment"})
