@@ -81,16 +81,6 @@ class Journal:
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> "Journal":
-        """Parse ``journal.json``. Raises StateError on a damaged or newer journal (every
-        field's type and path is checked: :func:`patchq.env.layout.journal_problem`)."""
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise StateError(f"journal.json is damaged: {exc}") from None
-        return cls.from_dict(data)
-
-    @classmethod
     def from_dict(cls, data) -> "Journal":
         """A journal from parsed JSON. Raises StateError when malformed."""
         problem = layout.journal_problem(data)
@@ -242,20 +232,11 @@ class StateDir:
             StateError: damaged, a directory, a symlinked state directory, or a path that
                 is not a RECORD path inside site-packages.
         """
+        from patchq.env.status import read_journal  # the one journal reader (stdlib: the fast path's too)
+
         self.check_usable()
-        try:
-            data = self.journal_path.read_bytes()
-        except FileNotFoundError:
-            return Journal()
-        except OSError as exc:
-            raise StateError(f"{self.journal_path} cannot be read ({exc.strerror}); "
-                             f"`patchq revert --all --force` sets it aside") from None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise StateError(f"{self.journal_path} is damaged (not UTF-8); `patchq revert --all --force` "
-                             f"sets it aside and restores the files") from None
-        journal = Journal.from_json(text)
+        data = read_journal(str(self.root))
+        journal = Journal.from_dict(data) if data else Journal()
         if record is not None:
             self.confine(journal.files, record, str(self.journal_path))
         return journal
