@@ -43,9 +43,6 @@ from patchq.env.fsutil import atomic_write
 from patchq.hashing import sha256_file
 
 #: Planner sources whose change can change a patched text.
-_TOOLCHAIN = ("plan/engine.py", "plan/definitions.py", "edits.py", "plan/anchors.py", "sentinels.py", "model.py")
-
-
 def cache_root() -> Path:
     """patchq's cache root (:func:`patchq.dist.cache.root`, stdlib-only on Linux)."""
     return cache.root()
@@ -64,12 +61,10 @@ def runtime_dir() -> Path:
 
 
 def toolchain_hash() -> str:
-    """12 hex over patchq's version and the planner sources (:data:`_TOOLCHAIN`)."""
-    here = Path(__file__).resolve().parents[1]  # the patchq package
-    h = hashlib.sha256(__version__.encode())
-    for name in _TOOLCHAIN:
-        h.update(name.encode() + b"\0" + (sha256_file(here / name) or "-").encode())
-    return h.hexdigest()[:12]
+    """12 hex of the planner's sources (:func:`patchq.plan.toolchain.digest`)."""
+    from patchq.plan import toolchain
+
+    return toolchain.digest()[:12]
 
 
 def hook_source() -> Path:

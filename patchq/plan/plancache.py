@@ -3,7 +3,7 @@
 :func:`plan` is :func:`patchq.plan.engine.plan` with a memory: a successful plan is
 stored under ``<cache>/plans/`` (:func:`patchq.dist.cache.plans`), keyed by
 
-* patchq's version and the sha256 of the planner's sources (:data:`TOOLCHAIN`),
+* patchq's version and the sha256 of the planner's sources (:mod:`patchq.plan.toolchain`),
 * the vLLM version (it selects each patch's variant) and ``strict``,
 * every patch's id, hash (its series module and anchor definitions) and recorded
   fingerprints (they decide each anchor's ``verified``),
@@ -39,34 +39,18 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 
-from patchq import __version__
 from patchq.dist import cache
 from patchq.dist.sources import CodeSource
 from patchq.model import Patch
-from patchq.plan import engine
+from patchq.plan import engine, toolchain
 
-#: Planner sources (relative to the patchq package) whose change can change a plan.
-TOOLCHAIN = ("plan/engine.py", "plan/anchors.py", "plan/definitions.py", "plan/stmtpatch.py",
-             "plan/results.py", "plan/relations.py", "plan/survival.py", "plan/validate.py",
-             "plan/backward.py", "edits.py", "sentinels.py", "model.py")
 FORMAT = 1
-
-_toolchain: str | None = None
 
 
 def toolchain_hash() -> str:
-    """sha256 over patchq's version and :data:`TOOLCHAIN` (computed once per process)."""
-    global _toolchain
-    if _toolchain is None:
-        here = Path(__file__).resolve().parents[1]
-        h = hashlib.sha256(f"{__version__}\0{FORMAT}".encode())
-        for name in TOOLCHAIN:
-            try:
-                h.update(name.encode() + b"\0" + (here / name).read_bytes())
-            except OSError:
-                h.update(name.encode() + b"\0-")
-        _toolchain = h.hexdigest()
-    return _toolchain
+    """sha256 over the planner's sources (:func:`patchq.plan.toolchain.digest`) and this
+    cache's :data:`FORMAT`."""
+    return hashlib.sha256(f"{toolchain.digest()}\0{FORMAT}".encode()).hexdigest()
 
 
 def plan_key(source: CodeSource, patches: Iterable[Patch], strict: bool = False) -> str:
