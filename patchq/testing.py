@@ -6,8 +6,8 @@ pytest (it is a pytest plugin, registered by the ``pytest11`` entry point) or wi
 default ``goldens/`` beside ``series/``) holds::
 
     <goldens>/<patch-id>/expect.toml                  [verdicts] "<release>" = "<check status>"
-    <goldens>/<patch-id>/<release>/<anchor>.before.py the anchored definition, pristine
-    <goldens>/<patch-id>/<release>/<anchor>.after.py  the same definition patched (sentinels dropped)
+    <goldens>/<patch-id>/<release>/<qualname>.before.py an anchored definition, pristine
+    <goldens>/<patch-id>/<release>/<qualname>.after.py  the same definition patched (sentinels dropped)
 
 A *case* is one (patch, release) of ``expect.toml``. It passes when ``patchq check`` of the
 patch alone on the pristine release gives the expected status, and, where the patch
@@ -176,7 +176,8 @@ def definition(text: str, qualname: str) -> str | None:
 
 def observe(patch, release: str) -> tuple[str, dict[str, str]]:
     """The check status of ``patch`` alone on pristine ``release`` and its golden texts
-    (``<anchor>.before.py`` / ``.after.py`` -> text; empty unless the patch applies)."""
+    (``<qualname>.before.py`` / ``.after.py`` -> text, one pair per anchored definition
+    however many anchors it holds; empty unless the patch applies)."""
     from patchq.compat import check as checking
     from patchq.dist.sources import release_source
     from patchq.plan import engine
@@ -192,9 +193,9 @@ def observe(patch, release: str) -> tuple[str, dict[str, str]]:
             after_text = plan.patched.get(a.relpath, before_text)
             before, after = definition(before_text, a.qualname), definition(after_text, a.qualname)
             if before is not None:
-                texts[f"{a.anchor}.before.py"] = before
+                texts[f"{a.qualname}.before.py"] = before
             if after is not None:
-                texts[f"{a.anchor}.after.py"] = after
+                texts[f"{a.qualname}.after.py"] = after
     return status, texts
 
 

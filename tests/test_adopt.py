@@ -37,7 +37,7 @@ def test_init_example_applies_and_its_test_passes(tmp_path):
     assert [p["status"] for p in check.json["patches"]] == ["applies"]
     regen = run_cli("test", "--regen", "--releases", "0.23.0", "--series", str(repo), "--json")
     assert regen.rc == 0 and regen.json["cases"][0]["written"]
-    golden = repo / "tests/goldens/example-quiet-logger/0.23.0/get-logger.after.py"
+    golden = repo / "tests/goldens/example-quiet-logger/0.23.0/init_logger.after.py"
     assert 'if name == "vllm.example.quiet":' in golden.read_text()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                           cwd=repo, capture_output=True, text=True)
@@ -47,7 +47,7 @@ def test_init_example_applies_and_its_test_passes(tmp_path):
     mod = repo / "series/example_quiet_logger.py"
     mod.write_text(mod.read_text().replace("logger.disabled = True", "logger.disabled = False"))
     bad = run_cli("test", "--series", str(repo), "--json")
-    assert bad.rc == 1 and "get-logger.after.py differs from its golden" in bad.json["cases"][0]["problems"][0]
+    assert bad.rc == 1 and "init_logger.after.py differs from its golden" in bad.json["cases"][0]["problems"][0]
     # pytest --patchq-regen (the plugin's option) records the new result; then everything passes
     regen2 = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--patchq-regen", "tests"],
                             cwd=repo, capture_output=True, text=True)
