@@ -285,6 +285,9 @@ def _sweep(q, s, H, dtype, reps, workers, log, buckets, kernels=()):
 def _path_name(m, table, B):
     """Which kernel serves a batch of B rows under ``table`` (for the table's last column)."""
     g = m._gemm_cfg(table, B)
+    if g is not None and g["kernel"] == "wgmma":
+        kind = {0: "single", 1: "warp-specialized", 2: "persistent warp-specialized"}[g.get("WS", 0)]
+        return f"wgmma {kind} {g['BLOCK_V']}x{g['BLOCK_B']}x{g['BLOCK_K']} stages {g['STAGES']}"
     if g is not None:
         return f"gemm {g['BLOCK_N']}x{g['BLOCK_B']}x{g['BLOCK_K']} w{g['num_warps']} s{g['num_stages']}"
     top = m._buckets(table)[-1]

@@ -62,8 +62,9 @@ def test_module_imports_without_torch_or_triton():
         for arch, table in m.LAUNCH_CONFIGS.items():
             assert {'1', '16', '32', '64'} <= set(table) <= {'1', '16', '32', '64', '128', 'gemm'}, arch
             mins = [e['min_B'] for e in table.get('gemm', [])]
-            assert mins == sorted(mins) and all(e['kernel'] == 'gemm' for e in table.get('gemm', [])), arch
+            assert mins == sorted(mins) and all(e['kernel'] in ('gemm', 'wgmma') for e in table.get('gemm', [])), arch
         import patchq_runtime.int8_kernels as k
+        import patchq_runtime.int8_wgmma as wg
         assert 'torch' not in sys.modules and 'triton' not in sys.modules
         print('ok')
         """
@@ -487,12 +488,17 @@ def test_imma_launch_plan():
     assert len(calls) == 3 and calls[2][2]["GATE"] == 0 and calls[2][2]["ZERO_CMAP"]
     calls = m._kernel_calls(dict(cfg, NP=3, STACK=0, NC=0), x, q, s, None, out)
     assert len(calls) == 2 and calls[1][2]["NC"] == 0 and not calls[1][2]["ZERO_CMAP"]
-    # gemm: one launch over weight-row x batch tiles, for any batch
-    g = m.LAUNCH_CONFIGS["sm90"]["gemm"][-1]
+    # the Triton-level gemm kernel: one launch over weight-row x batch tiles, any batch
+    g = {"min_B": 1025, "kernel": "gemm", "BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 128, "num_warps": 8,
+         "num_stages": 2}
     xb = torch.zeros(600, 3072, dtype=torch.bfloat16)
     (fn, args, kw, grid), = m._kernel_calls(g, xb, q, s, None, torch.empty(600, 1000, dtype=torch.bfloat16))
     assert grid == (-(-1000 // g["BLOCK_N"]) * -(-600 // g["BLOCK_B"]),) and kw["BLOCK_B"] == g["BLOCK_B"]
-    assert m._gemm_cfg(m.LAUNCH_CONFIGS["sm90"], 16) is None and m._gemm_cfg(m.LAUNCH_CONFIGS["sm90"], 4096) is g
+    # sm90 serves 129+ rows with the Gluon wgmma kernel, persistent from 2049
+    sm90 = m.LAUNCH_CONFIGS["sm90"]
+    assert m._gemm_cfg(sm90, 128) is None and m._gemm_cfg(sm90, 129) is sm90["gemm"][0]
+    assert m._gemm_cfg(sm90, 2048)["WS"] == 1 and m._gemm_cfg(sm90, 4096) is sm90["gemm"][-1]
+    assert all(e["kernel"] == "wgmma" and e["BLOCK_V"] == 128 for e in sm90["gemm"])
     assert m._gemm_cfg(m.LAUNCH_CONFIGS["sm121"], 4096) is None
     with pytest.raises(ValueError, match="STACK"):
         m._kernel_calls(dict(cfg, NP=3, STACK=1), x, q, s, None, out)
@@ -664,7 +670,8 @@ def test_odd_shapes(VH, B):
     bias = (torch.randn(V, device="cuda", generator=g)).to(torch.bfloat16) if B % 2 else None
     out = m.int8_linear(x, q, s, bias)
     assert out.shape == (B, V)
-    if B > m.MAX_LOOP_ROWS and m._gemm_cfg(m._configs_for(x.device), B) is None:
+    gcfg = m._gemm_cfg(m._configs_for(x.device), B)
+    if B > m.MAX_LOOP_ROWS and (gcfg is None or gcfg["kernel"] == "wgmma" and H % 16):
         # dequantize + F.linear path: bf16 weights, bf16 GEMM (cuBLAS): compare loosely
         ref = m.int8_linear_reference(x, q, s, bias, out_dtype=torch.float32)
         assert torch.isfinite(out).all()
@@ -672,6 +679,76 @@ def test_odd_shapes(VH, B):
         assert (out.float() - ref).abs().max().item() <= 2e-2 * scale
     else:
         _check_against_reference(torch, m, x, q, s, bias, out, f"[{V},{H}] B={B}")
+
+
+WGMMA_CFGS = {
+    "ws": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 4, "WS": 1, "num_warps": 4},
+    "persistent": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 5, "WS": 2,
+                   "num_warps": 4},
+    "persistent-b64-k128": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 64, "BLOCK_K": 128, "STAGES": 6, "WS": 2,
+                            "num_warps": 4},
+    "single-smem-a": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 4, "WS": 0,
+                      "RS": 0, "num_warps": 8},
+    "single-reg-a": {"kernel": "wgmma", "BLOCK_V": 256, "BLOCK_B": 128, "BLOCK_K": 64, "STAGES": 4, "WS": 0,
+                     "RS": 1, "num_warps": 8},
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(WGMMA_CFGS))
+@pytest.mark.parametrize("VHB", [(4099, 208, 7), (777, 3072, 259), (100003, 1040, 513), (257, 64, 300)])
+def test_wgmma_matches_dequantized_reference(name, VHB):
+    """The Gluon wgmma kernels on shapes that are not tile multiples (weight-row
+    tail, K tail inside the last K step, batch tail, more than one batch tile)."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+    from patchq_runtime import int8_wgmma as wg
+
+    if torch.cuda.get_device_capability()[0] != 9 or not wg.available():
+        pytest.skip("the wgmma kernels need sm90 and Triton with Gluon")
+    V, H, B = VHB
+    g = torch.Generator(device="cuda").manual_seed(V + H + B)
+    w = (torch.randn(V, H, device="cuda", generator=g) * 0.03).to(torch.bfloat16)
+    q, s = m.quantize_rows(w)
+    for dtype in (torch.bfloat16, torch.float16):
+        x = torch.randn(B, H, device="cuda", generator=g).to(dtype)
+        bias = torch.randn(V, device="cuda", generator=g).to(dtype) if B % 2 else None
+        out = torch.full((B, V), float("nan"), device="cuda", dtype=dtype)
+        wg.launch(x, q, s, bias, out, WGMMA_CFGS[name])
+        _check_against_reference(torch, m, x, q, s, bias, out, f"wgmma {name} [{V},{H}] B={B} {dtype}")
+
+
+@pytest.mark.gpu
+def test_wgmma_dispatch_and_fallback(big):
+    """int8_linear takes the wgmma kernel above 128 rows on sm90, and falls back to
+    the looped buckets for operands it cannot take (hidden size not a multiple of
+    16, which TMA needs); a non-contiguous batch is copied, not refused."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+    from patchq_runtime import int8_wgmma as wg
+
+    if torch.cuda.get_device_capability()[0] != 9 or not wg.available():
+        pytest.skip("the wgmma kernels need sm90 and Triton with Gluon")
+    _w, q, s = big
+    V, H = q.shape
+    g = torch.Generator(device="cuda").manual_seed(11)
+    wide = torch.randn(300, 2 * H, device="cuda", generator=g).to(torch.bfloat16)
+    x = wide[:, :H]  # row stride 2H: not contiguous
+    assert not x.is_contiguous()
+    out = m.int8_linear(x, q, s)
+    ref = torch.empty_like(out)
+    wg.launch(x.contiguous(), q, s, None, ref, m._gemm_cfg(m._configs_for(x.device), 300))
+    assert torch.equal(out, ref)
+    with pytest.raises(ValueError, match="128 weight rows"):
+        wg.launch(x.contiguous(), q, s, None, ref, dict(WGMMA_CFGS["ws"], BLOCK_V=64))
+    w72 = (torch.randn(1000, 72, device="cuda", generator=g) * 0.03).to(torch.bfloat16)
+    q72, s72 = m.quantize_rows(w72)
+    x72 = torch.randn(300, 72, device="cuda", generator=g).to(torch.bfloat16)
+    assert not wg.supported(x72, q72)
+    with pytest.raises(ValueError, match="divisible by 16"):
+        m._launch(x72, q72, s72, None, torch.empty(300, 1000, device="cuda", dtype=torch.bfloat16),
+                  m._gemm_cfg(m._configs_for(x72.device), 300))
+    _check_against_reference(torch, m, x72, q72, s72, None, m.int8_linear(x72, q72, s72), "fallback K=72 B=300")
 
 
 @pytest.mark.gpu

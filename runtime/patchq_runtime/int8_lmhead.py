@@ -60,9 +60,10 @@ earlier.
 
 Kernel
 ------
-The kernels and their launch plan live in :mod:`patchq_runtime.int8_kernels`; this
-module keeps the API, the launch tables and the dispatch (bench-only kernels are in
-``bench/int8_kernels_dev.py``).
+The Triton kernels and their launch plan live in :mod:`patchq_runtime.int8_kernels`,
+the Gluon w8a16 GEMM that sm90 uses above 128 rows in
+:mod:`patchq_runtime.int8_wgmma`; this module keeps the API, the launch tables and the
+dispatch (bench-only kernels are in ``bench/int8_kernels_dev.py``).
 ``out[b, n] = (sum_k x[b, k] * q[n, k]) * scale[n] (+ bias[n])``: bf16/fp16
 activations, int8 weight converted in registers, fp32 accumulation on tensor cores
 (``tl.dot``; every product of a bf16 value and an int8 value is exact in fp32), an
@@ -99,7 +100,9 @@ Batch buckets: a batch of B rows uses the smallest bucket >= B of the launch tab
 statistics, the split and two gated launches; their plan, scratch and compiled kernels
 are cached per shape and stream, so a call costs ~0.1 ms of host time). Larger batches loop over the largest bucket (each re-reads the
 weight) up to :data:`MAX_LOOP_ROWS`, then use the table's "gemm" entry
-(sm90: the w8a16 ``gemm`` kernel, weight as the wgmma A operand converted in registers)
+(sm90, from 129 rows: the warp-specialized w8a16 wgmma GEMM of
+:mod:`patchq_runtime.int8_wgmma`, int8 weight tile converted in registers as the
+wgmma A operand)
 or, where the table has none, a chunked dequantize + ``F.linear`` (cuBLAS) path
 (that path rounds each dequantized weight to bf16 once: a documented deviation from
 the kernels' math).
@@ -120,6 +123,7 @@ import os
 from typing import Any, Optional, Tuple
 
 from . import int8_kernels as _k
+from . import int8_wgmma as _wg
 
 __all__ = [
     "MIN_ROWS_DEFAULT",
@@ -140,7 +144,9 @@ MIN_ROWS_DEFAULT = 100_000
 #: Batches above the launch table's largest bucket (64 or 128 rows) and up to this
 #: many rows run as consecutive largest-bucket launches (each re-reads the weight);
 #: larger batches take the table's "gemm" kernel (or, without one, the chunked
-#: dequantize + ``F.linear`` path). On the H200 the loop beat every race-free gemm
+#: dequantize + ``F.linear`` path). A "gemm" entry whose ``min_B`` is lower takes
+#: over from there (sm90: the Gluon wgmma kernel from 129 rows). History: the loop
+#: beat every race-free Triton-level gemm
 #: tile up to 1024 rows (B = 1024: 3.33 ms looped vs 3.69 ms gemm); above, the two
 #: are within ~10% of each other (B = 2048 / 4096, Gaussian rows: loop 6.49 / 13.28 ms,
 #: gemm 7.19 / 15.03; heavy-tailed rows: loop 7.70 / 14.79, gemm 7.28 / 15.04) and the
@@ -207,6 +213,11 @@ _STATE_ATTR = "_patchq_int8_state"
 #                      waits for each wgmma before the next K step overwrites its A
 #                      registers (Triton 3.6 races there otherwise: see
 #                      bench/int8_kernels_dev.py GEMM_CANDIDATES).
+#              "wgmma": the Gluon GEMM of int8_wgmma (a "gemm" list entry too):
+#                      BLOCK_V weight rows (two consumer warpgroups of 64) x BLOCK_B
+#                      batch rows per tile, BLOCK_K, STAGES-deep TMA ring, WS 1
+#                      (warp-specialized) or 2 (also persistent); num_warps is the
+#                      default partition's (4). Chosen by bench/int8_wgmma_sweep.py.
 #   BLOCK_N    weight rows per program; BLOCK_K columns per K step;
 #   num_warps, num_stages (software pipelining depth);
 #
@@ -228,9 +239,14 @@ LAUNCH_CONFIGS = {
                 "STACK": 1, "NP3": {"BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "STACK": 0}},
         # B > MAX_LOOP_ROWS only: below that, looping the 128-row imma launch measured faster
         # than every gemm tile that is free of Triton 3.6's wgmma register race (see int8_kernels)
+        # the warp-specialized Gluon wgmma GEMM (int8_wgmma) above 128 rows: 0.69-0.80x
+        # of bf16 F.linear from 208 to 4096 rows, where the looped 128-row imma launches
+        # measured 0.53-0.69x (bench/int8_wgmma_sweep.py, H200); persistent from 2049
         "gemm": [
-            {"min_B": 1025, "kernel": "gemm", "BLOCK_N": 128, "BLOCK_B": 256, "BLOCK_K": 128, "num_warps": 8,
-             "num_stages": 2},
+            {"min_B": 129, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 4,
+             "WS": 1, "num_warps": 4},
+            {"min_B": 2049, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 5,
+             "WS": 2, "num_warps": 4},
         ],
     },
     "sm121": {
@@ -401,7 +417,16 @@ def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
 
 
 def _launch(x2, q, scales, bias, out, cfg: dict) -> None:
-    """Launch ``x2`` [B, K] -> ``out`` [B, V] with config ``cfg``."""
+    """Launch ``x2`` [B, K] -> ``out`` [B, V] with config ``cfg``.
+
+    Raises:
+        ValueError: a "wgmma" config for operands it cannot take (see
+            :func:`patchq_runtime.int8_wgmma.supported`).
+    """
+    if cfg.get("kernel") == "wgmma":
+        if not _launch_gemm(cfg, x2, q, scales, bias, out):
+            raise ValueError("the wgmma kernel needs sm90, Gluon and a hidden size divisible by 16")
+        return
     for fn, args, kw, grid in _kernel_calls(cfg, x2, q, scales, bias, out):
         _k.run_call(fn, grid, args, kw)
 
@@ -447,6 +472,24 @@ def _gemm_cfg(table: dict, B: int) -> Optional[dict]:
     return chosen
 
 
+def _launch_gemm(cfg: dict, x2, q, scales, bias, out) -> bool:
+    """Run a "gemm" table entry; False when its kernel cannot take these operands.
+
+    ``"wgmma"`` entries (:mod:`patchq_runtime.int8_wgmma`) need sm90, a hidden size
+    that is a multiple of 16 and Gluon (Triton >= 3.5); otherwise the caller falls
+    back to the looped buckets or the dequantize path. ``"gemm"`` entries always run.
+    """
+    if cfg.get("kernel") == "wgmma":
+        if not x2.is_contiguous():
+            x2 = x2.contiguous()
+        if not (_wg.available() and _wg.supported(x2, q)):
+            return False
+        _wg.launch(x2, q, scales, bias, out, cfg)
+        return True
+    _k.launch_planned(id(cfg), cfg, x2, q, scales, bias, out, _PLANES_RULE_L1_OVER_MAX)
+    return True
+
+
 def int8_linear(x, q, scales, bias=None):
     """w8a16 product ``x @ (q * scales[:, None]).T + bias`` on the GPU.
 
@@ -489,8 +532,7 @@ def int8_linear(x, q, scales, bias=None):
         bias = bias.contiguous()
     table = _configs_for(x.device)
     gcfg = _gemm_cfg(table, B)
-    if gcfg is not None:
-        _k.launch_planned(id(gcfg), gcfg, x2, q, scales, bias, out, _PLANES_RULE_L1_OVER_MAX)
+    if gcfg is not None and _launch_gemm(gcfg, x2, q, scales, bias, out):
         return out.reshape(*lead, V)
     if B > MAX_LOOP_ROWS:
         # Compute-bound sizes: dequantize a chunk of rows to the activation dtype
@@ -674,7 +716,7 @@ def _warmup(packed, dtype) -> None:
         x = torch.zeros((16, H), dtype=dtype, device=q.device)
         out = torch.empty((16, q.shape[0]), dtype=dtype, device=q.device)
         for entry in table.get("gemm") or ():
-            _launch(x, q, scales, None, out, entry)
+            _launch_gemm(entry, x, q, scales, None, out)
 
 
 def lm_head_logits(lm_head, hidden_states, bias=None):
