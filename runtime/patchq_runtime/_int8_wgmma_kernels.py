@@ -102,91 +102,10 @@ def _w8a16_wgmma_kernel(
     gl.store(ptrs, res, mask=(sv[:, None] < V) & (sb[None, :] < B))
 
 @gluon.jit
-def _ws_producer(q_desc, x_desc, q_smem, x_smem, ready, empty, off_v, off_b,
+def _ws_producer(q_desc, x_desc, q_smem, x_smem, ready, empty, B, V,
                  K: gl.constexpr, STAGES: gl.constexpr):
-    # one warp: keeps the ring full; a stage is refilled once both consumers freed it
-    BLOCK_K: gl.constexpr = q_desc.block_type.shape[1]
-    num_k: gl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
-    nbytes: gl.constexpr = q_desc.block_type.nbytes + x_desc.block_type.nbytes
-    for k in range(num_k):
-        s = k % STAGES
-        mbarrier.wait(empty.index(s), ((k // STAGES) & 1) ^ 1, pred=k >= STAGES)
-        mbarrier.expect(ready.index(s), nbytes)
-        tma.async_copy_global_to_shared(q_desc, [off_v, k * BLOCK_K], ready.index(s), q_smem.index(s))
-        tma.async_copy_global_to_shared(x_desc, [off_b, k * BLOCK_K], ready.index(s), x_smem.index(s))
-
-@gluon.jit
-def _ws_consumer(q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob, off_v, off_b,
-                 G: gl.constexpr, K: gl.constexpr, HAS_BIAS: gl.constexpr, STAGES: gl.constexpr):
-    # one warpgroup: weight rows off_v + 64 G .. + 63 of the tile, A from registers
-    BLOCK_K: gl.constexpr = q_smem.type.shape[2]
-    BLOCK_B: gl.constexpr = x_smem.type.shape[1]
-    act_dtype: gl.constexpr = x_smem.dtype
-    num_k: gl.constexpr = (K + BLOCK_K - 1) // BLOCK_K
-    mma: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_B, 16])
-    ra: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
-    acc = gl.zeros([64, BLOCK_B], gl.float32, layout=mma)
-    for k in range(num_k):
-        s = k % STAGES
-        mbarrier.wait(ready.index(s), (k // STAGES) & 1)
-        a = q_smem.index(s).slice(G * 64, 64, dim=0).load(ra).to(act_dtype)
-        acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
-        # wait(0): the next step rewrites the A registers; the other warpgroup's
-        # MMA keeps the tensor cores busy meanwhile
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-        mbarrier.arrive(empty.index(s))
-    offs_v = off_v + G * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
-    scale = gl.load(s_ptr + offs_v, mask=offs_v < V, other=0.0).to(gl.float32)
-    acc = acc * scale[:, None]
-    if HAS_BIAS:
-        bias = gl.load(bias_ptr + offs_v, mask=offs_v < V, other=0.0).to(gl.float32)
-        acc = acc + bias[:, None]
-    res = acc.to(out_ptr.dtype.element_ty)
-    st: gl.constexpr = gl.BlockedLayout(
-        size_per_thread=[8, 1], threads_per_warp=[8, 4], warps_per_cta=[1, 4], order=[0, 1])
-    res = gl.convert_layout(res, st)
-    sv = off_v + G * 64 + gl.arange(0, 64, layout=gl.SliceLayout(1, st))
-    sb = off_b + gl.arange(0, BLOCK_B, layout=gl.SliceLayout(0, st))
-    ptrs = out_ptr + sb.to(gl.int64)[None, :] * stride_ob + sv[:, None]
-    gl.store(ptrs, res, mask=(sv[:, None] < V) & (sb[None, :] < B))
-
-@gluon.jit(do_not_specialize=["B"])
-def _w8a16_ws_kernel(
-    q_desc, x_desc, s_ptr, bias_ptr, out_ptr,
-    B, V, stride_ob,
-    K: gl.constexpr, HAS_BIAS: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
-):
-    # warp-specialized: a TMA producer warp and two consumer warpgroups (64 weight
-    # rows each) that run unsynchronized, so one converts while the other multiplies
-    BLOCK_V: gl.constexpr = q_desc.block_type.shape[0]
-    BLOCK_K: gl.constexpr = q_desc.block_type.shape[1]
-    BLOCK_B: gl.constexpr = x_desc.block_type.shape[0]
-    pid = gl.program_id(0)
-    nb = gl.cdiv(B, BLOCK_B)
-    off_v = (pid // nb) * BLOCK_V
-    off_b = (pid % nb) * BLOCK_B
-    q_smem = gl.allocate_shared_memory(gl.int8, [STAGES, BLOCK_V, BLOCK_K], q_desc.layout)
-    x_smem = gl.allocate_shared_memory(x_desc.dtype, [STAGES, BLOCK_B, BLOCK_K], x_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=2)
-    gl.warp_specialize([
-        (_ws_consumer, (q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob, off_v, off_b,
-                        0, K, HAS_BIAS, STAGES)),
-        (_ws_consumer, (q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob, off_v, off_b,
-                        1, K, HAS_BIAS, STAGES)),
-        (_ws_producer, (q_desc, x_desc, q_smem, x_smem, ready, empty, off_v, off_b, K, STAGES)),
-    ], [4, 1], [CONSUMER_REGS, 24])
-
-
-@gluon.jit
-def _ps_producer(q_desc, x_desc, q_smem, x_smem, ready, empty, B, V,
-                 K: gl.constexpr, STAGES: gl.constexpr):
-    # persistent: one warp streams the stages of every tile this program owns, so the
-    # next tile's loads overlap this tile's epilogue
+    # one warp streams the stages of every tile this program owns (persistent grid:
+    # the next tile's loads overlap this tile's epilogue)
     BLOCK_V: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_B: gl.constexpr = x_desc.block_type.shape[0]
@@ -208,7 +127,7 @@ def _ps_producer(q_desc, x_desc, q_smem, x_smem, ready, empty, B, V,
 
 
 @gluon.jit
-def _ps_consumer(q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob,
+def _ws_consumer(q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob,
                  G: gl.constexpr, K: gl.constexpr, HAS_BIAS: gl.constexpr, STAGES: gl.constexpr):
     BLOCK_V: gl.constexpr = q_smem.type.shape[1]
     BLOCK_K: gl.constexpr = q_smem.type.shape[2]
@@ -249,12 +168,15 @@ def _ps_consumer(q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, s
 
 
 @gluon.jit(do_not_specialize=["B"])
-def _w8a16_ps_kernel(
+def _w8a16_ws_kernel(
     q_desc, x_desc, s_ptr, bias_ptr, out_ptr,
     B, V, stride_ob,
     K: gl.constexpr, HAS_BIAS: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
 ):
-    # persistent + warp-specialized: grid = number of SMs, tiles strided over programs
+    # warp-specialized: a TMA producer warp and two consumer warpgroups (64 weight rows
+    # each) that run unsynchronized, so one converts while the other multiplies. Tiles
+    # are strided over the programs: grid = number of tiles (one each) or, persistent,
+    # the number of SMs
     BLOCK_V: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_B: gl.constexpr = x_desc.block_type.shape[0]
@@ -266,9 +188,9 @@ def _w8a16_ps_kernel(
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)
     gl.warp_specialize([
-        (_ps_consumer, (q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob,
+        (_ws_consumer, (q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob,
                         0, K, HAS_BIAS, STAGES)),
-        (_ps_consumer, (q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob,
+        (_ws_consumer, (q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob,
                         1, K, HAS_BIAS, STAGES)),
-        (_ps_producer, (q_desc, x_desc, q_smem, x_smem, ready, empty, B, V, K, STAGES)),
+        (_ws_producer, (q_desc, x_desc, q_smem, x_smem, ready, empty, B, V, K, STAGES)),
     ], [4, 1], [CONSUMER_REGS, 24])

@@ -22,8 +22,8 @@ Triton-level kernel could not express what the hardware needs (measured on the H
   (``wait(0)``) and overlap comes from warp specialization instead:
   ``_w8a16_ws_kernel`` runs one TMA producer warp and two consumer warpgroups of 64
   weight rows each, synchronized only by mbarriers (ready/empty per ring stage), so
-  one warpgroup converts while the other multiplies. ``_w8a16_ps_kernel`` is the same
-  with a persistent grid (one program per SM, tiles strided over programs).
+  one warpgroup converts while the other multiplies. Tiles are strided over the
+  programs: one program per tile, or a persistent grid of one program per SM.
   ``_w8a16_wgmma_kernel`` is the single-partition version (converted tile staged
   through shared memory, ``RS=0``; or registers with ``wait(0)``, ``RS=1``), kept for
   the development sweep: every K step there pays CTA-wide barriers around the TMA.
@@ -42,8 +42,8 @@ def build_kernel():
     """The Gluon kernels (imported on first use).
 
     Returns:
-        the ``gluon.jit`` function ``_w8a16_wgmma_kernel``; its ``ws`` and ``ps``
-        attributes are ``_w8a16_ws_kernel`` and ``_w8a16_ps_kernel``.
+        the ``gluon.jit`` function ``_w8a16_wgmma_kernel``; its ``ws`` attribute is
+        the warp-specialized ``_w8a16_ws_kernel``.
 
     Raises:
         ImportError: Triton without Gluon's Hopper API (Triton < 3.5).
@@ -54,7 +54,6 @@ def build_kernel():
     from . import _int8_wgmma_kernels as k
 
     k._w8a16_wgmma_kernel.ws = k._w8a16_ws_kernel
-    k._w8a16_wgmma_kernel.ps = k._w8a16_ps_kernel
     _KERNEL = k._w8a16_wgmma_kernel
     return _KERNEL
 
@@ -138,16 +137,10 @@ def launch(x2, q, scales, bias, out, cfg: dict) -> None:
     grid = (((V + bv - 1) // bv) * ((B + bb - 1) // bb),)
     if cfg.get("WS") and bv != 128:
         raise ValueError(f"warp-specialized wgmma tiles hold 128 weight rows, not {bv}")
-    if cfg.get("WS") == 2:
-        sms = _sm_count(q.device)
-        kernel.ps[(min(grid[0], sms),)](
-            q_desc, x_desc, scales, bias if bias is not None else scales, out,
-            B, V, out.stride(0),
-            K=K, HAS_BIAS=bias is not None, STAGES=cfg["STAGES"], CONSUMER_REGS=cfg.get("REGS", 232), num_warps=4,
-        )
-        return
     if cfg.get("WS"):
-        kernel.ws[grid](
+        # WS 1: one program per tile; WS 2: persistent, one program per SM
+        n = min(grid[0], _sm_count(q.device)) if cfg["WS"] == 2 else grid[0]
+        kernel.ws[(n,)](
             q_desc, x_desc, scales, bias if bias is not None else scales, out,
             B, V, out.stride(0),
             K=K, HAS_BIAS=bias is not None, STAGES=cfg["STAGES"], CONSUMER_REGS=cfg.get("REGS", 232), num_warps=4,
