@@ -239,13 +239,15 @@ LAUNCH_CONFIGS = {
                 "STACK": 1, "NP3": {"BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "STACK": 0}},
         # B > MAX_LOOP_ROWS only: below that, looping the 128-row imma launch measured faster
         # than every gemm tile that is free of Triton 3.6's wgmma register race (see int8_kernels)
-        # the warp-specialized Gluon wgmma GEMM (int8_wgmma) above 128 rows: 0.69-0.80x
+        # the warp-specialized Gluon wgmma GEMM (int8_wgmma) above 128 rows: 0.66-0.91x
         # of bf16 F.linear from 208 to 4096 rows, where the looped 128-row imma launches
-        # measured 0.53-0.69x (bench/int8_wgmma_sweep.py, H200); persistent from 2049
+        # measured 0.53-0.69x; persistent with 128-wide K steps from 1025 rows (0.84-0.85x
+        # against 0.77-0.81x for the 64-wide ones at 1024 / 4096 in one sweep run)
+        # (bench/int8_wgmma_sweep.py, H200)
         "gemm": [
             {"min_B": 129, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 4,
              "WS": 1, "num_warps": 4},
-            {"min_B": 2049, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 5,
+            {"min_B": 1025, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 128, "STAGES": 2,
              "WS": 2, "num_warps": 4},
         ],
     },
