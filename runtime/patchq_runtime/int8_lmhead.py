@@ -237,8 +237,6 @@ LAUNCH_CONFIGS = {
                "STACK": 1, "NP3": {"BLOCK_N": 256, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "STACK": 0}},
         "128": {"kernel": "imma", "NP": "auto", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4,
                 "STACK": 1, "NP3": {"BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "STACK": 0}},
-        # B > MAX_LOOP_ROWS only: below that, looping the 128-row imma launch measured faster
-        # than every gemm tile that is free of Triton 3.6's wgmma register race (see int8_kernels)
         # the warp-specialized Gluon wgmma GEMM (int8_wgmma) above 128 rows: 0.66-0.91x
         # of bf16 F.linear from 208 to 4096 rows, where the looped 128-row imma launches
         # measured 0.53-0.69x; persistent with 128-wide K steps from 1025 rows (0.84-0.85x
@@ -507,8 +505,10 @@ def int8_linear(x, q, scales, bias=None):
         bucket (64 rows; 128 on sm90): one pass over the weight (one launch, or
         four for an adaptive "imma" bucket). Up to
         :data:`MAX_LOOP_ROWS` rows: consecutive largest-bucket launches. More: the
-        table's "gemm" kernel (sm90), else chunked dequantize + cuBLAS GEMM. A
-        "gemm" entry with a smaller ``min_B`` takes over from that size. Falls back to
+        table's "gemm" kernel, else chunked dequantize + cuBLAS GEMM. A "gemm"
+        entry with a smaller ``min_B`` takes over from that size (sm90: the Gluon
+        wgmma GEMM from 129 rows; operands it cannot take, such as a hidden size
+        that is not a multiple of 16, go the looped / dequantize way). Falls back to
         :func:`int8_linear_reference` when ``x`` is not on CUDA or not bf16/fp16,
         or Triton is missing.
 
