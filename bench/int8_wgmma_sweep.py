@@ -28,9 +28,8 @@ CONFIGS = [
     # BLOCK_V, BLOCK_B, BLOCK_K, STAGES, num_warps, RS (A from registers, wait(0)),
     # WS (1: warp-specialized, one program per tile; 2: warp-specialized, persistent)
     (128, 256, 64, 4, 4, 1, 1),
-    (128, 256, 64, 5, 4, 1, 2),
-    (128, 256, 128, 2, 4, 1, 1),
     (128, 256, 128, 2, 4, 1, 2),
+    (128, 256, 128, 2, 4, 1, 1),
 ]
 
 

@@ -494,11 +494,10 @@ def test_imma_launch_plan():
     xb = torch.zeros(600, 3072, dtype=torch.bfloat16)
     (fn, args, kw, grid), = m._kernel_calls(g, xb, q, s, None, torch.empty(600, 1000, dtype=torch.bfloat16))
     assert grid == (-(-1000 // g["BLOCK_N"]) * -(-600 // g["BLOCK_B"]),) and kw["BLOCK_B"] == g["BLOCK_B"]
-    # sm90 serves 129+ rows with the Gluon wgmma kernel, persistent from 1025
+    # sm90 serves 129+ rows with the persistent Gluon wgmma kernel
     sm90 = m.LAUNCH_CONFIGS["sm90"]
     assert m._gemm_cfg(sm90, 128) is None and m._gemm_cfg(sm90, 129) is sm90["gemm"][0]
-    assert m._gemm_cfg(sm90, 1024)["WS"] == 1 and m._gemm_cfg(sm90, 1025) is sm90["gemm"][-1]
-    assert m._gemm_cfg(sm90, 4096)["WS"] == 2
+    assert m._gemm_cfg(sm90, 4096) is sm90["gemm"][-1] and sm90["gemm"][-1]["WS"] == 2
     assert all(e["kernel"] == "wgmma" and e["BLOCK_V"] == 128 for e in sm90["gemm"])
     assert m._gemm_cfg(m.LAUNCH_CONFIGS["sm121"], 4096) is None
     with pytest.raises(ValueError, match="STACK"):

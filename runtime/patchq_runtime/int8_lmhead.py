@@ -237,15 +237,13 @@ LAUNCH_CONFIGS = {
                "STACK": 1, "NP3": {"BLOCK_N": 256, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4, "STACK": 0}},
         "128": {"kernel": "imma", "NP": "auto", "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4,
                 "STACK": 1, "NP3": {"BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "STACK": 0}},
-        # the warp-specialized Gluon wgmma GEMM (int8_wgmma) above 128 rows: 0.66-0.91x
-        # of bf16 F.linear from 208 to 4096 rows, where the looped 128-row imma launches
-        # measured 0.53-0.69x; persistent with 128-wide K steps from 1025 rows (0.84-0.85x
-        # against 0.77-0.81x for the 64-wide ones at 1024 / 4096 in one sweep run)
-        # (bench/int8_wgmma_sweep.py, H200)
+        # the warp-specialized Gluon wgmma GEMM (int8_wgmma) above 128 rows, persistent,
+        # 128-wide K steps: best of the sweep at every B from 208 to 4096 (0.61-0.87x at
+        # 208-1024 and 0.84x at 4096 in one run, against 0.57-0.77x / 0.81x for one
+        # program per tile with 64-wide K steps; the looped 128-row imma launches it
+        # replaced measured 0.53-0.69x) (bench/int8_wgmma_sweep.py, H200)
         "gemm": [
-            {"min_B": 129, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 4,
-             "WS": 1, "num_warps": 4},
-            {"min_B": 1025, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 128, "STAGES": 2,
+            {"min_B": 129, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 128, "STAGES": 2,
              "WS": 2, "num_warps": 4},
         ],
     },
