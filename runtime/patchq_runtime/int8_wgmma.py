@@ -35,6 +35,8 @@ Importing this module imports neither torch nor triton.
 
 from __future__ import annotations
 
+import functools
+
 _KERNEL = None
 
 
@@ -122,16 +124,14 @@ def launch(x2, q, scales, bias, out, cfg: dict) -> None:
     Raises:
         ValueError: a warp-specialized config with ``BLOCK_V != 128``.
     """
-    from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     kernel = build_kernel()
     B, K = x2.shape
     V = q.shape[0]
     bv, bb, bk = cfg["BLOCK_V"], cfg["BLOCK_B"], cfg["BLOCK_K"]
-    act = gl.bfloat16 if str(x2.dtype) == "torch.bfloat16" else gl.float16
-    q_layout = gl.NVMMASharedLayout.get_default_for([bv, bk], gl.int8)
-    x_layout = gl.NVMMASharedLayout.get_default_for([bb, bk], act)
+    q_layout = _smem_layout(bv, bk, "int8")
+    x_layout = _smem_layout(bb, bk, "bfloat16" if str(x2.dtype) == "torch.bfloat16" else "float16")
     q_desc = TensorDescriptor(q, [V, K], [K, 1], [bv, bk], q_layout)
     x_desc = TensorDescriptor(x2, [B, K], [K, 1], [bb, bk], x_layout)
     grid = (((V + bv - 1) // bv) * ((B + bb - 1) // bb),)
@@ -151,6 +151,15 @@ def launch(x2, q, scales, bias, out, cfg: dict) -> None:
         B, V, out.stride(0),
         K=K, HAS_BIAS=bias is not None, STAGES=cfg["STAGES"], num_warps=cfg["num_warps"],
     )
+
+
+@functools.lru_cache(maxsize=None)
+def _smem_layout(rows: int, cols: int, dtype_name: str):
+    """The shared-memory layout TMA fills for a ``[rows, cols]`` tile of ``dtype_name``
+    (Gluon's default swizzle); cached: computing it costs ~12 us of host time per call."""
+    from triton.experimental.gluon import language as gl
+
+    return gl.NVMMASharedLayout.get_default_for([rows, cols], getattr(gl, dtype_name))
 
 
 _SMS = {}
