@@ -133,8 +133,10 @@ WHEEL_FIXTURES = frozenset({"vllm_site", "pristine_site", "make_site", "site"})
 #: wheels): every test in them is in the wheel layer.
 WHEEL_MODULES = frozenset({
     "test_check", "test_compile_cache", "test_import", "test_matrix", "test_partial_fetch", "test_rebase",
-    "test_release_check", "test_releases", "test_upstream", "test_variants",
+    "test_relations", "test_release_check", "test_releases", "test_series_diffs", "test_series_goldens",
+    "test_upstream", "test_variants",
 })
+#: A test elsewhere that reads a release says so with ``@pytest.mark.wheel``.
 
 
 #: Every release the wheel layer reads (test_variants covers all final releases in this
@@ -205,12 +207,12 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(autouse=True)
 def _layer_guard(request, monkeypatch, tmp_path_factory):
     """A test outside the wheel layer runs offline (``PATCHQ_OFFLINE=1``, also for the CLI
-    it starts); a unit test also gets an empty cache. A fast-layer test that reaches for a
-    release therefore fails (see :func:`pytest_runtest_makereport`), never skips."""
+    it starts) on an empty cache of its own, so a warm ``~/.cache/patchq`` can never hide a
+    fast-layer test that reaches for a release: it fails (see
+    :func:`pytest_runtest_makereport`), never skips, exactly as on a fresh CI machine."""
     if request.node.get_closest_marker("wheel") is None:
         monkeypatch.setenv("PATCHQ_OFFLINE", "1")
-        if _is_unit(request.node):
-            monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path_factory.mktemp("empty-cache")))
+        monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path_factory.mktemp("empty-cache")))
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from support import REPO, record_hashes, run_cli, sha256_path
 
 
@@ -30,6 +32,7 @@ def _hand_edit(path, old, new):
     os.replace(tmp, path)
 
 
+@pytest.mark.wheel  # checks and fingerprints real releases
 def test_init_example_applies_and_its_test_passes(tmp_path):
     repo = _init(tmp_path)
     assert run_cli("init", str(repo)).rc == 2  # never overwrites
@@ -56,6 +59,7 @@ def test_init_example_applies_and_its_test_passes(tmp_path):
     assert run_cli("test", "--series", str(repo)).rc == 0
 
 
+@pytest.mark.wheel  # checks and fingerprints real releases
 def test_new_scaffolds_a_patch_that_applies(tmp_path):
     repo = _init(tmp_path)
     res = run_cli("new", "pad-note", "--at", "vllm.v1.core.kv_cache_utils:unify_kv_cache_spec_page_size",
@@ -76,6 +80,7 @@ def test_new_scaffolds_a_patch_that_applies(tmp_path):
     assert [p["status"] for p in check.json["patches"]] == ["applies"]
 
 
+@pytest.mark.wheel  # checks and fingerprints real releases
 def test_fingerprint_records_only_inside_the_range(tmp_path):
     repo = _init(tmp_path)
     mod = repo / "series/example_quiet_logger.py"
@@ -187,7 +192,10 @@ def test_serve_flags_per_profile_and_dry_run(tmp_path):
     lines = dry.stdout.splitlines()
     assert lines[:2] == ["export PATCHQ_EXPECT_PROFILE=dense", "export PATCHQ_STRICT=1"]
     assert lines[2].split()[1:] == ["apply", "--profile", "dense"]
-    assert lines[3].startswith("exec vllm serve /model ") and lines[3].endswith(
+    # serve.sh prefers the vllm script beside patchq (README command 1 installs one into .venv)
+    beside = os.path.join(os.path.dirname(sys.executable), "vllm")
+    vllm = beside if os.access(beside, os.X_OK) else "vllm"
+    assert lines[3].startswith(f"exec {vllm} serve /model ") and lines[3].endswith(
         """--speculative-config '{"method":"dflash","model":"/drafter","num_speculative_tokens":12,"""
         """"attention_backend":"FLASH_ATTN"}' --seed 1""")
     # a user's profile serves with its own table, found through its patchq.toml
