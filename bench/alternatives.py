@@ -93,7 +93,7 @@ def blocks(before: str, after: str) -> list[tuple[str, str]]:
 def prepare(site: Path, profile: str, work: Path) -> dict:
     """The diff file, one replacement script per patch and one for all, and patchq's result."""
     from patchq import series as series_mod
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
     from patchq.plan import diffs, engine
 
     ser = series_mod.load()
@@ -138,7 +138,7 @@ def main() -> int:
         if args.site:
             site = Path(args.site)
         else:
-            from patchq.dist import releases
+            from patchq.vllmdist import releases
 
             site = work / "pristine"
             subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",

@@ -20,7 +20,7 @@ median as a ratio to the interpreter start measured in the same run. Targets (RE
 "Measured"): no-op apply and status at most 3x interpreter start, cold apply of dense at most
 0.8 s. Exit status: 0 when every target is met, 1 otherwise.
 
-The wheel comes from :func:`patchq.dist.releases.wheel_path` (downloaded only if missing);
+The wheel comes from :func:`patchq.vllmdist.releases.wheel_path` (downloaded only if missing);
 the pristine install is made once per run in a temporary directory (``--site DIR``
 reuses an existing pristine site-packages instead; it is never written).
 """
@@ -53,7 +53,7 @@ def patchq_command() -> list[str]:
 
 def install(version: str, dest: Path) -> Path:
     """``pip install --no-deps --no-compile --target dest/site-packages <wheel>``."""
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     wheel = releases.wheel_path(version)
     site = dest / "site-packages"

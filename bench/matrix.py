@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from patchq.compat import matrix  # noqa: E402
-from patchq.dist import releases
+from patchq.vllmdist import releases
 
 TARGET_S = 30.0
 

@@ -41,7 +41,7 @@ TARGET_MS = 30.0
 
 
 def default_site() -> Path:
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     wheel = releases.wheel_path("0.23.0")
     out = Path(tempfile.mkdtemp(prefix="patchq-bench-")) / "site-packages"

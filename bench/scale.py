@@ -98,7 +98,7 @@ def link_copy(src: Path, dst: Path) -> Path:
 def pristine_site(work: Path, explicit: str | None) -> Path:
     if explicit:
         return Path(explicit)
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     wheel = releases.wheel_path("0.23.0")
     site = work / "pristine"
@@ -153,7 +153,7 @@ def plan_cache_file(series: Path) -> Path:
         from packaging.version import Version
 
         from patchq import series as series_mod
-        from patchq.dist import cache
+        from patchq.vllmdist import cache
         from patchq.plan import plancache
 
         class _V:  # plan_key needs only the version

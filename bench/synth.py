@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from patchq.dist import releases  # noqa: E402
+from patchq.vllmdist import releases  # noqa: E402
 from patchq.plan.anchors import ast_index, fingerprint_ast  # noqa: E402
 
 _MODULE = '''"""Synthetic patch {pid}: one statement at the top of {qualname}."""

@@ -6,7 +6,7 @@ Usage (from the repo root; the release wheels must be cached)::
 
 Both methods build the same history (one commit per release, in order) in fresh
 temporary repositories, from the same extracted release trees
-(:func:`patchq.dist.releases.release_tree`, extracted before timing):
+(:func:`patchq.vllmdist.releases.release_tree`, extracted before timing):
 
 * **plumbing** -- :func:`patchq.authoring.upstream.sync`: ``hash-object -w --stdin-paths``,
   ``update-index --index-info`` into a throw-away index, ``write-tree``, ``commit-tree``;
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from patchq.dist import releases
+from patchq.vllmdist import releases
 from patchq.authoring import upstream
 
 

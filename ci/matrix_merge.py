@@ -24,7 +24,7 @@ from pathlib import Path
 
 def shards(spec: str, count: int) -> list[str]:
     """The releases of ``spec`` dealt into at most ``count`` comma lists."""
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     versions = [str(v) for v in releases.list_releases(spec)]
     count = max(1, min(count, len(versions)))
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return 2 if exc.code else 0
     if args.cmd == "shards":
-        from patchq.dist import releases
+        from patchq.vllmdist import releases
 
         try:
             print(json.dumps(shards(args.releases, args.count)))

@@ -13,7 +13,7 @@ Steps (each one line of progress on stderr):
    both work. VERSION must be a final, non-yanked release there. Its Linux x86_64 wheel
    (highest build tag) is downloaded once into ``<patchq cache>/wheels/`` and its sha256
    checked against the index's; a wheel already in the cache is used as it is. The tree is
-   extracted by :func:`patchq.dist.releases.release_tree`.
+   extracted by :func:`patchq.vllmdist.releases.release_tree`.
 2. **check** every profile (and every patch alone) on VERSION, before anything changes.
 3. **branch**: ``git checkout -b release/vX.Y.Z`` in the repository holding the series
    (refused when ``series/`` or ``anchors/`` has uncommitted changes, or the branch exists).
@@ -159,7 +159,7 @@ def index_files(url: str, project: str = PROJECT) -> list[dict[str, Any]]:
 
 def final_releases(files: list[dict[str, Any]]) -> list[str]:
     """The final, non-yanked versions among ``files`` (ascending)."""
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     return [str(v) for v in releases.final_versions({"files": files}, package=PROJECT)]
 
@@ -192,7 +192,7 @@ def fetch_wheel(entry: dict[str, Any], version: str) -> tuple[Path, str]:
     Downloads ``entry['url']`` next to the cache, checks its sha256 against the index's
     (when the index gives one), then moves it in. Raises Failure (exit 3) on a bad hash.
     """
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     wdir = releases.cache_dir() / "wheels"
     found = releases.find_wheel(wdir, version, package=PROJECT)
@@ -276,7 +276,7 @@ def _check_all(series_dir: Path, version: str, profiles: list[str]) -> dict[str,
     """{'patches': {id: row}, 'profiles': {name: patchq.check/1 document}} on ``version``."""
     from patchq.commands import check as check_cmd
     from patchq.compat import check as checking
-    from patchq.dist.sources import release_source
+    from patchq.vllmdist.sources import release_source
 
     s = _load_series(series_dir)
     source = release_source(version)
@@ -291,7 +291,7 @@ def _check_all(series_dir: Path, version: str, profiles: list[str]) -> dict[str,
 
 def _matrix_versions(spec: str, series_dir: Path, version: str) -> list[str]:
     """The verified releases (a fingerprint recorded in anchors/) matching ``spec``, plus ``version``."""
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     s = _load_series(series_dir)
     seen = {v for pid in s.all_patch_ids() for a in s.patch(pid).anchors.values() for v in a.fingerprints}
@@ -355,7 +355,7 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
     from patchq.authoring import fingerprints, seriesedit
     from patchq.commands import diffwrite, rebase
     from patchq.compat import matrix
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
     from patchq.series import module_file
 
     try:

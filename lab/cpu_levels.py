@@ -6,7 +6,7 @@ install with their dependencies and their pure-Python modules import without a G
 For one release this script:
 
 1. makes a venv ``<venvs>/vllm-<version>`` (kept: a second run reuses it) and installs
-   the release's cached wheel (:func:`patchq.dist.releases.wheel_path`) with its dependencies
+   the release's cached wheel (:func:`patchq.vllmdist.releases.wheel_path`) with its dependencies
    through pip (its cache, ``~/.cache/pip``, keeps the dependency wheels: ~5.5 GB,
    ~2 min the first time), then uninstalls ``torchvision``, ``torchaudio`` and
    ``torchcodec`` (their native libraries are built against CUDA torch and break
@@ -54,7 +54,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from patchq.dist import releases  # noqa: E402
+from patchq.vllmdist import releases  # noqa: E402
 
 #: Packages whose native libraries are built against CUDA torch (docs/cpu-import.md).
 CUDA_ONLY = ("torchvision", "torchaudio", "torchcodec")

@@ -13,7 +13,7 @@ Help is plain click text (no rich): ``patchq --help`` costs an interpreter start
 from __future__ import annotations
 
 import sys
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import typer
 
@@ -83,7 +83,7 @@ def _series(path):
 
 
 def _target(site_packages, python):
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
 
     return sources.installed(site_packages, python)
 
@@ -103,7 +103,7 @@ def _root(version: bool = typer.Option(False, "--version", is_eager=True, callba
 
 
 @app.command("list")
-def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> None:
+def list_cmd(series_dir: str | None = SeriesDir, as_json: bool = Json) -> None:
     """Profiles and patches: summaries, applies-ranges and variants."""
     from patchq.commands import list_ as cmd
 
@@ -112,12 +112,12 @@ def list_cmd(series_dir: Optional[str] = SeriesDir, as_json: bool = Json) -> Non
 
 @app.command()
 def apply(
-    profile: Optional[str] = opt(None, "--profile", "-p", help="profile to apply", metavar="NAME"),
+    profile: str | None = opt(None, "--profile", "-p", help="profile to apply", metavar="NAME"),
     patch: list[str] = opt([], "--patch", help="apply this patch on top of the applied ones (repeatable)",
                            metavar="ID"),
-    site_packages: Optional[str] = SitePackages,
-    python: Optional[str] = Python,
-    series_dir: Optional[str] = SeriesDir,
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    series_dir: str | None = SeriesDir,
     strict: bool = typer.Option(False, "--strict", help="fail on a patch found upstream instead of skipping it"),
     as_json: bool = Json,
 ) -> None:
@@ -140,13 +140,13 @@ def apply(
 
 @app.command()
 def revert(
-    profile: Optional[str] = opt(None, "--profile", "-p", help="revert this profile's patches", metavar="NAME"),
+    profile: str | None = opt(None, "--profile", "-p", help="revert this profile's patches", metavar="NAME"),
     all_: bool = typer.Option(False, "--all", help="revert every patch"),
     patch: list[str] = opt([], "--patch", help="revert this patch, keep the others (repeatable)", metavar="ID"),
     force: bool = typer.Option(False, "--force", help="overwrite foreign edits (a copy is kept)"),
-    site_packages: Optional[str] = SitePackages,
-    python: Optional[str] = Python,
-    series_dir: Optional[str] = SeriesDir,
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Restore byte-exact pristine files (verified against RECORD)."""
@@ -166,9 +166,9 @@ def revert(
 
 @app.command()
 def status(
-    site_packages: Optional[str] = SitePackages,
-    python: Optional[str] = Python,
-    series_dir: Optional[str] = SeriesDir,
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    series_dir: str | None = SeriesDir,
     runtime: bool = typer.Option(False, "--runtime",
                                  help="the patches live in running `patchq run` processes, per pid"),
     as_json: bool = Json,
@@ -187,12 +187,12 @@ def status(
 @app.command(cls=_Command, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(
     profile: str = opt(..., "--profile", "-p", help="profile to make live at import time", metavar="NAME"),
-    site_packages: Optional[str] = SitePackages,
-    python: Optional[str] = Python,
-    series_dir: Optional[str] = SeriesDir,
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    series_dir: str | None = SeriesDir,
     print_env: bool = typer.Option(False, "--print-env", help="print the environment as export lines; run nothing"),
     as_json: bool = Json,
-    command: Optional[list[str]] = typer.Argument(None, help="the command (after --)", metavar="COMMAND"),
+    command: list[str] | None = typer.Argument(None, help="the command (after --)", metavar="COMMAND"),
 ) -> None:
     """Run COMMAND with the profile live at import time.
 
@@ -209,17 +209,17 @@ def run(
 
 @app.command()
 def diff(
-    profile: Optional[str] = opt(None, "--profile", "-p", help="profile to render (default: the applied one)",
+    profile: str | None = opt(None, "--profile", "-p", help="profile to render (default: the applied one)",
                                  metavar="NAME"),
-    site_packages: Optional[str] = SitePackages,
-    python: Optional[str] = Python,
-    vllm: Optional[str] = opt(None, "--vllm", "--release", help="a release from PyPI instead of the installed vLLM",
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    vllm: str | None = opt(None, "--vllm", "--release", help="a release from PyPI instead of the installed vLLM",
                               metavar="VERSION"),
-    source: Optional[str] = opt(None, "--source", help="a vLLM source tree instead", metavar="DIR"),
+    source: str | None = opt(None, "--source", help="a vLLM source tree instead", metavar="DIR"),
     patch: list[str] = opt([], "--patch", help="render this patch alone (repeatable)", metavar="ID"),
     write: bool = typer.Option(False, "--write",
                                help="with --release: store each patch's diff in series/diffs/VERSION/"),
-    series_dir: Optional[str] = SeriesDir,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """The unified diff of what apply changes (or changed).
@@ -244,16 +244,16 @@ def diff(
 
 @app.command()
 def check(
-    profile: Optional[str] = opt(None, "--profile", "-p", help="profile to check", metavar="NAME"),
+    profile: str | None = opt(None, "--profile", "-p", help="profile to check", metavar="NAME"),
     all_: bool = typer.Option(False, "--all", help="check every patch of the series"),
     patch: list[str] = opt([], "--patch", help="check this patch alone (repeatable)", metavar="ID"),
-    vllm: Optional[str] = opt(None, "--vllm", help="a release from PyPI (cached) instead of the installed vLLM",
+    vllm: str | None = opt(None, "--vllm", help="a release from PyPI (cached) instead of the installed vLLM",
                               metavar="VERSION"),
-    source: Optional[str] = opt(None, "--source", help="a vLLM source tree or git checkout instead", metavar="DIR"),
-    as_version: Optional[str] = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION"),
-    site_packages: Optional[str] = SitePackages,
-    python: Optional[str] = Python,
-    series_dir: Optional[str] = SeriesDir,
+    source: str | None = opt(None, "--source", help="a vLLM source tree or git checkout instead", metavar="DIR"),
+    as_version: str | None = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION"),
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    series_dir: str | None = SeriesDir,
     no_diff: bool = typer.Option(False, "--no-diff", help="do not print the drift diffs"),
     as_json: bool = Json,
 ) -> None:
@@ -280,14 +280,14 @@ def check(
 def matrix(
     releases: str = opt(">=0.20.2,<=0.33.0", "--releases", metavar="SPEC",
                         help="range ('>=0.20.2,<=0.33.0') or list ('0.23.0,0.26.0')"),
-    profiles: Optional[str] = opt(None, "--profiles", help="comma-separated profiles (default: every profile "
+    profiles: str | None = opt(None, "--profiles", help="comma-separated profiles (default: every profile "
                                   "of the series)", metavar="NAMES"),
     out: str = opt("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html", metavar="DIR"),
     workers: int = typer.Option(2, "--workers", help="releases checked in parallel", metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
                             help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
     boot: list[str] = opt([], "--boot", help="boot records JSON; repeatable", metavar="FILE"),
-    series_dir: Optional[str] = SeriesDir,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Check every profile on every release: JSON, Markdown, HTML.
@@ -313,9 +313,9 @@ UpstreamRepo = opt(None, "--repo", help="an existing vLLM clone (vX.Y.Z tags) in
 
 @upstream_app.command("sync")
 def upstream_sync(
-    releases: Optional[str] = opt(None, "--releases", help="list ('0.23.0,0.24.0') or range ('>=0.23,<=0.26')",
+    releases: str | None = opt(None, "--releases", help="list ('0.23.0,0.24.0') or range ('>=0.23,<=0.26')",
                                   metavar="SPEC"),
-    repo: Optional[str] = UpstreamRepo,
+    repo: str | None = UpstreamRepo,
     as_json: bool = Json,
 ) -> None:
     """Commit each release's vllm/**/*.py, tagged vX.Y.Z (incremental)."""
@@ -327,12 +327,12 @@ def upstream_sync(
 @upstream_app.command("log", cls=_Command)
 def upstream_log(
     patch: str = typer.Argument(..., help="patch id", metavar="PATCH", callback=_nonempty),
-    releases: Optional[str] = opt(None, "--releases", help="among the tagged releases (default: all)", metavar="SPEC"),
-    repo: Optional[str] = UpstreamRepo,
-    commits: Optional[bool] = typer.Option(None, "--commits/--no-commits",
+    releases: str | None = opt(None, "--releases", help="among the tagged releases (default: all)", metavar="SPEC"),
+    repo: str | None = UpstreamRepo,
+    commits: bool | None = typer.Option(None, "--commits/--no-commits",
                                            help="list commits between tags (default: with --repo)"),
     no_diff: bool = typer.Option(False, "--no-diff", help="do not print the definition diffs"),
-    series_dir: Optional[str] = SeriesDir,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Releases where each anchored definition changed, with its diff."""
@@ -345,15 +345,15 @@ def upstream_log(
 @app.command()
 def rebase(
     to: str = opt(..., "--to", help="the release to carry the series to", metavar="VERSION"),
-    from_: Optional[str] = opt(None, "--from", help="the release to carry it from (default: last verified)",
+    from_: str | None = opt(None, "--from", help="the release to carry it from (default: last verified)",
                                metavar="VERSION"),
     patch: list[str] = opt([], "--patch", help="only this patch (repeatable; default: all)", metavar="ID"),
     write: bool = typer.Option(False, "--write",
                                help="record fingerprints, diffs, widened ranges; proposals to the work dir"),
-    workdir: Optional[str] = opt(None, "--workdir", help="where conflicts go (default: .patchq-rebase/ beside series/)",
+    workdir: str | None = opt(None, "--workdir", help="where conflicts go (default: .patchq-rebase/ beside series/)",
                                  metavar="DIR"),
     resume: bool = typer.Option(False, "--continue", help="take the conflicts resolved by hand in the work dir"),
-    series_dir: Optional[str] = SeriesDir,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Carry each patch to another release by three-way merges.
@@ -370,11 +370,11 @@ def import_cmd(
     file: str = typer.Argument(..., help="a unified diff (git, quilt or patch-package format)", metavar="FILE",
                                callback=_nonempty),
     id_: str = opt(..., "--id", help="the new patch's id (kebab-case)", metavar="ID"),
-    release: Optional[str] = opt(None, "--release", help="the release the diff was made against (default: guessed)",
+    release: str | None = opt(None, "--release", help="the release the diff was made against (default: guessed)",
                                  metavar="VERSION"),
-    summary: Optional[str] = opt(None, "--summary", help="one-line summary", metavar="TEXT"),
+    summary: str | None = opt(None, "--summary", help="one-line summary", metavar="TEXT"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing patch of that id"),
-    series_dir: Optional[str] = SeriesDir,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Turn a unified diff into an anchored patch.
@@ -400,9 +400,9 @@ def import_cmd(
 def test_cmd(
     patch: list[str] = PatchOpt,
     regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and golden definitions"),
-    releases: Optional[str] = opt(None, "--releases", metavar="SPEC", help="with --regen: the releases to record "
+    releases: str | None = opt(None, "--releases", metavar="SPEC", help="with --regen: the releases to record "
                                            "(list, or a range among the cached ones)"),
-    series_dir: Optional[str] = SeriesDir,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Check each patch's expected verdicts and golden definitions per release (patchq.testing)."""
@@ -414,7 +414,7 @@ def test_cmd(
 
 @app.command("init", cls=_Command)
 def init_cmd(
-    directory: Optional[str] = typer.Argument(None, metavar="DIR", callback=_nonempty, help="where to write the series repo (default: here)"),
+    directory: str | None = typer.Argument(None, metavar="DIR", callback=_nonempty, help="where to write the series repo (default: here)"),
     as_json: bool = Json,
 ) -> None:
     """Write a new series repo: patchq.toml, series/, anchors/, an example patch, its test, a CI workflow."""
@@ -428,11 +428,11 @@ def init_cmd(
 def new_cmd(
     patch_id: str = typer.Argument(..., metavar="ID", callback=_nonempty, help="the new patch's id (kebab-case)"),
     at: str = opt(..., "--at", metavar="MODULE:QUALNAME", help="MODULE:QUALNAME of the definition to change"),
-    node: Optional[str] = opt(None, "--node", metavar="STATEMENT", help="a statement inside it to anchor on (default: the definition)"),
+    node: str | None = opt(None, "--node", metavar="STATEMENT", help="a statement inside it to anchor on (default: the definition)"),
     profile: str = opt("default", "--profile", "-p", metavar="NAME", help="profile to add the patch to (created if missing)"),
     applies: str = opt(">=0.15", "--applies", metavar="SPEC", help="the vLLM versions the patch applies to"),
-    summary: Optional[str] = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
-    series_dir: Optional[str] = SeriesDir,
+    summary: str | None = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Scaffold a patch: anchors/<id>.toml, series/<id>.py and a profile entry."""
@@ -445,10 +445,10 @@ def new_cmd(
 @app.command("fingerprint")
 def fingerprint_cmd(
     patch: list[str] = PatchOpt,
-    releases: Optional[str] = opt(None, "--releases", metavar="SPEC", help="list (downloaded once) or range among the "
+    releases: str | None = opt(None, "--releases", metavar="SPEC", help="list (downloaded once) or range among the "
                                            "cached releases (default: every cached release)"),
     check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when a file is out of date"),
-    series_dir: Optional[str] = SeriesDir,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Record each anchor's fingerprint on the releases (inside its patch's range) where it verifies."""
@@ -466,10 +466,10 @@ def edit_cmd(
     patch_id: str = typer.Argument(..., metavar="ID", callback=_nonempty, help="patch id (new or existing)"),
     file: list[str] = opt([], "--file", "-f", metavar="FILE", help="vllm/x.py or vllm.x (repeatable; default: the patch's modules)"),
     in_place: bool = typer.Option(False, "--in-place", help="edit the installed file itself instead of a copy"),
-    directory: Optional[str] = EditDir,
-    site_packages: Optional[str] = SitePackages,
-    python: Optional[str] = Python,
-    series_dir: Optional[str] = SeriesDir,
+    directory: str | None = EditDir,
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Give a pristine working copy of the target file(s) to edit (then `patchq record ID`)."""
@@ -484,15 +484,15 @@ def record_cmd(
     patch_id: str = typer.Argument(..., metavar="ID", callback=_nonempty, help="patch id"),
     file: list[str] = opt([], "--file", "-f", metavar="FILE", help="without `edit`: the hand-edited installed file(s) "
                                    "(default: every vllm file that differs from RECORD)"),
-    profile: Optional[str] = opt(None, "--profile", "-p", metavar="NAME", help="profile to add the patch to, created if "
+    profile: str | None = opt(None, "--profile", "-p", metavar="NAME", help="profile to add the patch to, created if "
                                           "missing (default: `default`; a refined patch stays where it is)"),
-    apply_: Optional[bool] = typer.Option(None, "--apply/--no-apply", help="apply the profile afterwards (default: "
+    apply_: bool | None = typer.Option(None, "--apply/--no-apply", help="apply the profile afterwards (default: "
                                           "yes for an in-place edit, which it replaces; no for a working copy)"),
-    summary: Optional[str] = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
-    directory: Optional[str] = EditDir,
-    site_packages: Optional[str] = SitePackages,
-    python: Optional[str] = Python,
-    series_dir: Optional[str] = SeriesDir,
+    summary: str | None = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
+    directory: str | None = EditDir,
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Turn the edit into an anchored, node-scoped patch; leave the environment consistent."""
@@ -544,7 +544,7 @@ def cache_clean(as_json: bool = Json) -> None:
 def serve_args_cmd(
     profile: str = opt(..., "--profile", "-p", metavar="NAME", help="profile whose [profiles.NAME.serve] to print"),
     env: bool = typer.Option(False, "--env", help="print the serve.env table as NAME=value lines instead"),
-    series_dir: Optional[str] = SeriesDir,
+    series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """The vllm serve flags a profile declares (one per line; runtime/serve.sh reads them)."""

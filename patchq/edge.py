@@ -25,10 +25,17 @@ import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
 if TYPE_CHECKING:
-    from typing import Callable, Sequence
+    from collections.abc import Callable, Sequence
 
-from patchq.errors import (EXIT_BROKEN_PIPE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
-                           PatchqError, SeriesError)
+from patchq.errors import (  # noqa: E402 - after the TYPE_CHECKING block, which must not import typing
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PatchqError,
+    SeriesError,
+)
 
 #: Module-name prefix of loaded series files (:meth:`patchq.series.Series.patch`).
 _SERIES_MODULE = "patchq_series_"

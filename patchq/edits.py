@@ -9,14 +9,14 @@ outside the definition, which keeps rebases and runtime mode definition-local to
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import libcst as cst
 from packaging.version import Version
 
 from patchq.sentinels import SENTINEL_RE, find_sentinels, sentinel_comment  # noqa: F401
-from patchq.dist.sources import CodeSource
+from patchq.vllmdist.sources import CodeSource
 
 DefNode = cst.FunctionDef | cst.ClassDef
 

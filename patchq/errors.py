@@ -57,7 +57,7 @@ class TargetNotFound(PatchqError):
 
 
 class ReleaseError(TargetNotFound):
-    """A release list, wheel or tree could not be produced (:mod:`patchq.dist.releases`;
+    """A release list, wheel or tree could not be produced (:mod:`patchq.vllmdist.releases`;
     importable from there too)."""
 
 
@@ -85,7 +85,7 @@ class PlanFailed(PatchqError):
     """One or more patches failed in the plan; nothing was written (``plan`` holds the
     :class:`patchq.plan.engine.Plan`; importable from :mod:`patchq.env.converge` too)."""
 
-    def __init__(self, plan: "Plan") -> None:
+    def __init__(self, plan: Plan) -> None:
         self.plan = plan
         names = ", ".join(f"{r.patch_id} ({r.reason})" for r in plan.failures())
         super().__init__(f"{len(plan.failures())} patch(es) failed, nothing written: {names}")

@@ -104,10 +104,10 @@ def try_fast(argv: list[str]) -> int | None:
 def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | None:
     """The ``patchq.apply/1`` document of a no-op apply of ``profile``, or None when
     apply may have something to do (parses nothing)."""
-    from patchq.hashing import series_inputs, sha256_file
-    from patchq.dist.record import dist_info_name, version_of
     from patchq.env import layout
     from patchq.env.status import read_journal
+    from patchq.hashing import series_inputs, sha256_file
+    from patchq.vllmdist.record import dist_info_name, version_of
 
     root = layout.state_root(site)
     if layout.has_pending(root):
@@ -164,7 +164,7 @@ def _apply(opts: dict, series_root: str) -> int:
     """
     from patchq import report, series
     from patchq.commands import apply as cmd
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
 
     target = sources.installed(opts.get("site_packages"))
     doc, code = cmd.apply(target, series.load(opts.get("series")), opts["profile"])

@@ -10,6 +10,10 @@ import hashlib
 import json
 import sys
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 def sha256_file(path) -> str | None:
     """Hex sha256 of a file's bytes (``path``: str or Path), or None when it does not exist."""

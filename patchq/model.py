@@ -15,8 +15,9 @@ variants and their transforms live as code in ``series/<patch>.py``; the profile
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -89,7 +90,7 @@ class Variant:
     """
 
     applies: SpecifierSet
-    edits: Mapping[str, "EditFn"] = field(default_factory=dict)
+    edits: Mapping[str, EditFn] = field(default_factory=dict)
     upstreamed: str | None = None
     absent: str | None = None
     note: str = ""

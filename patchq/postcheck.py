@@ -1,7 +1,7 @@
 """Helpers for a patch's ``upstream_check``: read one definition of a vLLM as an AST.
 
 A patch's ``upstream_check(source) -> str | None`` (:class:`patchq.model.Patch`) looks at
-the code of one vLLM (a :class:`patchq.dist.sources.CodeSource`) and returns a reason when
+the code of one vLLM (a :class:`patchq.vllmdist.sources.CodeSource`) and returns a reason when
 that release already does what the patch intends (the *post-state*), else None. It must
 judge the *release's* code: a definition that carries the patch's own sentinel (an
 installed vLLM that patchq already patched) is never evidence of an upstream fix.
@@ -10,11 +10,11 @@ Only :mod:`ast` is used (no libcst): a check reads, it never edits.
 
 from __future__ import annotations
 
-from patchq.dist.sources import CodeSource
 from patchq.model import AnchorSpec
 from patchq.plan import definitions
 from patchq.plan.anchors import find_definitions
 from patchq.plan.definitions import Definition  # noqa: F401 - the type series code receives
+from patchq.vllmdist.sources import CodeSource
 
 
 def definition(source: CodeSource, qualname: str, *modules: str) -> Definition | None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import sys
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the planner imports libcst; rendering must not
     from patchq.plan.engine import Plan
 
 
-def patch_rows(plan: "Plan") -> list[dict]:
+def patch_rows(plan: Plan) -> list[dict]:
     """One dict per patch result of a plan (``patches`` in every document)."""
     from dataclasses import asdict
 
@@ -112,7 +113,7 @@ def list_text(doc: dict) -> str:
             out += _wrap(rel, 8, "    ", cols)
         ranges = [range_text(v["applies"]) for v in p["variants"]]
         rw = max((len(r) for r in ranges), default=0)
-        for rng, v in zip(ranges, p["variants"]):
+        for rng, v in zip(ranges, p["variants"], strict=False):
             what = ", ".join(v["anchors"]) if v["kind"] == "edit" else v["reason"]
             out += _wrap(what, 8, f"    {rng:<{rw}}  {v['kind']}: ", cols)
     return "\n".join(out)

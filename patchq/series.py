@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -144,7 +144,7 @@ class Series:
     anchors_root: Path
     profiles: dict[str, Profile]
     _patches: dict[str, Patch]
-    location: "discovery.Location | None" = None
+    location: discovery.Location | None = None
 
     def patch(self, patch_id: str) -> Patch:
         """Load one patch. Raises UsageError for an unknown id, SeriesError when broken."""

@@ -18,7 +18,7 @@ how to create it.
 Regenerate with ``patchq test --regen [--patch ID] [--releases SPEC]`` or ``pytest
 --patchq-regen``: the releases are those already in ``expect.toml``, else (or with
 ``--releases``) the newest cached release of each variant's range. Release wheels come
-from patchq's cache (:mod:`patchq.dist.releases`; downloaded once).
+from patchq's cache (:mod:`patchq.vllmdist.releases`; downloaded once).
 
 In a test module::
 
@@ -149,7 +149,7 @@ def load_series(loc: discovery.Location):
 
 def default_releases(patch) -> list[str]:
     """The newest cached release inside each edit variant's range (oldest first)."""
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     cached = sorted(releases.cached_releases())
     out: list[str] = []
@@ -179,8 +179,8 @@ def observe(patch, release: str) -> tuple[str, dict[str, str]]:
     (``<qualname>.before.py`` / ``.after.py`` -> text, one pair per anchored definition
     however many anchors it holds; empty unless the patch applies)."""
     from patchq.compat import check as checking
-    from patchq.dist.sources import release_source
     from patchq.plan import engine
+    from patchq.vllmdist.sources import release_source
 
     source = release_source(release)
     status = checking.check(source, [patch])[0].status

@@ -1,6 +1,6 @@
 """Shared fixtures: real vLLM installs, hard-linked per-test copies, and the CLI.
 
-A real vLLM release (from PyPI, via :func:`patchq.dist.releases.release_tree`, which
+A real vLLM release (from PyPI, via :func:`patchq.vllmdist.releases.release_tree`, which
 fetches only the wheel's ``.py`` files and dist-info, once) is laid out once as an
 installed site-packages in
 ``<patchq cache>/test-envs/vllm-<version>/py-<RECORD sha256[:16]>/site-packages`` and
@@ -60,17 +60,17 @@ def _intact(site: Path) -> list[str]:
 def build_site(version: str) -> Path:
     """The cached pristine site-packages of vLLM ``version`` (built once per release).
 
-    Laid out from the release tree (:func:`patchq.dist.releases.release_tree`: the wheel's
+    Laid out from the release tree (:func:`patchq.vllmdist.releases.release_tree`: the wheel's
     ``vllm/**/*.py`` and its untouched ``*.dist-info/`` with the wheel's RECORD), which is
     what patchq reads of an install: it never imports vLLM, so compiled extensions and
     data files are not needed. Keyed by the sha256 of RECORD.
 
     Raises:
-        patchq.dist.releases.ReleaseError: the release cannot be had.
+        patchq.vllmdist.releases.ReleaseError: the release cannot be had.
     """
     from filelock import FileLock
 
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     tree = releases.release_tree(version)
     (dist,) = tree.glob("vllm-*.dist-info")
@@ -99,7 +99,7 @@ def vllm_site():
     """Factory: ``vllm_site("0.23.0")`` -> the cached pristine site-packages (never write it).
 
     Skips when the wheel cannot be had (offline with no cache)."""
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     built: dict[str, tuple[Path, dict]] = {}
 
@@ -155,7 +155,7 @@ def _prefetch(versions) -> None:
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     missing = [v for v in versions if releases.tree_info(v) is None]
     if not missing or os.environ.get("PATCHQ_OFFLINE", "") not in ("", "0"):

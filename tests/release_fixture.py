@@ -1,6 +1,6 @@
 """A synthetic next vLLM release, "0.33.1", built from the real 0.33.0 wheel, on a local index.
 
-:func:`build_wheel` copies the real cached 0.33.0 wheel (``patchq.dist.releases.wheel_path``;
+:func:`build_wheel` copies the real cached 0.33.0 wheel (``patchq.vllmdist.releases.wheel_path``;
 its compressed members are carried over untouched by ``zip -d``), changes five modules (and adds one)
 with the kind of drift a patch release brings, renames the ``.dist-info`` directory,
 sets ``Version: 0.33.1`` in METADATA and rewrites RECORD (the real 0.33.0 lines for every

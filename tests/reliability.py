@@ -66,7 +66,7 @@ def file_sha(path: Path) -> str | None:
 
 
 def record_of(site: Path) -> dict[str, str]:
-    from patchq.dist import record
+    from patchq.vllmdist import record
 
     di = next(Path(site).glob("vllm-0.23.0.dist-info"))
     return record.read_record(str(di))
@@ -510,7 +510,7 @@ def m_fake_txn(bed, rng):
 
 
 def m_reinstall(bed, rng):
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     tree = releases.release_tree("0.23.0")
     for rel in TARGETS:

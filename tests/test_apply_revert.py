@@ -102,7 +102,7 @@ def dense_bytes(pristine_site) -> dict[str, bytes]:
     """relpath -> the fully patched bytes of each dense file (planned in memory)."""
     from patchq.plan import engine
     from patchq import series
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
 
     plan = engine.plan(sources.installed(pristine_site), series.load().patches_of("dense"))
     assert plan.ok and sorted(plan.patched) == DENSE_FILES

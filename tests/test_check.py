@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from patchq.compat import check
-from patchq.dist import releases, sources
+from patchq.vllmdist import releases, sources
 from patchq import series
 
 REPO = Path(__file__).resolve().parents[1]

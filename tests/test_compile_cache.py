@@ -33,7 +33,7 @@ VERSIONS = ("0.15.1", "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.0"
 
 
 def release_root(version: str):
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
     from patchq.errors import PatchqError
 
     try:

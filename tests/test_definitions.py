@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchq.dist import sources
+from patchq.vllmdist import sources
 from patchq.plan import definitions, engine, plancache
 from patchq.plan.anchors import ast_index, definition_span, fingerprint_ast
 

@@ -16,10 +16,10 @@ import pytest
 
 from patchq.plan import diffs, engine
 from patchq.authoring import importer
-from patchq.dist import releases
+from patchq.vllmdist import releases
 from patchq import series as series_mod
 from patchq.authoring.merge import strip_sentinels
-from patchq.dist.sources import release_source
+from patchq.vllmdist.sources import release_source
 
 REL = "vllm/v1/core/kv_cache_utils.py"
 SCALED = "            new_spec = replace(layer_spec, block_size=new_block_size)\n"

@@ -15,7 +15,7 @@ import pytest
 
 from patchq.compat import check, matrix, matrix_boot, matrix_render
 from patchq import series
-from patchq.dist import sources
+from patchq.vllmdist import sources
 from patchq.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""The partial fetch (:mod:`patchq.dist.lazywheel`) on a real release from PyPI: the tree
+"""The partial fetch (:mod:`patchq.vllmdist.lazywheel`) on a real release from PyPI: the tree
 made from ~8 MB of range requests is byte-identical to the one extracted from the whole
 274 MB wheel. Fetches those ~8 MB from PyPI on every run (into a temporary cache)."""
 
@@ -9,7 +9,7 @@ import zipfile
 
 import platformdirs
 
-from patchq.dist import releases as R
+from patchq.vllmdist import releases as R
 
 REAL_CACHE = os.environ.get("PATCHQ_CACHE_DIR") or platformdirs.user_cache_dir("patchq")
 

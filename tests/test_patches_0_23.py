@@ -45,7 +45,7 @@ def series():
 
 @pytest.fixture(scope="session")
 def source(pristine_site):
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
 
     src = sources.installed(pristine_site)
     assert str(src.version) == VERSION

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchq.dist import releases
+from patchq.vllmdist import releases
 from patchq import series as series_mod
 from patchq.commands import rebase as cmd
 

@@ -35,7 +35,7 @@ import pytest
 
 from patchq import series as series_mod
 from patchq.compat import check
-from patchq.dist import releases, sources
+from patchq.vllmdist import releases, sources
 from patchq.errors import SeriesError
 from patchq.plan import engine
 

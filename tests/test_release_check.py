@@ -197,7 +197,7 @@ def test_verdict_of_each_rebase_status(tmp_path):
 @pytest.mark.slow
 def test_turnaround_on_synthetic_0_33_1(tmp_path):
     """The whole turnaround against a local HTTP index: per-patch verdicts, branch, files, matrix, exit 1."""
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     if shutil.which("zip") is None:
         pytest.skip("zip (Info-ZIP) is not installed: the fixture carries the wheel's members over with `zip -d`")
@@ -267,7 +267,7 @@ def test_turnaround_on_synthetic_0_33_1(tmp_path):
 def test_turnaround_on_a_release_already_carried_exits_0(tmp_path, series_copy):
     """0.33.0 from a file:// index holding the cached real wheel, ``--no-branch`` on a plain
     (not git) copy of the series: nothing to merge, no human needed, diffs written in place."""
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     shared = releases.cache_dir()
     wheel = releases.find_wheel(shared / "wheels", rf.BASE)
@@ -299,7 +299,7 @@ def test_turnaround_on_a_release_already_carried_exits_0(tmp_path, series_copy):
 def test_matrix_shards_merge_like_one_matrix(tmp_path):
     """Two one-release shards merged equal the two-release matrix (cells, changes, exit code)."""
     from patchq.compat import matrix
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     if not (releases.cache_dir() / "releases" / "0.32.0").is_dir() or not (
             releases.cache_dir() / "releases" / "0.33.0").is_dir():

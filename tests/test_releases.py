@@ -1,4 +1,4 @@
-"""Tests for patchq.dist.releases: release lists, wheel lookup/download, extracted trees.
+"""Tests for patchq.vllmdist.releases: release lists, wheel lookup/download, extracted trees.
 
 Trees are extracted into a temporary PATCHQ_CACHE_DIR whose wheels/ symlinks to the
 real wheels in the shared cache (~/.cache/patchq/wheels), so the shared cache is
@@ -21,8 +21,8 @@ import platformdirs
 import pytest
 from packaging.version import Version
 
-from patchq.dist import releases as R
-from patchq.dist.releases import ReleaseError
+from patchq.vllmdist import releases as R
+from patchq.vllmdist.releases import ReleaseError
 
 REAL_CACHE = Path(os.environ.get("PATCHQ_CACHE_DIR") or platformdirs.user_cache_dir("patchq"))
 REAL_WHEELS = REAL_CACHE / "wheels"
@@ -358,7 +358,7 @@ def test_release_tree_concurrent_processes(cache):
     script = textwrap.dedent(
         """
         import sys, time
-        from patchq.dist import releases as R
+        from patchq.vllmdist import releases as R
         extracted = []
         real = R._extract
         def counting(*a, **k):

@@ -69,7 +69,7 @@ def planned(site: Path, profile: str = PROFILE) -> dict[str, str]:
     """relpath -> patched text, from the engine directly (what apply writes)."""
     from patchq.plan import engine
     from patchq import series
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
 
     plan = engine.plan(sources.installed(site), series.load().patches_of(profile))
     assert plan.ok, [r.reason for r in plan.failures()]
@@ -375,7 +375,7 @@ def torch_python() -> str:
     (vLLM itself comes from the test site on PYTHONPATH). Skips when pip cannot get them."""
     from filelock import FileLock
 
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     base = releases.cache_dir() / "test-envs" / "torch-2.13.0-fla"
     python = base / "bin" / "python"

@@ -9,7 +9,7 @@ import pytest
 
 from patchq import series as series_mod
 from patchq.authoring import diffstore
-from patchq.dist.sources import release_source
+from patchq.vllmdist.sources import release_source
 from patchq.plan import engine
 from support import REPO
 

@@ -16,7 +16,7 @@ import git
 import pytest
 from packaging.version import Version
 
-from patchq.dist import releases
+from patchq.vllmdist import releases
 from patchq import series
 from patchq.authoring import upstream
 from patchq.model import AnchorSpec

@@ -13,7 +13,7 @@
 * ``anchors/*.toml`` fingerprints are what ``python -m patchq.authoring.fingerprints --record``
   writes today.
 
-Release trees come from the local wheel cache (:func:`patchq.dist.sources.release_source`);
+Release trees come from the local wheel cache (:func:`patchq.vllmdist.sources.release_source`);
 a release that cannot be had is skipped.
 """
 
@@ -101,7 +101,7 @@ FILES = {
 @functools.lru_cache(maxsize=None)
 def release(version: str):
     """The release's CodeSource (cached per test session), or skip."""
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
     from patchq.errors import PatchqError
 
     try:
@@ -317,7 +317,7 @@ def test_upstream_checks_on_release_code(version):
 
 
 def _tree(tmp_path: Path, files: dict[str, str]):
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
 
     for rel, text in files.items():
         path = tmp_path / rel

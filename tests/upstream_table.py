@@ -38,7 +38,7 @@ import corpus  # noqa: E402
 
 from patchq import series as series_mod  # noqa: E402
 from patchq.compat import check  # noqa: E402
-from patchq.dist import releases, sources  # noqa: E402
+from patchq.vllmdist import releases, sources  # noqa: E402
 from patchq.plan import engine  # noqa: E402
 
 PATCHES = ["fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead"]

@@ -5,7 +5,7 @@ patches before it, as quilt would): every file is reviewable and appliable by it
 the patches of the series are node-scoped, so they rarely touch the same lines. A diff
 is stored only when it is valid twice over: :mod:`unidiff` parses it, and
 ``git apply --check`` accepts it in the pristine release tree (the extracted wheel, see
-:func:`patchq.dist.releases.release_tree`). Paths are relative to site-packages
+:func:`patchq.vllmdist.releases.release_tree`). Paths are relative to site-packages
 (``a/vllm/...``), as :mod:`patchq.plan.diffs` renders them.
 """
 
@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from patchq.plan import diffs, engine
 from patchq.errors import DiffInvalid, PatchqError  # noqa: F401 (DiffInvalid: importable here)
 from patchq.model import Patch
-from patchq.dist.sources import CodeSource
+from patchq.plan import diffs, engine
+from patchq.vllmdist.sources import CodeSource
 
 
 def diffs_dir(series_root: Path, version: str) -> Path:

@@ -17,7 +17,7 @@ computed (a release missing from the local cache) are kept.
 
 Run ``patchq fingerprint [--patch ID] [--releases SPEC] [--check]``, or ``python -m
 patchq.authoring.fingerprints --record`` (all cached release wheels, see
-:func:`patchq.dist.releases.cached_releases`) or ``--check`` (exit 1 when the files differ from
+:func:`patchq.vllmdist.releases.cached_releases`) or ``--check`` (exit 1 when the files differ from
 what would be recorded). ``--releases`` (a specifier or a comma list, as for ``patchq
 matrix``) selects among the cached releases; nothing is downloaded.
 """
@@ -26,16 +26,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import tomli_w
 from packaging.version import Version
 
-from patchq import hashing, series as series_mod
-from patchq.dist import releases
-from patchq.dist.sources import release_source
+from patchq import hashing
+from patchq import series as series_mod
 from patchq.plan import engine
+from patchq.vllmdist import releases
+from patchq.vllmdist.sources import release_source
 
 tomllib = hashing.toml_module()
 
@@ -61,7 +62,7 @@ def compute(loaded: series_mod.Series, versions: Iterable[str],
     Args:
         loaded: the series (every patch of its directory is planned, in profile order).
         versions: vLLM versions; each release tree is extracted from the cached wheel
-            (:func:`patchq.dist.sources.release_source`).
+            (:func:`patchq.vllmdist.sources.release_source`).
         patch_ids: record only these patches (default: all).
     Returns:
         (fingerprints, patch id -> the versions computed for it: those of ``versions``

@@ -32,9 +32,9 @@ from __future__ import annotations
 import difflib
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import libcst as cst
 from packaging.version import Version
@@ -42,12 +42,12 @@ from unidiff import PatchSet
 from unidiff.constants import LINE_TYPE_NO_NEWLINE
 from unidiff.errors import UnidiffParseError
 
-from patchq.dist import releases
+from patchq.authoring.merge import module_of, strip_sentinels
+from patchq.errors import ImportRefused, PatchqError, UsageError  # noqa: F401
 from patchq.plan import stmtpatch
 from patchq.plan.anchors import ast_index, cut_segment, definition_span, fingerprint, node_code, split_lines
-from patchq.errors import ImportRefused, PatchqError, UsageError  # noqa: F401
-from patchq.authoring.merge import module_of, strip_sentinels
-from patchq.dist.sources import CodeSource, release_source
+from patchq.vllmdist import releases
+from patchq.vllmdist.sources import CodeSource, release_source
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 

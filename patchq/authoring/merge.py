@@ -31,23 +31,22 @@ from __future__ import annotations
 import ast
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 import git
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patchq.plan import diffs, engine
 from patchq.authoring import rangediff
-from patchq.plan import definitions
-from patchq.plan.anchors import fingerprint_ast, locate_definition, split_lines
-from patchq.plan.definitions import Definition, module_of  # noqa: F401 - re-exported
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
+from patchq.plan import definitions, diffs, engine
+from patchq.plan.anchors import fingerprint_ast, locate_definition, split_lines
+from patchq.plan.definitions import Definition, module_of  # noqa: F401 - re-exported
 from patchq.sentinels import SENTINEL_RE
-from patchq.dist.sources import CodeSource
+from patchq.vllmdist.sources import CodeSource
 
 #: Body similarity (rapidfuzz ratio, 0-100) from which a renamed definition is followed.
 SIMILARITY_MIN = 85.0

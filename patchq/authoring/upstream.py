@@ -6,7 +6,7 @@ Two kinds of history are understood:
   repository whose branch ``releases`` holds one commit per vLLM release, in release
   order, each tagged ``v<version>`` (the tag style of vLLM's own repository). A
   commit's tree is exactly the release wheel's ``vllm/**/*.py``
-  (:func:`patchq.dist.releases.release_tree`); its date is the wheel's build date (the
+  (:func:`patchq.vllmdist.releases.release_tree`); its date is the wheel's build date (the
   ``METADATA`` entry of the wheel zip), so the same releases always give the same
   commit ids. Trees are written with git plumbing, never through a work tree:
   ``hash-object -w --stdin-paths`` for the blobs the repository lacks,
@@ -15,7 +15,7 @@ Two kinds of history are understood:
 * **clone** (``--repo PATH``): an existing vLLM clone; its ``vX.Y.Z`` tags name the
   releases and the commits between two tags are the real upstream commits.
 
-:class:`GitSource` is a :class:`patchq.dist.sources.CodeSource` over a tag, so anchors resolve
+:class:`GitSource` is a :class:`patchq.vllmdist.sources.CodeSource` over a tag, so anchors resolve
 in a release read from git exactly as in an extracted wheel.
 :func:`definition_history` follows one definition (by qualified name, across files)
 through the releases and fingerprints it in each (:mod:`patchq.plan.definitions`: the
@@ -30,22 +30,22 @@ import hashlib
 import re
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import git
 from filelock import FileLock
 from packaging.version import InvalidVersion, Version
 
-from patchq.dist import cache, releases
+from patchq.errors import TargetNotFound, UsageError
+from patchq.model import AnchorSpec
 from patchq.plan import definitions
 from patchq.plan.anchors import find_definitions
 from patchq.plan.definitions import Definition
-from patchq.errors import TargetNotFound, UsageError
-from patchq.model import AnchorSpec
-from patchq.dist.sources import PACKAGE, CodeSource
+from patchq.vllmdist import cache, releases
+from patchq.vllmdist.sources import PACKAGE, CodeSource
 
 BRANCH = "releases"
 TAG_PREFIX = "v"
@@ -106,7 +106,7 @@ class Upstream:
         raise TargetNotFound(f"{self.path} has no tag for vllm {version} "
                              f"(run `patchq upstream sync --releases {version}`)")
 
-    def source(self, version: Version | str) -> "GitSource":
+    def source(self, version: Version | str) -> GitSource:
         """The release's files read from git (a CodeSource)."""
         return GitSource(self, Version(str(version)), self.tag(version))
 
@@ -230,7 +230,7 @@ class SyncResult:
 
 def _wheel_date(version: Version) -> str:
     """The wheel's build date (its METADATA zip entry, read as UTC), ISO 8601: from the
-    cached wheel or the fetched tree (:func:`patchq.dist.releases.build_date`)."""
+    cached wheel or the fetched tree (:func:`patchq.vllmdist.releases.build_date`)."""
     date = releases.build_date(version)
     if date is None:
         return _FALLBACK_DATE
@@ -264,7 +264,7 @@ def build_tree(repo: git.Repo, tree_root: Path, files: Sequence[str]) -> str:
         with open(query, "rb") as fh:
             answer = repo.git.cat_file("--batch-check", istream=fh)
         missing = {ln.split()[0] for ln in answer.splitlines() if ln.endswith(" missing")}
-        todo = [(f, sha) for f, sha in zip(files, shas) if sha in missing]
+        todo = [(f, sha) for f, sha in zip(files, shas, strict=False) if sha in missing]
         if todo:
             paths = Path(tmp) / "paths"
             paths.write_text("".join(str(tree_root / f) + "\n" for f, _ in todo), encoding="utf-8")
@@ -273,7 +273,7 @@ def build_tree(repo: git.Repo, tree_root: Path, files: Sequence[str]) -> str:
             if written != [sha for _, sha in todo]:
                 raise RuntimeError("git hash-object disagrees with the computed blob ids")
         info = Path(tmp) / "index-info"
-        info.write_text("".join(f"100644 {sha}\t{f}\n" for sha, f in zip(shas, files)), encoding="utf-8")
+        info.write_text("".join(f"100644 {sha}\t{f}\n" for sha, f in zip(shas, files, strict=False)), encoding="utf-8")
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         with open(info, "rb") as fh:
             repo.git.update_index("--add", "--index-info", istream=fh, env=env)
@@ -301,7 +301,7 @@ def sync(versions: Iterable[Version | str], path: Path | None = None) -> SyncRes
         versions: the releases to have (the wheels are fetched once when not cached).
         path: the repository (default :func:`default_path`).
     Raises:
-        patchq.dist.releases.ReleaseError: a release cannot be had.
+        patchq.vllmdist.releases.ReleaseError: a release cannot be had.
     """
     path = Path(path or default_path())
     path.parent.mkdir(parents=True, exist_ok=True)

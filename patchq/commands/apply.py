@@ -6,7 +6,7 @@ from patchq import report
 from patchq.env.converge import ConvergeResult, PlanFailed, converge
 from patchq.errors import EXIT_OK, PatchqError
 from patchq.series import Series
-from patchq.dist.sources import CodeSource
+from patchq.vllmdist.sources import CodeSource
 
 SCHEMA = "patchq.apply/1"
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from patchq.dist import releases
 from patchq.errors import EXIT_OK, UsageError
+from patchq.vllmdist import releases
 
 SCHEMA = "patchq.cache/1"
 _WHEEL_RE = re.compile(r"^vllm-([^-]+)-")

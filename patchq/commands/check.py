@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from patchq.compat import check as checking
 from patchq.series import Series
-from patchq.dist.sources import CodeSource
+from patchq.vllmdist.sources import CodeSource
 
 
 def run(target: CodeSource, series: Series, profile: str | None) -> tuple[dict, int]:

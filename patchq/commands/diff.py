@@ -21,10 +21,9 @@ def applied_profile(site_packages: str | None, python: str | None) -> str:
         UsageError: no vLLM there, or no profile applied in it. StateError: the journal
             is damaged.
     """
-    from patchq.dist import sources
     from patchq.env.status import read_journal, state_root
-
     from patchq.errors import TargetNotFound
+    from patchq.vllmdist import sources
 
     try:
         target = sources.installed(site_packages, python)
@@ -49,9 +48,9 @@ def run(series, profile: str | None, *, site_packages: str | None = None, python
         ForeignEditError: an installed target file was edited by someone else.
     """
     from patchq import report
-    from patchq.dist import sources
     from patchq.env.converge import PlanFailed, converge
     from patchq.plan import diffs, engine
+    from patchq.vllmdist import sources
 
     if patch_ids:
         from patchq.commands import pick

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from patchq.authoring import diffstore
-from patchq.plan import engine
-from patchq.dist import releases
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
+from patchq.plan import engine
 from patchq.series import Series
-from patchq.dist.sources import release_source
+from patchq.vllmdist import releases
+from patchq.vllmdist.sources import release_source
 
 SCHEMA = "patchq.diff-write/1"
 

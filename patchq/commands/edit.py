@@ -45,9 +45,9 @@ import json
 import shutil
 from pathlib import Path
 
-from patchq.dist.sources import CodeSource, sha256_hex
 from patchq.errors import EXIT_OK, ForeignEditError, PatchqError, UsageError
 from patchq.series import Series
+from patchq.vllmdist.sources import CodeSource, sha256_hex
 
 EDIT_SCHEMA = "patchq.edit/1"
 RECORD_SCHEMA = "patchq.record/1"
@@ -181,7 +181,7 @@ def _modified_files(target: CodeSource) -> list[str]:
 
 
 def _release_pristine(target: CodeSource, rel: str) -> bytes:
-    from patchq.dist.sources import release_source
+    from patchq.vllmdist.sources import release_source
 
     data = release_source(str(target.version)).read_bytes(rel)
     if data is None or sha256_hex(data) != target.record().get(rel):

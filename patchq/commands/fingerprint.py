@@ -13,9 +13,9 @@ Exit 0; 1 with ``--check`` when a file is out of date; 2 for an unknown patch.
 from __future__ import annotations
 
 from patchq.authoring import fingerprints
-from patchq.dist import releases
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.series import Series
+from patchq.vllmdist import releases
 
 SCHEMA = "patchq.fingerprint/1"
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from patchq import hashing, series as series_mod
+from patchq import hashing
+from patchq import series as series_mod
 from patchq.errors import EXIT_OK, SeriesError
 
 SCHEMA = "patchq.list/1"

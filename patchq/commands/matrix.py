@@ -14,7 +14,7 @@ def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: s
 
     Args:
         releases_spec: a specifier range (``>=0.20.2,<=0.33.0``) resolved against PyPI's
-            list, or an explicit comma list (:func:`patchq.dist.releases.list_releases`).
+            list, or an explicit comma list (:func:`patchq.vllmdist.releases.list_releases`).
         profiles: comma-separated profile names.
         levels, boot: paths of evidence JSON files (:func:`patchq.compat.matrix.load_records`).
     Returns:
@@ -23,7 +23,7 @@ def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: s
     Raises:
         UsageError: bad spec or profile. TargetNotFound: the release list is unavailable.
     """
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     names = [p.strip() for p in profiles.split(",") if p.strip()]
     if not names:

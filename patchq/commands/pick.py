@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from patchq.errors import EXIT_OK, UsageError
 from patchq.series import Series
-from patchq.dist.sources import CodeSource
+from patchq.vllmdist.sources import CodeSource
 
 
 def chosen(series: Series, ids: list[str]) -> list:

@@ -23,11 +23,11 @@ from pathlib import Path
 from packaging.version import Version
 
 from patchq.authoring import diffstore, merge, rangediff, seriesedit
-from patchq.dist import releases
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.model import Patch
 from patchq.series import Series, module_file
-from patchq.dist.sources import release_source
+from patchq.vllmdist import releases
+from patchq.vllmdist.sources import release_source
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from patchq.commands.apply import converge_to, document, modules_of, summary
-from patchq.dist.sources import CodeSource
 from patchq.series import Series
+from patchq.vllmdist.sources import CodeSource
 
 
 def run(target: CodeSource, series: Series, profile: str | None, force: bool) -> tuple[dict, int]:
@@ -14,8 +14,8 @@ def run(target: CodeSource, series: Series, profile: str | None, force: bool) ->
     kept): journalled files go back to patchq's pristine copy, and with ``--all`` any other
     target module of the series that someone else edited (e.g. the old sentinel scripts)
     goes back to the release wheel's bytes. Returns (document, exit code)."""
-    from patchq.errors import StateError
     from patchq.env.state import Journal, StateDir
+    from patchq.errors import StateError
 
     try:
         journal = StateDir(target.root).read()

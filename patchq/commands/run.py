@@ -108,12 +108,11 @@ def prepare(opts: RunOptions) -> dict:
     Raises:
         TargetNotFound, UsageError, SeriesError, ForeignEditError, RunPlanFailed.
     """
-    from patchq_runtime.cachefold import profile_digest
-
-    from patchq.env import hookdir
-    from patchq.dist import sources
     from patchq import series as series_mod
+    from patchq.env import hookdir
     from patchq.hashing import profile_hashes, series_summary
+    from patchq.vllmdist import sources
+    from patchq_runtime.cachefold import profile_digest
 
     target = sources.installed(opts.site_packages, opts.python)
     root = series_mod.series_dir(opts.series)
@@ -145,10 +144,9 @@ def environment(manifest: dict, base: dict[str, str]) -> dict[str, str]:
     Raises:
         UsageError: ``PATCHQ_EXPECT_PROFILE`` is set to another profile.
     """
+    from patchq.env.hookdir import runtime_dir
     from patchq_runtime.cachefold import fold
     from patchq_runtime.hook import MARKER
-
-    from patchq.env.hookdir import runtime_dir
 
     profile = manifest["profile"]
     expect = base.get("PATCHQ_EXPECT_PROFILE")

@@ -19,8 +19,8 @@ def run(site_packages: str | None = None, python: str | None = None,
         TargetNotFound: no vLLM there. SeriesError: no series. StateError: damaged journal.
     """
     from patchq import discovery
-    from patchq.dist import sources
     from patchq.env import status as st
+    from patchq.vllmdist import sources
 
     target = sources.installed(site_packages, python)
     loc = discovery.find(series_dir)

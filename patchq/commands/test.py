@@ -31,7 +31,7 @@ def run(series_dir: str | None, patches: list[str], regen: bool, releases: str |
         raise UsageError("--releases goes with --regen (the releases to record)")
     wanted = None
     if releases:
-        from patchq.dist import releases as rel
+        from patchq.vllmdist import releases as rel
 
         wanted = ([v.strip() for v in releases.split(",") if v.strip()] if _is_list(releases)
                   else [str(v) for v in rel.filter_releases(sorted(rel.cached_releases()), releases)])

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from patchq.dist import releases
 from patchq.authoring import upstream
 from patchq.errors import EXIT_OK, UsageError
 from patchq.model import AnchorSpec
 from patchq.series import Series
+from patchq.vllmdist import releases
 
 SYNC_SCHEMA = "patchq.upstream-sync/1"
 LOG_SCHEMA = "patchq.upstream-log/1"
@@ -52,7 +52,7 @@ def sync(spec: str | None, repo: str | None = None) -> tuple[dict, int]:
 
 def _releases(spec: str) -> list:
     """An explicit list of cached releases is taken as is (no index query); anything
-    else goes through :func:`patchq.dist.releases.list_releases` (PyPI, cached an hour)."""
+    else goes through :func:`patchq.vllmdist.releases.list_releases` (PyPI, cached an hour)."""
     if not any(op in spec for op in "<>=!~"):
         try:
             return releases.filter_releases(releases.cached_releases(), spec)

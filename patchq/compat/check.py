@@ -94,9 +94,9 @@ JSON document ``patchq.check/1`` (``patchq check --json``)::
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from packaging.version import Version
 
@@ -109,11 +109,11 @@ from patchq.compat.drift import (  # noqa: F401 - re-exported (check's public na
 )
 from patchq.compat.variants import _label, effective_patches, nearest_edit_variant  # noqa: F401
 from patchq.compat.views import check_profiles, union_order, view_is_exact  # noqa: F401
-from patchq.dist.sources import CodeSource
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
 from patchq.plan import definitions, engine
 from patchq.plan.anchors import Pattern, locate_definition
+from patchq.vllmdist.sources import CodeSource
 
 SCHEMA = "patchq.check/1"
 
@@ -432,7 +432,7 @@ def _finish_edit(row: PatchCheck, patch: Patch, result: engine.PatchResult, trie
 def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict]) -> str:
     """One phrase per drifted definition (``unverified`` and ``drift`` align), then what still holds."""
     parts, unrecorded = [], []
-    for a, d in zip(unverified, drift):
+    for a, d in zip(unverified, drift, strict=False):
         where = f"{a.qualname} ({a.relpath}:{a.line})"
         if d["base"] is None:
             unrecorded.append(where)
@@ -501,8 +501,8 @@ def pristine_reader(source: CodeSource):
     None for other sources or an environment without a journal."""
     if source.kind != "installed":
         return None
-    from patchq.hashing import sha256_file
     from patchq.env.state import StateDir
+    from patchq.hashing import sha256_file
 
     state = StateDir(source.root)
     if not state.journal_path.is_file():
@@ -532,7 +532,7 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     planned, tried = effective_patches(patches, source.version)
     plan = engine.plan(source, planned, read=pristine_reader(source))
     res = _Resolver(plan)
-    rows = [classify(p, r, plan, tried.get(p.id), res) for p, r in zip(patches, plan.results)]
+    rows = [classify(p, r, plan, tried.get(p.id), res) for p, r in zip(patches, plan.results, strict=False)]
     from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
     upstreamed.annotate(rows, patches, plan)
     definitions.save_all()  # what drift and the rename search indexed
@@ -565,10 +565,10 @@ def target_for(vllm: str | None = None, source_dir: str | Path | None = None, as
     """The CodeSource a check reads: a release (``--vllm``), a tree (``--source``), or installed.
 
     Raises:
-        UsageError: more than one target given. TargetNotFound: see :mod:`patchq.dist.sources`.
+        UsageError: more than one target given. TargetNotFound: see :mod:`patchq.vllmdist.sources`.
     """
-    from patchq.dist import sources
     from patchq.errors import UsageError
+    from patchq.vllmdist import sources
 
     if sum(bool(x) for x in (vllm, source_dir, site_packages or python)) > 1:
         raise UsageError("give one of --vllm, --source, --site-packages/--python")

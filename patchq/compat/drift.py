@@ -13,14 +13,15 @@ from __future__ import annotations
 import difflib
 import functools
 import textwrap
-from typing import Iterable
+from collections.abc import Iterable
 
 from packaging.version import Version
 
-from patchq.dist.sources import CodeSource
 from patchq.model import AnchorSpec, Patch
 from patchq.plan import definitions, engine
 from patchq.plan.definitions import definition_text  # noqa: F401 - re-exported
+from patchq.vllmdist.sources import CodeSource
+
 
 def recorded_fingerprints(patch: Patch, qualname: str) -> dict[str, str]:
     """version -> fingerprint recorded for ``qualname`` by any anchor of ``patch``.
@@ -55,7 +56,7 @@ def nearest_verified(known_versions: Iterable[str], version: Version) -> str | N
 @functools.lru_cache(maxsize=32)
 def _release_source(version: str) -> CodeSource | None:
     """A release from patchq's cache only (never downloads); None when not cached."""
-    from patchq.dist import releases, sources
+    from patchq.vllmdist import releases, sources
 
     if Version(version) not in releases.cached_releases():  # a whole wheel or a (partial-fetch) tree
         return None

@@ -57,9 +57,9 @@ import json
 import multiprocessing
 import os
 import time
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Iterable
 
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
 
@@ -87,8 +87,8 @@ def check_release(version: str, profiles: list[str], series_dir: str | None = No
         ``error`` is a message when the release could not be read (then no profiles).
     """
     from patchq.compat import check
-    from patchq.dist import sources
     from patchq.errors import PatchqError
+    from patchq.vllmdist import sources
 
     t0 = time.perf_counter()
     try:
@@ -207,7 +207,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     """Check every release for every profile and assemble the ``patchq.matrix/1`` document.
 
     Args:
-        releases: versions (strings), any order; see :func:`patchq.dist.releases.list_releases`.
+        releases: versions (strings), any order; see :func:`patchq.vllmdist.releases.list_releases`.
         profiles: profile names (validated against the series first).
         workers: parallel processes (2 on a 2-core machine).
         levels, boot: evidence records (:func:`load_records`).

@@ -33,7 +33,7 @@ only controls has no primary (``result`` null).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from patchq.report import clip
 

@@ -123,7 +123,7 @@ def _clip(text: str, n: int = 300) -> str:
 def markdown(doc: dict) -> str:
     """The matrix as Markdown: one table per profile, then per-patch changes and blocking cells."""
     rel = doc["releases"]
-    out = [f"# patchq compatibility matrix\n",
+    out = ["# patchq compatibility matrix\n",
            f"Generated {doc['generated']}; vLLM {rel[0] if rel else '-'} .. {rel[-1] if rel else '-'} "
            f"({len(rel)} releases). Cells: status (deepest level reached: src, import, probe, boot); "
            f"**bold** = apply would fail; `!` = a claim disagrees with what was found.\n"]

@@ -26,7 +26,7 @@ detection found already in the release; empty when nothing).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from patchq.model import Patch
 from patchq.plan import engine
@@ -79,7 +79,7 @@ def annotate(rows: Iterable, patches: list[Patch], plan: engine.Plan) -> None:
     also tried with the backward detection (:mod:`patchq.plan.backward`); when that
     cannot prove the claim, a note says so (the author's declaration stands: not
     blocking, but never silent)."""
-    for row, patch in zip(rows, patches):
+    for row, patch in zip(rows, patches, strict=False):
         row.relations = relations_row(patch, patches)
         row.upstream_evidence = evidence(plan, patch.id)
         if row.status == "upstreamed" and row.variant_kind == "upstreamed" and patch.upstream_check is None \

@@ -8,13 +8,14 @@ tries the *nearest edit variant* in its place (what a rebase would start from), 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Iterable
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from patchq.model import Patch, Variant
+
 
 def _lower_bound(spec: SpecifierSet) -> Version:
     """The lowest version a range admits by its ``>=``/``>``/``==``/``~=`` clauses (0 if none)."""

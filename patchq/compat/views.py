@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from patchq.dist.sources import CodeSource
+from patchq.vllmdist.sources import CodeSource
 
 if TYPE_CHECKING:
     from patchq.compat.check import PatchCheck

@@ -17,17 +17,17 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
-from patchq.plan import results as planned  # the planner itself (libcst) only when planning
-from patchq.errors import ForeignEditError, PatchqError, PlanFailed, ReadOnlyError, StateError
+from patchq.env import layout
 from patchq.env.fsutil import fsync_dir
+from patchq.env.state import FileEntry, Journal, PatchEntry, StateDir, write_file
+from patchq.errors import ForeignEditError, PlanFailed, ReadOnlyError, StateError
 from patchq.hashing import sha256_file
 from patchq.model import Patch
-from patchq.dist.sources import CodeSource, is_writable_dir, sha256_hex
-from patchq.env import layout
-from patchq.env.state import FileEntry, Journal, PatchEntry, StateDir, write_file
+from patchq.plan import results as planned  # the planner itself (libcst) only when planning
+from patchq.vllmdist.sources import CodeSource, is_writable_dir, sha256_hex
 
 
 @dataclass
@@ -154,7 +154,7 @@ def _release_bytes(target: CodeSource, relpath: str) -> bytes:
     Raises:
         StateError: the release cannot be had, or its file does not match RECORD.
     """
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     try:
         data = (releases.release_tree(str(target.version)) / relpath).read_bytes()
@@ -362,7 +362,7 @@ def _require_runtime(target: CodeSource) -> None:
     Raises:
         ReadOnlyError: with the command that installs it there.
     """
-    from patchq.dist.sources import current_site_packages, runtime_installed
+    from patchq.vllmdist.sources import current_site_packages, runtime_installed
 
     if runtime_installed(target.root):
         return
@@ -396,7 +396,7 @@ def _journal_after(target: CodeSource, journal: Journal, plan: planned.Plan,
         if outcome is not None:
             patches[r.patch_id] = PatchEntry(hash=r.hash, variant=r.variant, files=list(r.files),
                                              outcome=outcome[0], reason=outcome[1])
-    for relpath, text in plan.patched.items():
+    for relpath, _text in plan.patched.items():
         files[relpath] = FileEntry(
             record_sha256=target.record().get(relpath),
             pristine_sha256=sha256_hex(plan.pristine[relpath].encode("utf-8")),

@@ -34,17 +34,17 @@ import json
 import os
 from pathlib import Path
 
+from patchq import __version__
+from patchq.env.fsutil import atomic_write
+from patchq.hashing import sha256_file
+from patchq.vllmdist import cache
 from patchq_runtime import hook as hook_mod
 from patchq_runtime.cachefold import profile_digest
 
-from patchq import __version__
-from patchq.dist import cache
-from patchq.env.fsutil import atomic_write
-from patchq.hashing import sha256_file
 
 #: Planner sources whose change can change a patched text.
 def cache_root() -> Path:
-    """patchq's cache root (:func:`patchq.dist.cache.root`, stdlib-only on Linux)."""
+    """patchq's cache root (:func:`patchq.vllmdist.cache.root`, stdlib-only on Linux)."""
     return cache.root()
 
 
@@ -158,7 +158,7 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
     disk (so the process sees this profile only).
 
     Args:
-        target: the installed vLLM (:func:`patchq.dist.sources.installed`).
+        target: the installed vLLM (:func:`patchq.vllmdist.sources.installed`).
         series: the loaded series. profile: a profile name in it.
         summary: :func:`patchq.hashing.series_summary` (computed when None).
     Raises:
@@ -167,8 +167,8 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
         UsageError: unknown profile.
     """
     from patchq.env.converge import converge
-    from patchq.hashing import series_summary
     from patchq.env.state import StateDir
+    from patchq.hashing import series_summary
 
     patches = series.patches_of(profile)
     summary = summary or series_summary(series.root, series.anchors_root)

@@ -18,9 +18,8 @@ from __future__ import annotations
 import json
 import os
 
-from patchq_runtime.hook import start_ticks
-
 from patchq.errors import EXIT_DRIFT, EXIT_OK
+from patchq_runtime.hook import start_ticks
 
 SCHEMA = "patchq.runtime-status/1"
 

@@ -21,9 +21,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from patchq.errors import ReadOnlyError, StateError
 from patchq.env import layout
 from patchq.env.fsutil import atomic_write, fsync_dir, invalidate_pycache
+from patchq.errors import ReadOnlyError, StateError
 from patchq.hashing import sha256_file
 
 SCHEMA = layout.JOURNAL_SCHEMA
@@ -81,7 +81,7 @@ class Journal:
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
-    def from_dict(cls, data) -> "Journal":
+    def from_dict(cls, data) -> Journal:
         """A journal from parsed JSON. Raises StateError when malformed."""
         problem = layout.journal_problem(data)
         if problem:
@@ -127,7 +127,7 @@ class StateLock:
         self.timeout = timeout
         self.fd: int | None = None
 
-    def __enter__(self) -> "StateLock":
+    def __enter__(self) -> StateLock:
         import fcntl
 
         deadline = time.monotonic() + self.timeout

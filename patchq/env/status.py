@@ -32,11 +32,11 @@ from __future__ import annotations
 import json
 import os
 
-from patchq.dist import record
 from patchq.env import layout
 from patchq.errors import EXIT_DRIFT, EXIT_OK
 from patchq.hashing import series_inputs, sha256_file
 from patchq.sentinels import find_sentinels
+from patchq.vllmdist import record
 
 SCHEMA = "patchq.status/1"
 

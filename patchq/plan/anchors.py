@@ -26,16 +26,16 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
 
 import libcst as cst
 
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec
-from patchq.dist.sources import CodeSource
 from patchq.plan.definitions import split_lines  # noqa: F401 - re-exported
 from patchq.report import clip
+from patchq.vllmdist.sources import CodeSource
 
 DefNode = cst.FunctionDef | cst.ClassDef
 
@@ -130,7 +130,7 @@ def ast_match(pattern: object, node: object) -> bool:
         return (
             isinstance(node, list)
             and len(pattern) == len(node)
-            and all(ast_match(p, n) for p, n in zip(pattern, node))
+            and all(ast_match(p, n) for p, n in zip(pattern, node, strict=False))
         )
     if isinstance(pattern, ast.AST):
         if type(pattern) is not type(node):
@@ -164,7 +164,7 @@ class Pattern:
     is_expression: bool
 
     @classmethod
-    def compile(cls, source: str) -> "Pattern":
+    def compile(cls, source: str) -> Pattern:
         """Parse a pattern. Raises :class:`AnchorError` unless it is one statement."""
         try:
             tree = ast.parse(source.strip())
@@ -249,7 +249,7 @@ def find_statements(defn: DefNode, pattern: Pattern, tree: ast.AST | None = None
                                cst.Module(body=[cst.SimpleStatementLine(body=[small])]).code).body[0]
                      for small, line in collector.items]
     out: list[cst.CSTNode] = []
-    for ast_stmt, (small, line) in zip(ast_stmts, collector.items):
+    for ast_stmt, (_small, line) in zip(ast_stmts, collector.items, strict=False):
         if ast_stmt is not None and pattern.matches(ast_stmt) and line is not defn:
             if not out or out[-1] is not line:
                 out.append(line)

@@ -24,9 +24,9 @@ from packaging.version import Version
 
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch
-from patchq.dist.sources import CodeSource
 from patchq.plan import survival
 from patchq.plan.anchors import ast_index, fingerprint_ast, locate_definition
+from patchq.vllmdist.sources import CodeSource
 
 
 def last_verified(patch: Patch, version: Version) -> str | None:
@@ -39,7 +39,7 @@ def last_verified(patch: Patch, version: Version) -> str | None:
 
 def cached_release(version: str) -> CodeSource | None:
     """A release from patchq's cache only (never downloads); None when not cached."""
-    from patchq.dist import releases, sources
+    from patchq.vllmdist import releases, sources
 
     try:
         tree = releases.cache_dir() / "releases" / releases.version_key(version)

@@ -12,7 +12,7 @@ this release" (the engine, ``check``, ``rebase``, ``upstream log``, a patch's
   :func:`ast_index`'s walk order, memoized in-process by the text's sha256.
 * :class:`SourceIndex` -- every definition of a :class:`CodeSource`'s package, keyed by
   the content of each file and persisted in ``<cache>/index/defs.sqlite``
-  (:mod:`patchq.dist.cache`): a file is parsed once, ever, whichever release or
+  (:mod:`patchq.vllmdist.cache`): a file is parsed once, ever, whichever release or
   installed copy holds it (consecutive releases share most files); the cold files a
   package-wide question needs are parsed in parallel processes. Which files declare
   which names (a regex, no parsing) is kept per release tree, so a package-wide search
@@ -31,16 +31,17 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import os
 import marshal
+import os
 import re
 import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
-from patchq.dist import cache
 from patchq.sentinels import find_sentinels
+from patchq.vllmdist import cache
 
 #: Bump when the entry format or the fingerprint changes (old index files are ignored).
 INDEX_FORMAT = 1
@@ -400,7 +401,7 @@ def _workers() -> int:
 
 
 class _Store:
-    """The persisted entries: ``<cache>/index/defs.sqlite`` (:func:`patchq.dist.cache.definition_index`).
+    """The persisted entries: ``<cache>/index/defs.sqlite`` (:func:`patchq.vllmdist.cache.definition_index`).
 
     Table ``files``: sha256 of a module text -> its entries (content-addressed: releases
     share the entries of their unchanged files, and an installed copy those of its

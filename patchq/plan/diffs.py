@@ -7,7 +7,7 @@ from an installed vLLM applies in a site-packages directory or a wheel's unpacke
 from __future__ import annotations
 
 import difflib
-from typing import Mapping
+from collections.abc import Mapping
 
 NO_EOL = "\\ No newline at end of file\n"
 

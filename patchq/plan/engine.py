@@ -37,10 +37,13 @@ from __future__ import annotations
 import ast
 import functools
 import textwrap
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import libcst as cst
 
+from patchq.edits import EditContext, add_sentinel
+from patchq.errors import AnchorError
+from patchq.model import AnchorSpec, Patch
 from patchq.plan import definitions, survival, validate
 from patchq.plan.anchors import (
     Pattern,
@@ -53,11 +56,6 @@ from patchq.plan.anchors import (
     node_code,
     splice,
 )
-from patchq.edits import EditContext, add_sentinel
-from patchq.errors import AnchorError
-from patchq.model import AnchorSpec, Patch
-from patchq.dist.sources import CodeSource
-
 from patchq.plan.results import (  # noqa: F401 (re-exported: engine.Plan, engine.OK, ...)
     ABSENT,
     FAILED,
@@ -67,10 +65,11 @@ from patchq.plan.results import (  # noqa: F401 (re-exported: engine.Plan, engin
     SUPERSEDED,
     UPSTREAMED,
     AnchorResult,
-    Plan,
     PatchResult,
+    Plan,
     journal_outcome,
 )
+from patchq.vllmdist.sources import CodeSource
 
 
 class Workspace:
@@ -647,7 +646,7 @@ class _PristineView:
     a foreign edit is noticed by the reader): what a hand-written ``upstream_check`` reads,
     so that neither patchq's own edits nor someone else's pass for upstream's code."""
 
-    def __init__(self, source: CodeSource, ws: "Workspace") -> None:
+    def __init__(self, source: CodeSource, ws: Workspace) -> None:
         self._source = source
         self._ws = ws
 

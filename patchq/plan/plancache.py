@@ -1,7 +1,7 @@
 """A content-addressed cache of plans, shared by ``apply`` and ``run``.
 
 :func:`plan` is :func:`patchq.plan.engine.plan` with a memory: a successful plan is
-stored under ``<cache>/plans/`` (:func:`patchq.dist.cache.plans`), keyed by
+stored under ``<cache>/plans/`` (:func:`patchq.vllmdist.cache.plans`), keyed by
 
 * patchq's version and the sha256 of the planner's sources (:mod:`patchq.plan.toolchain`),
 * the vLLM version (it selects each patch's variant) and ``strict``,
@@ -36,13 +36,13 @@ import hashlib
 import os
 import pickle
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
-from patchq.dist import cache
-from patchq.dist.sources import CodeSource
 from patchq.model import Patch
 from patchq.plan import engine, toolchain
+from patchq.vllmdist import cache
+from patchq.vllmdist.sources import CodeSource
 
 FORMAT = 1
 

@@ -21,7 +21,7 @@ whose one line names the profile and both patches.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from patchq.errors import SeriesError
 from patchq.model import Patch

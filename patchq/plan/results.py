@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from patchq.dist.sources import CodeSource
+from patchq.vllmdist.sources import CodeSource
 
 if TYPE_CHECKING:
     from patchq.plan.engine import Workspace
@@ -90,7 +90,7 @@ class Plan:
     results: list[PatchResult]
     pristine: dict[str, str]
     patched: dict[str, str]
-    workspace: "Workspace | None" = field(default=None, repr=False, compare=False)
+    workspace: Workspace | None = field(default=None, repr=False, compare=False)
     #: patch id -> what each of its edits changed (:class:`survival.EditChange`), for
     #: every edit patch that got as far as its transforms (also failed ones)
     changes: dict = field(default_factory=dict, repr=False, compare=False)

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import ast
 import difflib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
-from patchq.plan.anchors import ast_match, fingerprint, node_code
 from patchq.errors import AnchorError
+from patchq.plan.anchors import ast_match, fingerprint, node_code
 
 DefNode = cst.FunctionDef | cst.ClassDef
 Op = dict
@@ -149,7 +149,7 @@ def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[O
                     continue
                 bx, by = sub_blocks(x), sub_blocks(y)
                 if bx and len(bx) == len(by):
-                    for sx, sy in zip(bx, by):
+                    for sx, sy in zip(bx, by, strict=False):
                         _diff_blocks(sx.body, sy.body, ops)
                 else:
                     _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y])

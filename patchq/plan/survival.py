@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from patchq.report import clip
 
@@ -150,9 +150,9 @@ def _diff_block(old: list, new: list, top: bool, added: list[Item], removed: lis
             continue
         olds, news = old[i1:i2], new[j1:j2]
         if tag == "replace" and len(olds) == len(news):
-            for o, n in zip(olds, news):
+            for o, n in zip(olds, news, strict=False):
                 if type(o) is type(n) and _header_key(o) == _header_key(n):
-                    for bo, bn in zip(_blocks(o), _blocks(n)):
+                    for bo, bn in zip(_blocks(o), _blocks(n), strict=False):
                         _diff_block(bo, bn, False, added, removed)
                 else:
                     removed.append(_item(o, top))
@@ -172,7 +172,7 @@ def diff_definition(before: ast.AST, after: ast.AST) -> tuple[list[Item], list[I
     removed: list[Item] = []
     if type(before) is not type(after) or _header_key(before) != _header_key(after):
         return [_item(after, False)], [_item(before, False)]
-    for bo, bn in zip(_blocks(before), _blocks(after)):
+    for bo, bn in zip(_blocks(before), _blocks(after), strict=False):
         _diff_block(bo, bn, True, added, removed)
     return added, removed
 

@@ -3,7 +3,7 @@
     python tests/golden/regen.py [VERSION ...]      (default: 0.23.0)
 
 For each patch of the series and each VERSION, plans that patch ALONE on the release's
-files (:func:`patchq.dist.sources.release_source`: the wheel's files, cached) and writes, for
+files (:func:`patchq.vllmdist.sources.release_source`: the wheel's files, cached) and writes, for
 every qualname its anchors resolved to, the definition's source as it is after the
 patch (sentinel comment included with its patch hash masked as ``<hash>``, own
 indentation removed) to
@@ -28,7 +28,7 @@ from support import definition_source, golden_path, mask_sentinel_hashes  # noqa
 def regen(version: str) -> list[Path]:
     """Write the golden files of ``version``; returns the paths written (sorted)."""
     from patchq import series
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
     from patchq.plan import engine
 
     src = sources.release_source(version)

@@ -3,7 +3,7 @@
     python tests/golden/regen_variants.py [VERSION ...]   (default: GOLDEN_VERSIONS)
 
 For each patch of the series and each VERSION, plans that patch ALONE on the release's
-files (:func:`patchq.dist.sources.release_source`) and writes, for every qualname its
+files (:func:`patchq.vllmdist.sources.release_source`) and writes, for every qualname its
 anchors resolved to, the definition's source after the patch (sentinel hash masked as
 ``<hash>``, own indentation removed) to ``tests/golden/<VERSION>/<patch>/<qualname>.py``
 -- the layout of ``tests/golden/regen.py``, which owns ``tests/golden/0.23.0/``. Stale
@@ -44,7 +44,7 @@ def expected(version: str) -> dict[Path, str]:
         SystemExit: a patch fails on ``version``.
     """
     from patchq import series
-    from patchq.dist import sources
+    from patchq.vllmdist import sources
     from patchq.plan import engine
 
     src = sources.release_source(version)

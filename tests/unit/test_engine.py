@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from patchq import series as S
-from patchq.dist import sources
+from patchq.vllmdist import sources
 from patchq.plan import anchors as A, engine
 from patchq.plan.diffs import unified_all
 from patchq.sentinels import find_sentinels

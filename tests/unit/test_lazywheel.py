@@ -1,4 +1,4 @@
-"""patchq.dist.lazywheel against a local HTTP server (127.0.0.1 only, no internet): a
+"""patchq.vllmdist.lazywheel against a local HTTP server (127.0.0.1 only, no internet): a
 small real wheel served with or without Range support, and a PEP 691 JSON index."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patchq.dist import lazywheel as L
-from patchq.dist import releases as R
+from patchq.vllmdist import lazywheel as L
+from patchq.vllmdist import releases as R
 
 WHEEL = "vllm-0.9.1-2-cp38-abi3-manylinux_2_28_x86_64.whl"
 

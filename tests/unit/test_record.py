@@ -1,4 +1,4 @@
-"""patchq.dist.record on a fake dist-info (stdlib only)."""
+"""patchq.vllmdist.record on a fake dist-info (stdlib only)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 import subprocess
 import sys
 
-from patchq.dist import record
+from patchq.vllmdist import record
 
 
 def b64(data: bytes) -> str:
@@ -55,6 +55,6 @@ def test_hash_to_hex():
 
 
 def test_stdlib_only():
-    code = "import sys, patchq.dist.record; print(sorted(m for m in ('libcst', 'typer', 'packaging') if m in sys.modules))"
+    code = "import sys, patchq.vllmdist.record; print(sorted(m for m in ('libcst', 'typer', 'packaging') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

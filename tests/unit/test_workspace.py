@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from patchq import series as S
-from patchq.dist import cache, sources
+from patchq.vllmdist import cache, sources
 from patchq.plan import anchors as A, engine, plancache
 
 from .small_series import UTILS_PY, write_series, write_tree

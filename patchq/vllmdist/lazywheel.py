@@ -8,7 +8,7 @@ wheel. :func:`fetch_members` therefore
 1. locates the wheel through the PEP 691 JSON simple API (:func:`locate`): the index is
    ``$PIP_INDEX_URL``, else the ``index-url`` of pip's configuration files, else PyPI;
    only an ``http(s)`` index is used, and the x86_64 Linux wheel with the highest build
-   tag is chosen, as :func:`patchq.dist.releases.find_wheel` chooses from a directory;
+   tag is chosen, as :func:`patchq.vllmdist.releases.find_wheel` chooses from a directory;
 2. opens it as a seekable file object (:class:`HttpRangeFile`, in the manner of pip's
    ``LazyZipOverHTTP``) and lets :class:`zipfile.ZipFile` read the central directory: two
    or three small range requests at the end of the file;
@@ -39,10 +39,10 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from packaging.utils import (
     InvalidWheelFilename,
@@ -352,8 +352,7 @@ class _Progress:
         self._lock = threading.Lock()
         if os.environ.get("PATCHQ_PROGRESS", "1") != "0" and sys.stderr.isatty():
             try:
-                from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                                           TransferSpeedColumn)
+                from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
                 self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                                      TransferSpeedColumn(), transient=True)

@@ -12,7 +12,7 @@ Three layers, each cached under :func:`cache_dir`:
 * :func:`release_tree` -- ``<cache>/releases/<version>/`` holding the wheel's
   ``vllm/**/*.py`` files and its ``*.dist-info/`` directory, made once, atomically,
   under a file lock. When no whole wheel is cached, only those members are fetched
-  with HTTP Range requests (:mod:`patchq.dist.lazywheel`: 5-11 MB instead of
+  with HTTP Range requests (:mod:`patchq.vllmdist.lazywheel`: 5-11 MB instead of
   240-490 MB, each checked against RECORD); a whole download is the fallback.
 
 ``PATCHQ_OFFLINE=1`` forbids every network access (index, wheel, partial fetch): what
@@ -44,10 +44,10 @@ import tempfile
 import time
 import urllib.request
 import zipfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from patchq.dist import cache
 from filelock import FileLock
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
@@ -60,6 +60,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from patchq.errors import ReleaseError, UsageError  # defined with every other exception (exit codes 3, 2)
+from patchq.vllmdist import cache
 
 __all__ = [
     "ReleaseError",
@@ -111,7 +112,7 @@ _SPEC_OPERATOR = re.compile(r"^\s*(===|~=|==|!=|<=|>=|<|>)")
 
 
 def cache_dir() -> Path:
-    """patchq's cache root (:func:`patchq.dist.cache.root`: ``$PATCHQ_CACHE_DIR``, else the
+    """patchq's cache root (:func:`patchq.vllmdist.cache.root`: ``$PATCHQ_CACHE_DIR``, else the
     XDG user cache dir).
 
     Returns:
@@ -484,7 +485,7 @@ def _have_pip() -> bool:
 
 def _download_without_pip(ver: Version, tmp: Path, package: str) -> Path:
     """The whole wheel into ``tmp`` with urllib (the index's sha256 is checked)."""
-    from patchq.dist import lazywheel
+    from patchq.vllmdist import lazywheel
 
     try:
         remote = lazywheel.locate(ver, package)
@@ -503,7 +504,7 @@ def wheel_path(version: str | Version, *, package: str = "vllm") -> Path:
     and moves the wheel in, under a per-version file lock so that concurrent
     callers download once. A vLLM wheel is 250-500 MB. Where pip is not installed
     (uv environments), the wheel is located through the PEP 691 JSON index and
-    downloaded with urllib (:func:`patchq.dist.lazywheel.download`, sha256 checked).
+    downloaded with urllib (:func:`patchq.vllmdist.lazywheel.download`, sha256 checked).
 
     Args:
         version: the release, e.g. ``"0.23.0"``.
@@ -540,7 +541,7 @@ def wheel_path(version: str | Version, *, package: str = "vllm") -> Path:
             except OSError as exc:
                 raise ReleaseError(f"cannot run pip to download {package}=={ver}: {exc}") from None
             if proc.returncode != 0:
-                lines = [l for l in (proc.stderr or proc.stdout).splitlines() if l.strip()]
+                lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
                 reason = lines[-1].strip() if lines else f"pip exited {proc.returncode}"
                 raise ReleaseError(f"cannot download the {package}=={ver} wheel: {reason}")
             got = find_wheel(tmp, ver, package=package)
@@ -612,7 +613,7 @@ def _fetch_tree(ver: Version, tmp: Path, top: str, package: str) -> dict[str, An
     a partial fetch, else (range requests unsupported) from a downloaded whole wheel."""
     wheel = find_wheel(_wheels_dir(), ver, package=package)
     if wheel is None and os.environ.get("PATCHQ_FULL_WHEELS", "") in ("", "0"):
-        from patchq.dist import lazywheel
+        from patchq.vllmdist import lazywheel
 
         _check_online(f"{package} {ver}")
         try:
@@ -645,7 +646,7 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
     temporary sibling directory that is renamed into place with ``os.replace``, so
     concurrent callers (threads or processes) all get one complete tree. It comes
     from a whole wheel already in ``<cache>/wheels/`` (1-3 s), else from a partial
-    fetch of just those members (:func:`patchq.dist.lazywheel.fetch_members`: 5-11 MB
+    fetch of just those members (:func:`patchq.vllmdist.lazywheel.fetch_members`: 5-11 MB
     in a few Range requests, every member checked against RECORD), else -- the server
     refuses ranges, or ``PATCHQ_FULL_WHEELS=1`` -- from the whole wheel
     (:func:`wheel_path`). Either way the files are byte-identical. The marker

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from patchq.dist import record
 from patchq.errors import TargetNotFound, UsageError
+from patchq.vllmdist import record
 
 PACKAGE = "vllm"
 
@@ -172,7 +172,7 @@ def release_source(version: str) -> CodeSource:
     Raises:
         TargetNotFound: the release cannot be had (not on PyPI, offline with no cache).
     """
-    from patchq.dist import releases
+    from patchq.vllmdist import releases
 
     try:
         tree = releases.release_tree(version)
