@@ -130,6 +130,10 @@ def _ws_producer(q_desc, x_desc, q_smem, x_smem, ready, empty, B, V,
 def _ws_consumer(q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, stride_ob,
                  G: gl.constexpr, K: gl.constexpr, HAS_BIAS: gl.constexpr, STAGES: gl.constexpr):
     BLOCK_V: gl.constexpr = q_smem.type.shape[1]
+    # each of the two consumer warpgroups owns half of the weight tile: 64 rows (one
+    # wgmma M step) or 128 (two M steps per wgmma group: half the activation bytes
+    # per FLOP from L2)
+    HALF: gl.constexpr = BLOCK_V // 2
     BLOCK_K: gl.constexpr = q_smem.type.shape[2]
     BLOCK_B: gl.constexpr = x_smem.type.shape[1]
     act_dtype: gl.constexpr = x_smem.dtype
@@ -143,25 +147,25 @@ def _ws_consumer(q_smem, x_smem, ready, empty, s_ptr, bias_ptr, out_ptr, B, V, s
     num_tiles = gl.cdiv(V, BLOCK_V) * nb
     it = 0
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        off_v = (tile // nb) * BLOCK_V + G * 64
+        off_v = (tile // nb) * BLOCK_V + G * HALF
         off_b = (tile % nb) * BLOCK_B
-        acc = gl.zeros([64, BLOCK_B], gl.float32, layout=mma)
+        acc = gl.zeros([HALF, BLOCK_B], gl.float32, layout=mma)
         for k in range(num_k):
             s = it % STAGES
             mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-            a = q_smem.index(s).slice(G * 64, 64, dim=0).load(ra).to(act_dtype)
+            a = q_smem.index(s).slice(G * HALF, HALF, dim=0).load(ra).to(act_dtype)
             acc = warpgroup_mma(a, x_smem.index(s).permute((1, 0)), acc, is_async=True)
             acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
             mbarrier.arrive(empty.index(s))
             it += 1
-        offs_v = off_v + gl.arange(0, 64, layout=gl.SliceLayout(1, mma))
+        offs_v = off_v + gl.arange(0, HALF, layout=gl.SliceLayout(1, mma))
         scale = gl.load(s_ptr + offs_v, mask=offs_v < V, other=0.0).to(gl.float32)
         acc = acc * scale[:, None]
         if HAS_BIAS:
             bias = gl.load(bias_ptr + offs_v, mask=offs_v < V, other=0.0).to(gl.float32)
             acc = acc + bias[:, None]
         res = gl.convert_layout(acc.to(out_ptr.dtype.element_ty), st)
-        sv = off_v + gl.arange(0, 64, layout=gl.SliceLayout(1, st))
+        sv = off_v + gl.arange(0, HALF, layout=gl.SliceLayout(1, st))
         sb = off_b + gl.arange(0, BLOCK_B, layout=gl.SliceLayout(0, st))
         ptrs = out_ptr + sb.to(gl.int64)[None, :] * stride_ob + sv[:, None]
         gl.store(ptrs, res, mask=(sv[:, None] < V) & (sb[None, :] < B))
@@ -173,10 +177,10 @@ def _w8a16_ws_kernel(
     B, V, stride_ob,
     K: gl.constexpr, HAS_BIAS: gl.constexpr, STAGES: gl.constexpr, CONSUMER_REGS: gl.constexpr,
 ):
-    # warp-specialized: a TMA producer warp and two consumer warpgroups (64 weight rows
-    # each) that run unsynchronized, so one converts while the other multiplies. Tiles
-    # are strided over the programs: grid = number of tiles (one each) or, persistent,
-    # the number of SMs
+    # warp-specialized: a TMA producer warp and two consumer warpgroups (BLOCK_V / 2
+    # weight rows each: 64 or 128) that run unsynchronized, so one converts while the
+    # other multiplies. Tiles are strided over the programs: grid = number of tiles
+    # (one each) or, persistent, the number of SMs
     BLOCK_V: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = q_desc.block_type.shape[1]
     BLOCK_B: gl.constexpr = x_desc.block_type.shape[0]

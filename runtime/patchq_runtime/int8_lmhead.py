@@ -133,6 +133,8 @@ __all__ = [
     "quantize_rows",
     "int8_linear_reference",
     "int8_linear",
+    "bf16_serves",
+    "keep_bf16",
     "release_bf16_weight",
     "is_eligible",
 ]
@@ -171,6 +173,13 @@ DEQUANT_CHUNK_ROWS = 32768
 #: Weight rows processed at a time by :func:`quantize_rows` and the torch reference
 #: path (bounds the fp32 temporaries).
 QUANT_CHUNK_ROWS = 16384
+
+#: Whether the bf16 weight is kept next to the int8 copy when env
+#: ``PATCHQ_INT8_LMHEAD_KEEP_BF16`` is unset (``0`` frees it, ``1`` keeps it). Kept,
+#: each batch goes to whichever of the int8 kernels and the stock bf16 call is
+#: faster (:func:`bf16_serves`); freed, every batch takes the int8 kernels. Why keep is
+#: the default: the module docstring, "Keeping or freeing the bf16 weight".
+KEEP_BF16_DEFAULT = True
 
 _ENV_MIN_ROWS = "PATCHQ_INT8_LMHEAD_MIN_ROWS"
 _ENV_KEEP = "PATCHQ_INT8_LMHEAD_KEEP_BF16"
@@ -246,20 +255,33 @@ LAUNCH_CONFIGS = {
             {"min_B": 129, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 128, "STAGES": 2,
              "WS": 2, "num_warps": 4},
         ],
+        # bf16 weight kept: batches of 65 rows and more go to the stock bf16 call
+        # (KEPT_BF16_NOTE; crossover measured on the H200, bench/README.md)
+        "kept_bf16": [[65, None]],
     },
     "sm121": {
         "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
         "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
         "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
         "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
+        # NOT measured: above the largest bucket the int8 path re-reads the weight once
+        # per 64 rows (as many bytes as one bf16 read from 128 rows on), so bf16 serves
+        "kept_bf16": [[65, None]],
     },
     "default": {
         "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
         "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
         "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
         "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3},
+        "kept_bf16": [[65, None]],  # as sm121: not measured
     },
 }
+
+#: Launch-table keys (besides the batch buckets "1".."128"): "gemm" (see above) and
+#: "kept_bf16", a list of ``[min_rows, max_rows]`` ranges (``max_rows`` None: no upper
+#: end) of batches that the stock bf16 call serves when the bf16 weight is kept
+#: (:func:`bf16_serves`); a table without it sends every batch to the int8 kernels.
+TABLE_KEYS = ("1", "16", "32", "64", "128", "gemm", "kept_bf16")
 
 
 
@@ -382,8 +404,13 @@ _CONFIG_CACHE: dict = {}
 
 
 def _arch_key(device) -> str:
+    """``sm<major><minor>`` of a CUDA device; ``"cpu"`` for any other device (no table
+    of its own: the "default" one)."""
     import torch
 
+    device = torch.device(device)
+    if device.type != "cuda":
+        return "cpu"
     major, minor = torch.cuda.get_device_capability(device)
     return f"sm{major}{minor}"
 
@@ -404,9 +431,57 @@ def _configs_for(device) -> dict:
             data = json.load(fh)
         if arch in data and isinstance(data[arch], dict):
             data = data[arch]
-        table.update({str(k): v for k, v in data.items() if str(k) in ("1", "16", "32", "64", "128", "gemm")})
+        table.update({str(k): v for k, v in data.items() if str(k) in TABLE_KEYS})
     _CONFIG_CACHE[key] = table
     return table
+
+
+def _in_ranges(ranges, rows: int) -> bool:
+    """Whether ``rows`` lies in one of the ``[lo, hi]`` ranges (``hi`` None: open)."""
+    for lo, hi in ranges or ():
+        if rows >= lo and (hi is None or rows <= hi):
+            return True
+    return False
+
+
+def bf16_serves(device, rows: int) -> bool:
+    """Whether, with the bf16 weight kept, a batch of ``rows`` rows goes to the stock
+    bf16 call rather than the int8 kernels.
+
+    Args:
+        device: the activations' device (``torch.device`` or its string).
+        rows: batch rows (tokens whose logits are computed).
+
+    Returns:
+        True when the launch table of the device's architecture (:data:`LAUNCH_CONFIGS`
+        ``["sm<major><minor>"]``, else ``"default"``; env ``PATCHQ_INT8_LMHEAD_CONFIG``
+        may override it) lists ``rows`` in its ``"kept_bf16"`` ranges. The ranges are
+        the measured crossovers (where bf16 ``F.linear`` beat the int8 path on either
+        row kind): fixed per architecture, decided on the host from the shape alone, so
+        no host sync and the same choice inside a CUDA graph as outside.
+
+    Raises:
+        OSError, ValueError: the override file cannot be read or parsed.
+    """
+    return _in_ranges(_configs_for(device).get("kept_bf16"), int(rows))
+
+
+def keep_bf16() -> bool:
+    """Whether the bf16 weight is kept next to the int8 copy (env
+    ``PATCHQ_INT8_LMHEAD_KEEP_BF16``: ``1``/``true``/``yes``/``on`` keep, ``0``/
+    ``false``/``no``/``off`` free; unset or empty: :data:`KEEP_BF16_DEFAULT`).
+
+    Raises:
+        ValueError: any other value (a typo must not silently pick a memory mode).
+    """
+    raw = os.environ.get(_ENV_KEEP, "").strip().lower()
+    if not raw:
+        return KEEP_BF16_DEFAULT
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{_ENV_KEEP}={raw!r}: use 1 (keep the bf16 weight) or 0 (free it)")
 
 
 def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
@@ -688,10 +763,11 @@ def prepare(lm_head) -> bool:
         w._patchq_int8 = packed
     _set_attr(lm_head, _ATTR, packed)
     _set_attr(lm_head, _STATE_ATTR, "int8")
-    if not _env_flag(_ENV_KEEP):
+    kept = keep_bf16()
+    if not kept:
         release_bf16_weight(lm_head)
     if packed[0].is_cuda and os.environ.get(_ENV_WARMUP, "1").strip() != "0" and _triton_available():
-        _warmup(packed, w.dtype)
+        _warmup(packed, w.dtype, kept=kept and not getattr(w, "_patchq_int8_freed", False))
     return True
 
 
@@ -701,21 +777,47 @@ def _set_attr(mod, name, value):
     object.__setattr__(mod, name, value)
 
 
-def _warmup(packed, dtype) -> None:
+def _all_bf16(table: dict, lo: int, hi: int | None) -> bool:
+    """Whether every batch size from ``lo`` to ``hi`` (None: no end) is in the
+    table's "kept_bf16" ranges (then a kept weight never runs the int8 kernel there)."""
+    b = lo
+    for r_lo, r_hi in sorted(table.get("kept_bf16") or (), key=lambda r: r[0]):
+        if r_lo > b:
+            return False
+        if r_hi is None:
+            return True
+        b = max(b, r_hi + 1)
+        if hi is not None and b > hi:
+            return True
+    return False
+
+
+def _warmup(packed, dtype, kept: bool = False) -> None:
+    """Compile the int8 kernels for every batch bucket and "gemm" entry; with the
+    bf16 weight kept, only those that some batch size still reaches."""
     import torch
 
     q, scales = packed
     H = q.shape[1]
     table = _configs_for(q.device)
+    buckets = _buckets(table)
+    gemm = list(table.get("gemm") or ())
+    # bucket "1" serves 1 row, each next bucket the sizes above the one before it
+    served = list(zip([1, *buckets], [1, *(p + 1 for p in (1, *buckets[:-1]))], strict=True))
     with torch.no_grad():
-        for b in [1] + [b for b in _buckets(table) if _gemm_cfg(table, b) is None]:
+        for b, lo in served:
+            if _gemm_cfg(table, b) is not None or (kept and _all_bf16(table, lo, b)):
+                continue
             x = torch.zeros((b, H), dtype=dtype, device=q.device)
             int8_linear(x, q, scales, None)
         # the gemm entries compile once for any batch (B is not specialized): a 16-row
         # launch compiles each without a min_B-row output (up to ~0.5 GB at 1025 rows)
         x = torch.zeros((16, H), dtype=dtype, device=q.device)
         out = torch.empty((16, q.shape[0]), dtype=dtype, device=q.device)
-        for entry in table.get("gemm") or ():
+        for j, entry in enumerate(gemm):
+            hi = int(gemm[j + 1]["min_B"]) - 1 if j + 1 < len(gemm) else None
+            if kept and _all_bf16(table, int(entry["min_B"]), hi):
+                continue
             _launch_gemm(entry, x, q, scales, None, out)
 
 
@@ -750,6 +852,11 @@ def lm_head_logits(lm_head, hidden_states, bias=None):
             elif prepare(lm_head):
                 packed = getattr(lm_head, _ATTR)
     if packed is None:
+        return lm_head.quant_method.apply(lm_head, hidden_states, bias=bias)
+    H = hidden_states.shape[-1]
+    rows = hidden_states.numel() // H if H else 0
+    if not getattr(lm_head.weight, "_patchq_int8_freed", False) and bf16_serves(hidden_states.device, rows):
+        # bf16 weight kept and faster at this batch size: vLLM's own call, unchanged
         return lm_head.quant_method.apply(lm_head, hidden_states, bias=bias)
     q, scales = packed
     return int8_linear(hidden_states, q, scales, bias)
