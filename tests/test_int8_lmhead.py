@@ -766,6 +766,10 @@ WGMMA_CFGS = {
                                   "WS": 2, "num_warps": 4},
     "persistent-v256-b128-k64": {"kernel": "wgmma", "BLOCK_V": 256, "BLOCK_B": 128, "BLOCK_K": 64, "STAGES": 6,
                                  "WS": 2, "num_warps": 4},
+    "persistent-smem-a": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 4, "WS": 2,
+                          "RS": 0, "num_warps": 4},
+    "ws-smem-a-b128": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 128, "BLOCK_K": 128, "STAGES": 3, "WS": 1,
+                       "RS": 0, "num_warps": 4},
     "single-smem-a": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 4, "WS": 0,
                       "RS": 0, "num_warps": 8},
     "single-reg-a": {"kernel": "wgmma", "BLOCK_V": 256, "BLOCK_B": 128, "BLOCK_K": 64, "STAGES": 4, "WS": 0,
@@ -818,7 +822,7 @@ def test_wgmma_dispatch_and_fallback(big):
     ref = torch.empty_like(out)
     wg.launch(x.contiguous(), q, s, None, ref, m._gemm_cfg(m._configs_for(x.device), 300))
     assert torch.equal(out, ref)
-    with pytest.raises(ValueError, match="128 weight rows"):
+    with pytest.raises(ValueError, match="128 or 256 weight rows"):
         wg.launch(x.contiguous(), q, s, None, ref, dict(WGMMA_CFGS["ws"], BLOCK_V=64))
     w72 = (torch.randn(1000, 72, device="cuda", generator=g) * 0.03).to(torch.bfloat16)
     q72, s72 = m.quantize_rows(w72)

@@ -117,9 +117,12 @@ def launch(x2, q, scales, bias, out, cfg: dict) -> None:
             batch rows per tile (16-256, a power of two), ``BLOCK_K`` (64 or 128),
             ``STAGES`` (TMA ring depth; shared memory is
             ``STAGES * (BLOCK_V + 2 * BLOCK_B) * BLOCK_K`` bytes, at most ~227 KiB),
-            ``WS`` (0: single partition, ``RS`` and ``num_warps`` apply; 1:
-            warp-specialized; 2: warp-specialized and persistent), ``REGS``
-            (consumer register budget, default 232).
+            ``WS`` (0: single partition, ``num_warps`` applies; 1:
+            warp-specialized; 2: warp-specialized and persistent), ``RS`` (warp-
+            specialized only: 1, the default, converts the weight tile into the
+            register A operand and waits for each MMA; 0 converts it into two
+            shared-memory buffers per consumer, ``2 * BLOCK_V * BLOCK_K * 2`` more bytes,
+            and keeps one MMA in flight), ``REGS`` (consumer register budget, default 232).
 
     Raises:
         ValueError: a warp-specialized config with ``BLOCK_V`` other than 128 or 256.
@@ -143,7 +146,8 @@ def launch(x2, q, scales, bias, out, cfg: dict) -> None:
         kernel.ws[(n,)](
             q_desc, x_desc, scales, bias if bias is not None else scales, out,
             B, V, out.stride(0),
-            K=K, HAS_BIAS=bias is not None, STAGES=cfg["STAGES"], CONSUMER_REGS=cfg.get("REGS", 232), num_warps=4,
+            K=K, HAS_BIAS=bias is not None, STAGES=cfg["STAGES"], CONSUMER_REGS=cfg.get("REGS", 232),
+            RS=cfg.get("RS", 1), num_warps=4,
         )
         return
     kernel[grid](
