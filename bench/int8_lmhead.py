@@ -1,19 +1,28 @@
-"""Benchmark of the int8 lm-head w8a16 kernel against bf16 ``F.linear``.
+"""Benchmark of the int8 lm-head in both memory modes against bf16 ``F.linear``.
 
 Usage (from the repo root, on a CUDA machine)::
 
-    PYTHONPATH=runtime:. python bench/int8_lmhead.py --json out.json
+    PYTHONPATH=runtime:. python bench/int8_lmhead.py --json out.json --plot out.png
     PYTHONPATH=runtime:. python bench/int8_lmhead.py --sweep --sweep-json cfg.json --json out.json
 
-For each batch B it times one call (CUDA events around each call, median of
-``--reps`` calls after ``--warmup`` calls) of ``int8_linear`` and of bf16
-``F.linear`` on the same [V, H] weight in the same process, and prints the effective
-GB/s of the weight read (int8 weight + fp16 scales for the kernel, bf16 weight for
-``F.linear``) and the speed-up. It also measures a device-to-device copy of the bf16
-weight (bytes read + written / time) as the bandwidth ceiling, and the memory figures
-of the real ``lm_head_logits`` path on a ``ParallelLMHead``-named module: bytes freed by
-dropping the bf16 weight, int8 weight + scales footprint, and the allocation peak
-while quantizing.
+For each batch B and two kinds of rows (Gaussian; heavy-tailed, with 4 massive
+channels) it times, call by call in turn (CUDA events, median of ``--reps`` calls
+after ``--warmup``), on the same [V, H] weight in the same process:
+
+* ``bf16``: ``F.linear(x, w)``, the stock call;
+* ``kept``: ``lm_head_logits`` on a ``ParallelLMHead``-like module whose bf16 weight is
+  kept (the default): each batch goes to the int8 kernels or to the stock call, as the
+  launch table's ``kept_bf16`` crossovers say;
+* ``freed``: ``lm_head_logits`` on a module whose bf16 weight was freed
+  (``PATCHQ_INT8_LMHEAD_KEEP_BF16=0``): the int8 kernels only;
+
+as eager calls and as CUDA-graph replays, over ``--rounds`` passes of the whole B list
+(each figure is the median over the passes: clock transients hit one pass, not all).
+It prints the effective GB/s of the weight read (int8 weight + fp16 scales for the
+freed path, bf16 weight for ``F.linear``), TFLOP/s, the speed-ups, which path served
+each batch, the targets met, and the memory figures of both modes' first call
+(bytes freed, int8 + scales, allocation peak while quantizing). A device-to-device
+copy of the bf16 weight gives the bandwidth ceiling.
 
 ``--sweep`` first times a fixed list of launch configurations per batch bucket
 (1, 16, 32, 64), picks the fastest of each, writes them as a launch table (JSON, the
@@ -442,6 +451,9 @@ def main(argv=None):
     ap.add_argument("--plot", help="write the speed-up vs B plot (PNG) here (needs matplotlib)")
     ap.add_argument("--plot-from", help="only render --plot from this JSON (written by --json) and exit")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="time the whole B list this many times; each figure is the median over rounds")
+    ap.add_argument("--spin", type=float, default=3.0, help="seconds of bf16 GEMMs before timing (clocks ramp up)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--sweep", action="store_true", help="time the fixed config list first and use the winners")
     ap.add_argument("--sweep-json", help="where --sweep writes the chosen launch table")
@@ -543,34 +555,66 @@ def main(argv=None):
             f"scales {mem['scales_bytes']}; bf16 freed {mem['bytes_freed']})")
 
     batches = [int(b) for b in args.batches.split(",") if b]
-    rows = []
     flop1 = 2.0 * V * H  # per activation row
-    log("")
-    log(f"{'B':>5} {'rows':>6} {'bf16 ms':>8} {'kept ms':>8} {'kept x':>7} {'freed ms':>8} {'freed x':>7} "
-        f"{'g bf16':>8} {'g kept':>8} {'kept gx':>7} {'g freed':>8} {'freed gx':>8} {'freed TF/s':>10}  "
-        f"kept path | freed path")
+    # the clocks ramp from idle: a few seconds of bf16 GEMMs before the first timing
+    xw = torch.randn(1024, H, device=dev, generator=g).to(dtype)
+    t = time.time()
+    while time.time() - t < args.spin:
+        for _ in range(20):
+            F.linear(xw, w)
+        torch.cuda.synchronize()
+    del xw
+    inputs = {}
     for B in batches:
-        xg = torch.randn(B, H, device=dev, generator=g).to(dtype)
-        xh = dev_kernels.heavy_rows(torch, B, H, g, dev).to(dtype)
+        inputs[B] = {"gauss": torch.randn(B, H, device=dev, generator=g).to(dtype),
+                     "heavy": dev_kernels.heavy_rows(torch, B, H, g, dev).to(dtype)}
+    head = (f"{'B':>5} {'rows':>6} {'bf16 ms':>8} {'kept ms':>8} {'kept x':>7} {'freed ms':>8} {'freed x':>7} "
+            f"{'g bf16':>8} {'g kept':>8} {'kept gx':>7} {'g freed':>8} {'freed gx':>8} {'freed TF/s':>10}  "
+            f"kept path | freed path")
+    keys = ("bf16_ms", "kept_ms", "freed_ms", "graph_bf16_ms", "graph_kept_ms", "graph_freed_ms")
+    runs: dict = {}
+    for rnd in range(args.rounds):
+        log("")
+        log(f"round {rnd + 1} of {args.rounds}")
+        log(head)
+        for B in batches:
+            for kind, x in inputs[B].items():
+                fns = (lambda: F.linear(x, w), lambda: m.lm_head_logits(kept_head, x, None),  # noqa: B023
+                       lambda: m.lm_head_logits(freed_head, x, None))  # noqa: B023
+                t16, tk, tf = _time_interleaved(fns, args.reps, args.warmup)
+                g16 = gk = gf = float("nan")
+                if args.graph:
+                    g16, gk, gf = _time_interleaved(_graphs(fns), args.reps, args.warmup)
+                runs.setdefault((B, kind), []).append(dict(zip(keys, (t16, tk, tf, g16, gk, gf), strict=True)))
+                log(f"{B:>5} {kind:>6} {t16:>8.4f} {tk:>8.4f} {t16 / tk:>6.2f}x {tf:>8.4f} {t16 / tf:>6.2f}x "
+                    f"{g16:>8.4f} {gk:>8.4f} {g16 / gk:>6.2f}x {gf:>8.4f} {g16 / gf:>7.2f}x")
+    # each figure: the median over the rounds (of the per-round medians; each ratio is
+    # the median of the per-round ratios, so it pairs times taken at the same moments)
+    rows = []
+    log("")
+    log(f"median of {args.rounds} round(s)")
+    log(head)
+    for B in batches:
         kpath, fpath = _path(m, table, B, True), _path(m, table, B, False)
-        for kind, x in (("gauss", xg), ("heavy", xh)):
-            fns = (lambda: F.linear(x, w), lambda: m.lm_head_logits(kept_head, x, None),
-                   lambda: m.lm_head_logits(freed_head, x, None))
-            t16, tk, tf = _time_interleaved(fns, args.reps, args.warmup)
-            g16 = gk = gf = float("nan")
-            if args.graph:
-                g16, gk, gf = _time_interleaved(_graphs(fns), args.reps, args.warmup)
-            row = {"B": B, "rows": kind, "bf16_ms": t16, "kept_ms": tk, "freed_ms": tf,
-                   "kept_speedup": t16 / tk, "freed_speedup": t16 / tf,
-                   "graph_bf16_ms": g16, "graph_kept_ms": gk, "graph_freed_ms": gf,
-                   "kept_graph_speedup": g16 / gk, "freed_graph_speedup": g16 / gf,
-                   "freed_gb_s": int8_bytes / (tf * 1e-3) / 1e9, "bf16_gb_s": bf16_bytes / (t16 * 1e-3) / 1e9,
-                   "freed_tflop_s": flop1 * B / (tf * 1e-3) / 1e12, "bf16_tflop_s": flop1 * B / (t16 * 1e-3) / 1e12,
+        for kind in ("gauss", "heavy"):
+            rs = runs[(B, kind)]
+            med = {k: statistics.median(r[k] for r in rs) for k in keys}
+            ratio_of = lambda a, b, rs=rs: statistics.median(r[a] / r[b] for r in rs)  # noqa: E731
+            row = {"B": B, "rows": kind, **med,
+                   "kept_speedup": ratio_of("bf16_ms", "kept_ms"), "freed_speedup": ratio_of("bf16_ms", "freed_ms"),
+                   "kept_graph_speedup": ratio_of("graph_bf16_ms", "graph_kept_ms"),
+                   "freed_graph_speedup": ratio_of("graph_bf16_ms", "graph_freed_ms"),
+                   "rounds": rs,
+                   "freed_gb_s": int8_bytes / (med["freed_ms"] * 1e-3) / 1e9,
+                   "bf16_gb_s": bf16_bytes / (med["bf16_ms"] * 1e-3) / 1e9,
+                   "freed_tflop_s": flop1 * B / (med["freed_ms"] * 1e-3) / 1e12,
+                   "bf16_tflop_s": flop1 * B / (med["bf16_ms"] * 1e-3) / 1e12,
                    "kept_path": kpath, "freed_path": fpath}
             rows.append(row)
-            log(f"{B:>5} {kind:>6} {t16:>8.4f} {tk:>8.4f} {t16 / tk:>6.2f}x {tf:>8.4f} {t16 / tf:>6.2f}x "
-                f"{g16:>8.4f} {gk:>8.4f} {g16 / gk:>6.2f}x {gf:>8.4f} {g16 / gf:>7.2f}x {row['freed_tflop_s']:>10.1f}  "
-                f"{kpath} | {fpath}")
+            log(f"{B:>5} {kind:>6} {med['bf16_ms']:>8.4f} {med['kept_ms']:>8.4f} {row['kept_speedup']:>6.2f}x "
+                f"{med['freed_ms']:>8.4f} {row['freed_speedup']:>6.2f}x {med['graph_bf16_ms']:>8.4f} "
+                f"{med['graph_kept_ms']:>8.4f} {row['kept_graph_speedup']:>6.2f}x {med['graph_freed_ms']:>8.4f} "
+                f"{row['freed_graph_speedup']:>7.2f}x {row['freed_tflop_s']:>10.1f}  {kpath} | {fpath}")
     result["table"] = rows
     verdict = {}
     ratio = lambda mode, graph: f"{mode}_graph_speedup" if graph else f"{mode}_speedup"  # noqa: E731
