@@ -17,7 +17,11 @@ after ``--warmup``), on the same [V, H] weight in the same process:
   (``PATCHQ_INT8_LMHEAD_KEEP_BF16=0``): the int8 kernels only;
 
 as eager calls and as CUDA-graph replays, over ``--rounds`` passes of the whole B list
-(each figure is the median over the passes: clock transients hit one pass, not all).
+(each figure is the median over the passes: clock transients hit one pass, not all),
+with ``--settle`` seconds idle before each B: from about 256 rows the GEMMs hold the
+H200 at its 700 W power cap (SM clock ~1.5 GHz instead of 1.98), the clocks take
+about half a second to come back, and the int8 kernels at B <= 16 run ~10% slower
+at the capped clock while bf16 ``F.linear`` (memory-bound there) does not.
 It prints the effective GB/s of the weight read (int8 weight + fp16 scales for the
 freed path, bf16 weight for ``F.linear``), TFLOP/s, the speed-ups, which path served
 each batch, the targets met, and the memory figures of both modes' first call
@@ -454,6 +458,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3,
                     help="time the whole B list this many times; each figure is the median over rounds")
     ap.add_argument("--spin", type=float, default=3.0, help="seconds of bf16 GEMMs before timing (clocks ramp up)")
+    ap.add_argument("--settle", type=float, default=1.0,
+                    help="seconds idle before each B (clocks recover from the power cap of the B before)")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--sweep", action="store_true", help="time the fixed config list first and use the winners")
     ap.add_argument("--sweep-json", help="where --sweep writes the chosen launch table")
@@ -578,6 +584,10 @@ def main(argv=None):
         log(f"round {rnd + 1} of {args.rounds}")
         log(head)
         for B in batches:
+            # let the clocks leave the power-cap state the previous (large) B may have
+            # left: the int8 kernels at B <= 16 are SM-clock sensitive, F.linear is not
+            torch.cuda.synchronize()
+            time.sleep(args.settle)
             for kind, x in inputs[B].items():
                 fns = (lambda: F.linear(x, w), lambda: m.lm_head_logits(kept_head, x, None),  # noqa: B023
                        lambda: m.lm_head_logits(freed_head, x, None))  # noqa: B023
