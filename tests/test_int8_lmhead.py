@@ -33,6 +33,7 @@ ENV_KEYS = (
     "PATCHQ_INT8_LMHEAD_FORCE",
     "PATCHQ_INT8_LMHEAD_WARMUP",
     "PATCHQ_INT8_LMHEAD_FREE_ANY",
+    "PATCHQ_INT8_LMHEAD_CONFIG",
 )
 
 
@@ -59,10 +60,16 @@ def test_module_imports_without_torch_or_triton():
         assert 'triton' not in sys.modules, 'triton imported at module import'
         assert m.MIN_ROWS_DEFAULT == 100000
         assert set(m.LAUNCH_CONFIGS) >= {'sm90', 'sm121', 'default'}
+        assert m.KEEP_BF16_DEFAULT is True
         for arch, table in m.LAUNCH_CONFIGS.items():
-            assert {'1', '16', '32', '64'} <= set(table) <= {'1', '16', '32', '64', '128', 'gemm'}, arch
+            assert {'1', '16', '32', '64'} <= set(table) <= set(m.TABLE_KEYS), arch
             mins = [e['min_B'] for e in table.get('gemm', [])]
             assert mins == sorted(mins) and all(e['kernel'] in ('gemm', 'wgmma') for e in table.get('gemm', [])), arch
+            # kept-weight crossovers: ascending, disjoint [lo, hi] ranges, hi None only last
+            kept = table['kept_bf16']
+            for i, (lo, hi) in enumerate(kept):
+                assert lo >= 1 and (hi is None and i == len(kept) - 1 or hi >= lo), arch
+                assert i == 0 or lo > kept[i - 1][1], arch
         import patchq_runtime.int8_kernels as k
         import patchq_runtime.int8_wgmma as wg
         assert 'torch' not in sys.modules and 'triton' not in sys.modules
@@ -282,6 +289,7 @@ def test_forced_int8_path_on_cpu_frees_and_matches_reference(monkeypatch, with_b
     UQ, _, Head, _ = _fake_classes()
     monkeypatch.setenv("PATCHQ_INT8_LMHEAD_MIN_ROWS", "100")
     monkeypatch.setenv("PATCHQ_INT8_LMHEAD_FORCE", "1")
+    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_KEEP_BF16", "0")
     head, w = _head(torch, Head, V=301)
     x = torch.randn(2, 4, 64).to(torch.bfloat16)
     bias = (torch.randn(301) * 0.1).to(torch.bfloat16) if with_bias else None
@@ -315,13 +323,78 @@ def test_keep_bf16_switch(monkeypatch):
     _, _, Head, _ = _fake_classes()
     monkeypatch.setenv("PATCHQ_INT8_LMHEAD_MIN_ROWS", "100")
     monkeypatch.setenv("PATCHQ_INT8_LMHEAD_FORCE", "1")
-    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_KEEP_BF16", "1")
+    for value in ("", "1", "yes"):  # unset or empty: the default, keep
+        monkeypatch.setenv("PATCHQ_INT8_LMHEAD_KEEP_BF16", value)
+        head, w = _head(torch, Head, V=150)
+        x = torch.randn(3, 64).to(torch.bfloat16)
+        m.lm_head_logits(head, x)
+        assert head._patchq_int8_state == "int8"
+        assert torch.equal(head.weight, w)  # still there
+        assert head.weight.stride() == (64, 1)
+    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_KEEP_BF16", "off")
     head, w = _head(torch, Head, V=150)
-    x = torch.randn(3, 64).to(torch.bfloat16)
-    m.lm_head_logits(head, x)
-    assert head._patchq_int8_state == "int8"
-    assert torch.equal(head.weight, w)  # still there
-    assert head.weight.stride() == (64, 1)
+    m.lm_head_logits(head, torch.randn(3, 64).to(torch.bfloat16))
+    assert head.weight.stride() == (0, 0)
+    # a typo must not pick a memory mode silently
+    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_KEEP_BF16", "maybe")
+    with pytest.raises(ValueError, match="PATCHQ_INT8_LMHEAD_KEEP_BF16"):
+        m.prepare(_head(torch, Head, V=150)[0])
+
+
+def test_bf16_serves_ranges():
+    """The kept-weight dispatch reads the table's "kept_bf16" ranges exactly at their
+    ends; a table without the key sends every batch to the int8 kernels."""
+    from patchq_runtime import int8_lmhead as m
+
+    ranges = [[65, 100], [300, None]]
+    got = [b for b in (1, 64, 65, 100, 101, 299, 300, 10**6) if m._in_ranges(ranges, b)]
+    assert got == [65, 100, 300, 10**6]
+    assert not m._in_ranges(None, 10**6) and not m._in_ranges([], 1)
+    table = {"kept_bf16": ranges}
+    assert m._all_bf16(table, 65, 100) and m._all_bf16(table, 300, None) and m._all_bf16(table, 70, 80)
+    assert not m._all_bf16(table, 64, 100) and not m._all_bf16(table, 65, 101) and not m._all_bf16(table, 65, None)
+    assert m._all_bf16({"kept_bf16": [[65, 128], [129, None]]}, 65, None)
+    assert not m._all_bf16({}, 1, 1)
+
+
+def test_kept_weight_dispatch_cpu(monkeypatch, tmp_path):
+    """bf16 weight kept: batches in the table's "kept_bf16" ranges take vLLM's own call
+    (bit-identical to stock), the others the int8 path; with the weight freed every
+    batch takes the int8 path. On CPU the "default" table applies (65 rows and up:
+    bf16); the override file moves the crossover."""
+    torch = _torch()
+    from patchq_runtime import int8_lmhead as m
+
+    UQ, _, Head, _ = _fake_classes()
+    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_MIN_ROWS", "100")
+    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_FORCE", "1")
+    assert m.LAUNCH_CONFIGS["default"]["kept_bf16"] == [[65, None]]
+    kept, w = _head(torch, Head, V=150)
+    freed, _ = _head(torch, Head, V=150)
+    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_KEEP_BF16", "0")
+    m.prepare(freed)
+    monkeypatch.delenv("PATCHQ_INT8_LMHEAD_KEEP_BF16")
+    g = torch.Generator().manual_seed(5)
+    for lead in ((64,), (65,), (4, 16), (5, 13), (300,)):
+        x = torch.randn(*lead, 64, generator=g).to(torch.bfloat16)
+        rows = x.numel() // 64
+        calls = UQ.calls
+        out = m.lm_head_logits(kept, x)
+        q, s = kept._patchq_int8
+        if rows >= 65:
+            assert UQ.calls == calls + 1, rows
+            assert torch.equal(out, torch.nn.functional.linear(x, w)), rows
+        else:
+            assert UQ.calls == calls, rows
+            assert torch.equal(out, m.int8_linear_reference(x, q, s)), rows
+        calls = UQ.calls
+        assert torch.equal(m.lm_head_logits(freed, x), m.int8_linear_reference(x, q, s)), rows
+        assert UQ.calls == calls
+    assert m.bf16_serves("cpu", 65) and not m.bf16_serves(torch.device("cpu"), 64)
+    cfg = tmp_path / "table.json"
+    cfg.write_text('{"kept_bf16": [[1, 8]]}')
+    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_CONFIG", str(cfg))
+    assert m.bf16_serves("cpu", 8) and not m.bf16_serves("cpu", 9) and not m.bf16_serves("cpu", 300)
 
 
 def test_tied_embedding_is_not_freed(monkeypatch):
@@ -689,6 +762,14 @@ WGMMA_CFGS = {
                         "num_warps": 4},
     "persistent-b64-k128": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 64, "BLOCK_K": 128, "STAGES": 6, "WS": 2,
                             "num_warps": 4},
+    "persistent-v256-b128-k128": {"kernel": "wgmma", "BLOCK_V": 256, "BLOCK_B": 128, "BLOCK_K": 128, "STAGES": 3,
+                                  "WS": 2, "num_warps": 4},
+    "persistent-v256-b128-k64": {"kernel": "wgmma", "BLOCK_V": 256, "BLOCK_B": 128, "BLOCK_K": 64, "STAGES": 6,
+                                 "WS": 2, "num_warps": 4},
+    "persistent-smem-a": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 4, "WS": 2,
+                          "RS": 0, "num_warps": 4},
+    "ws-smem-a-b128": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 128, "BLOCK_K": 128, "STAGES": 3, "WS": 1,
+                       "RS": 0, "num_warps": 4},
     "single-smem-a": {"kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 64, "STAGES": 4, "WS": 0,
                       "RS": 0, "num_warps": 8},
     "single-reg-a": {"kernel": "wgmma", "BLOCK_V": 256, "BLOCK_B": 128, "BLOCK_K": 64, "STAGES": 4, "WS": 0,
@@ -741,7 +822,7 @@ def test_wgmma_dispatch_and_fallback(big):
     ref = torch.empty_like(out)
     wg.launch(x.contiguous(), q, s, None, ref, m._gemm_cfg(m._configs_for(x.device), 300))
     assert torch.equal(out, ref)
-    with pytest.raises(ValueError, match="128 weight rows"):
+    with pytest.raises(ValueError, match="128 or 256 weight rows"):
         wg.launch(x.contiguous(), q, s, None, ref, dict(WGMMA_CFGS["ws"], BLOCK_V=64))
     w72 = (torch.randn(1000, 72, device="cuda", generator=g) * 0.03).to(torch.bfloat16)
     q72, s72 = m.quantize_rows(w72)
@@ -1096,16 +1177,15 @@ def test_lm_head_logits_gpu_free_keep_and_fallback(monkeypatch):
     assert torch.equal(m.lm_head_logits(small, x), torch.nn.functional.linear(x, w[:5000]))
     assert small.weight.stride() == (H, 1)
 
-    # keep switch: int8 logits, bf16 weight intact
-    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_KEEP_BF16", "1")
+    # default: keep. int8 logits at 4 rows, bf16 weight intact
     kept = Head(w.clone())
     out_k = m.lm_head_logits(kept, x)
     assert kept._patchq_int8_state == "int8" and torch.equal(kept.weight, w)
     q, s = kept._patchq_int8
     _check_against_reference(torch, m, x, q, s, None, out_k, "keep_bf16 module")
-    monkeypatch.delenv("PATCHQ_INT8_LMHEAD_KEEP_BF16")
 
-    # default: free
+    # the switch: free
+    monkeypatch.setenv("PATCHQ_INT8_LMHEAD_KEEP_BF16", "0")
     wf = w.clone()
     del head, small, kept
     freed = Head(wf)
@@ -1171,3 +1251,47 @@ def test_planned_launches_and_cuda_graph(big, B):
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(gout, m.int8_linear(xn, q, s)), (B, heavy)
+
+
+@pytest.mark.gpu
+def test_kept_weight_dispatch_and_cuda_graph(big):
+    """The default (bf16 weight kept) on the full head: each batch size goes where the
+    sm90 table's crossover says, bit-identical to stock ``F.linear`` there and to
+    ``int8_linear`` elsewhere; a CUDA graph captured around ``lm_head_logits``
+    replays with new inputs to the same bits (the choice is made from the shape on
+    the host: nothing to sync, nothing that changes between capture and replay)."""
+    torch = _cuda()
+    from patchq_runtime import int8_lmhead as m
+
+    UQ, _, Head, _ = _fake_classes()
+    w, q, s = big
+    V, H = q.shape
+    dev = torch.device("cuda")
+    head = Head(w)
+    if m._arch_key(dev) == "sm90":
+        assert m.bf16_serves(dev, 65) and not m.bf16_serves(dev, 64) and m.bf16_serves(dev, 4096)
+    g = torch.Generator(device="cuda").manual_seed(99)
+    for B in (1, 16, 64, 65, 128, 300, 1100):
+        x = torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16)
+        calls = UQ.calls
+        out = m.lm_head_logits(head, x)
+        bf16 = m.bf16_serves(dev, B)
+        assert UQ.calls == calls + bf16, B
+        ref = torch.nn.functional.linear(x, w) if bf16 else m.int8_linear(x, q, s)
+        assert torch.equal(out, ref), B
+        static = x.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            m.lm_head_logits(head, static)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            gout = m.lm_head_logits(head, static)
+        xn = _heavy(torch, torch.randn(B, H, device="cuda", generator=g).to(torch.bfloat16), g)
+        static.copy_(xn)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(gout, m.lm_head_logits(head, xn)), B
+        del graph, gout
+    assert head.weight.stride() == (H, 1) and head._patchq_int8_state == "int8"

@@ -25,9 +25,11 @@ whether the module is *eligible*:
 
 If eligible, it builds a per-row symmetric int8 copy (:func:`quantize_rows`), stashes
 it on the module *and* on the weight Parameter (``_patchq_int8 = (qweight, scales)``),
-frees the bf16 weight (:func:`release_bf16_weight`) unless
-``PATCHQ_INT8_LMHEAD_KEEP_BF16=1``, and from then on computes logits with the w8a16
-kernel. Anything not eligible goes to ``lm_head.quant_method.apply`` unchanged.
+keeps the bf16 weight (the default; ``PATCHQ_INT8_LMHEAD_KEEP_BF16=0`` frees it with
+:func:`release_bf16_weight`) and from then on computes each batch's logits with
+whichever of the w8a16 kernels and the stock bf16 call is faster for that batch size
+(bf16 weight kept) or with the kernels alone (freed). Anything not eligible goes to
+``lm_head.quant_method.apply`` unchanged.
 
 Sharing with a drafter
 ----------------------
@@ -36,6 +38,45 @@ holds the same module object or a module whose ``weight`` is the same Parameter
 object. Both find the int8 copy: it is looked up on the module first, then on the
 Parameter. A drafter with a bf16 *copy* of the weight (a different Parameter) gets
 its own int8 copy on its own first call.
+
+Keeping or freeing the bf16 weight
+----------------------------------
+*Kept* (the default, :data:`KEEP_BF16_DEFAULT`): a batch of ``B`` rows goes to vLLM's
+own ``lm_head.quant_method.apply`` when the launch table of the GPU's architecture
+lists ``B`` in its ``"kept_bf16"`` ranges (:func:`bf16_serves`), else to the int8
+kernels. The ranges are crossovers measured per architecture and fixed in
+:data:`LAUNCH_CONFIGS` (no autotuning at server start); the choice is made on the host
+from the shape alone, so it needs no sync and a CUDA graph captured for a batch size
+replays the path chosen for that size. On the H200 (sm90, ``bench/int8_lmhead.py``,
+[248320, 3072], same-run bf16 ``F.linear``) the int8 path measured 1.39-2.07x up to
+64 rows, 0.77-0.97x at 65-96, 0.77-1.04x at 104-128 (heavy-tailed rows the low end)
+and 0.45-0.90x from 129 to 4096, so bf16 serves from 65 rows and the kept mode
+measured 0.997-1.01x there: never slower than stock by more than the dispatch (a
+shape check on the host). Cost: the int8 copy (V*H + 2V bytes, 0.76 GB
+for [248320, 3072]) on top of the stock weight.
+
+*Freed* (``PATCHQ_INT8_LMHEAD_KEEP_BF16=0``): every batch takes the int8 kernels (0.69-
+0.90x of bf16 from 104 rows on the H200; on sm121 the table has no kernel above 64
+rows, so 65-1024 rows re-read the int8 weight once per 64 rows) and the lm-head holds
+0.50 of the bf16 bytes. What that buys in vLLM (read in 0.23.0's ``gpu_worker``):
+not KV cache. The pool is ``requested - (weights measured at load + profiling peak
+increase + non-torch)``, and the first lm-head call, which quantizes and frees, runs
+inside the profiling run (``profile_run`` -> ``_dummy_sampler_run``), after the weights
+(bf16 head included) were measured; the freed 1.53 GB leaves the pool as it is, and
+``memory_profiling``'s closing ``empty_cache`` hands it back to the driver (on the DGX
+Spark's unified memory: to the OS). Had it reached the pool: 62080 tokens of the
+Qwen3.5-122B-A10B target's KV (12 attention layers x 2 KV heads x 256 x K, V x bf16 =
+24 KiB a token). The same accounting counts the kept mode's int8 copy only through
+the profiling peak (the quantization transient is +1.37 GB above the start), so
+where the forward's activation peak is larger the copy sits up to 0.76 GB outside
+``gpu_memory_utilization``'s budget.
+
+Why keep is the default: the seed's users (DGX Spark, 128 GB unified memory, c=1
+agents and batch serving) get the same ~2x at 1-16 rows either way; batch serving
+(DFlash n=12 verifies 13 rows a sequence: 8-40 sequences land at 104-520 rows) keeps
+stock speed instead of 0.69-0.86x; weight reloading (RL weight sync) and sleep mode
+with weight offload keep working; and freeing gives vLLM's KV pool nothing. The other choice is
+the one switch ``PATCHQ_INT8_LMHEAD_KEEP_BF16=0``.
 
 What "free" means
 -----------------
@@ -46,17 +87,13 @@ one-element tensor expanded to the original ``[V, H]`` shape (stride ``(0, 0)``)
 Shape, dtype and device metadata are unchanged, ``numel()`` still says ``V*H``, but
 the storage is 2 bytes; in-place writes into it raise (PyTorch refuses to write
 through an expanded tensor), and reads return zeros. The ``V*H*2`` bytes return to
-PyTorch's caching allocator (not to the driver: no ``empty_cache`` is called).
+PyTorch's caching allocator (this module calls no ``empty_cache``).
 Consequences: weight reloading (``load_weights`` after start, RL weight sync), sleep
 mode with weight offload and a *tied* embedding cannot work on the freed weight. A
 tied lm-head (vLLM then passes the ``VocabParallelEmbedding`` itself as
 ``lm_head``) is therefore never freed: only a module whose class is named
-``ParallelLMHead`` is. Set ``PATCHQ_INT8_LMHEAD_KEEP_BF16=1`` when any of those
-matter. Note for the KV-cache budget: vLLM sizes the KV pool from the weight memory
-measured at load time plus the profiling peak; whether the freed 1.5 GB shows up as
-a bigger pool depends on where the first call lands (the profiling run does call
-the lm-head). :func:`prepare` does the same work eagerly for a caller that wants it
-earlier.
+``ParallelLMHead`` is. :func:`prepare` does the same work eagerly for a caller that
+wants it earlier (before vLLM measures the weights, the freed bytes would count).
 
 Kernel
 ------
@@ -133,6 +170,8 @@ __all__ = [
     "quantize_rows",
     "int8_linear_reference",
     "int8_linear",
+    "bf16_serves",
+    "keep_bf16",
     "release_bf16_weight",
     "is_eligible",
 ]
@@ -171,6 +210,13 @@ DEQUANT_CHUNK_ROWS = 32768
 #: Weight rows processed at a time by :func:`quantize_rows` and the torch reference
 #: path (bounds the fp32 temporaries).
 QUANT_CHUNK_ROWS = 16384
+
+#: Whether the bf16 weight is kept next to the int8 copy when env
+#: ``PATCHQ_INT8_LMHEAD_KEEP_BF16`` is unset (``0`` frees it, ``1`` keeps it). Kept,
+#: each batch goes to whichever of the int8 kernels and the stock bf16 call is
+#: faster (:func:`bf16_serves`); freed, every batch takes the int8 kernels. Why keep is
+#: the default: the module docstring, "Keeping or freeing the bf16 weight".
+KEEP_BF16_DEFAULT = True
 
 _ENV_MIN_ROWS = "PATCHQ_INT8_LMHEAD_MIN_ROWS"
 _ENV_KEEP = "PATCHQ_INT8_LMHEAD_KEEP_BF16"
@@ -246,20 +292,34 @@ LAUNCH_CONFIGS = {
             {"min_B": 129, "kernel": "wgmma", "BLOCK_V": 128, "BLOCK_B": 256, "BLOCK_K": 128, "STAGES": 2,
              "WS": 2, "num_warps": 4},
         ],
+        # bf16 weight kept: from 65 rows the stock bf16 call is faster on both row kinds
+        # (H200, bench/int8_lmhead.py, 2026-12-02: the int8 path measured 1.34-2.07x up
+        # to 64 rows, 0.70-1.04x at 65-128 and 0.45-0.90x from 129 to 4096)
+        "kept_bf16": [[65, None]],
     },
     "sm121": {
         "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
         "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
         "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3},
         "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
+        # NOT measured: above the largest bucket the int8 path re-reads the weight once
+        # per 64 rows (as many bytes as one bf16 read from 128 rows on), so bf16 serves
+        "kept_bf16": [[65, None]],
     },
     "default": {
         "1": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
         "16": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
         "32": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3},
         "64": {"kernel": "dott", "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3},
+        "kept_bf16": [[65, None]],  # as sm121: not measured
     },
 }
+
+#: Launch-table keys (besides the batch buckets "1".."128"): "gemm" (see above) and
+#: "kept_bf16", a list of ``[min_rows, max_rows]`` ranges (``max_rows`` None: no upper
+#: end) of batches that the stock bf16 call serves when the bf16 weight is kept
+#: (:func:`bf16_serves`); a table without it sends every batch to the int8 kernels.
+TABLE_KEYS = ("1", "16", "32", "64", "128", "gemm", "kept_bf16")
 
 
 
@@ -382,8 +442,13 @@ _CONFIG_CACHE: dict = {}
 
 
 def _arch_key(device) -> str:
+    """``sm<major><minor>`` of a CUDA device; ``"cpu"`` for any other device (no table
+    of its own: the "default" one)."""
     import torch
 
+    device = torch.device(device)
+    if device.type != "cuda":
+        return "cpu"
     major, minor = torch.cuda.get_device_capability(device)
     return f"sm{major}{minor}"
 
@@ -404,9 +469,57 @@ def _configs_for(device) -> dict:
             data = json.load(fh)
         if arch in data and isinstance(data[arch], dict):
             data = data[arch]
-        table.update({str(k): v for k, v in data.items() if str(k) in ("1", "16", "32", "64", "128", "gemm")})
+        table.update({str(k): v for k, v in data.items() if str(k) in TABLE_KEYS})
     _CONFIG_CACHE[key] = table
     return table
+
+
+def _in_ranges(ranges, rows: int) -> bool:
+    """Whether ``rows`` lies in one of the ``[lo, hi]`` ranges (``hi`` None: open)."""
+    for lo, hi in ranges or ():
+        if rows >= lo and (hi is None or rows <= hi):
+            return True
+    return False
+
+
+def bf16_serves(device, rows: int) -> bool:
+    """Whether, with the bf16 weight kept, a batch of ``rows`` rows goes to the stock
+    bf16 call rather than the int8 kernels.
+
+    Args:
+        device: the activations' device (``torch.device`` or its string).
+        rows: batch rows (tokens whose logits are computed).
+
+    Returns:
+        True when the launch table of the device's architecture (:data:`LAUNCH_CONFIGS`
+        ``["sm<major><minor>"]``, else ``"default"``; env ``PATCHQ_INT8_LMHEAD_CONFIG``
+        may override it) lists ``rows`` in its ``"kept_bf16"`` ranges. The ranges are
+        the measured crossovers (where bf16 ``F.linear`` beat the int8 path on either
+        row kind): fixed per architecture, decided on the host from the shape alone, so
+        no host sync and the same choice inside a CUDA graph as outside.
+
+    Raises:
+        OSError, ValueError: the override file cannot be read or parsed.
+    """
+    return _in_ranges(_configs_for(device).get("kept_bf16"), int(rows))
+
+
+def keep_bf16() -> bool:
+    """Whether the bf16 weight is kept next to the int8 copy (env
+    ``PATCHQ_INT8_LMHEAD_KEEP_BF16``: ``1``/``true``/``yes``/``on`` keep, ``0``/
+    ``false``/``no``/``off`` free; unset or empty: :data:`KEEP_BF16_DEFAULT`).
+
+    Raises:
+        ValueError: any other value (a typo must not silently pick a memory mode).
+    """
+    raw = os.environ.get(_ENV_KEEP, "").strip().lower()
+    if not raw:
+        return KEEP_BF16_DEFAULT
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{_ENV_KEEP}={raw!r}: use 1 (keep the bf16 weight) or 0 (free it)")
 
 
 def _kernel_calls(cfg: dict, x2, q, scales, bias, out, alloc=None):
@@ -658,9 +771,10 @@ def release_bf16_weight(lm_head) -> int:
 def prepare(lm_head) -> bool:
     """Decide eligibility and, if eligible, build the int8 copy now.
 
-    Idempotent; :func:`lm_head_logits` calls it on its first call. Frees the bf16
-    weight unless ``PATCHQ_INT8_LMHEAD_KEEP_BF16=1``; on CUDA also compiles the
-    kernels for every batch bucket unless ``PATCHQ_INT8_LMHEAD_WARMUP=0``.
+    Idempotent; :func:`lm_head_logits` calls it on its first call. Keeps the bf16
+    weight unless :func:`keep_bf16` says free; on CUDA also compiles the
+    kernels for every batch bucket (with the weight kept: those some batch size
+    still reaches) unless ``PATCHQ_INT8_LMHEAD_WARMUP=0``.
 
     Args:
         lm_head: the lm-head module.
@@ -669,7 +783,7 @@ def prepare(lm_head) -> bool:
         True when the int8 path is active for this module.
 
     Raises:
-        ValueError: bad ``PATCHQ_INT8_LMHEAD_MIN_ROWS``.
+        ValueError: bad ``PATCHQ_INT8_LMHEAD_MIN_ROWS`` or ``PATCHQ_INT8_LMHEAD_KEEP_BF16``.
     """
     state = getattr(lm_head, _STATE_ATTR, None)
     if state is not None:
@@ -688,10 +802,11 @@ def prepare(lm_head) -> bool:
         w._patchq_int8 = packed
     _set_attr(lm_head, _ATTR, packed)
     _set_attr(lm_head, _STATE_ATTR, "int8")
-    if not _env_flag(_ENV_KEEP):
+    kept = keep_bf16()
+    if not kept:
         release_bf16_weight(lm_head)
     if packed[0].is_cuda and os.environ.get(_ENV_WARMUP, "1").strip() != "0" and _triton_available():
-        _warmup(packed, w.dtype)
+        _warmup(packed, w.dtype, kept=kept and not getattr(w, "_patchq_int8_freed", False))
     return True
 
 
@@ -701,21 +816,47 @@ def _set_attr(mod, name, value):
     object.__setattr__(mod, name, value)
 
 
-def _warmup(packed, dtype) -> None:
+def _all_bf16(table: dict, lo: int, hi: int | None) -> bool:
+    """Whether every batch size from ``lo`` to ``hi`` (None: no end) is in the
+    table's "kept_bf16" ranges (then a kept weight never runs the int8 kernel there)."""
+    b = lo
+    for r_lo, r_hi in sorted(table.get("kept_bf16") or (), key=lambda r: r[0]):
+        if r_lo > b:
+            return False
+        if r_hi is None:
+            return True
+        b = max(b, r_hi + 1)
+        if hi is not None and b > hi:
+            return True
+    return False
+
+
+def _warmup(packed, dtype, kept: bool = False) -> None:
+    """Compile the int8 kernels for every batch bucket and "gemm" entry; with the
+    bf16 weight kept, only those that some batch size still reaches."""
     import torch
 
     q, scales = packed
     H = q.shape[1]
     table = _configs_for(q.device)
+    buckets = _buckets(table)
+    gemm = list(table.get("gemm") or ())
+    # bucket "1" serves 1 row, each next bucket the sizes above the one before it
+    served = list(zip([1, *buckets], [1, *(p + 1 for p in (1, *buckets[:-1]))], strict=True))
     with torch.no_grad():
-        for b in [1] + [b for b in _buckets(table) if _gemm_cfg(table, b) is None]:
+        for b, lo in served:
+            if _gemm_cfg(table, b) is not None or (kept and _all_bf16(table, lo, b)):
+                continue
             x = torch.zeros((b, H), dtype=dtype, device=q.device)
             int8_linear(x, q, scales, None)
         # the gemm entries compile once for any batch (B is not specialized): a 16-row
         # launch compiles each without a min_B-row output (up to ~0.5 GB at 1025 rows)
         x = torch.zeros((16, H), dtype=dtype, device=q.device)
         out = torch.empty((16, q.shape[0]), dtype=dtype, device=q.device)
-        for entry in table.get("gemm") or ():
+        for j, entry in enumerate(gemm):
+            hi = int(gemm[j + 1]["min_B"]) - 1 if j + 1 < len(gemm) else None
+            if kept and _all_bf16(table, int(entry["min_B"]), hi):
+                continue
             _launch_gemm(entry, x, q, scales, None, out)
 
 
@@ -728,13 +869,16 @@ def lm_head_logits(lm_head, hidden_states, bias=None):
         bias: optional embedding bias ``[V]``.
 
     Returns:
-        ``[..., V]`` logits in ``hidden_states.dtype``: from the int8 w8a16 kernel
-        when the module is eligible (decided once, on the first call), else exactly
-        ``lm_head.quant_method.apply(lm_head, hidden_states, bias=bias)``.
+        ``[..., V]`` logits in ``hidden_states.dtype``: from the int8 w8a16 kernels
+        when the module is eligible (decided once, on the first call) and either its
+        bf16 weight was freed or the batch's rows (``hidden_states.numel() // H``)
+        are outside the table's ``"kept_bf16"`` ranges (:func:`bf16_serves`); else
+        exactly ``lm_head.quant_method.apply(lm_head, hidden_states, bias=bias)``.
 
     Raises:
-        ValueError: bad ``PATCHQ_INT8_LMHEAD_MIN_ROWS``, or ``hidden_states`` last
-            dim differs from the weight's columns on the int8 path.
+        ValueError: bad ``PATCHQ_INT8_LMHEAD_MIN_ROWS`` or
+            ``PATCHQ_INT8_LMHEAD_KEEP_BF16``, or ``hidden_states`` last dim differs
+            from the weight's columns on the int8 path.
     """
     packed = getattr(lm_head, _ATTR, None)
     if packed is None:
@@ -750,6 +894,11 @@ def lm_head_logits(lm_head, hidden_states, bias=None):
             elif prepare(lm_head):
                 packed = getattr(lm_head, _ATTR)
     if packed is None:
+        return lm_head.quant_method.apply(lm_head, hidden_states, bias=bias)
+    H = hidden_states.shape[-1]
+    rows = hidden_states.numel() // H if H else 0
+    if not getattr(lm_head.weight, "_patchq_int8_freed", False) and bf16_serves(hidden_states.device, rows):
+        # bf16 weight kept and faster at this batch size: vLLM's own call, unchanged
         return lm_head.quant_method.apply(lm_head, hidden_states, bias=bias)
     q, scales = packed
     return int8_linear(hidden_states, q, scales, bias)

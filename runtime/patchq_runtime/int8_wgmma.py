@@ -21,7 +21,7 @@ Triton-level kernel could not express what the hardware needs (measured on the H
   ``wgmma.wait_group 1`` (seen in the SASS). So each warpgroup waits for its own MMA
   (``wait(0)``) and overlap comes from warp specialization instead:
   ``_w8a16_ws_kernel`` runs one TMA producer warp and two consumer warpgroups of 64
-  weight rows each, synchronized only by mbarriers (ready/empty per ring stage), so
+  (or 128) weight rows each, synchronized only by mbarriers (ready/empty per ring stage), so
   one warpgroup converts while the other multiplies. Tiles are strided over the
   programs: one program per tile, or a persistent grid of one program per SM.
   ``_w8a16_wgmma_kernel`` is the single-partition version (converted tile staged
@@ -112,17 +112,20 @@ def launch(x2, q, scales, bias, out, cfg: dict) -> None:
         scales: ``[V]`` fp16.
         bias: ``[V]`` or None.
         out: ``[B, V]`` in ``x2.dtype``, unit stride along V.
-        cfg: a launch-table entry: ``BLOCK_V`` weight rows per tile (128 for the
-            warp-specialized kernels: two consumer warpgroups of 64), ``BLOCK_B``
+        cfg: a launch-table entry: ``BLOCK_V`` weight rows per tile (128 or 256 for
+            the warp-specialized kernels: two consumer warpgroups of 64 or 128 rows), ``BLOCK_B``
             batch rows per tile (16-256, a power of two), ``BLOCK_K`` (64 or 128),
             ``STAGES`` (TMA ring depth; shared memory is
             ``STAGES * (BLOCK_V + 2 * BLOCK_B) * BLOCK_K`` bytes, at most ~227 KiB),
-            ``WS`` (0: single partition, ``RS`` and ``num_warps`` apply; 1:
-            warp-specialized; 2: warp-specialized and persistent), ``REGS``
-            (consumer register budget, default 232).
+            ``WS`` (0: single partition, ``num_warps`` applies; 1:
+            warp-specialized; 2: warp-specialized and persistent), ``RS`` (warp-
+            specialized only: 1, the default, converts the weight tile into the
+            register A operand and waits for each MMA; 0 converts it into two
+            shared-memory buffers per consumer, ``2 * BLOCK_V * BLOCK_K * 2`` more bytes,
+            and keeps one MMA in flight), ``REGS`` (consumer register budget, default 232).
 
     Raises:
-        ValueError: a warp-specialized config with ``BLOCK_V != 128``.
+        ValueError: a warp-specialized config with ``BLOCK_V`` other than 128 or 256.
     """
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -135,15 +138,16 @@ def launch(x2, q, scales, bias, out, cfg: dict) -> None:
     q_desc = TensorDescriptor(q, [V, K], [K, 1], [bv, bk], q_layout)
     x_desc = TensorDescriptor(x2, [B, K], [K, 1], [bb, bk], x_layout)
     grid = (((V + bv - 1) // bv) * ((B + bb - 1) // bb),)
-    if cfg.get("WS") and bv != 128:
-        raise ValueError(f"warp-specialized wgmma tiles hold 128 weight rows, not {bv}")
+    if cfg.get("WS") and bv not in (128, 256):
+        raise ValueError(f"warp-specialized wgmma tiles hold 128 or 256 weight rows, not {bv}")
     if cfg.get("WS"):
         # WS 1: one program per tile; WS 2: persistent, one program per SM
         n = min(grid[0], _sm_count(q.device)) if cfg["WS"] == 2 else grid[0]
         kernel.ws[(n,)](
             q_desc, x_desc, scales, bias if bias is not None else scales, out,
             B, V, out.stride(0),
-            K=K, HAS_BIAS=bias is not None, STAGES=cfg["STAGES"], CONSUMER_REGS=cfg.get("REGS", 232), num_warps=4,
+            K=K, HAS_BIAS=bias is not None, STAGES=cfg["STAGES"], CONSUMER_REGS=cfg.get("REGS", 232),
+            RS=cfg.get("RS", 1), num_warps=4,
         )
         return
     kernel[grid](
