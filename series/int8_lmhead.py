@@ -2,8 +2,10 @@
 
 The lm-head (248320 x 3072 in bf16, 1.5 GB) is read on every decoded token. The patched
 call goes to :func:`patchq_runtime.int8_lmhead.lm_head_logits`, which builds a per-row
-int8 copy on first use, frees the bf16 weight (unless ``PATCHQ_INT8_LMHEAD_KEEP_BF16=1``)
-and falls back to ``lm_head.quant_method.apply`` for anything not eligible. The import
+int8 copy on first use, keeps the bf16 weight by default (``PATCHQ_INT8_LMHEAD_KEEP_BF16=0``
+frees it) and sends each batch to whichever of the int8 kernels and
+``lm_head.quant_method.apply`` is faster for its row count, falling back to the latter for
+anything not eligible (the measured choice: ``docs/patches.md``, "Keep or free"). The import
 is kept local to the patched method (vLLM's file never imports triton or patchq).
 
 Variants (``vllm/model_executor/layers/logits_processor.py``, class ``LogitsProcessor``;
@@ -25,8 +27,8 @@ number of ``lm_head.quant_method.apply(...)`` calls: 1 in 0.15.1-0.16.0, 2 in
 Decision: the proposers' path (``get_top_tokens`` / ``get_top_k_tokens``) takes the int8
 path too, on every release where it exists. Reasons:
 
-1. Correctness: on its first eligible call the int8 path frees the bf16 weight (its
-   storage becomes a 2-byte expanded tensor that reads as zeros). The drafter shares the
+1. Correctness: with ``PATCHQ_INT8_LMHEAD_KEEP_BF16=0`` the first eligible call frees the
+   bf16 weight (its storage becomes a 2-byte expanded tensor that reads as zeros). The drafter shares the
    target's lm-head module (or its weight Parameter), so a stock bf16 call on the
    proposers' path after that would compute logits from an emptied weight: silently
    wrong draft tokens and collapsed acceptance, with no error.
@@ -64,8 +66,9 @@ PATCH = patch(
     id="int8-lmhead",
     summary="lm-head logits through a per-row int8 w8a16 GEMV (half the weight read per token)",
     why="""The 248320 x 3072 bf16 vocabulary projection is read on every decoded token;
-    a per-row symmetric int8 copy halves that read, keeps greedy outputs, and frees 1.5 GB
-    of bf16 weight for the KV cache pool.""",
+    a per-row symmetric int8 copy halves that read for small batches (about 2x at 1-16
+    rows on the H200) and keeps greedy outputs; larger batches stay on the kept bf16
+    weight, where the int8 kernels are slower.""",
     applies=">=0.15",
     variants=[
         variant(">=0.15,<0.17", edits={"get-logits-call": int8_assign},
