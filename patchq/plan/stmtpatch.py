@@ -111,8 +111,31 @@ def _stmts_ast(text: str) -> list[ast.stmt]:
     return ast.parse(text).body if text.strip() else []
 
 
-def _parse_stmts(text: str) -> list[cst.BaseStatement]:
-    return list(cst.parse_module(text).body) if text.strip() else []
+def parse_statements(text: str) -> list[cst.BaseStatement]:
+    """Statements of ``text`` (at column 0) with the comment and blank lines above the first
+    one kept as its ``leading_lines``: a plain :func:`libcst.parse_module` would put them in
+    the module header, and an inserted comment would be lost."""
+    if not text.strip():
+        return []
+    return [_unindent_blank_lines(s) for s in cst.parse_module(_LEAD + text).body[1:]]
+
+
+class _BlankLines(cst.CSTTransformer):
+    def leave_EmptyLine(self, original: cst.EmptyLine, updated: cst.EmptyLine) -> cst.EmptyLine:
+        return updated.with_changes(indent=False) if updated.comment is None and not updated.whitespace.value \
+            else updated
+
+
+def _unindent_blank_lines(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """Blank lines parsed at column 0 count as indented; in a block they would render with its
+    indentation. An empty line in the source is an empty line in the result."""
+    return stmt.visit(_BlankLines())  # type: ignore[return-value]
+
+
+_LEAD = "pass\n"  # keeps the comments above the first statement out of Module.header
+
+
+_parse_stmts = parse_statements
 
 
 # --------------------------------------------------------------------------- diff
