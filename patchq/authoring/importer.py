@@ -202,7 +202,10 @@ def attribute(relpath: str, pristine: str, patched: str, hunks: list) -> list[Hu
 
 
 def _outermost(qualnames: list[str]) -> list[str]:
-    return [q for q in qualnames if not any(q.startswith(o + ".") for o in qualnames if o != q)]
+    """The qualnames not nested in another of them, each once (two hunks in one definition
+    are one anchor: a second anchor would apply the same operations twice)."""
+    unique = list(dict.fromkeys(qualnames))
+    return [q for q in unique if not any(q.startswith(o + ".") for o in unique if o != q)]
 
 
 # --------------------------------------------------------------------------- module level
