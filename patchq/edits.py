@@ -139,6 +139,10 @@ def add_sentinel(tree: DefNode, patch_id: str, patch_hash: str) -> DefNode:
         return cst.FlattenSentinel([add_sentinel(n, patch_id, patch_hash) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
                                     else n for n in tree.nodes])  # type: ignore[return-value]
     text = sentinel_comment(patch_id, patch_hash)
+    if isinstance(tree, cst.Module):  # a module-level edit: the sentinel ends the module's header comments
+        kept_head = [line for line in tree.header
+                     if not (line.comment and (m := SENTINEL_RE.match(line.comment.value)) and m.group(1) == patch_id)]
+        return tree.with_changes(header=[*kept_head, cst.EmptyLine(comment=cst.Comment(text))])  # type: ignore[return-value]
     kept = [
         line
         for line in tree.leading_lines

@@ -155,7 +155,7 @@ def _emit(ops: list[Op], a: Sequence[cst.CSTNode], i: int, j: int, new: Sequence
         ops.append({"op": "replace", "old": "".join(stmt_text(s) for s in a[i:j]), "new": new_src, **ctx})
 
 
-def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[Op]) -> None:
+def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[Op], module: bool = False) -> None:
     ka, kb = [stmt_text(s) for s in a], [stmt_text(s) for s in b]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
         if tag == "equal":
@@ -171,9 +171,10 @@ def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[O
                 if stmt_text(x) == stmt_text(y):
                     continue
                 bx, by = sub_blocks(x), sub_blocks(y)
-                if bx and len(bx) == len(by):
+                nested = not (module and isinstance(x, (cst.FunctionDef, cst.ClassDef)))  # a module op stays outside
+                if nested and bx and len(bx) == len(by):
                     for sx, sy in zip(bx, by, strict=False):
-                        _diff_blocks(sx.body, sy.body, ops)
+                        _diff_blocks(sx.body, sy.body, ops, module)
                 else:
                     _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y])
 
@@ -202,7 +203,42 @@ def diff_definition(old: DefNode, new: DefNode) -> list[Op]:
     return ops
 
 
+def diff_module(old: cst.Module, new: cst.Module) -> list[Op]:
+    """The operations that turn module ``old`` into ``new`` at module level (a module-level
+    anchor, series format 2): top-level statements, and those inside module-level
+    ``if``/``try``/``with`` blocks; a definition is one statement (what changes inside an
+    existing one is its own anchor's business).
+
+    Returns:
+        The operations, or ``[]`` when they do not reproduce ``new``'s text exactly.
+    """
+    ops: list[Op] = []
+    _diff_blocks(old.body, new.body, ops, module=True)
+    try:
+        ok = apply_ops(old, ops).code == new.code  # type: ignore[union-attr]
+    except AnchorError:
+        ok = False
+    return ops if ok else []
+
+
 # --------------------------------------------------------------------------- apply
+
+
+def _module_blocks(module: cst.Module) -> list:
+    """The places a module-level operation may go: the module, and the blocks of its
+    top-level compound statements other than definitions (``if TYPE_CHECKING:``...)."""
+    out: list = [module]
+
+    def walk(stmts) -> None:
+        for st in stmts:
+            if isinstance(st, (cst.FunctionDef, cst.ClassDef)) or not isinstance(st, cst.BaseCompoundStatement):
+                continue
+            for blk in sub_blocks(st):
+                out.append(blk)
+                walk(blk.body)
+
+    walk(module.body)
+    return out
 
 
 def _norm_match(pattern: ast.stmt, stmt: cst.CSTNode, cache: dict) -> bool:
@@ -221,7 +257,7 @@ def _places(defn: DefNode, op: Op, cache: dict) -> list[tuple[cst.IndentedBlock,
     after = _pattern(op["after"]) if op.get("after") else None
     before = _pattern(op["before"]) if op.get("before") else None
     runs: list[tuple[cst.IndentedBlock, int, int]] = []
-    for block in all_blocks(defn):
+    for block in (_module_blocks(defn) if isinstance(defn, cst.Module) else all_blocks(defn)):
         body = block.body
         k = len(old)
         for i in range(len(body) - k + 1 if k else len(body) + 1):
@@ -258,17 +294,21 @@ def _describe(op: Op) -> str:
     return f"{op['op']} `{first[:70]}`"
 
 
+def _name(defn: cst.CSTNode) -> str:
+    return "the module" if isinstance(defn, cst.Module) else defn.name.value  # type: ignore[attr-defined]
+
+
 def apply_op(defn: DefNode, op: Op) -> DefNode | cst.FlattenSentinel:
     """Apply one operation to ``defn``. Raises AnchorError when its place is missing or ambiguous."""
     kind = op["op"]
     if kind == "header":
         if not ast_match(_pattern(op["old"]), _pattern(header_text(defn, leading=False))):
-            raise AnchorError(f"{defn.name.value}: the signature/decorators differ from the patch's pristine ones")
+            raise AnchorError(f"{_name(defn)}: the signature/decorators differ from the patch's pristine ones")
         head = cst.parse_module(op["new"]).body[0]
         return head.with_changes(body=defn.body, leading_lines=defn.leading_lines)  # type: ignore[return-value]
     if kind == "definition":
         if fingerprint(defn) != op["fingerprint"]:
-            raise AnchorError(f"{defn.name.value} changed (fingerprint {fingerprint(defn)}, the patch "
+            raise AnchorError(f"{_name(defn)} changed (fingerprint {fingerprint(defn)}, the patch "
                               f"replaces the whole definition only at {op['fingerprint']})")
         new = cst.parse_module(op["new"]).body[0]
         return new.with_changes(leading_lines=defn.leading_lines)  # type: ignore[return-value]
@@ -276,13 +316,15 @@ def apply_op(defn: DefNode, op: Op) -> DefNode | cst.FlattenSentinel:
         return apply_ops(defn, [op])
     places = _places(defn, op, {})
     if len(places) != 1:
-        raise AnchorError(f"{defn.name.value}: {_describe(op)}: "
+        raise AnchorError(f"{_name(defn)}: {_describe(op)}: "
                           f"{'no place' if not places else f'{len(places)} places'} match by structure")
     block, i, j = places[0]
     body = list(block.body)
     body[i:j] = _parse_stmts(op["new"])
-    if not body:
+    if not body and not isinstance(block, cst.Module):
         body = [cst.SimpleStatementLine(body=[cst.Pass()])]
+    if block is defn:
+        return block.with_changes(body=body)  # type: ignore[return-value]
     return defn.deep_replace(block, block.with_changes(body=body))  # type: ignore[return-value]
 
 
@@ -319,6 +361,12 @@ def statement_edit(ops: Sequence[Op]) -> Callable:
     """An edit function for :func:`patchq.series.variant` that applies ``ops``."""
 
     def edit(defn, found, ctx):
+        if isinstance(defn, cst.FlattenSentinel):  # an earlier edit placed statements beside the definition
+            nodes = list(defn.nodes)
+            at = next(i for i, n in enumerate(nodes) if isinstance(n, (cst.FunctionDef, cst.ClassDef)))
+            done = apply_ops(nodes[at], ops)
+            inner = list(done.nodes) if isinstance(done, cst.FlattenSentinel) else [done]
+            return cst.FlattenSentinel([*nodes[:at], *inner, *nodes[at + 1:]])
         return apply_ops(defn, ops)
 
     edit.__doc__ = f"{len(ops)} statement operation(s) (patchq.plan.stmtpatch), generated by `patchq import`."
