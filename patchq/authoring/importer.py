@@ -45,8 +45,8 @@ from unidiff.errors import UnidiffParseError
 
 from patchq.authoring.merge import module_of, strip_sentinels
 from patchq.errors import ImportRefused, PatchqError, UsageError  # noqa: F401
-from patchq.plan import stmtpatch
 from patchq.model import MODULE_QUALNAME
+from patchq.plan import stmtpatch
 from patchq.plan.anchors import (
     ast_index,
     cut_segment,

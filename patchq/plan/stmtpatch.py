@@ -146,16 +146,26 @@ def _op_context(block: Sequence[cst.CSTNode], i: int, j: int) -> dict:
             "before": header_text(block[j], leading=False) if j < len(block) else None}
 
 
-def _emit(ops: list[Op], a: Sequence[cst.CSTNode], i: int, j: int, new: Sequence[cst.CSTNode]) -> None:
+#: (header pattern of the compound statement owning a block, or None for the definition's
+#: own body; index of the block among that statement's blocks: ``if`` 0, ``else`` 1, ...)
+Owner = tuple[str | None, int]
+
+
+def _emit(ops: list[Op], a: Sequence[cst.CSTNode], i: int, j: int, new: Sequence[cst.CSTNode],
+          owner: Owner = (None, 0)) -> None:
     new_src = "".join(stmt_text(s) for s in new)
     ctx = _op_context(a, i, j)
     if i == j:
-        ops.append({"op": "insert", "new": new_src, **ctx})
+        op = {"op": "insert", "new": new_src, **ctx}
+        if i == 0 or j == len(a):  # a block prepend/append: found by its block, not only by a neighbour
+            op.update({"at": "start" if i == 0 else "end", "block": owner[0], "branch": owner[1]})
+        ops.append(op)
     else:
         ops.append({"op": "replace", "old": "".join(stmt_text(s) for s in a[i:j]), "new": new_src, **ctx})
 
 
-def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[Op], module: bool = False) -> None:
+def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[Op], module: bool = False,
+                 owner: Owner = (None, 0)) -> None:
     ka, kb = [stmt_text(s) for s in a], [stmt_text(s) for s in b]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
         if tag == "equal":
@@ -164,7 +174,7 @@ def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[O
         hb = [header_text(s) for s in b[j1:j2]]
         for t2, a1, a2, b1, b2 in difflib.SequenceMatcher(None, ha, hb, autojunk=False).get_opcodes():
             if t2 != "equal":
-                _emit(ops, a, i1 + a1, i1 + a2, b[j1 + b1:j1 + b2])
+                _emit(ops, a, i1 + a1, i1 + a2, b[j1 + b1:j1 + b2], owner)
                 continue
             for k in range(a2 - a1):
                 x, y = a[i1 + a1 + k], b[j1 + b1 + k]
@@ -173,10 +183,11 @@ def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[O
                 bx, by = sub_blocks(x), sub_blocks(y)
                 nested = not (module and isinstance(x, (cst.FunctionDef, cst.ClassDef)))  # a module op stays outside
                 if nested and bx and len(bx) == len(by):
-                    for sx, sy in zip(bx, by, strict=False):
-                        _diff_blocks(sx.body, sy.body, ops, module)
+                    head = header_text(x, leading=False)
+                    for n, (sx, sy) in enumerate(zip(bx, by, strict=False)):
+                        _diff_blocks(sx.body, sy.body, ops, module, (head, n))
                 else:
-                    _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y])
+                    _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y], owner)
 
 
 def diff_definition(old: DefNode, new: DefNode) -> list[Op]:
@@ -193,10 +204,8 @@ def diff_definition(old: DefNode, new: DefNode) -> list[Op]:
         _diff_blocks(old.body.body, new.body.body, ops)
     else:
         ops = []
-    try:
-        ok = bool(ops) and node_code(apply_ops(old, ops)) == node_code(new.with_changes(leading_lines=old.leading_lines))
-    except AnchorError:
-        ok = False
+    want = node_code(new.with_changes(leading_lines=old.leading_lines))
+    ok = bool(ops) and _resolve(old, ops, want, lambda d: node_code(d))
     if not ok:
         ops = [{"op": "definition", "fingerprint": fingerprint(old),
                 "new": node_code(new.with_changes(leading_lines=[]))}]
@@ -214,11 +223,39 @@ def diff_module(old: cst.Module, new: cst.Module) -> list[Op]:
     """
     ops: list[Op] = []
     _diff_blocks(old.body, new.body, ops, module=True)
-    try:
-        ok = apply_ops(old, ops).code == new.code  # type: ignore[union-attr]
-    except AnchorError:
-        ok = False
-    return ops if ok else []
+    return ops if _resolve(old, ops, new.code, lambda m: m.code) else []
+
+
+def _resolve(old: cst.CSTNode, ops: list[Op], want: str, render: Callable) -> bool:
+    """True when ``ops`` applied to ``old`` give ``want`` exactly. An operation whose place
+    several statements match alike (the same statement twice in a definition) gets the
+    ordinal of the intended one among them in source order (``nth``) and their number
+    (``of``): the place is structural, and where the number of matches differs the
+    operation refuses instead of guessing. Each candidate is tried against the result."""
+
+    def run(node, k: int) -> bool:
+        if k == len(ops):
+            return render(node) == want
+        op = ops[k]
+        if op["op"] not in ("insert", "replace"):
+            try:
+                return run(apply_op(node, op), k + 1)
+            except AnchorError:
+                return False
+        places = _places(node, op, {})
+        if not places:
+            return False
+        for n, place in enumerate(places if len(places) > 1 else places[:1]):
+            try:
+                if run(_apply_at(node, op, place), k + 1):
+                    if len(places) > 1:
+                        op["nth"], op["of"] = n, len(places)
+                    return True
+            except AnchorError:
+                continue
+        return False
+
+    return run(old, 0)
 
 
 # --------------------------------------------------------------------------- apply
@@ -254,8 +291,6 @@ def _norm_match(pattern: ast.stmt, stmt: cst.CSTNode, cache: dict) -> bool:
 def _places(defn: DefNode, op: Op, cache: dict) -> list[tuple[cst.IndentedBlock, int, int]]:
     """Candidate (block, start, end) places of an operation, context applied with relaxing."""
     old = _stmts_ast(op.get("old", "")) if op["op"] == "replace" else []
-    after = _pattern(op["after"]) if op.get("after") else None
-    before = _pattern(op["before"]) if op.get("before") else None
     runs: list[tuple[cst.IndentedBlock, int, int]] = []
     for block in (_module_blocks(defn) if isinstance(defn, cst.Module) else all_blocks(defn)):
         body = block.body
@@ -263,6 +298,35 @@ def _places(defn: DefNode, op: Op, cache: dict) -> list[tuple[cst.IndentedBlock,
         for i in range(len(body) - k + 1 if k else len(body) + 1):
             if all(_norm_match(p, body[i + n], cache) for n, p in enumerate(old)):
                 runs.append((block, i, i + k))
+    if "nth" in op:  # several alike places when the patch was made: the nth of them, if still as many
+        found = _candidates(defn, op, runs, cache)
+        return [found[op["nth"]]] if len(found) == op["of"] else found
+    return _candidates(defn, op, runs, cache)
+
+
+def _block_owners(defn: cst.CSTNode) -> dict[int, Owner]:
+    """id(block) -> its :data:`Owner` for every block of ``defn`` (``None``: its own body)."""
+    out: dict[int, Owner] = {}
+    if isinstance(defn, cst.Module):
+        out[id(defn)] = (None, 0)
+    elif isinstance(defn, (cst.FunctionDef, cst.ClassDef)) and isinstance(defn.body, cst.IndentedBlock):
+        out[id(defn.body)] = (None, 0)
+
+    class _Walk(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, cst.BaseCompoundStatement) and node is not defn:
+                head = header_text(node, leading=False)
+                for n, blk in enumerate(sub_blocks(node)):
+                    out.setdefault(id(blk), (head, n))  # an elif is part of its if
+            return True
+
+    defn.visit(_Walk())
+    return out
+
+
+def _candidates(defn: cst.CSTNode, op: Op, runs: list, cache: dict) -> list[tuple[cst.IndentedBlock, int, int]]:
+    after = _pattern(op["after"]) if op.get("after") else None
+    before = _pattern(op["before"]) if op.get("before") else None
 
     def ok_after(r):
         return after is not None and r[1] > 0 and _norm_match(after, r[0].body[r[1] - 1], cache)
@@ -270,6 +334,24 @@ def _places(defn: DefNode, op: Op, cache: dict) -> list[tuple[cst.IndentedBlock,
     def ok_before(r):
         return before is not None and r[2] < len(r[0].body) and _norm_match(before, r[0].body[r[2]], cache)
 
+    if op.get("at") in ("start", "end") and op["op"] == "insert":
+        owners = _block_owners(defn)
+        want_head = _pattern(op["block"]) if op.get("block") else None
+
+        def owned(blk) -> bool:
+            got = owners.get(id(blk))
+            if got is None or got[1] != op.get("branch", 0):
+                return False
+            if want_head is None:
+                return got[0] is None
+            return got[0] is not None and ast_match(want_head, _pattern(got[0]))
+
+        at = [r for r in runs if owned(r[0]) and (r[1] == 0 if op["at"] == "start" else r[1] == len(r[0].body))]
+        near = [r for r in at if (ok_before(r) if op["at"] == "start" else ok_after(r))]
+        for tier in (near, at):
+            if len(tier) == 1:
+                return tier
+        return near or at
     if op["op"] == "replace" and len(runs) == 1:
         return runs
     tiers = []
@@ -316,9 +398,15 @@ def apply_op(defn: DefNode, op: Op) -> DefNode | cst.FlattenSentinel:
         return apply_ops(defn, [op])
     places = _places(defn, op, {})
     if len(places) != 1:
+        made = f" (the patch was made where {op['of']} matched)" if "of" in op else ""
         raise AnchorError(f"{_name(defn)}: {_describe(op)}: "
-                          f"{'no place' if not places else f'{len(places)} places'} match by structure")
-    block, i, j = places[0]
+                          f"{'no place' if not places else f'{len(places)} places'} match by structure{made}")
+    return _apply_at(defn, op, places[0])
+
+
+def _apply_at(defn, op: Op, place: tuple) -> DefNode:
+    """``op`` applied at ``place`` (block, start, end) of ``defn``."""
+    block, i, j = place
     body = list(block.body)
     body[i:j] = _parse_stmts(op["new"])
     if not body and not isinstance(block, cst.Module):
