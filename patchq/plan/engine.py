@@ -162,7 +162,7 @@ class Workspace:
         """The current definition ``qualname`` of ``relpath``, parsed alone (the whole
         module for a module-level anchor)."""
         if qualname == MODULE_QUALNAME:
-            return module_segment(self.text[relpath], relpath)
+            return module_segment(self.current(relpath) or "", relpath)
         entry = self.index(relpath)[qualname][0]  # type: ignore[index]
         return cut_segment(self.text[relpath], relpath, qualname, entry)
 

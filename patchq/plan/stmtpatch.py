@@ -186,8 +186,21 @@ def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[O
                     head = header_text(x, leading=False)
                     for n, (sx, sy) in enumerate(zip(bx, by, strict=False)):
                         _diff_blocks(sx.body, sy.body, ops, module, (head, n))
+                        _diff_footer(sx, sy, ops, (head, n))
                 else:
                     _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y], owner)
+
+
+def _footer_text(block: cst.IndentedBlock) -> str:
+    return "".join(cst.Module(body=[]).code_for_node(line) for line in block.footer)
+
+
+def _diff_footer(x: cst.IndentedBlock, y: cst.IndentedBlock, ops: list[Op], owner: Owner) -> None:
+    """A change of the comment lines that end a block (after its last statement)."""
+    old, new = _footer_text(x), _footer_text(y)
+    if old != new:
+        last = header_text(x.body[-1], leading=False) if x.body else None
+        ops.append({"op": "footer", "block": owner[0], "branch": owner[1], "after": last, "old": old, "new": new})
 
 
 def diff_definition(old: DefNode, new: DefNode) -> list[Op]:
@@ -202,6 +215,7 @@ def diff_definition(old: DefNode, new: DefNode) -> list[Op]:
         ops.append({"op": "header", "old": old_head, "new": new_head})
     if isinstance(old.body, cst.IndentedBlock) and isinstance(new.body, cst.IndentedBlock):
         _diff_blocks(old.body.body, new.body.body, ops)
+        _diff_footer(old.body, new.body, ops, (None, 0))
     else:
         ops = []
     want = node_code(new.with_changes(leading_lines=old.leading_lines))
@@ -396,12 +410,37 @@ def apply_op(defn: DefNode, op: Op) -> DefNode | cst.FlattenSentinel:
         return new.with_changes(leading_lines=defn.leading_lines)  # type: ignore[return-value]
     if kind == "module-insert":
         return apply_ops(defn, [op])
+    if kind == "footer":
+        return _apply_footer(defn, op)
     places = _places(defn, op, {})
     if len(places) != 1:
         made = f" (the patch was made where {op['of']} matched)" if "of" in op else ""
         raise AnchorError(f"{_name(defn)}: {_describe(op)}: "
                           f"{'no place' if not places else f'{len(places)} places'} match by structure{made}")
     return _apply_at(defn, op, places[0])
+
+
+def _apply_footer(defn: DefNode, op: Op) -> DefNode:
+    """Set the comment lines that end the block ``op`` names (by owner and last statement)."""
+    owners = _block_owners(defn)
+    want_head = _pattern(op["block"]) if op.get("block") else None
+    last = _pattern(op["after"]) if op.get("after") else None
+    cache: dict = {}
+    found = []
+    for blk in all_blocks(defn):
+        got = owners.get(id(blk))
+        if got is None or got[1] != op.get("branch", 0) or (want_head is None) != (got[0] is None):
+            continue
+        if want_head is not None and not ast_match(want_head, _pattern(got[0])):
+            continue
+        if last is not None and not (blk.body and _norm_match(last, blk.body[-1], cache)):
+            continue
+        found.append(blk)
+    if len(found) != 1:
+        raise AnchorError(f"{_name(defn)}: the comment lines ending a block: "
+                          f"{'no block' if not found else f'{len(found)} blocks'} match by structure")
+    footer = list(cst.parse_module(_LEAD + op["new"]).footer) if op["new"] else []
+    return defn.deep_replace(found[0], found[0].with_changes(footer=footer))  # type: ignore[return-value]
 
 
 def _apply_at(defn, op: Op, place: tuple) -> DefNode:
