@@ -184,6 +184,10 @@ class HunkInfo:
     header: str
     qualnames: list[str] = field(default_factory=list)
     module_level: bool = False
+    #: the level it landed at (:data:`LEVELS`), filled by :func:`build`
+    level: str = ""
+    #: the stripped text of its added and removed lines (to tell which operations are its own)
+    lines: list[str] = field(default_factory=list)
 
 
 def attribute(relpath: str, pristine: str, patched: str, hunks: list) -> list[HunkInfo]:
@@ -193,6 +197,7 @@ def attribute(relpath: str, pristine: str, patched: str, hunks: list) -> list[Hu
     for h in hunks:
         info = HunkInfo(relpath, f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@")
         found: list[str | None] = []
+        info.lines = [ln.value.strip() for ln in h if (ln.is_added or ln.is_removed) and ln.value.strip()]
         for ln in h:
             if ln.is_removed:
                 found.append(_innermost(old_spans, ln.source_line_no))
@@ -208,6 +213,42 @@ def attribute(relpath: str, pristine: str, patched: str, hunks: list) -> list[Hu
                 info.qualnames.append(q)
         out.append(info)
     return out
+
+
+#: Where a hunk can land, most precise first (the importer's order of preference): a
+#: statement inserted/replaced/deleted; an expression inside one statement; a module-level
+#: statement (a module-level anchor); a block prepend/append; the whole definition.
+LEVELS = ("statement", "expression", "module", "block", "definition")
+
+
+def op_level(op: dict, module: bool = False) -> str:
+    """The :data:`LEVELS` entry of one statement operation (``module``: of a module-level anchor)."""
+    if op["op"] == "definition":
+        return "definition"
+    if op["op"] == "expression":
+        return "expression"
+    if module:
+        return "module"
+    if op["op"] == "insert" and op.get("at"):
+        return "block"
+    return "statement"
+
+
+def _op_lines(op: dict) -> set[str]:
+    return {ln.strip() for key in ("old", "new") for ln in str(op.get(key) or "").splitlines() if ln.strip()}
+
+
+def hunk_levels(hunks: list[HunkInfo], anchors: list) -> None:
+    """Fill each hunk's ``level``: the least precise level among the operations of its
+    anchors that carry one of its changed lines (all its anchors' operations when none does)."""
+    for h in hunks:
+        mine = [a for a in anchors if a.relpath == h.relpath and
+                (a.qualname in h.qualnames or any(q.startswith(a.qualname + ".") for q in h.qualnames)
+                 or (h.module_level and a.qualname == MODULE_QUALNAME))]
+        pairs = [(op, a.qualname == MODULE_QUALNAME) for a in mine for op in a.ops]
+        own = [(op, m) for op, m in pairs if _op_lines(op) & set(h.lines)] or pairs
+        levels = [op_level(op, m) for op, m in own]
+        h.level = max(levels, key=LEVELS.index) if levels else "statement"
 
 
 def _outermost(qualnames: list[str]) -> list[str]:
@@ -308,6 +349,25 @@ def undefined_in_result(pristine: str, patched: str) -> list[str]:
     return out
 
 
+def level_counts(plan: ImportPlan) -> dict[str, int]:
+    """level -> number of hunks that landed there (:data:`LEVELS` order, zeros left out)."""
+    out = {lvl: sum(h.level == lvl for h in plan.hunks) for lvl in LEVELS}
+    return {k: v for k, v in out.items() if v}
+
+
+def summary_line(plan: ImportPlan) -> str:
+    """One line: how many hunks landed at which level, and every whole-definition
+    replacement with its reason (the command's own summary, not a note after it)."""
+    counts = ", ".join(f"{v} {k}" for k, v in level_counts(plan).items())
+    line = f"{len(plan.hunks)} hunk(s): {counts or 'none'}"
+    whole = [a for a in plan.anchors if any(o["op"] == "definition" for o in a.ops)]
+    if whole:
+        line += "; REPLACED WHOLE: " + "; ".join(
+            f"{a.qualname} (no statement, expression or block operation reproduces its patched text exactly; "
+            f"it applies only where its fingerprint is {a.fingerprint})" for a in whole)
+    return line
+
+
 def _anchor_id(qualname: str, taken: set[str]) -> str:
     base = re.sub(r"[^a-z0-9]+", "-", qualname.lower()).strip("-") or "definition"
     out, n = base, 2
@@ -369,6 +429,7 @@ def build(diff_text: str, patch_id: str, release: str | None = None, source_name
         if any(i.module_level for i in infos):
             mine = [a for a in plan.anchors if a.relpath == fp.relpath]
             plan.anchors.append(module_anchor(fp.relpath, pristine, patched, mine, taken))
+    hunk_levels(plan.hunks, plan.anchors)
     if not any(a.ops for a in plan.anchors):
         raise ImportRefused("the diff changes nothing that can be anchored (only comments or blank lines "
                             "outside definitions?)")
