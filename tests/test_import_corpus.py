@@ -63,7 +63,7 @@ SHAPES = {
         "        if not current_platform.use_custom_allreduce():\n            self.disable_custom_all_reduce = True\n",
         "        if not current_platform.use_custom_allreduce():\n            self.disable_custom_all_reduce = bool(1)\n"),
         ("        if self.nnodes > 1:\n            self.disable_custom_all_reduce = True\n",
-         "        if self.nnodes > 1:\n            self.disable_custom_all_reduce = bool(1)\n")), ["statement", "statement"]),
+         "        if self.nnodes > 1:\n            self.disable_custom_all_reduce = bool(1)\n")), ["statement"]),
     # a one-token change of a class attribute: one statement of the class, not the class
     "class-attribute": (_edit, ("vllm/model_executor/models/qwen3_vl_moe.py", (
         "):\n    is_3d_moe_weight: bool = True\n", "):\n    # not 3d here\n    is_3d_moe_weight: bool = False\n")),
