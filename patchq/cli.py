@@ -370,19 +370,22 @@ def import_cmd(
     file: str = typer.Argument(..., help="a unified diff (git, quilt or patch-package format)", metavar="FILE",
                                callback=_nonempty),
     id_: str = opt(..., "--id", help="the new patch's id (kebab-case)", metavar="ID"),
-    release: str | None = opt(None, "--release", help="the release the diff was made against (default: guessed)",
+    release: str | None = opt(None, "--release", help="the release the diff was made against (default: the installed "
+                                                        "vLLM's when the diff applies there, else guessed)",
                                  metavar="VERSION"),
     summary: str | None = opt(None, "--summary", help="one-line summary", metavar="TEXT"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing patch of that id"),
+    profile: str = opt("default", "--profile", "-p", metavar="NAME", help="profile to add the patch to (created if "
+                                                                           "missing)"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Turn a unified diff into an anchored patch.
 
-    Writes series/<id>.py and anchors/<id>.toml: node-scoped edits."""
+    Writes series/<id>.py and anchors/<id>.toml: node-scoped edits; adds it to the profile."""
     from patchq.commands import import_ as cmd
 
-    _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force), as_json, report.import_text)
+    _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force, profile), as_json, report.import_text)
 
 
 # ============================================================================ adoption

@@ -18,9 +18,35 @@ from patchq.series import Series
 SCHEMA = "patchq.import/1"
 
 
+def installed_release(text: str) -> str | None:
+    """The installed vLLM's version when every hunk of the diff applies exactly to its
+    pristine release (the user's own vLLM comes first); else None (no vLLM installed, or
+    the diff does not apply there)."""
+    from patchq.errors import PatchqError
+    from patchq.vllmdist.sources import installed, release_source
+
+    try:
+        target = installed(None, None)
+        source = release_source(str(target.version))
+        files = importer.parse(text, source.exists)
+        for fp in files:
+            pristine = source.read_text(fp.relpath)
+            if pristine is None:
+                return None
+            importer.apply_exact(pristine, fp)
+    except PatchqError:
+        return None
+    return str(target.version)
+
+
 def run(series: Series, file: str, patch_id: str, release: str | None = None,
-        summary: str | None = None, force: bool = False) -> tuple[dict, int]:
-    """Import ``file`` as patch ``patch_id``. Returns (``patchq.import/1`` document, exit code).
+        summary: str | None = None, force: bool = False, profile: str = "default") -> tuple[dict, int]:
+    """Import ``file`` as patch ``patch_id`` and add it to ``profile``. Returns
+    (``patchq.import/1`` document, exit code).
+
+    The release is ``release``, else the installed vLLM's when the diff applies to it
+    exactly, else the newest cached release it applies to (``release_from``: ``given`` |
+    ``installed`` | ``guessed``).
 
     Raises:
         UsageError: unreadable file, bad id, existing patch without --force.
@@ -32,11 +58,20 @@ def run(series: Series, file: str, patch_id: str, release: str | None = None,
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read {file}: {exc}") from None
+    from patchq.authoring import scaffold
+
+    scaffold.check_profile(profile)
+    release_from = "given" if release else None
+    if release is None:
+        release = installed_release(text)
+        release_from = "installed" if release else "guessed"
     plan = importer.build(text, patch_id, release, source_name=path.name)
     written = importer.write_verified(plan, series, summary, force, path.name)
+    added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
     doc = {
         "schema": SCHEMA, "patch": patch_id, "file": str(path), "release": plan.release,
-        "release_guessed": plan.release_guessed, "written": written, "verified": True,
+        "release_guessed": release_from == "guessed", "release_from": release_from,
+        "profile": profile, "added_to_profile": added, "written": written, "verified": True,
         "summary": importer.summary_line(plan), "levels": importer.level_counts(plan),
         "hunks": [{"path": h.relpath, "header": h.header, "definitions": h.qualnames,
                    "module_level": h.module_level, "level": h.level} for h in plan.hunks],
