@@ -435,13 +435,15 @@ def new_cmd(
     profile: str = opt("default", "--profile", "-p", metavar="NAME", help="profile to add the patch to (created if missing)"),
     applies: str = opt(">=0.15", "--applies", metavar="SPEC", help="the vLLM versions the patch applies to"),
     summary: str | None = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
+    vllm: str | None = opt(None, "--vllm", metavar="VERSION", help="the release to check the anchor against "
+                                                                    "(default: the installed vLLM)"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Scaffold a patch: anchors/<id>.toml, series/<id>.py and a profile entry."""
+    """Scaffold a patch: anchors/<id>.toml, series/<id>.py and a profile entry (checked against the release)."""
     from patchq.commands import init as cmd
 
-    doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary)
+    doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary, vllm)
     _finish(doc, code, as_json, cmd.render_new)
 
 
