@@ -13,8 +13,10 @@ An anchor (:class:`patchq.model.AnchorSpec`) is resolved in two steps:
    statement of the definition by normalized AST, so re-wrapping, re-indenting,
    comments and quotes do not matter. ``...`` in a pattern matches any expression, or
    any block; an ``if``/``for``/``try`` pattern with ``...`` as body matches whatever
-   ``else`` follows. A bare-expression pattern matches every statement that contains a
-   matching expression.
+   ``else`` follows; a call ``f(**...)`` matches ``f`` with any arguments. A
+   bare-expression pattern matches every statement that contains a matching expression.
+   A module-level anchor (qualname ``<module>``, anchors format 2) matches the module's
+   own top-level statements.
 
 A *fingerprint* is 16 hex chars of sha256 over the definition's normalized AST with
 docstrings removed (comments are not in the AST): stable across Python versions,
@@ -143,8 +145,17 @@ def _is_ellipsis_block(value: object) -> bool:
     )
 
 
+def _any_arguments(call: ast.Call) -> bool:
+    """``f(**...)``: a call pattern whose only argument is ``**...`` matches ``f`` called
+    with any arguments, positional and keyword. (``f(...)`` keeps its meaning: exactly
+    one positional argument, ``...`` being one expression.)"""
+    return not call.args and len(call.keywords) == 1 and call.keywords[0].arg is None \
+        and _is_ellipsis(call.keywords[0].value)
+
+
 def ast_match(pattern: object, node: object) -> bool:
-    """Structural match of a pattern AST against a code AST (``...`` is a wildcard)."""
+    """Structural match of a pattern AST against a code AST (``...`` is a wildcard for one
+    expression or a block; a call ``f(**...)`` matches ``f`` called with any arguments)."""
     if _is_ellipsis(pattern):
         return isinstance(node, ast.AST) or node is None or isinstance(node, list)
     if isinstance(pattern, list):
@@ -158,6 +169,8 @@ def ast_match(pattern: object, node: object) -> bool:
     if isinstance(pattern, ast.AST):
         if type(pattern) is not type(node):
             return False
+        if isinstance(pattern, ast.Call) and _any_arguments(pattern):  # f(...): any arguments at all
+            return ast_match(pattern.func, node.func)  # type: ignore[attr-defined]
         body_wild = _is_ellipsis_block(getattr(pattern, "body", None))
         for name in pattern._fields:
             if name in _SKIP_FIELDS:
@@ -605,9 +618,11 @@ def match_anchor(spec: AnchorSpec, defn: DefNode, tree: ast.AST | None = None) -
         return [defn]
     found = find_statements(defn, Pattern.compile(spec.node), tree)
     if not spec.count_ok(len(found)):
+        hint = ("; `...` in a call is one argument: `f(**...)` matches any arguments"
+                if not found and "(...)" in spec.node else "")
         raise AnchorError(
             f"anchor {spec.id}: expected {spec.count_text()} match(es) of "
-            f"`{_one_line(spec.node)}` in {spec.qualname}, found {len(found)}",
+            f"`{_one_line(spec.node)}` in {spec.qualname}, found {len(found)}{hint}",
             kind="conflict", anchor=spec.id,
         )
     return found
