@@ -367,8 +367,8 @@ def rebase(
 
 @app.command("import", cls=_Command)
 def import_cmd(
-    file: str = typer.Argument(..., help="a unified diff (git, quilt or patch-package format)", metavar="FILE",
-                               callback=_nonempty),
+    file: str | None = typer.Argument(None, help="a unified diff (git, quilt or patch-package format)",
+                                      metavar="FILE", callback=_nonempty),
     id_: str = opt(..., "--id", help="the new patch's id (kebab-case)", metavar="ID"),
     release: str | None = opt(None, "--release", help="the release the diff was made against (default: the installed "
                                                         "vLLM's when the diff applies there, else guessed)",
@@ -377,15 +377,20 @@ def import_cmd(
     force: bool = typer.Option(False, "--force", help="overwrite an existing patch of that id"),
     profile: str = opt("default", "--profile", "-p", metavar="NAME", help="profile to add the patch to (created if "
                                                                            "missing)"),
+    replacement: str | None = opt(None, "--replacement", metavar="FILE.py:NAME", help="a monkeypatch: the replacing "
+                                  "definition (a file or module path, then :name or :Class.method)"),
+    replaces: str | None = opt(None, "--replaces", metavar="MODULE:QUALNAME", help="with --replacement: the vLLM "
+                               "definition it replaces (e.g. vllm.v1.worker.gpu_worker:Worker.init_device)"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Turn a unified diff into an anchored patch.
+    """Turn a unified diff, or a monkeypatch (--replacement, --replaces), into an anchored patch.
 
     Writes series/<id>.py and anchors/<id>.toml: node-scoped edits; adds it to the profile."""
     from patchq.commands import import_ as cmd
 
-    _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force, profile), as_json, report.import_text)
+    _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force, profile, replacement, replaces),
+            as_json, report.import_text)
 
 
 # ============================================================================ adoption

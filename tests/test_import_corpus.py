@@ -125,3 +125,33 @@ def test_corpus_of_real_hunks(tmp_path):
     levels = [lvl for v in got.values() for lvl in v]
     precise = sum(lvl in ("statement", "expression", "block") for lvl in levels)
     assert len(levels) >= 60 and precise >= 0.9 * len(levels), (precise, len(levels))
+
+
+MONKEYPATCH = '''import logging
+
+
+def my_init_logger(name):
+    """A stack's copy of init_logger that quiets one logger."""
+    logger = logging.getLogger(name)
+    if name.endswith(".quiet"):
+        logger.disabled = True
+
+    for method_name, method in _METHODS_TO_PATCH.items():
+        setattr(logger, method_name, MethodType(method, logger))
+
+    return cast(_VllmLogger, logger)
+'''
+
+
+def test_import_a_monkeypatch_as_statement_edits(tmp_path, cli):
+    """A replacing definition (file + name) against vLLM's init_logger at 0.23.0: statement edits, not a copy."""
+    (tmp_path / "stack.py").write_text(MONKEYPATCH)
+    series = _series(tmp_path / "s")
+    res = cli("import", "--id", "quiet", "--replacement", f"{tmp_path / 'stack.py'}:my_init_logger",
+              "--replaces", "vllm.logger:init_logger", "--release", "0.23.0", "--series", series.root, "--json")
+    assert res.rc == 0, res.stderr
+    doc = res.json
+    assert doc["levels"] == {"statement": 1} and doc["profile"] == "default" and doc["added_to_profile"]
+    assert "definition" not in doc["anchors"][0]["ops"]
+    text = (series.root / "quiet.py").read_text()
+    assert "from patchq.statements import statement_edit" in text and "logger.disabled = True" in text
