@@ -169,9 +169,10 @@ NON_BLOCKING = frozenset({"applies", "applies-drifted", "upstreamed", "supersede
 
 
 def authoring_releases(patch) -> list[str]:
-    """The releases a patch was made and verified on: those its anchors have fingerprints
-    for (``record``/``import`` write the release they were made against), inside its
-    applies-range; else :func:`default_releases`."""
+    """The release a patch was made on: the oldest its anchors have fingerprints for inside
+    its applies-range (``record``/``import`` write the release they were made against;
+    later releases are added by ``fingerprint`` and ``rebase``); else
+    :func:`default_releases`."""
     from packaging.version import InvalidVersion, Version
 
     out = set()
@@ -182,7 +183,7 @@ def authoring_releases(patch) -> list[str]:
                     out.add(v)
             except InvalidVersion:
                 continue
-    return sorted(out, key=Version) or default_releases(patch)
+    return sorted(out, key=Version)[:1] or default_releases(patch)
 
 
 def definition(text: str, qualname: str) -> str | None:

@@ -45,7 +45,7 @@ def test_init_example_applies_and_its_test_passes(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                           cwd=repo, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 passed" in proc.stdout
+    assert "2 passed" in proc.stdout  # 0.23.0 (named) and 0.15.1 (its authoring release: the oldest fingerprint)
     # a changed patch fails its golden test, naming the definition
     mod = repo / "series/example_quiet_logger.py"
     mod.write_text(mod.read_text().replace("logger.disabled = True", "logger.disabled = False"))

@@ -5,7 +5,7 @@ directory), ``cases`` [{``patch``, ``release`` (null: no goldens yet), ``status`
 check status observed, or null), ``ok``, ``problems`` [text], ``written`` [paths], ``warnings``
 [text]: a blocking expected verdict recorded by a regen (added field)}].
 A regen records the named releases (``--releases``) and the patch's authoring releases
-(those its anchors have fingerprints for), then checks every release of its
+(the oldest its anchors have fingerprints for: where it was made), then checks every release of its
 ``expect.toml``: one whose goldens fail is recorded again, so a regen never leaves
 goldens that fail.
 Exit 0 when every case passes (or was regenerated), 1 when one fails.
