@@ -9,7 +9,9 @@ what a clean rebase proves (:func:`record`):
   go into ``anchors/<patch>.toml`` (:mod:`patchq.authoring.fingerprints`' format), and the patch's
   diff at the target into ``series/diffs/<target>/<patch>.diff`` (:mod:`patchq.authoring.diffstore`);
 * the merge is clean but the transform differs or fails: the merged definitions (the
-  proposed new variant's golden text) and the merged diff go to the work directory.
+  proposed new variant's golden text) and the merged diff go to the work directory;
+  with ``--continue`` (conflicts resolved by hand, or a clean merge taken as it is) the new
+  variant itself is written (:func:`write_variant`).
 
 Conflicts are always written to the work directory, with or without ``--write``.
 """
@@ -75,12 +77,14 @@ def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dic
     return str(path)
 
 
-def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
-    """Write what a clean rebase proves (module docstring); appends to ``res.written``."""
+def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool = False) -> None:
+    """Write what a clean rebase proves (module docstring); appends to ``res.written``.
+    With ``resume`` (``--continue``), a merge that needs a new variant gets it written
+    (:func:`write_variant`); without, it is proposed in the work directory."""
     if res.merge != merge.CLEAN or res.status not in ("clean", "needs-variant"):
         return
     tv, fv = Version(res.to_version), res.from_version
-    if res.status == "needs-variant" and res.new_diff_source == "merge" and res.new_diff:
+    if resume and res.status == "needs-variant" and res.new_diff_source == "merge" and res.new_diff:
         why = write_variant(res, series)
         if why is None:
             return
@@ -225,7 +229,7 @@ def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] 
             sources[key] = release_source(key)
         res = merge.rebase_patch(patch, sources[key], to_source, workdir, resume=resume)  # type: ignore[arg-type]
         if write:
-            record(res, series, workdir)
+            record(res, series, workdir, resume)
         results.append(res)
     doc = document(results, to, from_, write, workdir)
     return doc, (EXIT_PATCH_FAILED if any(r.status in FAILING for r in results) else EXIT_OK)
