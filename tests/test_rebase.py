@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from patchq.vllmdist import releases
 from patchq import series as series_mod
 from patchq.commands import rebase as cmd
+from patchq.vllmdist import releases
 
 TARGETS = ("0.24.0", "0.26.0", "0.33.0")
 

@@ -329,7 +329,7 @@ def undefined_in_result(pristine: str, patched: str) -> list[str]:
     """Names pyflakes finds undefined in ``patched`` and not in ``pristine`` (a string
     annotation of a name imported nowhere, a name the code gets at run time): the diff's
     author wrote them so, and the imported patch must reproduce the diff exactly."""
-    from pyflakes import checker
+    from pyflakes import checker  # type: ignore[import-untyped]
 
     def undefined(text: str) -> list[str]:
         try:

@@ -248,7 +248,8 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
             if on_patched:
                 raise UsageError(f"{', '.join(on_patched)} carries patchq patches and was edited by hand on top of "
                                  f"them (status: modified); an edit on top of applied patches cannot be recorded in "
-                                 f"place: `patchq revert --all --force` (keeps the hand edit in .patchq/foreign/), then "
+                                 f"place: `patchq revert --all --force` (keeps the hand edit in .patchq/foreign/), "
+                                 f"then "
                                  f"`patchq edit {patch_id} --file {on_patched[0]}` and redo it on the working copy")
             raise UsageError(f"no edit to record: no `patchq edit {patch_id}` in progress ({wd}) and no installed "
                              f"vllm file differs from RECORD; edit one, or run `patchq edit {patch_id} --file vllm/x.py`")

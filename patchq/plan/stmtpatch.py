@@ -431,7 +431,7 @@ def _apply_footer(defn: DefNode, op: Op) -> DefNode:
         got = owners.get(id(blk))
         if got is None or got[1] != op.get("branch", 0) or (want_head is None) != (got[0] is None):
             continue
-        if want_head is not None and not ast_match(want_head, _pattern(got[0])):
+        if want_head is not None and not ast_match(want_head, _pattern(str(got[0]))):
             continue
         if last is not None and not (blk.body and _norm_match(last, blk.body[-1], cache)):
             continue
@@ -440,7 +440,7 @@ def _apply_footer(defn: DefNode, op: Op) -> DefNode:
         raise AnchorError(f"{_name(defn)}: the comment lines ending a block: "
                           f"{'no block' if not found else f'{len(found)} blocks'} match by structure")
     footer = list(cst.parse_module(_LEAD + op["new"]).footer) if op["new"] else []
-    return defn.deep_replace(found[0], found[0].with_changes(footer=footer))  # type: ignore[return-value]
+    return defn.deep_replace(found[0], found[0].with_changes(footer=footer))  # type: ignore[return-value, arg-type]
 
 
 def _apply_at(defn, op: Op, place: tuple) -> DefNode:
