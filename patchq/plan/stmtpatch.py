@@ -433,13 +433,14 @@ def _apply_footer(defn: DefNode, op: Op) -> DefNode:
             continue
         if want_head is not None and not ast_match(want_head, _pattern(str(got[0]))):
             continue
-        if last is not None and not (blk.body and _norm_match(last, blk.body[-1], cache)):
-            continue
         found.append(blk)
+    if len(found) > 1 and last is not None:  # alike blocks: the one ending with the recorded statement
+        found = [b for b in found if b.body and _norm_match(last, b.body[-1], cache)]
     if len(found) != 1:
         raise AnchorError(f"{_name(defn)}: the comment lines ending a block: "
                           f"{'no block' if not found else f'{len(found)} blocks'} match by structure")
-    footer = list(cst.parse_module(_LEAD + op["new"]).footer) if op["new"] else []
+    footer = [line.with_changes(indent=False) if line.comment is None and not line.whitespace.value else line
+              for line in cst.parse_module(_LEAD + op["new"]).footer] if op["new"] else []
     return defn.deep_replace(found[0], found[0].with_changes(footer=footer))  # type: ignore[return-value, arg-type]
 
 
