@@ -367,22 +367,30 @@ def rebase(
 
 @app.command("import", cls=_Command)
 def import_cmd(
-    file: str = typer.Argument(..., help="a unified diff (git, quilt or patch-package format)", metavar="FILE",
-                               callback=_nonempty),
+    file: str | None = typer.Argument(None, help="a unified diff (git, quilt or patch-package format)",
+                                      metavar="FILE", callback=_nonempty),
     id_: str = opt(..., "--id", help="the new patch's id (kebab-case)", metavar="ID"),
-    release: str | None = opt(None, "--release", help="the release the diff was made against (default: guessed)",
+    release: str | None = opt(None, "--release", help="the release the diff was made against (default: the installed "
+                                                        "vLLM's when the diff applies there, else guessed)",
                                  metavar="VERSION"),
     summary: str | None = opt(None, "--summary", help="one-line summary", metavar="TEXT"),
     force: bool = typer.Option(False, "--force", help="overwrite an existing patch of that id"),
+    profile: str = opt("default", "--profile", "-p", metavar="NAME", help="profile to add the patch to (created if "
+                                                                           "missing)"),
+    replacement: str | None = opt(None, "--replacement", metavar="FILE.py:NAME", help="a monkeypatch: the replacing "
+                                  "definition (a file or module path, then :name or :Class.method)"),
+    replaces: str | None = opt(None, "--replaces", metavar="MODULE:QUALNAME", help="with --replacement: the vLLM "
+                               "definition it replaces (e.g. vllm.v1.worker.gpu_worker:Worker.init_device)"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Turn a unified diff into an anchored patch.
+    """Turn a unified diff, or a monkeypatch (--replacement, --replaces), into an anchored patch.
 
-    Writes series/<id>.py and anchors/<id>.toml: node-scoped edits."""
+    Writes series/<id>.py and anchors/<id>.toml: node-scoped edits; adds it to the profile."""
     from patchq.commands import import_ as cmd
 
-    _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force), as_json, report.import_text)
+    _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force, profile, replacement, replaces),
+            as_json, report.import_text)
 
 
 # ============================================================================ adoption
@@ -432,13 +440,15 @@ def new_cmd(
     profile: str = opt("default", "--profile", "-p", metavar="NAME", help="profile to add the patch to (created if missing)"),
     applies: str = opt(">=0.15", "--applies", metavar="SPEC", help="the vLLM versions the patch applies to"),
     summary: str | None = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
+    vllm: str | None = opt(None, "--vllm", metavar="VERSION", help="the release to check the anchor against "
+                                                                    "(default: the installed vLLM)"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Scaffold a patch: anchors/<id>.toml, series/<id>.py and a profile entry."""
+    """Scaffold a patch: anchors/<id>.toml, series/<id>.py and a profile entry (checked against the release)."""
     from patchq.commands import init as cmd
 
-    doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary)
+    doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary, vllm)
     _finish(doc, code, as_json, cmd.render_new)
 
 

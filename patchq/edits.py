@@ -41,8 +41,12 @@ class EditContext:
 
 
 def stmts(code: str) -> list[cst.BaseStatement]:
-    """Parse statements from (possibly indented) source text."""
-    return list(cst.parse_module(textwrap.dedent(code).strip("\n") + "\n").body)
+    """Parse statements from (possibly indented) source text. Comment lines above the first
+    statement stay with it (``"# why\\nx = 1"`` keeps ``# why``); blank lines around the
+    text are dropped."""
+    from patchq.plan.stmtpatch import parse_statements
+
+    return parse_statements(textwrap.dedent(code).strip("\n") + "\n")
 
 
 def stmt(code: str) -> cst.BaseStatement:
@@ -71,11 +75,44 @@ class _Replace(cst.CSTTransformer):
         return updated_node
 
 
+class _SameCode(cst.CSTVisitor):
+    """Nodes of ``target``'s type whose code equals ``target``'s."""
+
+    def __init__(self, target: cst.CSTNode) -> None:
+        self.kind, self.code = type(target), _code(target)
+        self.found: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if type(node) is self.kind and _code(node) == self.code:
+            self.found.append(node)
+        return True
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
 def _apply(tree: DefNode, target: cst.CSTNode, make: Callable[[cst.CSTNode], object]) -> DefNode:
+    """Replace ``target`` in ``tree`` by ``make(target)``.
+
+    ``target`` is found by identity; when an earlier edit rebuilt the tree (a second
+    ``replace`` with the statements matched before the first), by its code: the one node
+    of its type with the same code (comments and all). Several or none raise.
+    """
     tr = _Replace(target, make)
     new = tree.visit(tr)
+    if tr.hits == 0:
+        same = _SameCode(target)
+        tree.visit(same)
+        if len(same.found) == 1:
+            tr = _Replace(same.found[0], make)
+            new = tree.visit(tr)
+        elif same.found:
+            raise ValueError(f"edit target {_code(target).strip()[:60]!r} is not in the definition any more as that "
+                             f"node, and {len(same.found)} nodes have its code: pass the node of the edited tree")
     if tr.hits != 1:
-        raise ValueError(f"edit target found {tr.hits} times in the definition (expected 1)")
+        raise ValueError(f"edit target {_code(target).strip()[:60]!r} found {tr.hits} times in the definition "
+                         f"(expected 1)")
     return new  # type: ignore[return-value]
 
 
@@ -139,6 +176,10 @@ def add_sentinel(tree: DefNode, patch_id: str, patch_hash: str) -> DefNode:
         return cst.FlattenSentinel([add_sentinel(n, patch_id, patch_hash) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
                                     else n for n in tree.nodes])  # type: ignore[return-value]
     text = sentinel_comment(patch_id, patch_hash)
+    if isinstance(tree, cst.Module):  # a module-level edit: the sentinel ends the module's header comments
+        kept_head = [line for line in tree.header
+                     if not (line.comment and (m := SENTINEL_RE.match(line.comment.value)) and m.group(1) == patch_id)]
+        return tree.with_changes(header=[*kept_head, cst.EmptyLine(comment=cst.Comment(text))])  # type: ignore[return-value]
     kept = [
         line
         for line in tree.leading_lines

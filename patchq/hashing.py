@@ -108,17 +108,33 @@ def profile_tables(path) -> dict[str, dict]:
     return out
 
 
+#: The newest anchors-file format this patchq reads. 1: every anchor names a definition
+#: (files without a ``format`` key). 2: an anchor may be module-level (``qualname =
+#: "<module>"``, :data:`patchq.model.MODULE_QUALNAME`); such a file says ``format = 2``.
+ANCHORS_FORMAT = 2
+MODULE_QUALNAME = "<module>"  # patchq.model.MODULE_QUALNAME (stdlib only here)
+
+
 def anchor_tables(path) -> dict[str, dict]:
     """``[anchors.<id>]`` of ``anchors/<patch>.toml``, checked: ``module`` and ``qualname``
     strings, ``node`` a string when present, ``count`` (:func:`parse_count`),
-    ``fingerprints`` a table of strings.
+    ``fingerprints`` a table of strings; the file's ``format`` (default 1) at most
+    :data:`ANCHORS_FORMAT`, and 2 or more when an anchor is module-level.
 
     Raises:
-        SeriesError: unreadable file, a missing key or a field of the wrong type.
+        SeriesError: unreadable file, a missing key or a field of the wrong type, a newer
+            format, a module-level anchor in a format-1 file.
     """
     from patchq.errors import SeriesError
 
-    anchors = read_toml(path).get("anchors", {})
+    data = read_toml(path)
+    fmt = data.get("format", 1)
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 1:
+        raise SeriesError(f"{path}: `format` must be a positive integer, not {_kind(fmt)}")
+    if fmt > ANCHORS_FORMAT:
+        raise SeriesError(f"{path}: anchors format {fmt} is newer than this patchq reads ({ANCHORS_FORMAT}); "
+                          f"upgrade patchq")
+    anchors = data.get("anchors", {})
     if not isinstance(anchors, dict):
         raise SeriesError(f"{path}: `anchors` must be a table of [anchors.<id>] tables, not {_kind(anchors)}")
     for anchor_id, t in anchors.items():
@@ -130,6 +146,9 @@ def anchor_tables(path) -> dict[str, dict]:
                 raise SeriesError(f"{where}: missing key {key!r}")
             if not isinstance(t[key], str) or not t[key]:
                 raise SeriesError(f"{where}.{key} must be a non-empty string, not {_kind(t[key])}")
+        if t["qualname"] == MODULE_QUALNAME and fmt < 2:
+            raise SeriesError(f"{where}: a module-level anchor (qualname \"{MODULE_QUALNAME}\") needs `format = 2` "
+                              f"at the top of the file")
         if "node" in t and not isinstance(t["node"], str):
             raise SeriesError(f"{where}.node must be a string (a statement pattern), not {_kind(t['node'])}")
         try:

@@ -32,6 +32,13 @@ if TYPE_CHECKING:  # libcst is imported lazily: the no-op paths never load it
     EditFn = Callable[[DefNode, Sequence[cst.CSTNode], EditContext], DefNode]
 
 
+#: The qualname of a module-level anchor (series format 2): the anchored "definition" is the
+#: module itself (a :class:`libcst.Module`), its ``node`` pattern matches top-level statements
+#: (assignments, imports, calls, ``__all__``...). An anchors file holding one starts with
+#: ``format = 2`` (:data:`patchq.hashing.ANCHORS_FORMAT`); files without it are format 1.
+MODULE_QUALNAME = "<module>"
+
+
 @dataclass(frozen=True)
 class AnchorSpec:
     """Where one edit goes, by structure.
@@ -42,7 +49,8 @@ class AnchorSpec:
             ``vllm.v1.core.kv_cache_utils``; a hint only: when the definition is not
             there, the whole package is searched (code moves between files).
         qualname: qualified name of the enclosing definition, e.g.
-            ``LogitsProcessor._get_logits`` (classes and methods; no ``<locals>``).
+            ``LogitsProcessor._get_logits`` (classes and methods; no ``<locals>``), or
+            :data:`MODULE_QUALNAME` for a module-level anchor.
         node: a statement pattern (Python source) matched by normalized AST inside the
             definition, or ``None`` to anchor the definition itself. ``...`` in the
             pattern matches any expression or any block.
@@ -59,6 +67,11 @@ class AnchorSpec:
     min_count: int = 1
     max_count: int | None = 1
     fingerprints: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_module(self) -> bool:
+        """True for a module-level anchor (:data:`MODULE_QUALNAME`)."""
+        return self.qualname == MODULE_QUALNAME
 
     @property
     def module_paths(self) -> tuple[str, str]:

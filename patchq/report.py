@@ -301,20 +301,23 @@ def rebase_text(doc: dict) -> str:
 
 def import_text(doc: dict) -> str:
     """Human summary: hunks -> definitions, anchors and their operations, notes."""
-    how = "guessed: the newest cached release it applies to exactly" if doc["release_guessed"] else "given"
-    lines = [f"import {doc['file']} as {doc['patch']} (vllm {doc['release']}, {how})"]
+    how = {"installed": "the installed vLLM's: the diff applies to it exactly",
+           "guessed": "guessed: the newest cached release it applies to exactly (no vLLM installed, or the diff "
+                      "does not apply to it)"}.get(doc.get("release_from", ""), "given")
+    lines = [f"import {doc['file']} as {doc['patch']} (vllm {doc['release']}, {how}): {doc.get('summary', '')}"]
     for h in doc["hunks"]:
         where = ", ".join(h["definitions"]) + (" + module level" if h["module_level"] else "")
-        lines.append(f"  {h['path']} {h['header']} -> {where or 'module level'}")
+        lines.append(f"  {h['path']} {h['header']} -> {where or 'module level'}"
+                     + (f" [{h['level']}]" if h.get("level") else ""))
     for a in doc["anchors"]:
         lines.append(f"  anchor {a['id']}: {a['qualname']} ({a['path']}) fp {a['fingerprint']}: "
                      f"{', '.join(a['ops']) or '-'}")
     for n in doc["notes"]:
         lines.append(f"  note: {n}")
     lines += [f"  wrote {w}" for w in doc["written"]]
-    moved = any("relocated" in n for n in doc["notes"])
-    lines.append(f"  verified: applying {doc['patch']} to vllm {doc['release']} gives exactly the diff's result"
-                 + (" (relocated insertions aside)" if moved else ""))
+    if "profile" in doc:
+        lines.append(f"  profile {doc['profile']}: " + ("added" if doc["added_to_profile"] else "already there"))
+    lines.append(f"  verified: applying {doc['patch']} to vllm {doc['release']} gives exactly the diff's result")
     return "\n".join(lines) + "\n"
 
 

@@ -69,6 +69,8 @@ class Outcome:
     status: str | None = None
     problems: list[str] = field(default_factory=list)
     written: list[str] = field(default_factory=list)
+    #: regen: expected verdicts that are blocking (apply would fail there), said, not failed
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -162,6 +164,28 @@ def default_releases(patch) -> list[str]:
     return sorted(out, key=Version)
 
 
+#: check statuses that are not a failure of apply (everything else is blocking)
+NON_BLOCKING = frozenset({"applies", "applies-drifted", "upstreamed", "superseded", "absent", "not-applicable"})
+
+
+def authoring_releases(patch) -> list[str]:
+    """The release a patch was made on: the oldest its anchors have fingerprints for inside
+    its applies-range (``record``/``import`` write the release they were made against;
+    later releases are added by ``fingerprint`` and ``rebase``); else
+    :func:`default_releases`."""
+    from packaging.version import InvalidVersion, Version
+
+    out = set()
+    for spec in patch.anchors.values():
+        for v in spec.fingerprints:
+            try:
+                if Version(v) in patch.applies:
+                    out.add(v)
+            except InvalidVersion:
+                continue
+    return sorted(out, key=Version)[:1] or default_releases(patch)
+
+
 def definition(text: str, qualname: str) -> str | None:
     """The dedented source of ``qualname`` in ``text`` (sentinel lines dropped), or None."""
     from patchq.authoring.merge import strip_sentinels
@@ -210,15 +234,26 @@ def run_case(case: Case, regen: bool = False, releases: list[str] | None = None)
             out.problems.append(f"{case.patch_id}: no goldens in {case.dir} "
                                 f"(run `patchq test --regen --patch {case.patch_id}`)")
             return out
-        for rel in releases or default_releases(patch):
-            out.written += run_case(Case(case.location, case.patch_id, rel), True).written
-        if not out.written:
-            out.problems.append(f"{case.patch_id}: no cached release inside its range to record; "
-                                f"pass --releases")
+        from packaging.version import Version
+
+        wanted = sorted(set(releases or []) | set(authoring_releases(patch)), key=Version)
+        if not wanted:
+            out.problems.append(f"{case.patch_id}: no release to record (no fingerprints, no cached release "
+                                f"inside its range); pass --releases")
+            return out
+        for rel in wanted:
+            done = run_case(Case(case.location, case.patch_id, rel), True)
+            out.written += done.written
+            out.warnings += done.warnings
+        _settle_goldens(case, out)
         return out
     status, texts = observe(patch, case.release)
     out.status = status
     rdir = case.dir / case.release
+    if regen and status not in NON_BLOCKING:
+        out.warnings.append(f"{case.patch_id} on vllm {case.release}: the recorded expected verdict is `{status}`, "
+                            f"which is blocking (apply fails there); `patchq check --patch {case.patch_id} --vllm "
+                            f"{case.release}` says why")
     if regen:
         verdicts = read_expect(case.dir) or {}
         if verdicts.get(case.release) != status:
@@ -251,6 +286,19 @@ def run_case(case: Case, regen: bool = False, releases: list[str] | None = None)
     for name in sorted(set(have) - set(texts)):
         out.problems.append(f"{case.patch_id} on vllm {case.release}: golden {name} is no longer produced")
     return out
+
+
+def _settle_goldens(case: Case, out: Outcome) -> None:
+    """After a regen of ``case``'s patch: every release of its ``expect.toml`` must pass
+    as recorded; one that does not (its goldens were left by an older regen) is recorded
+    again, then checked again. What still fails is a problem of ``out``."""
+    for rel in sorted(read_expect(case.dir) or {}):
+        one = Case(case.location, case.patch_id, rel)
+        if run_case(one).problems:
+            again = run_case(one, True)
+            out.written += again.written
+            out.warnings += [w for w in again.warnings if w not in out.warnings]
+            out.problems += [f"after regen: {p}" for p in run_case(one).problems]
 
 
 def assert_case(case: Case, regen: bool = False) -> None:

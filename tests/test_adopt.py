@@ -45,7 +45,7 @@ def test_init_example_applies_and_its_test_passes(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                           cwd=repo, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 passed" in proc.stdout
+    assert "2 passed" in proc.stdout  # 0.23.0 (named) and 0.15.1 (its authoring release: the oldest fingerprint)
     # a changed patch fails its golden test, naming the definition
     mod = repo / "series/example_quiet_logger.py"
     mod.write_text(mod.read_text().replace("logger.disabled = True", "logger.disabled = False"))
@@ -63,7 +63,8 @@ def test_init_example_applies_and_its_test_passes(tmp_path):
 def test_new_scaffolds_a_patch_that_applies(tmp_path):
     repo = _init(tmp_path)
     res = run_cli("new", "pad-note", "--at", "vllm.v1.core.kv_cache_utils:unify_kv_cache_spec_page_size",
-                  "--node", "new_spec = replace(layer_spec, block_size=new_block_size)", "--series", str(repo), "--json")
+                  "--node", "new_spec = replace(layer_spec, block_size=new_block_size)", "--vllm", "0.23.0",
+                  "--series", str(repo), "--json")
     assert res.rc == 0, res.stderr
     anchors = tomllib.loads((repo / "anchors/pad-note.toml").read_text())["anchors"]
     assert anchors == {"target": {"module": "vllm.v1.core.kv_cache_utils", "count": 1,
@@ -71,7 +72,22 @@ def test_new_scaffolds_a_patch_that_applies(tmp_path):
                                   "node": "new_spec = replace(layer_spec, block_size=new_block_size)"}}
     profiles = tomllib.loads((repo / "series/profiles.toml").read_text())["profiles"]
     assert profiles["default"]["patches"] == ["pad-note"]
-    assert run_cli("new", "pad-note", "--at", "vllm.x:y", "--series", str(repo)).rc == 2
+    assert run_cli("new", "pad-note", "--at", "vllm.x:y", "--vllm", "0.23.0", "--series", str(repo)).rc == 2
+    # every part of the anchor is checked against the release; nothing is written on a refusal
+    for bad in (["--at", "vllm.loggr:init_logger"], ["--at", "vllm.logger:init_loger"],
+                ["--at", "vllm.logger:init_logger", "--node", "logger = getLogger(name)"],
+                ["--at", "vllm.logger:init_logger", "--applies", "banana"]):
+        res = run_cli("new", "bad-one", *bad, "--vllm", "0.23.0", "--series", str(repo))
+        assert res.rc == 2 and ("did you mean" in res.stderr or "nearest" in res.stderr
+                                or "not a version range" in res.stderr), res.stderr
+        assert not (repo / "series/bad_one.py").exists()
+    # a module-level constant is a module-level anchor (anchors format 2) that check resolves
+    assert run_cli("new", "date-fmt", "--at", "vllm.logger:_DATE_FORMAT", "--vllm", "0.23.0", "--profile", "dates",
+                   "--series", str(repo)).rc == 0
+    date = tomllib.loads((repo / "anchors/date-fmt.toml").read_text())
+    assert date["format"] == 2 and date["anchors"]["target"]["qualname"] == "<module>"
+    dcheck = run_cli("check", "--profile", "dates", "--vllm", "0.23.0", "--series", str(repo), "--json")
+    assert dcheck.json["patches"][0]["status"] in ("applies", "applies-drifted"), dcheck.json
     fp = run_cli("fingerprint", "--patch", "pad-note", "--releases", "0.23.0,0.24.0", "--series", str(repo), "--json")
     assert fp.rc == 0 and fp.json["changed"] == [str(repo / "anchors/pad-note.toml")]
     table = tomllib.loads((repo / "anchors/pad-note.toml").read_text())["anchors"]["target"]["fingerprints"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from patchq.vllmdist import releases
 from patchq import series as series_mod
 from patchq.commands import rebase as cmd
+from patchq.vllmdist import releases
 
 TARGETS = ("0.24.0", "0.26.0", "0.33.0")
 
@@ -328,3 +328,32 @@ def test_rebase_to_a_release_the_series_already_carries_merges_nothing():
     assert r.returncode == 0, r.stderr
     assert {p["status"] for p in doc["patches"]} == {"skipped"}
     assert all("already carried" in p["reason"] for p in doc["patches"])
+
+
+def test_continue_write_writes_the_new_variant_of_a_hand_resolution(tmp_path, cli):
+    """A resolution that is not the transform's result: --continue --write writes the variant itself
+    (statement operations from the resolved merge, patchq.statements), and it gives exactly that merge."""
+    from patchq.plan import engine
+    from patchq.vllmdist.sources import release_source
+
+    sdir = _mini_series(tmp_path, "pad-only", UNIFY_PATCH, UNIFY_ANCHORS)
+    work = tmp_path / "work"
+    assert cli("rebase", "--to", "0.24.0", "--from", "0.23.0", "--series", sdir, "--workdir", work).rc == 1
+    conflict = work / "0.24.0" / "pad-only" / "unify_kv_cache_spec_page_size.py"
+    resolved = conflict.with_name("unify_kv_cache_spec_page_size.transform.py").read_text()
+    assert resolved.count("page_size_padded=max_page_size") >= 1
+    resolved = resolved.replace("page_size_padded=max_page_size", "page_size_padded=int(max_page_size)", 1)
+    conflict.write_text(resolved)
+    done = cli("rebase", "--to", "0.24.0", "--from", "0.23.0", "--series", sdir, "--workdir", work,
+               "--continue", "--write", "--json")
+    assert done.rc == 0, done.stdout
+    (p,) = done.json["patches"]
+    assert p["status"] == "clean" and any("wrote variant" in s for s in p["next_steps"]), p
+    text = (sdir / "pad_only.py").read_text()
+    assert 'variant(">=0.15,<0.24,<0.24.0", edits={"scaled": pad_after_scale})' in text
+    assert "from patchq.statements import statement_edit" in text and "OPS_0_24_0 = {" in text
+    patch = series_mod.load(sdir).patch("pad-only")
+    plan = engine.plan(release_source("0.24.0"), [patch])
+    assert plan.results[0].status == "ok", plan.results[0].reason
+    assert "page_size_padded=int(max_page_size)" in plan.patched["vllm/v1/core/kv_cache_utils.py"]
+    assert engine.plan(release_source("0.23.0"), [patch]).results[0].status == "ok"  # the old variant still

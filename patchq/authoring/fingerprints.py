@@ -136,9 +136,13 @@ def render(patch_id: str, data: Mapping) -> str:
         if table.get("fingerprints"):
             row["fingerprints"] = dict(table["fingerprints"])
         anchors[anchor_id] = row
-    text = HEADER.format(patch=patch_id) + _string_lines(
+    fmt = 2 if any(t.get("qualname") == hashing.MODULE_QUALNAME for t in anchors.values()) else 1
+    head = "format = 2   # anchors format 2: module-level anchors (qualname \"<module>\")\n\n" \
+        if fmt == 2 else ""
+    text = HEADER.format(patch=patch_id) + head + _string_lines(
         tomli_w.dumps({"anchors": anchors}, multiline_strings=True), anchors)
-    assert tomllib.loads(text) == {"anchors": anchors}, f"{patch_id}: anchors file does not round-trip"
+    want = {"format": 2, "anchors": anchors} if fmt == 2 else {"anchors": anchors}
+    assert tomllib.loads(text) == want, f"{patch_id}: anchors file does not round-trip"
     return text
 
 

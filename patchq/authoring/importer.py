@@ -29,6 +29,7 @@
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 import sys
@@ -44,8 +45,16 @@ from unidiff.errors import UnidiffParseError
 
 from patchq.authoring.merge import module_of, strip_sentinels
 from patchq.errors import ImportRefused, PatchqError, UsageError  # noqa: F401
+from patchq.model import MODULE_QUALNAME
 from patchq.plan import stmtpatch
-from patchq.plan.anchors import ast_index, cut_segment, definition_span, fingerprint, node_code, split_lines
+from patchq.plan.anchors import (
+    ast_index,
+    cut_segment,
+    definition_span,
+    fingerprint,
+    module_fingerprint,
+    split_lines,
+)
 from patchq.vllmdist import releases
 from patchq.vllmdist.sources import CodeSource, release_source
 
@@ -175,6 +184,10 @@ class HunkInfo:
     header: str
     qualnames: list[str] = field(default_factory=list)
     module_level: bool = False
+    #: the level it landed at (:data:`LEVELS`), filled by :func:`build`
+    level: str = ""
+    #: the stripped text of its added and removed lines (to tell which operations are its own)
+    lines: list[str] = field(default_factory=list)
 
 
 def attribute(relpath: str, pristine: str, patched: str, hunks: list) -> list[HunkInfo]:
@@ -184,6 +197,7 @@ def attribute(relpath: str, pristine: str, patched: str, hunks: list) -> list[Hu
     for h in hunks:
         info = HunkInfo(relpath, f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@")
         found: list[str | None] = []
+        info.lines = [ln.value.strip() for ln in h if (ln.is_added or ln.is_removed) and ln.value.strip()]
         for ln in h:
             if ln.is_removed:
                 found.append(_innermost(old_spans, ln.source_line_no))
@@ -201,89 +215,83 @@ def attribute(relpath: str, pristine: str, patched: str, hunks: list) -> list[Hu
     return out
 
 
+#: Where a hunk can land, most precise first (the importer's order of preference): a
+#: statement inserted/replaced/deleted; an expression inside one statement; a module-level
+#: statement (a module-level anchor); a block prepend/append; the whole definition.
+LEVELS = ("statement", "expression", "module", "block", "definition")
+
+
+def op_level(op: dict, module: bool = False) -> str:
+    """The :data:`LEVELS` entry of one statement operation (``module``: of a module-level anchor)."""
+    if op["op"] == "definition":
+        return "definition"
+    if op["op"] == "expression":
+        return "expression"
+    if module:
+        return "module"
+    if op["op"] == "insert" and op.get("at"):
+        return "block"
+    return "statement"
+
+
+def _op_lines(op: dict) -> set[str]:
+    return {ln.strip() for key in ("old", "new") for ln in str(op.get(key) or "").splitlines() if ln.strip()}
+
+
+def hunk_levels(hunks: list[HunkInfo], anchors: list) -> None:
+    """Fill each hunk's ``level``: the least precise level among the operations of its
+    anchors that carry one of its changed lines (all its anchors' operations when none does)."""
+    for h in hunks:
+        mine = [a for a in anchors if a.relpath == h.relpath and
+                (a.qualname in h.qualnames or any(q.startswith(a.qualname + ".") for q in h.qualnames)
+                 or (h.module_level and a.qualname == MODULE_QUALNAME))]
+        pairs = [(op, a.qualname == MODULE_QUALNAME) for a in mine for op in a.ops]
+        own = [(op, m) for op, m in pairs if _op_lines(op) & set(h.lines)] or pairs
+        levels = [op_level(op, m) for op, m in own]
+        h.level = max(levels, key=LEVELS.index) if levels else "statement"
+
+
 def _outermost(qualnames: list[str]) -> list[str]:
-    return [q for q in qualnames if not any(q.startswith(o + ".") for o in qualnames if o != q)]
+    """The qualnames not nested in another of them, each once (two hunks in one definition
+    are one anchor: a second anchor would apply the same operations twice)."""
+    unique = list(dict.fromkeys(qualnames))
+    return [q for q in unique if not any(q.startswith(o + ".") for o in unique if o != q)]
 
 
 # --------------------------------------------------------------------------- module level
 
 
-class _Stub(cst.CSTTransformer):
-    """Definitions reduced to their names (module-level keys ignore what is inside them)."""
-
-    def visit_FunctionDef(self, node) -> bool:
-        return False
-
-    def visit_ClassDef(self, node) -> bool:
-        return False
-
-    def leave_FunctionDef(self, original, updated):
-        return cst.parse_statement(f"def {updated.name.value}(): ...\n")
-
-    def leave_ClassDef(self, original, updated):
-        return cst.parse_statement(f"class {updated.name.value}: ...\n")
-
-
-def _module_key(stmt: cst.CSTNode) -> str:
-    return node_code(stmt.visit(_Stub()))
+def _with_definitions(pristine: str, patched: str, relpath: str, qualnames: list[str]) -> str:
+    """``pristine`` with the lines of each of ``qualnames`` (decorators to end, not the comments
+    above) taken from ``patched``: the module as the definition anchors leave it, before the
+    module-level anchor runs."""
+    old_index, new_index = ast_index(pristine), ast_index(patched)
+    lines, new_lines = split_lines(pristine), split_lines(patched)
+    spans = []
+    for q in qualnames:
+        a, b = definition_span(old_index[q][0])
+        c, d = definition_span(new_index[q][0])
+        spans.append((a - 1, b, new_lines[c - 1:d]))
+    for a, b, repl in sorted(spans, reverse=True):
+        lines[a:b] = repl
+    return "".join(lines)
 
 
-def module_ops(relpath: str, pristine: str, patched: str) -> tuple[dict[str, list[dict]], list[str]]:
-    """Module-level insertions as ``module-insert`` operations keyed by the anchoring definition.
+def module_anchor(relpath: str, pristine: str, patched: str, definition_anchors: list, taken: set[str]):
+    """The module-level anchor of a file (series format 2): statement operations on the
+    module's own statements (imports, assignments, calls, ``__all__``, helpers added or
+    removed), computed against the module as its definition anchors leave it.
 
-    Returns:
-        ({top-level qualname: [ops]}, notes on relocated insertions).
     Raises:
-        ImportRefused: an existing module-level statement is changed or removed.
+        ImportRefused: the operations do not reproduce the patched module exactly.
     """
-    a = list(cst.parse_module(pristine).body)
-    b = list(cst.parse_module(patched).body)
-    ka, kb = [_module_key(s) for s in a], [_module_key(s) for s in b]
-    ops: dict[str, list[dict]] = {}
-    notes: list[str] = []
-
-    def is_def(s) -> bool:
-        return isinstance(s, (cst.FunctionDef, cst.ClassDef))
-
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        if tag != "insert":
-            first = ka[i1].strip().splitlines()[0] if i1 < len(ka) else ""
-            raise ImportRefused(f"{relpath}: a module-level hunk changes existing statements (`{first[:60]}`); "
-                                f"only insertions and changes inside definitions become anchored patches")
-        new = "".join(node_code(s) for s in b[j1:j2])
-        gap = 2
-        if i2 < len(a) and is_def(a[i2]):
-            where, anchor, relocated = "before", a[i2].name.value, False
-            gap = _blank_run(b[j2]) if j2 < len(b) else 2
-        elif i1 > 0 and is_def(a[i1 - 1]):
-            where, anchor, relocated = "after", a[i1 - 1].name.value, False
-        else:
-            nxt = next((s for s in a[i2:] if is_def(s)), None)
-            prv = next((s for s in reversed(a[:i1]) if is_def(s)), None)
-            if nxt is None and prv is None:
-                raise ImportRefused(f"{relpath}: a module-level insertion with no definition in the module to anchor it")
-            where, anchor, relocated = ("before", nxt.name.value, True) if nxt else ("after", prv.name.value, True)
-            notes.append(f"{relpath}: module-level insertion `{new.strip().splitlines()[0][:60]}` relocated "
-                         f"{where} {anchor} (its neighbours are not definitions)")
-        op = {"op": "module-insert", "where": where, "new": new}
-        if where == "before":
-            op["gap"] = gap
-        if relocated:
-            op["relocated"] = True
-        ops.setdefault(anchor, []).append(op)
-    return ops, notes
-
-
-def _blank_run(stmt: cst.CSTNode) -> int:
-    """Blank lines above a statement, before the comment lines directly above it."""
-    n = 0
-    for line in getattr(stmt, "leading_lines", []):
-        if line.comment is not None:
-            break
-        n += 1
-    return n
+    middle = _with_definitions(pristine, patched, relpath, [a.qualname for a in definition_anchors])
+    ops = stmtpatch.diff_module(cst.parse_module(middle), cst.parse_module(patched))
+    if not ops and middle != patched:
+        raise ImportRefused(f"{relpath}: the module-level change cannot be expressed as statement operations on "
+                            f"the module's own statements (nothing written)")
+    return AnchorOut(_anchor_id("module " + module_of(relpath).rsplit(".", 1)[-1], taken), relpath,
+                     MODULE_QUALNAME, module_fingerprint(pristine), ops)
 
 
 # --------------------------------------------------------------------------- the import
@@ -313,6 +321,51 @@ class ImportPlan:
     pristine: dict[str, str]
     patched: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    #: names undefined in the diff's own result too (pyflakes): declared ``runtime_names``
+    runtime_names: list[str] = field(default_factory=list)
+
+
+def undefined_in_result(pristine: str, patched: str) -> list[str]:
+    """Names pyflakes finds undefined in ``patched`` and not in ``pristine`` (a string
+    annotation of a name imported nowhere, a name the code gets at run time): the diff's
+    author wrote them so, and the imported patch must reproduce the diff exactly."""
+    from pyflakes import checker  # type: ignore[import-untyped]
+
+    def undefined(text: str) -> list[str]:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return []
+        msgs = checker.Checker(tree, filename="<patchq>").messages
+        return [str(m.message_args[0]) for m in msgs if type(m).__name__ in ("UndefinedName", "UndefinedExport")]
+
+    before = undefined(pristine)
+    out = []
+    for name in undefined(patched):
+        if name in before:
+            before.remove(name)
+        elif name not in out:
+            out.append(name)
+    return out
+
+
+def level_counts(plan: ImportPlan) -> dict[str, int]:
+    """level -> number of hunks that landed there (:data:`LEVELS` order, zeros left out)."""
+    out = {lvl: sum(h.level == lvl for h in plan.hunks) for lvl in LEVELS}
+    return {k: v for k, v in out.items() if v}
+
+
+def summary_line(plan: ImportPlan) -> str:
+    """One line: how many hunks landed at which level, and every whole-definition
+    replacement with its reason (the command's own summary, not a note after it)."""
+    counts = ", ".join(f"{v} {k}" for k, v in level_counts(plan).items())
+    line = f"{len(plan.hunks)} hunk(s): {counts or 'none'}"
+    whole = [a for a in plan.anchors if any(o["op"] == "definition" for o in a.ops)]
+    if whole:
+        line += "; REPLACED WHOLE: " + "; ".join(
+            f"{a.qualname} (no statement, expression or block operation reproduces its patched text exactly; "
+            f"it applies only where its fingerprint is {a.fingerprint})" for a in whole)
+    return line
 
 
 def _anchor_id(qualname: str, taken: set[str]) -> str:
@@ -352,26 +405,31 @@ def build(diff_text: str, patch_id: str, release: str | None = None, source_name
             raise ImportRefused(f"{fp.relpath}:{exc.lineno}: the changed file is not valid Python "
                                 f"({exc.msg}); nothing written") from None
         plan.pristine[fp.relpath], plan.patched[fp.relpath] = pristine, patched
+        for name in undefined_in_result(pristine, patched):
+            if name not in plan.runtime_names:
+                plan.runtime_names.append(name)
+                plan.notes.append(f"{fp.relpath}: `{name}` is undefined in the diff's own result (pyflakes); declared "
+                                  f"runtime_names=[{name!r}] so the undefined-name check accepts it")
         infos = attribute(fp.relpath, pristine, patched, fp.hunks)
         plan.hunks += infos
         touched = _outermost([q for i in infos for q in i.qualnames if q])
-        mod_ops: dict[str, list[dict]] = {}
-        if any(i.module_level for i in infos):
-            mod_ops, notes = module_ops(fp.relpath, pristine, patched)
-            plan.notes += notes
         old_index, new_index = ast_index(pristine), ast_index(patched)
-        for q in touched + [m for m in mod_ops if m not in touched]:
+        for q in touched:
             if len(old_index.get(q, [])) != 1 or len(new_index.get(q, [])) != 1:
                 raise ImportRefused(f"{fp.relpath}: {q} is not defined exactly once in the pristine and the "
                                     f"patched file (conditional definitions): cannot anchor it")
-            old = cut_segment(pristine, fp.relpath, q, old_index[q][0]).node
-            new = cut_segment(patched, fp.relpath, q, new_index[q][0]).node
-            ops = stmtpatch.diff_definition(old, new) if q in touched else []
+            old_seg = cut_segment(pristine, fp.relpath, q, old_index[q][0])
+            new_seg = cut_segment(patched, fp.relpath, q, new_index[q][0])
+            ops = stmtpatch.diff_definition(old_seg.node, new_seg.node)
             if any(o["op"] == "definition" for o in ops):
-                plan.notes.append(f"{q}: replaced as a whole (statement operations could not reproduce the "
-                                  f"patched text exactly); it applies only where {q} is unchanged")
-            ops += mod_ops.get(q, [])
-            plan.anchors.append(AnchorOut(_anchor_id(q, taken), fp.relpath, q, fingerprint(old), ops))
+                plan.notes.append(f"{q}: replaced as a whole: no statement, expression or block operation "
+                                  f"reproduces the patched text exactly; it applies only where {q} is unchanged "
+                                  f"(fingerprint {fingerprint(old_seg.node)})")
+            plan.anchors.append(AnchorOut(_anchor_id(q, taken), fp.relpath, q, fingerprint(old_seg.node), ops))
+        if any(i.module_level for i in infos):
+            mine = [a for a in plan.anchors if a.relpath == fp.relpath]
+            plan.anchors.append(module_anchor(fp.relpath, pristine, patched, mine, taken))
+    hunk_levels(plan.hunks, plan.anchors)
     if not any(a.ops for a in plan.anchors):
         raise ImportRefused("the diff changes nothing that can be anchored (only comments or blank lines "
                             "outside definitions?)")
@@ -399,18 +457,19 @@ def _literal(value: object, indent: int) -> str:
 def render_module(plan: ImportPlan, summary: str | None = None) -> str:
     """The text of ``series/<id>.py``: the operations per anchor and the ``PATCH``."""
     ops = {a.anchor_id: a.ops for a in plan.anchors}
+    runtime = f"\n    runtime_names={plan.runtime_names!r}," if plan.runtime_names else ""
     summ = summary or f"imported from {plan.source_name or 'a diff'} (vllm {plan.release})"
     where = "".join(f"\n* {a.anchor_id}: {a.qualname} ({a.relpath})" for a in plan.anchors)
     return f'''"""{plan.patch_id}: {summ}.
 
 Generated by `patchq import` from {plan.source_name or 'a unified diff'} made against vllm {plan.release}.
-Each anchor's change is a list of statement operations (patchq.plan.stmtpatch), found by
+Each anchor's change is a list of statement operations (patchq.statements: the public format), found by
 structure inside the anchored definition:
 {where}
 """
 
 from patchq.series import patch, variant
-from patchq.plan.stmtpatch import statement_edit
+from patchq.statements import statement_edit
 
 OPS = {_literal(ops, 0)}
 
@@ -418,7 +477,7 @@ PATCH = patch(
     id={plan.patch_id!r},
     summary={summ!r},
     why={("Imported from " + (plan.source_name or "a unified diff") + "; describe why vLLM needs it.")!r},
-    applies={">=" + plan.release!r},
+    applies={">=" + plan.release!r},{runtime}
     variants=[
         variant({">=" + plan.release!r}, edits={{anchor: statement_edit(ops) for anchor, ops in OPS.items()}}),
     ],
@@ -433,8 +492,10 @@ def render_anchors(plan: ImportPlan) -> str:
     anchors = {a.anchor_id: {"module": module_of(a.relpath), "qualname": a.qualname, "count": 1,
                              "fingerprints": {plan.release: a.fingerprint}} for a in plan.anchors}
     head = (f"# Anchors of patch {plan.patch_id}, generated by `patchq import` (vllm {plan.release}).\n"
-            f"# One anchor per changed definition; the statements are found by series/"
-            f"{plan.patch_id.replace('-', '_')}.py.\n\n")
+            f"# One anchor per changed definition (qualname \"{MODULE_QUALNAME}\": the module's own statements);\n"
+            f"# the statements are found by series/{plan.patch_id.replace('-', '_')}.py.\n\n")
+    if any(a.qualname == MODULE_QUALNAME for a in plan.anchors):
+        head += "format = 2   # anchors format 2: module-level anchors\n\n"
     return head + tomli_w.dumps({"anchors": anchors}, multiline_strings=True)
 
 
@@ -496,24 +557,9 @@ def verify(plan: ImportPlan, series) -> tuple[bool, str]:
     r = result.results[0]
     if r.status != engine.OK:
         return False, r.reason
-    moved = [o["new"] for a in plan.anchors for o in a.ops if o.get("relocated")]
     for rel, want in plan.patched.items():
         got = strip_sentinels(result.patched.get(rel, plan.pristine[rel]))
-        for block in moved:  # relocated insertions: compare the rest, and require them once
-            if got.count(block.strip("\n")) != 1:
-                return False, f"{rel}: relocated insertion {block.strip()[:60]!r} is not in the result once"
-            got = _drop_block(got, block)
-            want = _drop_block(want, block)
         if got != want:
             diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), "diff", "patchq", n=1))
             return False, f"{rel}: the applied patch differs from the diff's result:\n{diff[:2000]}"
     return True, ""
-
-
-def _drop_block(text: str, block: str) -> str:
-    """``text`` without the first occurrence of ``block``'s lines and the blank lines after it."""
-    body = block.strip("\n") + "\n"
-    i = text.find(body)
-    if i < 0:
-        return text
-    return text[:i] + text[i + len(body):].lstrip("\n")

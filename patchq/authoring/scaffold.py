@@ -25,6 +25,12 @@ def check_id(patch_id: str) -> None:
         raise UsageError(f"patch id {patch_id!r}: use kebab-case (a-z, 0-9, -)")
 
 
+def check_profile(profile: str) -> None:
+    """Raise UsageError unless ``profile`` is a valid profile name."""
+    if not _PROFILE_RE.match(profile):
+        raise UsageError(f"profile name {profile!r}: use letters, digits, - and _")
+
+
 def write_new(path: Path, text: str, written: list[str]) -> None:
     """Write ``text`` to a file that must not exist yet. Raises UsageError when it does."""
     if path.exists():

@@ -82,8 +82,10 @@ def widen_variant(path: Path, applies: SpecifierSet, version: Version, *, write:
 
 
 class _Verdict(cst.CSTTransformer):
-    def __init__(self, applies: SpecifierSet, version: Version, kind: str, reason: str) -> None:
+    def __init__(self, applies: SpecifierSet, version: Version, kind: str, reason: str,
+                 element: str | None = None) -> None:
         self.applies, self.version, self.kind, self.reason = applies, version, kind, reason
+        self.element = element  # the new variant's source; default: the verdict variant
         self.hits: list[tuple[str, str]] = []
 
     def _matches(self, node: cst.BaseExpression) -> str | None:
@@ -110,12 +112,13 @@ class _Verdict(cst.CSTTransformer):
             # the new element goes on its own line: it takes the separator the list uses
             # between elements, and the matched element's own comma moves after it
             sep = next((e.comma for e in updated.elements if isinstance(e.comma, cst.Comma)
-                        and isinstance(e.comma.whitespace_after, cst.ParenthesizedWhitespace)), cst.Comma())
+                        and isinstance(e.comma.whitespace_after, cst.ParenthesizedWhitespace)),
+                       cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             out[-1] = el.with_changes(value=call.with_changes(
                 args=[call.args[0].with_changes(value=cst.SimpleString(f"{quote}{capped}{quote}")), *call.args[1:]]),
                 comma=sep)
-            new = cst.parse_expression(f"variant({json.dumps(f'>={self.version}')}, "
-                                       f"{self.kind}={json.dumps(self.reason)})")
+            new = cst.parse_expression(self.element or f"variant({json.dumps(f'>={self.version}')}, "
+                                                      f"{self.kind}={json.dumps(self.reason)})")
             out.append(el.with_changes(value=new))
             self.hits.append((text, capped))
         return updated.with_changes(elements=out)
@@ -143,3 +146,46 @@ def add_verdict_variant(path: Path, applies: SpecifierSet, version: Version, kin
     if write and new.code != text:
         Path(path).write_text(new.code, encoding="utf-8")
     return tr.hits[0]
+
+
+def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: dict[str, list[dict]],
+                     note: str, *, write: bool = True) -> tuple[str, str]:
+    """End the variant whose range equals ``applies`` before ``version`` and add an edit
+    variant from ``version`` on: statement operations (:mod:`patchq.statements`) per
+    anchor id, stored as ``OPS_<version>`` above ``PATCH``, the ``statement_edit`` import
+    added when missing.
+
+    Returns:
+        (old range text, capped range text).
+    Raises:
+        SeriesError: no such ``variant("...")`` call in a list, or more than one; no ``PATCH =``.
+    """
+    from patchq.authoring.importer import _literal
+
+    text = Path(path).read_text(encoding="utf-8")
+    name = "OPS_" + str(version).replace(".", "_").replace("-", "_")
+    element = (f"variant({json.dumps(f'>={version}')}, edits={{anchor: statement_edit(ops) "
+               f"for anchor, ops in {name}.items()}})")
+    tr = _Verdict(applies, version, "upstreamed", "", element)
+    new = cst.parse_module(text).visit(tr).code
+    if len(tr.hits) != 1:
+        raise SeriesError(f"{path}: expected one variant(\"{applies}\", ...) call in a list, found {len(tr.hits)}")
+    at = new.find("\nPATCH = ")
+    if at < 0:
+        raise SeriesError(f"{path}: no `PATCH = patch(...)` to put the new variant's operations above")
+    block = f"\n# vllm {version}: {note}\n{name} = {_literal(ops, 0)}\n\n"
+    new = new[:at + 1] + block.lstrip("\n") + "\n" + new[at + 1:]
+    if "import statement_edit" not in new:
+        new = "from patchq.statements import statement_edit\n" + new if not new.startswith('"""') else \
+            _after_docstring(new, "from patchq.statements import statement_edit\n")
+    if write:
+        Path(path).write_text(new, encoding="utf-8")
+    return tr.hits[0]
+
+
+def _after_docstring(text: str, line: str) -> str:
+    """``text`` with ``line`` inserted after its module docstring."""
+    tree = ast.parse(text)
+    end = tree.body[0].end_lineno if tree.body and isinstance(tree.body[0], ast.Expr) else 0
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:end]) + "\n" + line + "".join(lines[end:])

@@ -180,6 +180,18 @@ def _modified_files(target: CodeSource) -> list[str]:
     return sorted(out)
 
 
+def _modified_patched_files(target: CodeSource) -> list[str]:
+    """Files patchq patched whose bytes now equal neither the journal nor RECORD (a hand edit on top)."""
+    from patchq.env.state import StateDir
+
+    out = []
+    for rel, entry in StateDir(target.root).read().files.items():
+        data = target.read_bytes(rel)
+        if data is not None and sha256_hex(data) not in (entry.patched_sha256, target.record().get(rel)):
+            out.append(rel)
+    return sorted(out)
+
+
 def _release_pristine(target: CodeSource, rel: str) -> bytes:
     from patchq.vllmdist.sources import release_source
 
@@ -232,6 +244,13 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
         mode, replaces = "in-place", False
         rels = [_relpath(target, f) for f in files] or _modified_files(target)
         if not rels:
+            on_patched = _modified_patched_files(target)
+            if on_patched:
+                raise UsageError(f"{', '.join(on_patched)} carries patchq patches and was edited by hand on top of "
+                                 f"them (status: modified); an edit on top of applied patches cannot be recorded in "
+                                 f"place: `patchq revert --all --force` (keeps the hand edit in .patchq/foreign/), "
+                                 f"then "
+                                 f"`patchq edit {patch_id} --file {on_patched[0]}` and redo it on the working copy")
             raise UsageError(f"no edit to record: no `patchq edit {patch_id}` in progress ({wd}) and no installed "
                              f"vllm file differs from RECORD; edit one, or run `patchq edit {patch_id} --file vllm/x.py`")
         from patchq.env.state import StateDir
@@ -265,7 +284,8 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
     import_doc = {"release": plan.release, "anchors": [{"id": a.anchor_id, "path": a.relpath, "qualname": a.qualname,
                                                         "fingerprint": a.fingerprint, "ops": [o["op"] for o in a.ops]}
-                                                       for a in plan.anchors], "notes": plan.notes}
+                                                       for a in plan.anchors], "notes": plan.notes,
+                  "summary": importer.summary_line(plan), "levels": importer.level_counts(plan)}
     env = _settle(series, target, profile, mode, list(pairs), apply)
     if manifest:
         shutil.rmtree(wd, ignore_errors=True)
@@ -330,7 +350,7 @@ def render_record(doc: dict) -> str:
     """What was recorded, and what happened to the environment."""
     imp = doc["import"]
     lines = [f"recorded {doc['patch']} from the {doc['mode']} edit of {', '.join(doc['files'])} "
-             f"(vllm {doc['vllm']})"]
+             f"(vllm {doc['vllm']}): {imp.get('summary', '')}"]
     for a in imp["anchors"]:
         lines.append(f"  anchor {a['id']}: {a['qualname']} ({a['path']}) fingerprint {a['fingerprint']} "
                      f"on {imp['release']}: {', '.join(a['ops'])}")
@@ -351,6 +371,8 @@ def render_record(doc: dict) -> str:
         lines += [f"  hand edit kept: {p} -> {c}" for p, c in a["foreign_kept"].items()]
     else:
         lines.append(f"  environment: FAILED: {env['apply']['error']}")
+        lines += [f"  hand edit moved to {c} (restore it from there if needed): {p}"
+                  for p, c in env["apply"].get("foreign_kept", {}).items()]
     return "\n".join(lines) + "\n"
 
 

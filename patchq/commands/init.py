@@ -51,13 +51,123 @@ def render_init(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _did_you_mean(word: str, choices, what: str) -> str:
+    """``; did you mean a, b or c?`` with the nearest of ``choices`` (rapidfuzz), or ``""``."""
+    from rapidfuzz import process
+
+    best = [c for c, score, _ in process.extract(word, list(choices), limit=3) if score >= 50]
+    if not best:
+        return ""
+    return f"; did you mean {', '.join(best[:-1]) + ' or ' if len(best) > 1 else ''}{best[-1]}?" \
+        if what == "" else f"; nearest {what}: {', '.join(best)}"
+
+
+def _module_names(text: str) -> list[str]:
+    """Names a module binds at top level by assignment or import (what a module-level anchor names)."""
+    import ast
+
+    out: list[str] = []
+    for stmt in ast.parse(text).body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+            [stmt.target] if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) else []
+        out += [t.id for t in targets if isinstance(t, ast.Name)]
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            out += [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    return out
+
+
+def validate_new(source, module: str, qualname: str, node: str | None) -> tuple[str, str | None, int]:
+    """Check a ``new`` anchor against a vLLM (module docstring of ``patchq new``).
+
+    Returns:
+        (qualname to write: the definition's, or :data:`patchq.model.MODULE_QUALNAME` for a
+        module-level name; the node pattern; the number of matches, 1).
+    Raises:
+        UsageError: the module, the qualname or the pattern is not found there (or the
+            pattern matches more than once), with the nearest candidates.
+    """
+    import ast
+
+    from patchq.errors import AnchorError
+    from patchq.model import MODULE_QUALNAME
+    from patchq.plan.anchors import Pattern, ast_index, cut_segment, find_statements, module_segment
+
+    base = module.replace(".", "/")
+    rel = next((r for r in (base + ".py", base + "/__init__.py") if source.exists(r)), None)
+    where = f"vllm {source.version}"
+    if rel is None:
+        mods = [p[:-3].replace("/", ".").removesuffix(".__init__") for p in source.py_files()]
+        raise UsageError(f"--at {module}:{qualname}: no module {module} in {where}{_did_you_mean(module, mods, '')}")
+    text = source.read_text(rel) or ""
+    index = ast_index(text)
+    if qualname in index:
+        if len(index[qualname]) != 1:
+            raise UsageError(f"--at {module}:{qualname}: {qualname} is defined {len(index[qualname])} times in {rel} "
+                             f"(conditional definitions): anchor a statement inside one with --node")
+        seg = cut_segment(text, rel, qualname, index[qualname][0])
+        anchored = qualname
+    elif "." not in qualname and qualname in _module_names(text):
+        seg = module_segment(text, rel)
+        anchored = MODULE_QUALNAME
+        if node is None:  # a module-level name: the statement that binds it
+            stmt = next(st for st in ast.parse(text).body if qualname in _module_names(ast.unparse(st)))
+            node = f"{qualname} = ..." if isinstance(stmt, ast.Assign) else ast.unparse(stmt)
+    else:
+        names = list(index) + _module_names(text)
+        raise UsageError(f"--at {module}:{qualname}: {rel} in {where} defines no {qualname}"
+                         f"{_did_you_mean(qualname, names, '')}")
+    if node is None:
+        return anchored, None, 1
+    try:
+        pattern = Pattern.compile(node)
+    except AnchorError as exc:
+        raise UsageError(f"--node: {exc}") from None
+    found = find_statements(seg.node, pattern)
+    if len(found) != 1:
+        from patchq.plan.anchors import node_code
+
+        lines = [" ".join(node_code(f).split())[:80] for f in _statements(seg.node)]
+        near = _did_you_mean(" ".join(node.split()), lines, "statements")
+        raise UsageError(f"--node {node!r} matches {len(found)} statement(s) in {qualname} ({rel}, {where}), "
+                         f"not 1{near if not found else ': narrow the pattern'}")
+    return anchored, node, 1
+
+
+def _statements(defn) -> list:
+    import libcst as cst
+
+    out: list = []
+
+    class _V(cst.CSTVisitor):
+        def on_visit(self, n) -> bool:
+            if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and n is not defn:
+                out.append(n)
+            return not isinstance(n, cst.SimpleStatementLine)
+
+    defn.visit(_V())
+    return out
+
+
 def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
-        applies: str, summary: str | None) -> tuple[dict, int]:
+        applies: str, summary: str | None, vllm: str | None = None, source=None) -> tuple[dict, int]:
     """Scaffold ``series/<id>.py`` + ``anchors/<id>.toml`` and add the id to ``profile``.
 
+    Everything is checked first against the target release (``vllm``, else the installed
+    vLLM, else ``source``): the applies-range parses, the module exists, the qualname is a
+    definition of it (or a module-level name: a module-level anchor, anchors format 2), the
+    pattern matches exactly one statement. A refusal names the nearest candidates and
+    writes nothing.
+
     Raises:
-        UsageError: a malformed ``--at`` or id, or the patch exists.
+        UsageError: a malformed ``--at``, id or ``--applies``, a check above fails, no vLLM
+            to check against, or the patch exists.
     """
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(applies)
+    except InvalidSpecifier:
+        raise UsageError(f"--applies {applies!r} is not a version range (e.g. '>=0.23' or '>=0.20,<0.30')") from None
     if ":" not in at:
         raise UsageError(f"--at {at!r}: give MODULE:QUALNAME (e.g. vllm.v1.core.kv_cache_utils:unify_kv_cache_spec_page_size)")
     module, qualname = at.split(":", 1)
@@ -71,16 +181,30 @@ def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
         except SyntaxError as exc:
             raise UsageError(f"--node {node!r} is not a Python statement: {exc.msg}") from None
     scaffold.check_id(patch_id)
+    scaffold.check_profile(profile)
+    if source is None:
+        from patchq.errors import PatchqError
+        from patchq.vllmdist.sources import installed, release_source
+
+        if vllm:
+            source = release_source(vllm)
+        else:
+            try:
+                source = installed(None, None)
+            except PatchqError as exc:
+                raise UsageError(f"no vLLM to check the anchor against ({exc}); pass --vllm VERSION") from None
+    qualname_w, node, _ = validate_new(source, module, qualname, node)
     mod_path = module_file(series.root, patch_id)
     anchor_path = series.anchors_root / f"{patch_id}.toml"
     if mod_path.exists() or anchor_path.exists():
         raise UsageError(f"patch {patch_id} exists ({mod_path if mod_path.exists() else anchor_path})")
-    text, anchors = scaffold.new_patch_files(patch_id, module, qualname, node, applies, summary, profile)
+    text, anchors = scaffold.new_patch_files(patch_id, module, qualname_w, node, applies, summary, profile)
     written: list[str] = []
     scaffold.write_new(mod_path, text, written)
     scaffold.write_new(anchor_path, anchors, written)
     added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
-    doc = {"schema": NEW_SCHEMA, "patch": patch_id, "anchor": {"module": module, "qualname": qualname, "node": node},
+    doc = {"schema": NEW_SCHEMA, "patch": patch_id, "anchor": {"module": module, "qualname": qualname_w, "node": node},
+           "vllm": str(source.version),
            "profile": profile, "added_to_profile": added, "written": written,
            "series": series.location.as_json() if series.location else None}
     return doc, EXIT_OK

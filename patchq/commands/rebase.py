@@ -9,7 +9,9 @@ what a clean rebase proves (:func:`record`):
   go into ``anchors/<patch>.toml`` (:mod:`patchq.authoring.fingerprints`' format), and the patch's
   diff at the target into ``series/diffs/<target>/<patch>.diff`` (:mod:`patchq.authoring.diffstore`);
 * the merge is clean but the transform differs or fails: the merged definitions (the
-  proposed new variant's golden text) and the merged diff go to the work directory.
+  proposed new variant's golden text) and the merged diff go to the work directory;
+  with ``--continue`` (conflicts resolved by hand, or a clean merge taken as it is) the new
+  variant itself is written (:func:`write_variant`).
 
 Conflicts are always written to the work directory, with or without ``--write``.
 """
@@ -75,11 +77,18 @@ def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dic
     return str(path)
 
 
-def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
-    """Write what a clean rebase proves (module docstring); appends to ``res.written``."""
+def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool = False) -> None:
+    """Write what a clean rebase proves (module docstring); appends to ``res.written``.
+    With ``resume`` (``--continue``), a merge that needs a new variant gets it written
+    (:func:`write_variant`); without, it is proposed in the work directory."""
     if res.merge != merge.CLEAN or res.status not in ("clean", "needs-variant"):
         return
     tv, fv = Version(res.to_version), res.from_version
+    if resume and res.status == "needs-variant" and res.new_diff_source == "merge" and res.new_diff:
+        why = write_variant(res, series)
+        if why is None:
+            return
+        res.next_steps.append(f"no variant written: {why}; the merged definitions are in the work directory")
     if res.transform != "carries-forward":
         d = merge.unit_dir(workdir, res.to_version, res.patch_id)
         d.mkdir(parents=True, exist_ok=True)
@@ -126,6 +135,62 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
             res.written.append(rendered[0].path)
 
 
+def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
+    """Write the new variant a clean (or hand-resolved) merge calls for: the merged
+    definitions at the target become statement operations (the importer, on the target
+    release), stored in ``series/<patch>.py`` as a variant from the target on (the
+    current one capped before it), with new anchors (``<qualname>-<target>``, no node
+    pattern, fingerprints at the target) in ``anchors/<patch>.toml``. The written patch
+    is planned at the target; unless it gives exactly the merge, both files are put
+    back. Returns None when written, else why not.
+    """
+    from patchq.authoring import fingerprints, importer
+    from patchq.errors import PatchqError
+    from patchq.plan import engine
+
+    tv = Version(res.to_version)
+    try:
+        plan = importer.build(res.new_diff, res.patch_id, res.to_version, source_name=f"rebase to {tv}")
+    except PatchqError as exc:
+        return f"the merge does not import as statement operations ({exc})"
+    mod, anchors_path = module_file(series.root, res.patch_id), series.anchors_root / f"{res.patch_id}.toml"
+    before = {mod: mod.read_bytes(), anchors_path: anchors_path.read_bytes()}
+    data = tomllib.loads(before[anchors_path].decode("utf-8"))
+    data.pop("format", None)
+    ops, suffix = {}, "-" + res.to_version.replace(".", "-")
+    for a in plan.anchors:
+        aid = a.anchor_id + suffix
+        while aid in data.get("anchors", {}):
+            aid += "-x"
+        data.setdefault("anchors", {})[aid] = {"module": merge.module_of(a.relpath), "qualname": a.qualname,
+                                               "count": 1, "fingerprints": {res.to_version: a.fingerprint}}
+        ops[aid] = a.ops
+    try:
+        how = "resolved merge" if any(u.resolution == "resolved" for u in res.units) else "merge"
+        seriesedit.add_edit_variant(mod, res.variant_obj.applies, tv, ops,  # type: ignore[union-attr]
+                                    f"written by `patchq rebase --write` from the {how}")
+        anchors_path.write_text(fingerprints.render(res.patch_id, data), encoding="utf-8")
+        sys.modules.pop("patchq_series_" + res.patch_id.replace("-", "_"), None)
+        fresh = Series(series.root, series.anchors_root, series.profiles, {})
+        result = engine.plan(release_source(res.to_version), [fresh.patch(res.patch_id)])
+        r = result.results[0]
+        if r.status != engine.OK:
+            raise ValueError(r.reason)
+        for rel, want in plan.patched.items():
+            if merge.strip_sentinels(result.patched.get(rel, "")) != want:
+                raise ValueError(f"{rel}: the new variant does not give the merge")
+    except (PatchqError, ValueError) as exc:
+        for path, blob in before.items():
+            path.write_bytes(blob)
+        return str(exc)
+    res.written += [str(mod), str(anchors_path)]
+    res.status = "clean"
+    res.next_steps = [s for s in res.next_steps if "add a variant" not in s]
+    res.next_steps.append(f"wrote variant \">={tv}\" in {mod.name} (statement operations from the merge; "
+                          f"{importer.summary_line(plan)}); review it")
+    return None
+
+
 def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] | None = None,
         write: bool = False, workdir: Path | None = None, resume: bool = False) -> tuple[dict, int]:
     """Rebase the series' patches to ``to``. Returns (``patchq.rebase/1`` document, exit code).
@@ -164,7 +229,7 @@ def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] 
             sources[key] = release_source(key)
         res = merge.rebase_patch(patch, sources[key], to_source, workdir, resume=resume)  # type: ignore[arg-type]
         if write:
-            record(res, series, workdir)
+            record(res, series, workdir, resume)
         results.append(res)
     doc = document(results, to, from_, write, workdir)
     return doc, (EXIT_PATCH_FAILED if any(r.status in FAILING for r in results) else EXIT_OK)

@@ -2,7 +2,12 @@
 
 Document ``patchq.test/1``: ``ok``, ``regen``, ``series`` (as in ``list``), ``goldens`` (the
 directory), ``cases`` [{``patch``, ``release`` (null: no goldens yet), ``status`` (the
-check status observed, or null), ``ok``, ``problems`` [text], ``written`` [paths]}].
+check status observed, or null), ``ok``, ``problems`` [text], ``written`` [paths], ``warnings``
+[text]: a blocking expected verdict recorded by a regen (added field)}].
+A regen records the named releases (``--releases``) and the patch's authoring releases
+(the oldest its anchors have fingerprints for: where it was made), then checks every release of its
+``expect.toml``: one whose goldens fail is recorded again, so a regen never leaves
+goldens that fail.
 Exit 0 when every case passes (or was regenerated), 1 when one fails.
 """
 
@@ -42,7 +47,14 @@ def run(series_dir: str | None, patches: list[str], regen: bool, releases: str |
     for case in cases:
         out = testing.run_case(case, regen=regen, releases=wanted)
         rows.append({"patch": case.patch_id, "release": case.release, "status": out.status,
-                     "ok": out.ok, "problems": out.problems, "written": out.written})
+                     "ok": out.ok, "problems": out.problems, "written": out.written, "warnings": out.warnings})
+    if regen and wanted is None:  # each patch's releases as recorded must pass together
+        for pid in dict.fromkeys(c.patch_id for c in cases):
+            settle = testing.Outcome(testing.Case(loc, pid, None))
+            testing._settle_goldens(settle.case, settle)
+            if settle.problems or settle.written:
+                rows.append({"patch": pid, "release": None, "status": None, "ok": settle.ok,
+                             "problems": settle.problems, "written": settle.written, "warnings": settle.warnings})
     ok = all(r["ok"] for r in rows)
     doc = {"schema": SCHEMA, "ok": ok, "regen": regen, "series": loc.as_json(),
            "goldens": str(testing.goldens_root(loc)), "cases": rows}
@@ -62,6 +74,8 @@ def render_text(doc: dict) -> str:
         wrote = f"  wrote {len(r['written'])} file(s)" if r["written"] else ""
         lines.append(f"  {mark} {r['patch']}@{r['release'] or '-'}  {r['status'] or ''}{wrote}")
         lines += [f"       {line}" for p in r["problems"] for line in p.splitlines()]
+        lines += [f"  WARN {w}" for w in r.get("warnings", [])]
     failed = sum(not r["ok"] for r in doc["cases"])
-    lines.append(f"{len(doc['cases'])} case(s), {failed} failed")
+    warned = sum(len(r.get("warnings", [])) for r in doc["cases"])
+    lines.append(f"{len(doc['cases'])} case(s), {failed} failed" + (f", {warned} warning(s)" if warned else ""))
     return "\n".join(lines) + "\n"

@@ -13,8 +13,10 @@ An anchor (:class:`patchq.model.AnchorSpec`) is resolved in two steps:
    statement of the definition by normalized AST, so re-wrapping, re-indenting,
    comments and quotes do not matter. ``...`` in a pattern matches any expression, or
    any block; an ``if``/``for``/``try`` pattern with ``...`` as body matches whatever
-   ``else`` follows. A bare-expression pattern matches every statement that contains a
-   matching expression.
+   ``else`` follows; a call ``f(**...)`` matches ``f`` with any arguments. A
+   bare-expression pattern matches every statement that contains a matching expression.
+   A module-level anchor (qualname ``<module>``, anchors format 2) matches the module's
+   own top-level statements.
 
 A *fingerprint* is 16 hex chars of sha256 over the definition's normalized AST with
 docstrings removed (comments are not in the AST): stable across Python versions,
@@ -26,13 +28,14 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 
 from patchq.errors import AnchorError
-from patchq.model import AnchorSpec
+from patchq.model import MODULE_QUALNAME, AnchorSpec
 from patchq.plan.definitions import split_lines  # noqa: F401 - re-exported
 from patchq.report import clip
 from patchq.vllmdist.sources import CodeSource
@@ -98,9 +101,31 @@ def node_code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
-def fingerprint(defn: DefNode) -> str:
-    """Fingerprint of a libcst definition (:func:`fingerprint_code` of its source)."""
+def fingerprint(defn: DefNode | cst.Module) -> str:
+    """Fingerprint of a libcst definition (:func:`fingerprint_code` of its source); of a
+    module (a module-level anchor), :func:`module_fingerprint` of its text."""
+    if isinstance(defn, cst.Module):
+        return module_fingerprint(defn.code)
     return fingerprint_code(node_code(defn))
+
+
+def module_fingerprint(text: str) -> str:
+    """Fingerprint of what a module-level anchor depends on: the module's top-level
+    statements with every definition reduced to its name (a ``def``/``class`` body may
+    change without touching an import or a constant; docstrings left out).
+
+    Raises:
+        SyntaxError: ``text`` does not parse.
+    """
+    tree = ast.parse(text)
+    body = [_name_only(s) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else s
+            for s in tree.body]
+    tree = ast.Module(body=body, type_ignores=[])
+    return hashlib.sha256(repr(_normalize(tree, strip_docstrings=True)).encode()).hexdigest()[:16]
+
+
+def _name_only(node: ast.stmt) -> ast.stmt:
+    return ast.Name(id=f"{type(node).__name__}:{node.name}")  # type: ignore[attr-defined, return-value]
 
 
 # ---------------------------------------------------------------------------
@@ -120,8 +145,17 @@ def _is_ellipsis_block(value: object) -> bool:
     )
 
 
+def _any_arguments(call: ast.Call) -> bool:
+    """``f(**...)``: a call pattern whose only argument is ``**...`` matches ``f`` called
+    with any arguments, positional and keyword. (``f(...)`` keeps its meaning: exactly
+    one positional argument, ``...`` being one expression.)"""
+    return not call.args and len(call.keywords) == 1 and call.keywords[0].arg is None \
+        and _is_ellipsis(call.keywords[0].value)
+
+
 def ast_match(pattern: object, node: object) -> bool:
-    """Structural match of a pattern AST against a code AST (``...`` is a wildcard)."""
+    """Structural match of a pattern AST against a code AST (``...`` is a wildcard for one
+    expression or a block; a call ``f(**...)`` matches ``f`` called with any arguments)."""
     if _is_ellipsis(pattern):
         return isinstance(node, ast.AST) or node is None or isinstance(node, list)
     if isinstance(pattern, list):
@@ -135,6 +169,8 @@ def ast_match(pattern: object, node: object) -> bool:
     if isinstance(pattern, ast.AST):
         if type(pattern) is not type(node):
             return False
+        if isinstance(pattern, ast.Call) and _any_arguments(pattern):  # f(...): any arguments at all
+            return ast_match(pattern.func, node.func)  # type: ignore[attr-defined]
         body_wild = _is_ellipsis_block(getattr(pattern, "body", None))
         for name in pattern._fields:
             if name in _SKIP_FIELDS:
@@ -241,6 +277,8 @@ def find_statements(defn: DefNode, pattern: Pattern, tree: ast.AST | None = None
     what edits insert before, after or in place of. ``tree`` is the :mod:`ast` of the
     same definition when the caller has it (saves rendering and re-parsing ``defn``).
     """
+    if isinstance(defn, cst.Module):
+        return _module_statements(defn, pattern)
     collector = _StatementCollector()
     defn.visit(collector)
     ast_stmts = _ast_statements(tree if tree is not None else ast.parse(node_code(defn)))
@@ -253,6 +291,20 @@ def find_statements(defn: DefNode, pattern: Pattern, tree: ast.AST | None = None
         if ast_stmt is not None and pattern.matches(ast_stmt) and line is not defn:
             if not out or out[-1] is not line:
                 out.append(line)
+    return out
+
+
+def _module_statements(module: cst.Module, pattern: Pattern) -> list[cst.CSTNode]:
+    """The top-level statements of ``module`` that match ``pattern`` (a module-level anchor
+    looks at the module's own statements, never inside its definitions)."""
+    out: list[cst.CSTNode] = []
+    for stmt in module.body:
+        try:
+            tree = ast.parse(textwrap.dedent(node_code(stmt)))
+        except SyntaxError:  # pragma: no cover - a statement of a parsed module parses
+            continue
+        if tree.body and pattern.matches(tree.body[0]):
+            out.append(stmt)
     return out
 
 
@@ -372,6 +424,11 @@ def locate_definition(
             once in the hinted module, or found in several other files.
     """
     hinted = [p for p in spec.module_paths if source.exists(p)]
+    if spec.qualname == MODULE_QUALNAME:  # a module-level anchor: the module itself
+        if not hinted:
+            raise AnchorError(f"anchor {spec.id}: module {spec.module} ({spec.module_paths[0]}) is not in vllm "
+                              f"{source.version}", kind="gone", anchor=spec.id)
+        return hinted[0], False
     found, moved = find_definitions(source, spec.qualname, hinted, index_of, package)
     if len(found) == 1:
         return found[0][0], moved
@@ -468,9 +525,12 @@ class Segment:
     def_text: str = ""
 
     def tree(self) -> ast.AST:
-        """The :mod:`ast` node of the definition as cut (lines of the whole file)."""
+        """The :mod:`ast` node of the definition as cut (lines of the whole file); the
+        :class:`ast.Module` for a module segment."""
         from patchq.plan.definitions import parse_definition
 
+        if self.qualname == MODULE_QUALNAME:
+            return ast.parse(self.def_text)
         return parse_definition(self.def_text, self.first + 1)
 
     def render(self, new: DefNode | cst.FlattenSentinel) -> str:
@@ -479,6 +539,8 @@ class Segment:
         ``new`` may be a FlattenSentinel: statements placed beside the definition (an
         imported patch's module-level insertions, :mod:`patchq.plan.stmtpatch`).
         """
+        if isinstance(new, cst.Module):  # a module-level anchor: the segment is the whole file
+            return new.code
         nodes = list(new.nodes) if isinstance(new, cst.FlattenSentinel) else [new]
         if self.wrapped:
             cls = self.module.body[0]
@@ -486,6 +548,18 @@ class Segment:
             code = self.module.with_changes(body=[cls.with_changes(body=block)]).code  # type: ignore[attr-defined]
             return code[len(_WRAPPER):]
         return self.module.with_changes(body=[self.module.body[0], *nodes]).code[len(_LEAD):]
+
+
+def module_segment(text: str, relpath: str) -> Segment:
+    """The whole module as one segment (a module-level anchor): lines ``[0, n)``, its
+    ``node`` the parsed :class:`libcst.Module`.
+
+    Raises:
+        libcst.ParserSyntaxError: the module does not parse.
+    """
+    module = cst.parse_module(text)
+    return Segment(relpath, MODULE_QUALNAME, 0, len(split_lines(text)), False, module, module,  # type: ignore[arg-type]
+                   0, text)
 
 
 def cut_segment(text: str, relpath: str, qualname: str, node) -> Segment:
@@ -544,9 +618,11 @@ def match_anchor(spec: AnchorSpec, defn: DefNode, tree: ast.AST | None = None) -
         return [defn]
     found = find_statements(defn, Pattern.compile(spec.node), tree)
     if not spec.count_ok(len(found)):
+        hint = ("; `...` in a call is one argument: `f(**...)` matches any arguments"
+                if not found and "(...)" in spec.node else "")
         raise AnchorError(
             f"anchor {spec.id}: expected {spec.count_text()} match(es) of "
-            f"`{_one_line(spec.node)}` in {spec.qualname}, found {len(found)}",
+            f"`{_one_line(spec.node)}` in {spec.qualname}, found {len(found)}{hint}",
             kind="conflict", anchor=spec.id,
         )
     return found

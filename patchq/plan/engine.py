@@ -43,7 +43,7 @@ import libcst as cst
 
 from patchq.edits import EditContext, add_sentinel
 from patchq.errors import AnchorError
-from patchq.model import AnchorSpec, Patch
+from patchq.model import MODULE_QUALNAME, AnchorSpec, Patch
 from patchq.plan import definitions, survival, validate
 from patchq.plan.anchors import (
     Pattern,
@@ -53,6 +53,8 @@ from patchq.plan.anchors import (
     fingerprint,
     locate_definition,
     match_anchor,
+    module_fingerprint,
+    module_segment,
     node_code,
     splice,
 )
@@ -157,7 +159,10 @@ class Workspace:
         return locate_definition(spec, self.source, self.index, self.package)
 
     def segment(self, relpath: str, qualname: str) -> Segment:
-        """The current definition ``qualname`` of ``relpath``, parsed alone."""
+        """The current definition ``qualname`` of ``relpath``, parsed alone (the whole
+        module for a module-level anchor)."""
+        if qualname == MODULE_QUALNAME:
+            return module_segment(self.current(relpath) or "", relpath)
         entry = self.index(relpath)[qualname][0]  # type: ignore[index]
         return cut_segment(self.text[relpath], relpath, qualname, entry)
 
@@ -290,7 +295,10 @@ class Workspace:
         return found[0].line if found else None
 
     def pristine_fingerprint(self, relpath: str, qualname: str) -> str | None:
-        """Fingerprint of the pristine definition (None when it is not in the pristine file)."""
+        """Fingerprint of the pristine definition (None when it is not in the pristine file;
+        :func:`module_fingerprint` of the pristine module for a module-level anchor)."""
+        if qualname == MODULE_QUALNAME:
+            return module_fingerprint(self.pristine_text[relpath]) if self.current(relpath) is not None else None
         found = (self.pristine_index(relpath) or {}).get(qualname)
         return found[0].fingerprint if found and len(found) == 1 else None
 
@@ -334,9 +342,12 @@ def _verified(spec: AnchorSpec, fp: str) -> str | None:
 
 
 def _stmt_ast(node) -> ast.AST | None:
-    """The :mod:`ast` of a libcst definition (the definition inside a FlattenSentinel)."""
+    """The :mod:`ast` of a libcst definition (the definition inside a FlattenSentinel; the
+    :class:`ast.Module` of a module)."""
     if node is None or node is cst.RemovalSentinel.REMOVE:
         return None
+    if isinstance(node, cst.Module):
+        return ast.parse(node.code)
     if isinstance(node, cst.FlattenSentinel):
         defs = [n for n in node.nodes if isinstance(n, (cst.FunctionDef, cst.ClassDef))]
         if not defs:
@@ -347,7 +358,13 @@ def _stmt_ast(node) -> ast.AST | None:
 
 def _rendered_def(text: str, qualname: str) -> ast.AST | None:
     """The :mod:`ast` of the definition in a rendered segment (None when it does not
-    parse alone, e.g. a multi-line string at a lower indentation)."""
+    parse alone, e.g. a multi-line string at a lower indentation); the module itself for
+    a module-level anchor."""
+    if qualname == MODULE_QUALNAME:
+        try:
+            return ast.parse(text)
+        except SyntaxError:
+            return None
     try:
         body = ast.parse(textwrap.dedent(text)).body
     except SyntaxError:
@@ -584,12 +601,22 @@ def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes
         text_before = before.get(relpath, ws.pristine_text.get(relpath))  # unread before: pristine
         if text_before is None or old is None or new is None:
             continue
+        # the module context as this patch leaves it: a helper, import or constant the patch
+        # itself adds at module level is defined for its own definitions
+        context_text = ws.text.get(relpath, text_before)
+        if qualname == MODULE_QUALNAME:  # the module's own statements: pyflakes over the whole module
+            try:
+                validate.check_module_names(patch.id, relpath, text_before, ws.text[relpath], patch.runtime_names)
+            except AnchorError as exc:
+                exc.anchor = ch.anchor
+                raise
+            continue
         owner = None
         if "." in qualname:
             found = _index_of(text_before).get(qualname.rsplit(".", 1)[0])
             owner = found[0] if found and len(found) == 1 and isinstance(found[0], ast.ClassDef) else None
         try:
-            validate.check_names(patch.id, qualname, text_before, old, new, owner, patch.runtime_names)
+            validate.check_names(patch.id, qualname, context_text, old, new, owner, patch.runtime_names)
         except AnchorError as exc:
             exc.anchor = ch.anchor
             raise

@@ -111,8 +111,31 @@ def _stmts_ast(text: str) -> list[ast.stmt]:
     return ast.parse(text).body if text.strip() else []
 
 
-def _parse_stmts(text: str) -> list[cst.BaseStatement]:
-    return list(cst.parse_module(text).body) if text.strip() else []
+def parse_statements(text: str) -> list[cst.BaseStatement]:
+    """Statements of ``text`` (at column 0) with the comment and blank lines above the first
+    one kept as its ``leading_lines``: a plain :func:`libcst.parse_module` would put them in
+    the module header, and an inserted comment would be lost."""
+    if not text.strip():
+        return []
+    return [_unindent_blank_lines(s) for s in cst.parse_module(_LEAD + text).body[1:]]
+
+
+class _BlankLines(cst.CSTTransformer):
+    def leave_EmptyLine(self, original: cst.EmptyLine, updated: cst.EmptyLine) -> cst.EmptyLine:
+        return updated.with_changes(indent=False) if updated.comment is None and not updated.whitespace.value \
+            else updated
+
+
+def _unindent_blank_lines(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """Blank lines parsed at column 0 count as indented; in a block they would render with its
+    indentation. An empty line in the source is an empty line in the result."""
+    return stmt.visit(_BlankLines())  # type: ignore[return-value]
+
+
+_LEAD = "pass\n"  # keeps the comments above the first statement out of Module.header
+
+
+_parse_stmts = parse_statements
 
 
 # --------------------------------------------------------------------------- diff
@@ -123,16 +146,26 @@ def _op_context(block: Sequence[cst.CSTNode], i: int, j: int) -> dict:
             "before": header_text(block[j], leading=False) if j < len(block) else None}
 
 
-def _emit(ops: list[Op], a: Sequence[cst.CSTNode], i: int, j: int, new: Sequence[cst.CSTNode]) -> None:
+#: (header pattern of the compound statement owning a block, or None for the definition's
+#: own body; index of the block among that statement's blocks: ``if`` 0, ``else`` 1, ...)
+Owner = tuple[str | None, int]
+
+
+def _emit(ops: list[Op], a: Sequence[cst.CSTNode], i: int, j: int, new: Sequence[cst.CSTNode],
+          owner: Owner = (None, 0)) -> None:
     new_src = "".join(stmt_text(s) for s in new)
     ctx = _op_context(a, i, j)
     if i == j:
-        ops.append({"op": "insert", "new": new_src, **ctx})
+        op = {"op": "insert", "new": new_src, **ctx}
+        if i == 0 or j == len(a):  # a block prepend/append: found by its block, not only by a neighbour
+            op.update({"at": "start" if i == 0 else "end", "block": owner[0], "branch": owner[1]})
+        ops.append(op)
     else:
         ops.append({"op": "replace", "old": "".join(stmt_text(s) for s in a[i:j]), "new": new_src, **ctx})
 
 
-def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[Op]) -> None:
+def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[Op], module: bool = False,
+                 owner: Owner = (None, 0)) -> None:
     ka, kb = [stmt_text(s) for s in a], [stmt_text(s) for s in b]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
         if tag == "equal":
@@ -141,18 +174,33 @@ def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[O
         hb = [header_text(s) for s in b[j1:j2]]
         for t2, a1, a2, b1, b2 in difflib.SequenceMatcher(None, ha, hb, autojunk=False).get_opcodes():
             if t2 != "equal":
-                _emit(ops, a, i1 + a1, i1 + a2, b[j1 + b1:j1 + b2])
+                _emit(ops, a, i1 + a1, i1 + a2, b[j1 + b1:j1 + b2], owner)
                 continue
             for k in range(a2 - a1):
                 x, y = a[i1 + a1 + k], b[j1 + b1 + k]
                 if stmt_text(x) == stmt_text(y):
                     continue
                 bx, by = sub_blocks(x), sub_blocks(y)
-                if bx and len(bx) == len(by):
-                    for sx, sy in zip(bx, by, strict=False):
-                        _diff_blocks(sx.body, sy.body, ops)
+                nested = not (module and isinstance(x, (cst.FunctionDef, cst.ClassDef)))  # a module op stays outside
+                if nested and bx and len(bx) == len(by):
+                    head = header_text(x, leading=False)
+                    for n, (sx, sy) in enumerate(zip(bx, by, strict=False)):
+                        _diff_blocks(sx.body, sy.body, ops, module, (head, n))
+                        _diff_footer(sx, sy, ops, (head, n))
                 else:
-                    _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y])
+                    _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y], owner)
+
+
+def _footer_text(block: cst.IndentedBlock) -> str:
+    return "".join(cst.Module(body=[]).code_for_node(line) for line in block.footer)
+
+
+def _diff_footer(x: cst.IndentedBlock, y: cst.IndentedBlock, ops: list[Op], owner: Owner) -> None:
+    """A change of the comment lines that end a block (after its last statement)."""
+    old, new = _footer_text(x), _footer_text(y)
+    if old != new:
+        last = header_text(x.body[-1], leading=False) if x.body else None
+        ops.append({"op": "footer", "block": owner[0], "branch": owner[1], "after": last, "old": old, "new": new})
 
 
 def diff_definition(old: DefNode, new: DefNode) -> list[Op]:
@@ -167,19 +215,81 @@ def diff_definition(old: DefNode, new: DefNode) -> list[Op]:
         ops.append({"op": "header", "old": old_head, "new": new_head})
     if isinstance(old.body, cst.IndentedBlock) and isinstance(new.body, cst.IndentedBlock):
         _diff_blocks(old.body.body, new.body.body, ops)
+        _diff_footer(old.body, new.body, ops, (None, 0))
     else:
         ops = []
-    try:
-        ok = bool(ops) and node_code(apply_ops(old, ops)) == node_code(new.with_changes(leading_lines=old.leading_lines))
-    except AnchorError:
-        ok = False
+    want = node_code(new.with_changes(leading_lines=old.leading_lines))
+    ok = bool(ops) and _resolve(old, ops, want, lambda d: node_code(d))
     if not ok:
         ops = [{"op": "definition", "fingerprint": fingerprint(old),
                 "new": node_code(new.with_changes(leading_lines=[]))}]
     return ops
 
 
+def diff_module(old: cst.Module, new: cst.Module) -> list[Op]:
+    """The operations that turn module ``old`` into ``new`` at module level (a module-level
+    anchor, series format 2): top-level statements, and those inside module-level
+    ``if``/``try``/``with`` blocks; a definition is one statement (what changes inside an
+    existing one is its own anchor's business).
+
+    Returns:
+        The operations, or ``[]`` when they do not reproduce ``new``'s text exactly.
+    """
+    ops: list[Op] = []
+    _diff_blocks(old.body, new.body, ops, module=True)
+    return ops if _resolve(old, ops, new.code, lambda m: m.code) else []
+
+
+def _resolve(old: cst.CSTNode, ops: list[Op], want: str, render: Callable) -> bool:
+    """True when ``ops`` applied to ``old`` give ``want`` exactly. An operation whose place
+    several statements match alike (the same statement twice in a definition) gets the
+    ordinal of the intended one among them in source order (``nth``) and their number
+    (``of``): the place is structural, and where the number of matches differs the
+    operation refuses instead of guessing. Each candidate is tried against the result."""
+
+    def run(node, k: int) -> bool:
+        if k == len(ops):
+            return render(node) == want
+        op = ops[k]
+        if op["op"] not in ("insert", "replace"):
+            try:
+                return run(apply_op(node, op), k + 1)
+            except AnchorError:
+                return False
+        places = _places(node, op, {})
+        if not places:
+            return False
+        for n, place in enumerate(places if len(places) > 1 else places[:1]):
+            try:
+                if run(_apply_at(node, op, place), k + 1):
+                    if len(places) > 1:
+                        op["nth"], op["of"] = n, len(places)
+                    return True
+            except AnchorError:
+                continue
+        return False
+
+    return run(old, 0)
+
+
 # --------------------------------------------------------------------------- apply
+
+
+def _module_blocks(module: cst.Module) -> list:
+    """The places a module-level operation may go: the module, and the blocks of its
+    top-level compound statements other than definitions (``if TYPE_CHECKING:``...)."""
+    out: list = [module]
+
+    def walk(stmts) -> None:
+        for st in stmts:
+            if isinstance(st, (cst.FunctionDef, cst.ClassDef)) or not isinstance(st, cst.BaseCompoundStatement):
+                continue
+            for blk in sub_blocks(st):
+                out.append(blk)
+                walk(blk.body)
+
+    walk(module.body)
+    return out
 
 
 def _norm_match(pattern: ast.stmt, stmt: cst.CSTNode, cache: dict) -> bool:
@@ -195,15 +305,42 @@ def _norm_match(pattern: ast.stmt, stmt: cst.CSTNode, cache: dict) -> bool:
 def _places(defn: DefNode, op: Op, cache: dict) -> list[tuple[cst.IndentedBlock, int, int]]:
     """Candidate (block, start, end) places of an operation, context applied with relaxing."""
     old = _stmts_ast(op.get("old", "")) if op["op"] == "replace" else []
-    after = _pattern(op["after"]) if op.get("after") else None
-    before = _pattern(op["before"]) if op.get("before") else None
     runs: list[tuple[cst.IndentedBlock, int, int]] = []
-    for block in all_blocks(defn):
+    for block in (_module_blocks(defn) if isinstance(defn, cst.Module) else all_blocks(defn)):
         body = block.body
         k = len(old)
         for i in range(len(body) - k + 1 if k else len(body) + 1):
             if all(_norm_match(p, body[i + n], cache) for n, p in enumerate(old)):
                 runs.append((block, i, i + k))
+    if "nth" in op:  # several alike places when the patch was made: the nth of them, if still as many
+        found = _candidates(defn, op, runs, cache)
+        return [found[op["nth"]]] if len(found) == op["of"] else found
+    return _candidates(defn, op, runs, cache)
+
+
+def _block_owners(defn: cst.CSTNode) -> dict[int, Owner]:
+    """id(block) -> its :data:`Owner` for every block of ``defn`` (``None``: its own body)."""
+    out: dict[int, Owner] = {}
+    if isinstance(defn, cst.Module):
+        out[id(defn)] = (None, 0)
+    elif isinstance(defn, (cst.FunctionDef, cst.ClassDef)) and isinstance(defn.body, cst.IndentedBlock):
+        out[id(defn.body)] = (None, 0)
+
+    class _Walk(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, cst.BaseCompoundStatement) and node is not defn:
+                head = header_text(node, leading=False)
+                for n, blk in enumerate(sub_blocks(node)):
+                    out.setdefault(id(blk), (head, n))  # an elif is part of its if
+            return True
+
+    defn.visit(_Walk())
+    return out
+
+
+def _candidates(defn: cst.CSTNode, op: Op, runs: list, cache: dict) -> list[tuple[cst.IndentedBlock, int, int]]:
+    after = _pattern(op["after"]) if op.get("after") else None
+    before = _pattern(op["before"]) if op.get("before") else None
 
     def ok_after(r):
         return after is not None and r[1] > 0 and _norm_match(after, r[0].body[r[1] - 1], cache)
@@ -211,6 +348,24 @@ def _places(defn: DefNode, op: Op, cache: dict) -> list[tuple[cst.IndentedBlock,
     def ok_before(r):
         return before is not None and r[2] < len(r[0].body) and _norm_match(before, r[0].body[r[2]], cache)
 
+    if op.get("at") in ("start", "end") and op["op"] == "insert":
+        owners = _block_owners(defn)
+        want_head = _pattern(op["block"]) if op.get("block") else None
+
+        def owned(blk) -> bool:
+            got = owners.get(id(blk))
+            if got is None or got[1] != op.get("branch", 0):
+                return False
+            if want_head is None:
+                return got[0] is None
+            return got[0] is not None and ast_match(want_head, _pattern(got[0]))
+
+        at = [r for r in runs if owned(r[0]) and (r[1] == 0 if op["at"] == "start" else r[1] == len(r[0].body))]
+        near = [r for r in at if (ok_before(r) if op["at"] == "start" else ok_after(r))]
+        for tier in (near, at):
+            if len(tier) == 1:
+                return tier
+        return near or at
     if op["op"] == "replace" and len(runs) == 1:
         return runs
     tiers = []
@@ -235,31 +390,69 @@ def _describe(op: Op) -> str:
     return f"{op['op']} `{first[:70]}`"
 
 
+def _name(defn: cst.CSTNode) -> str:
+    return "the module" if isinstance(defn, cst.Module) else defn.name.value  # type: ignore[attr-defined]
+
+
 def apply_op(defn: DefNode, op: Op) -> DefNode | cst.FlattenSentinel:
     """Apply one operation to ``defn``. Raises AnchorError when its place is missing or ambiguous."""
     kind = op["op"]
     if kind == "header":
         if not ast_match(_pattern(op["old"]), _pattern(header_text(defn, leading=False))):
-            raise AnchorError(f"{defn.name.value}: the signature/decorators differ from the patch's pristine ones")
+            raise AnchorError(f"{_name(defn)}: the signature/decorators differ from the patch's pristine ones")
         head = cst.parse_module(op["new"]).body[0]
         return head.with_changes(body=defn.body, leading_lines=defn.leading_lines)  # type: ignore[return-value]
     if kind == "definition":
         if fingerprint(defn) != op["fingerprint"]:
-            raise AnchorError(f"{defn.name.value} changed (fingerprint {fingerprint(defn)}, the patch "
+            raise AnchorError(f"{_name(defn)} changed (fingerprint {fingerprint(defn)}, the patch "
                               f"replaces the whole definition only at {op['fingerprint']})")
         new = cst.parse_module(op["new"]).body[0]
         return new.with_changes(leading_lines=defn.leading_lines)  # type: ignore[return-value]
     if kind == "module-insert":
         return apply_ops(defn, [op])
+    if kind == "footer":
+        return _apply_footer(defn, op)
     places = _places(defn, op, {})
     if len(places) != 1:
-        raise AnchorError(f"{defn.name.value}: {_describe(op)}: "
-                          f"{'no place' if not places else f'{len(places)} places'} match by structure")
-    block, i, j = places[0]
+        made = f" (the patch was made where {op['of']} matched)" if "of" in op else ""
+        raise AnchorError(f"{_name(defn)}: {_describe(op)}: "
+                          f"{'no place' if not places else f'{len(places)} places'} match by structure{made}")
+    return _apply_at(defn, op, places[0])
+
+
+def _apply_footer(defn: DefNode, op: Op) -> DefNode:
+    """Set the comment lines that end the block ``op`` names (by owner and last statement)."""
+    owners = _block_owners(defn)
+    want_head = _pattern(op["block"]) if op.get("block") else None
+    last = _pattern(op["after"]) if op.get("after") else None
+    cache: dict = {}
+    found = []
+    for blk in all_blocks(defn):
+        got = owners.get(id(blk))
+        if got is None or got[1] != op.get("branch", 0) or (want_head is None) != (got[0] is None):
+            continue
+        if want_head is not None and not ast_match(want_head, _pattern(str(got[0]))):
+            continue
+        found.append(blk)
+    if len(found) > 1 and last is not None:  # alike blocks: the one ending with the recorded statement
+        found = [b for b in found if b.body and _norm_match(last, b.body[-1], cache)]
+    if len(found) != 1:
+        raise AnchorError(f"{_name(defn)}: the comment lines ending a block: "
+                          f"{'no block' if not found else f'{len(found)} blocks'} match by structure")
+    footer = [line.with_changes(indent=False) if line.comment is None and not line.whitespace.value else line
+              for line in cst.parse_module(_LEAD + op["new"]).footer] if op["new"] else []
+    return defn.deep_replace(found[0], found[0].with_changes(footer=footer))  # type: ignore[return-value, arg-type]
+
+
+def _apply_at(defn, op: Op, place: tuple) -> DefNode:
+    """``op`` applied at ``place`` (block, start, end) of ``defn``."""
+    block, i, j = place
     body = list(block.body)
     body[i:j] = _parse_stmts(op["new"])
-    if not body:
+    if not body and not isinstance(block, cst.Module):
         body = [cst.SimpleStatementLine(body=[cst.Pass()])]
+    if block is defn:
+        return block.with_changes(body=body)  # type: ignore[return-value]
     return defn.deep_replace(block, block.with_changes(body=body))  # type: ignore[return-value]
 
 
@@ -296,6 +489,12 @@ def statement_edit(ops: Sequence[Op]) -> Callable:
     """An edit function for :func:`patchq.series.variant` that applies ``ops``."""
 
     def edit(defn, found, ctx):
+        if isinstance(defn, cst.FlattenSentinel):  # an earlier edit placed statements beside the definition
+            nodes = list(defn.nodes)
+            at = next(i for i, n in enumerate(nodes) if isinstance(n, (cst.FunctionDef, cst.ClassDef)))
+            done = apply_ops(nodes[at], ops)
+            inner = list(done.nodes) if isinstance(done, cst.FlattenSentinel) else [done]
+            return cst.FlattenSentinel([*nodes[:at], *inner, *nodes[at + 1:]])
         return apply_ops(defn, ops)
 
     edit.__doc__ = f"{len(ops)} statement operation(s) (patchq.plan.stmtpatch), generated by `patchq import`."

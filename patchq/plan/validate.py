@@ -54,6 +54,12 @@ def check_result(patch_id: str, anchor: str, qualname: str, old: cst.CSTNode, ne
                           f"declare removes=['{anchor}'] in patch(...) if that is intended",
                           kind="invalid", anchor=anchor)
     kind = type(old).__name__
+    if isinstance(old, cst.Module):  # a module-level anchor gives back the module
+        if isinstance(new, cst.Module):
+            return
+        raise AnchorError(f"result check: patch {patch_id}, anchor {anchor}: the transform of a module-level anchor "
+                          f"returned {'None' if new is None else 'a ' + type(new).__name__}, not the libcst Module",
+                          kind="invalid", anchor=anchor)
     name = getattr(getattr(old, "name", None), "value", None)
     if isinstance(new, (cst.FunctionDef, cst.ClassDef)):
         defs = [new]
@@ -235,4 +241,30 @@ def check_names(patch_id: str, qualname: str, module_text_before: str, before: a
         raise AnchorError(f"{check}: patch {patch_id} in {qualname}: " + "; ".join(t for _, t in new)
                           + ("" if check != "undefined-name check" else
                              " (declare runtime_names=[...] in patch(...) for names provided at run time)"),
+                          kind="invalid")
+
+
+def check_module_names(patch_id: str, relpath: str, before: str, after: str, runtime_names: Iterable[str]) -> None:
+    """The undefined-name and redefinition checks of a module-level edit: pyflakes over
+    the whole module before and after; a message new in ``after`` refuses the edit (names
+    in ``runtime_names`` aside).
+
+    Raises:
+        AnchorError: kind ``invalid``, naming the check, the patch and each new message.
+    """
+    old = _messages(before, 0)
+    allowed = set(runtime_names)
+    remaining = list(old)
+    new = []
+    for kind, args, text in _messages(after, 0):
+        match = next((b for b in remaining if b[0] == kind and b[1] == args), None)
+        if match is not None:
+            remaining.remove(match)
+            continue
+        if kind.startswith("Undefined") and args and args[0] in allowed:
+            continue
+        new.append((kind, text))
+    if new:
+        check = _REFUSED[new[0][0]]
+        raise AnchorError(f"{check}: patch {patch_id} in module {relpath}: " + "; ".join(t for _, t in new),
                           kind="invalid")

@@ -76,6 +76,7 @@ def test_declares_is_a_line_anchored_def_or_class():
     ("new_spec   =   replace(spec,\n  block_size = spec.block*ratio)", 1),  # re-wrapped
     ("new_spec = replace(..., block_size=...)", 1),  # ... is one expression each
     ("new_spec = replace(...)", 0),               # ... is one argument, not an argument list
+    ("new_spec = replace(**...)", 1),             # **... : any arguments
     ("new_spec = replace(spec, block_size=...)", 1),
     ("new_spec = replace(spec, block_size=spec.block)", 0),
     ("assert ...", 1),

@@ -124,3 +124,21 @@ def test_signature_text():
     assert edits.signature_text(defn.params) == "self, a, /, b=None, *args, c='x', **kw"
     kwonly = parse_def("def g(a, *, b):\n    pass\n", "g")
     assert edits.signature_text(kwonly.params) == "a, *, b"
+
+
+def test_replace_twice_with_statements_matched_before_the_first():
+    import libcst as cst
+
+    from patchq.plan.anchors import Pattern, find_statements
+
+    d = cst.parse_module("def f(x):\n    a = 1\n    if x:\n        a = 1\n    return a\n").body[0]
+    first, second = find_statements(d, Pattern.compile("a = 1"))
+    d = edits.replace(d, first, edits.stmts("a = 2"))
+    d = edits.replace(d, second, edits.stmts("a = 3"))
+    assert cst.Module(body=[d]).code == "def f(x):\n    a = 2\n    if x:\n        a = 3\n    return a\n"
+
+
+def test_stmts_keeps_a_leading_comment():
+    import libcst as cst
+
+    assert cst.Module(body=edits.stmts("\n    # why\n    x = 1\n")).code == "# why\nx = 1\n"

@@ -1,0 +1,48 @@
+"""Statement operations: the public format of the edits ``patchq import``, ``patchq record``
+and ``patchq rebase --continue --write`` generate (a series file imports this module).
+
+A generated ``series/<patch>.py`` stores, per anchor id, a list of *operations* as plain
+literals and turns each list into an edit function with :func:`statement_edit`::
+
+    from patchq.statements import statement_edit
+    OPS = {"my-anchor": [{"op": "insert", "new": "x = 1\\n", "after": "y = 2\\n", "before": None}]}
+    variant(">=0.23.0", edits={a: statement_edit(ops) for a, ops in OPS.items()})
+
+An operation is found by structure inside the anchored definition (or the module, for a
+module-level anchor: qualname ``<module>``, anchors format 2); patterns are matched by
+normalized AST (:func:`patchq.plan.anchors.ast_match`), never by line number:
+
+``{"op": "replace", "old": SRC, "new": SRC, "after": PAT|None, "before": PAT|None}``
+    the run of statements ``old`` becomes ``new`` (``""``: deleted); ``after``/``before``
+    are the neighbouring statements (a compound one reduced to its header, ``...`` for
+    each block) that tell alike places apart.
+``{"op": "insert", "new": SRC, "after": PAT|None, "before": PAT|None}``
+    ``new`` goes between the siblings matching ``after`` and ``before``. With ``"at":
+    "start"|"end"``, ``"block": HEADER|None`` and ``"branch": N`` it is a block
+    prepend/append: the block is the ``N``-th block of the compound statement whose header
+    matches ``HEADER`` (None: the definition's own body), so it still applies when the
+    first/last statement of that block changed.
+``"nth": K, "of": N`` (on replace/insert)
+    the statement occurs N times alike (same neighbours): the K-th of them in source
+    order; where they are not N any more the operation refuses (never a guess).
+``{"op": "footer", "block": HEADER|None, "branch": N, "after": PAT|None, "old": SRC, "new": SRC}``
+    the comment lines that end a block (after its last statement, matching ``after``).
+``{"op": "header", "old": SRC, "new": SRC}``
+    the definition's own decorators/signature change (body kept).
+``{"op": "definition", "fingerprint": FP, "new": SRC}``
+    the last resort, when nothing smaller reproduces the text: the whole definition is
+    replaced, only where its fingerprint is still ``FP`` (the importer's summary line says so).
+``{"op": "module-insert", "where": "before"|"after", "new": SRC, "gap": N}``
+    (written by patchq before anchors format 2, still applied) module-level statements
+    placed right before/after the anchored definition.
+
+Every ``SRC`` is source at column 0; comment lines above a statement belong to it. An
+operation that finds no place, or several where none was recorded, raises
+:class:`patchq.errors.AnchorError` (the patch fails with kind ``conflict``).
+"""
+
+from __future__ import annotations
+
+from patchq.plan.stmtpatch import apply_ops, diff_definition, diff_module, parse_statements, statement_edit
+
+__all__ = ["apply_ops", "diff_definition", "diff_module", "parse_statements", "statement_edit"]
