@@ -30,9 +30,12 @@ def init(directory: str | None) -> tuple[dict, int]:
     clash = [rel for rel in files if (root / rel).exists()]
     if clash:
         raise UsageError(f"{root} already has {', '.join(clash)}; nothing written (init writes a new series repo)")
+    from patchq.authoring import repowrite
+
     written: list[str] = []
-    for rel, text in files.items():
-        scaffold.write_new(root / rel, text, written)
+    with repowrite.Transaction(root, "patchq init") as txn:  # every file, or none
+        for rel, text in files.items():
+            scaffold.write_new(root / rel, text, written, txn)
     loc = discovery.find_config(root)
     assert loc is not None
     doc = {"schema": INIT_SCHEMA, "dir": str(root), "written": written,
@@ -76,10 +79,13 @@ def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
     if mod_path.exists() or anchor_path.exists():
         raise UsageError(f"patch {patch_id} exists ({mod_path if mod_path.exists() else anchor_path})")
     text, anchors = scaffold.new_patch_files(patch_id, module, qualname, node, applies, summary, profile)
+    from patchq.authoring import repowrite
+
     written: list[str] = []
-    scaffold.write_new(mod_path, text, written)
-    scaffold.write_new(anchor_path, anchors, written)
-    added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
+    with repowrite.series_transaction(series, f"patchq new {patch_id}") as txn:  # the three files, or none
+        scaffold.write_new(mod_path, text, written, txn)
+        scaffold.write_new(anchor_path, anchors, written, txn)
+        added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id, txn=txn)
     doc = {"schema": NEW_SCHEMA, "patch": patch_id, "anchor": {"module": module, "qualname": qualname, "node": node},
            "profile": profile, "added_to_profile": added, "written": written,
            "series": series.location.as_json() if series.location else None}

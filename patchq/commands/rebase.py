@@ -58,41 +58,53 @@ def default_from(patch: Patch, target: Version) -> Version | None:
     return None
 
 
-def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]]) -> str | None:
-    """Merge ``fps`` (anchor -> {version: fp}) into ``anchors/<patch>.toml``; the path when changed."""
+def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]], txn) -> str | None:
+    """Merge ``fps`` (anchor -> {version: fp}) into ``anchors/<patch>.toml`` (comments kept:
+    :func:`patchq.authoring.fingerprints.rewrite`), staged in ``txn``; the path when changed."""
     from patchq.authoring import fingerprints
 
     path = series.anchors_root / f"{patch_id}.toml"
-    old = path.read_text(encoding="utf-8")
+    old = (txn.staged(path) or b"").decode("utf-8")
     data = tomllib.loads(old)
     for anchor_id, table in data.get("anchors", {}).items():
         if anchor_id in fps:
             table["fingerprints"] = fingerprints.merged(table.get("fingerprints", {}), fps[anchor_id], fps[anchor_id])
-    new = fingerprints.render(patch_id, data)
+    new = fingerprints.rewrite(patch_id, old, data)
     if new == old:
         return None
-    path.write_text(new, encoding="utf-8")
+    txn.write(path, new)
     return str(path)
 
 
 def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
-    """Write what a clean rebase proves (module docstring); appends to ``res.written``."""
+    """Write what a clean rebase proves (module docstring); appends to ``res.written``.
+
+    What goes into the series (the widened variant, the fingerprints, the diff) lands in
+    one transaction (:mod:`patchq.authoring.repowrite`): a rebase killed between two of
+    those writes leaves none of them, so re-running it redoes the patch.
+    """
+    from patchq.authoring import repowrite
+
     if res.merge != merge.CLEAN or res.status not in ("clean", "needs-variant"):
         return
     tv, fv = Version(res.to_version), res.from_version
     if res.transform != "carries-forward":
         d = merge.unit_dir(workdir, res.to_version, res.patch_id)
-        d.mkdir(parents=True, exist_ok=True)
         for u in res.units:
             path = d / f"{u.qualname}.py"
-            path.write_text(u.merged or "", encoding="utf-8")
+            repowrite.write_file(path, u.merged or "")
             u.files.append(str(path))
             res.written.append(str(path))
         if res.new_diff:
             path = d / f"{res.patch_id}.diff"
-            path.write_text(res.new_diff, encoding="utf-8")
+            repowrite.write_file(path, res.new_diff)
             res.written.append(str(path))
         return
+    with repowrite.series_transaction(series, f"patchq rebase --to {res.to_version} --write") as txn:
+        _record_carried(res, series, txn, tv, fv)
+
+
+def _record_carried(res: merge.PatchRebase, series: Series, txn, tv: Version, fv) -> None:
     patch = series.patch(res.patch_id)
     current = patch.variant_for(tv)
     if current is None:
@@ -100,7 +112,8 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
             res.next_steps.append(f"vllm {tv} is outside {patch.id}'s applies-range {patch.applies}: widen it by hand")
             covers = False
         else:
-            old, new = seriesedit.widen_variant(module_file(series.root, patch.id), res.variant_obj.applies, tv)
+            old, new = seriesedit.widen_variant(module_file(series.root, patch.id), res.variant_obj.applies, tv,
+                                                txn=txn)
             res.written.append(str(module_file(series.root, patch.id)))
             res.next_steps = [s for s in res.next_steps if not s.startswith("widen the variant")]
             res.next_steps.append(f"widened variant \"{old}\" to \"{new}\" in {module_file(series.root, patch.id).name}: "
@@ -114,14 +127,15 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path) -> None:
                                   f"fingerprints at {tv} not recorded for the {res.variant} variant")
     fps = {a: {v: fp for v, fp in table.items() if v == fv or (covers and v == str(tv))}
            for a, table in res.fingerprints.items()}
-    written = _write_anchor_fingerprints(series, patch.id, fps)
+    written = _write_anchor_fingerprints(series, patch.id, fps, txn)
     if written:
         res.written.append(written)
     if covers:
+        txn.apply()  # the diff is rendered from the widened series on disk
         fresh = Series(series.root, series.anchors_root, series.profiles, {})  # re-read: the hash changed
         source = release_source(res.to_version)
         rendered = diffstore.write(diffstore.render(source, [fresh.patch(patch.id)]), source,
-                                   diffstore.diffs_dir(series.root, res.to_version))
+                                   diffstore.diffs_dir(series.root, res.to_version), txn)
         if rendered[0].action in ("wrote", "unchanged"):
             res.written.append(rendered[0].path)
 
