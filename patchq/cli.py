@@ -550,7 +550,7 @@ def serve_args_cmd(
     """The vllm serve flags a profile declares (one per line; runtime/serve.sh reads them)."""
     from patchq.commands import serve as cmd
 
-    doc, code = cmd.run(_series(series_dir), profile)
+    doc, code = cmd.run(_series(series_dir), profile, want_env=env)
     _finish(doc, code, as_json, lambda d: cmd.render_text(d, env))
 
 # ========================================================================= end adoption

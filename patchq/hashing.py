@@ -65,17 +65,57 @@ def read_toml(path) -> dict:
     from patchq.errors import SeriesError
 
     try:
-        with open(path, "rb") as fh:
-            text = fh.read().decode("utf-8")
+        text = read_regular(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SeriesError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise SeriesError(f"{path}: {exc.strerror or exc}") from None
     toml = toml_module()
     try:
         return toml.loads(text)
     except toml.TOMLDecodeError as exc:
         raise SeriesError(f"{path}: {exc}") from None
+
+
+#: A patch id: it names ``series/<id with _>.py`` and ``anchors/<id>.toml``, so it may not
+#: hold a path separator or start with a dot (``../x`` would load a module outside ``series/``).
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+#: An anchor's module hint: a dotted module path inside the vllm package.
+MODULE_PATTERN = r"vllm(\.[A-Za-z_][A-Za-z0-9_]*)*"
+
+
+def id_problem(patch_id: object) -> str | None:
+    """Why ``patch_id`` cannot be a patch id (:data:`ID_PATTERN`), or None."""
+    import re
+
+    if not isinstance(patch_id, str) or re.fullmatch(ID_PATTERN, patch_id) is None or ".." in patch_id:
+        return f"{patch_id!r} is not a patch id (letters, digits, '-', '_' and '.', no path)"
+    return None
+
+
+def read_regular(path) -> bytes:
+    """The bytes of a series file that must be a regular file: a directory, FIFO, device
+    or socket in its place is a SeriesError (never blocks: ``O_NONBLOCK``).
+
+    Raises:
+        SeriesError: not a regular file, or unreadable.
+    """
+    import os
+    import stat
+
+    from patchq.errors import SeriesError
+
+    try:
+        fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SeriesError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SeriesError(f"{path}: not a regular file (a directory, FIFO or device is in its place)")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    except OSError as exc:
+        raise SeriesError(f"{path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def _kind(value: object) -> str:
@@ -102,6 +142,9 @@ def profile_tables(path) -> dict[str, dict]:
         patches, description = table.get("patches", []), table.get("description", "")
         if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
             raise SeriesError(f"{path}: profiles.{name}.patches must be an array of patch ids")
+        bad = next((id_problem(p) for p in patches if id_problem(p)), None)
+        if bad:
+            raise SeriesError(f"{path}: profiles.{name}.patches: {bad}")
         if not isinstance(description, str):
             raise SeriesError(f"{path}: profiles.{name}.description must be a string, not {_kind(description)}")
         out[name] = {"patches": list(patches), "description": description}
@@ -116,6 +159,8 @@ def anchor_tables(path) -> dict[str, dict]:
     Raises:
         SeriesError: unreadable file, a missing key or a field of the wrong type.
     """
+    import re
+
     from patchq.errors import SeriesError
 
     anchors = read_toml(path).get("anchors", {})
@@ -130,6 +175,9 @@ def anchor_tables(path) -> dict[str, dict]:
                 raise SeriesError(f"{where}: missing key {key!r}")
             if not isinstance(t[key], str) or not t[key]:
                 raise SeriesError(f"{where}.{key} must be a non-empty string, not {_kind(t[key])}")
+        if not re.fullmatch(MODULE_PATTERN, t["module"]):
+            raise SeriesError(f"{where}.module {t['module']!r} is not a module of the vllm package "
+                              f"(a dotted name such as vllm.v1.core.kv_cache_utils)")
         if "node" in t and not isinstance(t["node"], str):
             raise SeriesError(f"{where}.node must be a string (a statement pattern), not {_kind(t['node'])}")
         try:
@@ -143,21 +191,26 @@ def anchor_tables(path) -> dict[str, dict]:
 
 
 def patch_hash_from_files(source: Path, anchor_file: Path) -> str:  # noqa: F821
-    """12 hex chars of sha256 over ``series/<patch>.py`` and its anchor definitions."""
-    from pathlib import Path
+    """12 hex chars of sha256 over ``series/<patch>.py`` and its anchor definitions.
 
-    h = hashlib.sha256(Path(source).read_bytes())
-    anchors = anchor_tables(anchor_file) if Path(anchor_file).is_file() else {}
+    Raises:
+        SeriesError: either is not a regular file (a directory, FIFO, ...) or is malformed.
+    """
+    import os
+
+    h = hashlib.sha256(read_regular(source))
+    anchors = anchor_tables(anchor_file) if os.path.lexists(anchor_file) else {}
     h.update(anchor_definitions_text(anchors).encode())
     return h.hexdigest()[:12]
 
 
 def anchor_modules(anchor_file: Path) -> list[str]:
     """The module hints of a patch's anchors, as relpaths ``a/b.py`` (stdlib only)."""
+    import os
     from pathlib import Path
 
     anchor_file = Path(anchor_file)
-    if not anchor_file.is_file():
+    if not os.path.lexists(anchor_file):
         return []
     anchors = anchor_tables(anchor_file)
     out = []
@@ -186,8 +239,7 @@ def series_inputs(series_root: str, anchors_root: str) -> dict[str, str]:
             continue
         for name in names:
             if name.endswith(suffixes) and not name.startswith("."):
-                with open(os.path.join(root, name), "rb") as fh:
-                    out[f"{tag}/{name}"] = hashlib.sha256(fh.read()).hexdigest()
+                out[f"{tag}/{name}"] = hashlib.sha256(read_regular(os.path.join(root, name))).hexdigest()
     return out
 
 
