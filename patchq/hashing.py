@@ -15,13 +15,37 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+#: What :func:`sha256_file` returns for something that is not a regular file (a FIFO, a
+#: device, a socket, a directory): never equal to a sha256, so it reads as "modified".
+NOT_REGULAR = "not-a-regular-file"
+
+
 def sha256_file(path) -> str | None:
-    """Hex sha256 of a file's bytes (``path``: str or Path), or None when it does not exist."""
+    """Hex sha256 of a file's bytes (``path``: str or Path), or None when it does not exist.
+
+    Never blocks: the file is opened ``O_NONBLOCK`` and checked with ``fstat``; a FIFO,
+    device, socket or directory in its place gives :data:`NOT_REGULAR` (it is not read).
+    """
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except IsADirectoryError:
+        return NOT_REGULAR
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return NOT_REGULAR
+        h = hashlib.sha256()
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return h.hexdigest()
+            h.update(chunk)
+    finally:
+        os.close(fd)
 
 
 def parse_count(value: object) -> tuple[int, int | None]:

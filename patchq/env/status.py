@@ -29,12 +29,12 @@ damaged or hostile one is :class:`patchq.errors.StateError` (exit 6).
 
 from __future__ import annotations
 
-import json
 import os
 
+from patchq import jsonsafe
 from patchq.env import layout
 from patchq.errors import EXIT_DRIFT, EXIT_OK
-from patchq.hashing import series_inputs, sha256_file
+from patchq.hashing import NOT_REGULAR, series_inputs, sha256_file
 from patchq.sentinels import find_sentinels
 from patchq.vllmdist import record
 
@@ -56,8 +56,7 @@ def read_journal(state_root: str) -> dict:
         raise StateError(problem)
     path = layout.journal_path(state_root)
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read().decode("utf-8"))
+        data = jsonsafe.read_file(path)  # bounded: a FIFO, a device, a huge or deep file is refused
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:  # a directory, not UTF-8, not JSON
@@ -150,9 +149,12 @@ def collect(site, series_root, anchors_root) -> dict:
             kind = "modified"
             modified.add(rel)
         found = set()
-        if now is not None:
-            with open(path, "rb") as fh:
-                found = set(find_sentinels(fh.read().decode("utf-8", "replace")))
+        if now is not None and now != NOT_REGULAR:
+            try:
+                found = set(find_sentinels(jsonsafe.read_bytes(path, 1 << 30).decode("utf-8", "replace")))
+            except (OSError, ValueError):
+                kind = "modified"
+                modified.add(rel)
         sentinels[rel] = found
         files.append({"path": rel, "state": kind, "sha256": now, "record_sha256": recorded.get(rel),
                       "sentinels": sorted(f"{p}:{h}" for p, h in found)})
