@@ -112,6 +112,12 @@ class ImportRefused(PatchqError):
     importable from :mod:`patchq.authoring.importer` too)."""
 
 
+class SourceError(PatchqError):
+    """A target file is not a source patchq can patch byte-exactly: not UTF-8 (a latin-1
+    coding line), a UTF-8 BOM, or CR-only line ends (:meth:`patchq.vllmdist.sources.CodeSource.read_text`).
+    Exit 1: the patch cannot apply there; nothing is written."""
+
+
 class ForeignEditError(PatchqError):
     """A target file differs from both its RECORD hash and patchq's journal."""
 

@@ -204,6 +204,11 @@ def pristine_bytes(target: CodeSource, rel: str) -> tuple[bytes, str]:
 
     now = target.read_bytes(rel)
     record = target.record().get(rel)
+    if record is None or len(record) != 64:
+        from patchq.errors import TargetNotFound
+
+        raise TargetNotFound(f"vllm's RECORD has no sha256 for {rel} (malformed or incomplete): its pristine bytes "
+                             f"cannot be verified; reinstall vllm")
     if now is not None and sha256_hex(now) == record:
         return now, "pristine"
     state = StateDir(target.root)

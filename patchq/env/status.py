@@ -69,6 +69,35 @@ def read_journal(state_root: str) -> dict:
     return data
 
 
+def shadowing(site: str) -> str | None:
+    """Where this interpreter would import ``vllm`` from instead of ``site``, or None.
+
+    Only asked when ``site`` is on this interpreter's ``sys.path`` (the environment it
+    runs): then an earlier ``vllm`` (``PYTHONPATH``, a ``.pth``, the working directory)
+    means the patched files would not be the ones imported. Found with
+    :func:`importlib.machinery.PathFinder.find_spec` over ``sys.path``: nothing is imported.
+    """
+    import sys
+
+    real = os.path.realpath(site)
+    entries = [p for p in sys.path if p]
+    if not any(os.path.realpath(p) == real for p in entries):
+        return None
+    from importlib.machinery import PathFinder
+
+    try:
+        spec = PathFinder.find_spec("vllm", [os.path.realpath(p) for p in entries])
+    except (ImportError, ValueError, OSError):
+        return None
+    origin = getattr(spec, "origin", None) or next(iter(getattr(spec, "submodule_search_locations", None) or []), None)
+    if not origin:
+        return None
+    found = os.path.realpath(origin)
+    if found == os.path.join(real, "vllm") or found.startswith(os.path.join(real, "vllm") + os.sep):
+        return None
+    return os.path.dirname(found) if os.path.basename(found) == "__init__.py" else found
+
+
 def state_root(site: str) -> str:
     """The state directory of ``site`` (:func:`patchq.env.layout.state_root`)."""
     return layout.state_root(site)
@@ -199,6 +228,7 @@ def collect(site, series_root, anchors_root) -> dict:
                 (f"vllm {version} was reinstalled since the journal was written: its patches are gone "
                  f"with the old files (apply again)") if reinstalled else "",
         "pending_write": layout.has_pending(root),
+        "shadowed_by": shadowing(site),
         "patches": patches,
         "files": files,
     }
@@ -206,8 +236,10 @@ def collect(site, series_root, anchors_root) -> dict:
 
 def exit_code(report: dict) -> int:
     """0 when every patch is applied or not-applied and no file is modified; else 7 (also
-    for a journalled patch the series does not know: it was applied from another series)."""
+    for a journalled patch the series does not know: it was applied from another series,
+    and when this interpreter would import vllm from elsewhere: ``shadowed_by``)."""
     bad = any(p["status"] in ("stale", "foreign", "not-in-series") for p in report["patches"])
     bad = bad or any(f["state"] == "modified" for f in report["files"]) or report["pending_write"]
+    bad = bad or bool(report.get("shadowed_by"))  # this interpreter would import another vllm
     return EXIT_DRIFT if bad else EXIT_OK
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from patchq.errors import SourceError
 from patchq.sentinels import find_sentinels
 from patchq.vllmdist import cache
 
@@ -593,7 +594,7 @@ class SourceIndex:
             for rel in self.source.py_files():
                 try:
                     text = self.source.read_text(rel)
-                except UnicodeDecodeError:
+                except (UnicodeDecodeError, SourceError):  # not a source patchq can patch: not searched
                     continue
                 if text is not None:
                     names[rel] = (text_sha(text), declared_names(text))

@@ -121,13 +121,26 @@ def cache_dir() -> Path:
     return cache.root()
 
 
+#: Longest version text and largest release component accepted (a cache directory is named
+#: after the version: a 400-digit one cannot be a file name, and is no vLLM release).
+_MAX_VERSION_TEXT = 64
+_MAX_COMPONENT = 10**9
+
+
 def _as_version(version: str | Version) -> Version:
     if isinstance(version, Version):
-        return version
-    try:
-        return Version(str(version).strip())
-    except InvalidVersion:
-        raise UsageError(f"not a valid version: {version!r}") from None
+        ver = version
+    else:
+        text = str(version).strip()
+        if len(text) > _MAX_VERSION_TEXT:
+            raise UsageError(f"not a valid version: {text[:20]}... ({len(text)} characters)")
+        try:
+            ver = Version(text)
+        except InvalidVersion:
+            raise UsageError(f"not a valid version: {version!r}") from None
+    if any(part > _MAX_COMPONENT for part in ver.release) or (ver.epoch or 0) > _MAX_COMPONENT:
+        raise UsageError(f"not a valid vLLM version: {str(ver)[:20]}... (a component above {_MAX_COMPONENT})")
+    return ver
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -113,10 +113,15 @@ class CodeSource:
         return fresh
 
     def read_text(self, relpath: str) -> str | None:
-        """The file's text (UTF-8, newlines kept as-is), cached; None when missing."""
+        """The file's text (UTF-8, newlines kept as-is), cached; None when missing.
+
+        Raises:
+            SourceError: the file is not UTF-8, starts with a BOM, or has CR-only line
+                ends: patchq writes texts back byte-exactly and patches none of those.
+        """
         if relpath not in self._texts:
             data = self.read_bytes(relpath)
-            self._texts[relpath] = None if data is None else data.decode("utf-8")
+            self._texts[relpath] = None if data is None else _source_text(data, self, relpath)
         return self._texts[relpath]
 
     def py_files(self) -> list[str]:
@@ -229,6 +234,25 @@ def release_source(version: str) -> CodeSource:
         raise TargetNotFound(str(exc)) from None
     di = _dist_info_in(tree)
     return CodeSource(root=tree, version=Version(version), kind="release", dist_info=di, verify=True)
+
+
+def _source_text(data: bytes, source: CodeSource, relpath: str) -> str:
+    """``data`` as text, or SourceError (see :meth:`CodeSource.read_text`)."""
+    from patchq.errors import SourceError
+
+    where = f"{relpath} (vllm {source.version}, {source.kind} at {source.root})"
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise SourceError(f"{where} starts with a UTF-8 byte-order mark: patchq patches plain UTF-8 sources only; "
+                          f"nothing was written")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{where} is not UTF-8 (byte {exc.start}: {exc.reason}; a latin-1 coding line?): patchq "
+                          f"patches UTF-8 sources only; nothing was written") from None
+    if "\r" in text and text.replace("\r\n", "").count("\r"):
+        raise SourceError(f"{where} has CR-only line ends: patchq patches sources with \\n or \\r\\n line ends "
+                          f"only; nothing was written")
+    return text
 
 
 def _read_regular(path: Path) -> bytes | None:
