@@ -203,6 +203,12 @@ def write_file(path: Path | str, data: bytes | str, mode: int | None = None) -> 
     if back is None or _sha(back) != _sha(raw):
         raise RepoWriteError(f"{path}: the bytes read back differ from what was written (a failing disk or "
                              f"another writer); check the file")
+    fault = os.environ.get("PATCHQ_FAULT_AFTER_REPO_WRITES")  # test hook: a crash after the n-th write
+    if fault is not None:
+        left = int(fault) - 1
+        if left <= 0:
+            os._exit(99)
+        os.environ["PATCHQ_FAULT_AFTER_REPO_WRITES"] = str(left)
 
 
 def remove_file(path: Path | str) -> bool:
