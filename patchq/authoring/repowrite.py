@@ -260,23 +260,25 @@ class _RepoLock:
     """``flock`` of the repo directory itself (no lock file is left in the user's repo)."""
 
     def __init__(self, repo: Path, timeout: float = 300.0) -> None:
-        self.repo, self.timeout, self.fd = repo, timeout, None
+        self.repo, self.timeout = repo, timeout
+        self.fd: int | None = None
 
     def __enter__(self) -> _RepoLock:
         import fcntl
 
         try:
-            self.fd = os.open(str(self.repo), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fd = os.open(str(self.repo), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
             raise env_error(self.repo, exc, "open") from None
+        self.fd = fd
         deadline = time.monotonic() + self.timeout
         while True:
             try:
-                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return self
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    os.close(self.fd)
+                    os.close(fd)
                     self.fd = None
                     raise RepoWriteError(f"another patchq is changing the series in {self.repo} "
                                          f"(it held the lock for {self.timeout:g} s); nothing was changed") from None
@@ -395,9 +397,10 @@ class Transaction:
                 entry = {"path": str(path), "old": None if old is None else _sha(old),
                          "new": None if new is None else _sha(new), "saved": None}
                 if old is not None:
-                    entry["saved"] = f"old-{self._saved}"
+                    saved = f"old-{self._saved}"
+                    entry["saved"] = saved
                     self._saved += 1
-                    _write_plain(where / entry["saved"], old)
+                    _write_plain(where / saved, old)
                 self._entries.append(entry)
             doc = {"schema": JOURNAL_SCHEMA, "what": self.what, "pid": os.getpid(),
                    "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "entries": self._entries}
