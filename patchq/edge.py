@@ -177,7 +177,8 @@ def environment_error(exc: BaseException) -> str | None:
     if name not in _ENV_ERRNOS:
         return None
     where = f" {exc.filename}" if exc.filename else ""
-    return f"cannot write{where}: {exc.strerror} ({name}); nothing more was written"
+    what = "access" if name in ("EACCES", "EPERM") else "write"
+    return f"cannot {what}{where}: {exc.strerror} ({name}); nothing more was written"
 
 
 def _quiet_stdout() -> None:

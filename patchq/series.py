@@ -168,11 +168,18 @@ class Series:
                 raise UnsafeConfig(f"refusing to import {path}: {unsafe} (add its repo to "
                                    f"{discovery.SAFE_ENV}, or pass --series, if you trust it)")
             name = "patchq_series_" + path.stem
+            if b"\0" in hashing.read_regular(path):
+                raise SeriesError(f"{path}: holds a NUL byte: not a Python source")
             mod_spec = importlib.util.spec_from_file_location(name, path)
             assert mod_spec and mod_spec.loader
             module = importlib.util.module_from_spec(mod_spec)
             sys.modules[name] = module
-            mod_spec.loader.exec_module(module)
+            try:
+                mod_spec.loader.exec_module(module)
+            except SyntaxError as exc:
+                if exc.filename:
+                    raise  # the edge names the file and line
+                raise SeriesError(f"{path}: SyntaxError: {exc.msg}") from None
             declared = getattr(module, "PATCH", None)
             if not isinstance(declared, Patch) or declared.id != patch_id:
                 raise SeriesError(f"{path} must define PATCH = patch(id={patch_id!r}, ...)")
