@@ -59,8 +59,12 @@ def sha256(data: bytes) -> str:
 
 
 def file_sha(path: Path) -> str | None:
+    """sha256 of a regular file; None when missing, "not-a-regular-file" for a FIFO or
+    device (never opened blocking: a case may leave a FIFO where a module belongs)."""
+    from patchq.hashing import sha256_file
+
     try:
-        return sha256(Path(path).read_bytes())
+        return sha256_file(path)
     except OSError:
         return None
 
@@ -272,7 +276,8 @@ def _sentinel_ids(site: Path) -> set[str]:
     ids = set()
     for rel in TARGETS:
         try:
-            ids |= {pid for pid, _ in find_sentinels((site / rel).read_bytes().decode("utf-8", "replace"))}
+            if (site / rel).is_file():  # not a FIFO
+                ids |= {pid for pid, _ in find_sentinels((site / rel).read_bytes().decode("utf-8", "replace"))}
         except OSError:
             pass
     return ids
@@ -505,7 +510,7 @@ def m_fake_txn(bed, rng):
     manifest = {"files": {rel: {"from": rng.choice([None, "2" * 64, to]), "to": to}}, "journal": j}
     _put(sd / "txn" / "manifest.json", json.dumps(manifest).encode())
     if ".." not in rel and not rel.startswith("/"):
-        _put(sd / "txn" / "files" / rel, rng.choice([b"", b"# staged\n", (bed.site / KV).read_bytes()]))
+        _put(sd / "txn" / "files" / rel, rng.choice([b"", b"# staged\n", (bed.site / KV).read_bytes() if (bed.site / KV).is_file() else b""]))
     return f"fake txn {rel!r}"
 
 

@@ -197,7 +197,8 @@ def judge(run: Run, allowed: set[int], tally: Tally, case: str) -> bool:
     if run.rc not in allowed:
         tally.bad("wrong_exit", case, f"{run} (allowed {sorted(allowed)})")
         return False
-    if run.rc != 0 and run.err.strip() and len([ln for ln in run.err.splitlines() if ln.startswith("patchq: error")]) > 1:
+    errors = [ln for ln in run.err.splitlines() if ln.startswith("patchq: error")]
+    if run.rc != 0 and len(errors) > 1:
         tally.bad("wrong_exit", case, f"more than one error line: {run.err[:300]}")
         return False
     return True
@@ -334,7 +335,6 @@ def case_disk(world: World, rng: random.Random, tally: Tally, read_only: bool = 
         free = rng.choice([0, 1, 100, 1000, 3000, 5000, 20000])
         script += (f"(dd if=/dev/zero of={mnt}/{_FILL} bs=4k 2>/dev/null; true) && "
                    f"truncate -s -{free} {mnt}/{_FILL} 2>/dev/null; ")
-    args_run = None
     # the verb runs inside the namespace; the repo is compared from inside too
     verb_env = {**world.env}
     probe = world.root / "probe.json"
@@ -359,7 +359,6 @@ def case_disk(world: World, rng: random.Random, tally: Tally, read_only: bool = 
     tally.failures += inner_tally.get("failures", [])[:5]
     if _user_files(world) != before:  # outside the namespace: the user's repo never changed
         tally.bad("bytes_lost", case, "the repo outside the namespace changed")
-    del args_run
     return case
 
 
@@ -494,7 +493,7 @@ def case_escapes(world: World, rng: random.Random, tally: Tally) -> str:
     site = ("--site-packages", world.site)
     args: tuple = ("check", "--profile", "base", "--vllm", "0.1.0")
     if kind == "series-up":
-        cfg.write_text(f'series = "../outside/evil/series"\nanchors = "anchors"\n')
+        cfg.write_text('series = "../outside/evil/series"\nanchors = "anchors"\n')
     elif kind == "anchors-up":
         cfg.write_text('series = "series"\nanchors = "../outside/evil/anchors"\n')
     elif kind == "goldens-up":
@@ -841,7 +840,7 @@ def run_class(name: str, trials: int, seed: int, tally: Tally | None = None, min
 
 def _unblock(root: Path) -> None:
     """Let TemporaryDirectory remove what a case left (FIFOs, read-only modes, other owners)."""
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, _files in os.walk(root):
         for d in dirnames:
             p = os.path.join(dirpath, d)
             try:
