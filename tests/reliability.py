@@ -354,8 +354,9 @@ def _state_files(bed: Bed) -> list[Path]:
 
 def _journal(bed: Bed):
     try:
-        return json.loads((bed.state_dir / "journal.json").read_text())
-    except (OSError, ValueError):
+        path = bed.state_dir / "journal.json"
+        return json.loads(path.read_text()) if path.is_file() else None  # never a FIFO
+    except (OSError, ValueError, RecursionError):
         return None
 
 
