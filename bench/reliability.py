@@ -19,6 +19,12 @@ Prints the counts: cases, commands, tracebacks, wrong exit codes, exit 0 with a 
 report, bytes lost (a target module not at RECORD after ``revert --all --force``),
 writes outside site-packages; ``--show`` prints the first failures. ``--minutes`` stops
 each of the two in-process phases early when its time is up. Exit 1 when any count but cases is non-zero.
+
+``--safety N`` runs instead N cases of each class of ``tests/safety_suite.py`` (a user's
+own files, caches, the runtime hook, planted configs, hostile input; each case in a fresh
+offline world, no release needed; ``--classes a,b`` picks classes, ``--minutes`` bounds
+each class) and prints per class: trials, commands, exit-70s, hangs, wrong exits, lies,
+bytes lost, writes outside.
 """
 
 from __future__ import annotations
@@ -47,7 +53,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--minutes", type=float, default=None, help="stop the state cases after this long")
     ap.add_argument("--show", action="store_true", help="print the first failures")
+    ap.add_argument("--safety", type=int, default=0, help="N cases per class of tests/safety_suite.py instead")
+    ap.add_argument("--classes", default="", help="with --safety: comma-separated classes (default: all)")
     args = ap.parse_args(argv)
+    if args.safety:
+        return safety(args)
 
     with tempfile.TemporaryDirectory(prefix="patchq-reliability-") as tmp:
         site = Path(tmp) / "site-packages"
@@ -74,6 +84,24 @@ def main(argv=None) -> int:
             for f in total.failures[:20]:
                 print("  " + f)
         return 0 if total.clean else 1
+
+
+def safety(args) -> int:
+    """``--safety N``: the classes of ``tests/safety_suite.py`` (module docstring)."""
+    import safety_suite as suite
+
+    names = [c for c in args.classes.split(",") if c] or list(suite.CLASSES)
+    total = suite.Tally()
+    for name in names:
+        t0 = time.perf_counter()
+        tally = suite.run_class(name, args.safety, args.seed, minutes=args.minutes)
+        print(f"{name:<10} {tally.line()}  ({time.perf_counter() - t0:.0f} s)", flush=True)
+        total.merge(tally)
+    print(f"{'total':<10} {total.line()}")
+    if args.show:
+        for f in total.failures[:20]:
+            print("  " + f)
+    return 0 if total.clean else 1
 
 
 if __name__ == "__main__":

@@ -442,13 +442,16 @@ def new_cmd(
     summary: str | None = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
     vllm: str | None = opt(None, "--vllm", metavar="VERSION", help="the release to check the anchor against "
                                                                     "(default: the installed vLLM)"),
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Scaffold a patch: anchors/<id>.toml, series/<id>.py and a profile entry (checked against the release)."""
     from patchq.commands import init as cmd
 
-    doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary, vllm)
+    doc, code = cmd.new(_series(series_dir), patch_id, at, node, profile, applies, summary, vllm,
+                        site_packages=site_packages, python=python)
     _finish(doc, code, as_json, cmd.render_new)
 
 
@@ -560,7 +563,7 @@ def serve_args_cmd(
     """The vllm serve flags a profile declares (one per line; runtime/serve.sh reads them)."""
     from patchq.commands import serve as cmd
 
-    doc, code = cmd.run(_series(series_dir), profile)
+    doc, code = cmd.run(_series(series_dir), profile, want_env=env)
     _finish(doc, code, as_json, lambda d: cmd.render_text(d, env))
 
 # ========================================================================= end adoption

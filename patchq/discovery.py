@@ -22,16 +22,34 @@ Order, first hit wins:
 
 The anchors directory is the config's ``anchors``, else ``anchors/`` beside the series
 directory; ``$PATCHQ_ANCHORS`` overrides both.
+
+A config found by walking up (3.) runs code: its series' patch modules are imported. So,
+as git's ``safe.directory`` since CVE-2022-24765, it is used only when the config file,
+its directory and the ``series``/``anchors``/``goldens`` directories it names are owned
+by the current user or root and not writable by others (``o+w``); otherwise the command
+stops with a one-line :class:`~patchq.errors.UnsafeConfig` (exit 2) that names the
+owner and says how to opt in: ``--series DIR`` or ``$PATCHQ_SERIES`` (an explicit
+choice), or ``PATCHQ_SAFE_DIRECTORIES`` (directories, ``os.pathsep``-separated, or ``*``)
+listing the config's directory. Whatever the origin, the paths a config names must
+resolve inside the config's directory (``series = "../x"`` or a symlink out of it is a
+:class:`~patchq.errors.SeriesError`); the ``--series``/``$PATCHQ_SERIES``/``$PATCHQ_ANCHORS``
+paths themselves are the user's choice.
+
+An interrupted multi-file change of the series (``<repo>/.patchq-txn/``, see
+:mod:`patchq.authoring.repowrite`) is rolled back here, before anything reads the series.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
-from patchq.errors import SeriesError
+from patchq.errors import SeriesError, UnsafeConfig
 
 CONFIG_NAME = "patchq.toml"
+#: Directories whose walked-up config is trusted whoever owns it (``os.pathsep`` list, or ``*``).
+SAFE_ENV = "PATCHQ_SAFE_DIRECTORIES"
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 #: where the wheel carries the Spark series (pyproject.toml maps series/ and anchors/ there)
 BUNDLED_ROOT = os.path.join(_PACKAGE_DIR, "_bundled")
@@ -134,19 +152,90 @@ def find_config(start=None) -> tuple | None:
         here = parent
 
 
+def _inside(path: str, base: str) -> bool:
+    """True when the real ``path`` is ``base`` or below it (both real paths)."""
+    return path == base or path.startswith(base.rstrip(os.sep) + os.sep)
+
+
 def from_config(path, table: dict) -> Location:
-    """The :class:`Location` a config names. Raises SeriesError when its series is missing."""
+    """The :class:`Location` a config names. Raises SeriesError when its series is missing
+    or a directory it names resolves outside the config's directory."""
     path = str(path)
-    base = os.path.dirname(path)
+    base = os.path.realpath(os.path.dirname(path))
     for key in ("series", "anchors", "goldens"):
         if key in table and not isinstance(table[key], str):
             raise SeriesError(f"{path}: {key} must be a directory path (a string), not {table[key]!r}")
-    series = _real(base, table.get("series", "series"))
+    named = {key: _real(base, table.get(key, key)) for key in ("series", "anchors")}
+    if "goldens" in table:
+        named["goldens"] = _real(base, table["goldens"])
+    for key, real in named.items():
+        if not _inside(real, base):
+            raise SeriesError(f"{path}: {key} = {table.get(key, key)!r} resolves to {real}, outside {base}; "
+                              f"a series repo's directories stay inside it")
+    series = named["series"]
     if not os.path.isfile(os.path.join(series, "profiles.toml")):
         raise SeriesError(f"{path} names series directory {series}, which has no profiles.toml")
-    anchors = _real(base, table.get("anchors", "anchors"))
-    goldens = _real(base, table["goldens"]) if "goldens" in table else os.path.join(os.path.dirname(series), "goldens")
-    return Location(series, anchors, "config", path, goldens)
+    goldens = named.get("goldens") or os.path.join(os.path.dirname(series), "goldens")
+    return Location(series, named["anchors"], "config", path, goldens)
+
+
+def _opted_in(directory: str) -> bool:
+    """True when ``$PATCHQ_SAFE_DIRECTORIES`` lists ``directory`` (or is ``*``)."""
+    value = os.environ.get(SAFE_ENV, "")
+    for entry in value.split(os.pathsep):
+        entry = entry.strip()
+        if entry == "*" or (entry and os.path.realpath(os.path.expanduser(entry)) == directory):
+            return True
+    return False
+
+
+def ownership_problem(path: str) -> str | None:
+    """Why ``path`` (a file or directory; a symlink is judged by itself and its target)
+    may not be trusted to hold code for this user, or None: owned by someone other than
+    the current user or root, or writable by others."""
+    me = os.geteuid() if hasattr(os, "geteuid") else None
+    try:
+        stats = [os.lstat(path)]
+        if stat.S_ISLNK(stats[0].st_mode):
+            stats.append(os.stat(path))
+    except OSError:
+        return None  # missing: nothing there to run
+    if me is None:  # pragma: no cover - not POSIX
+        return None
+    for st in stats:
+        if st.st_uid not in (me, 0):
+            return f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
+        if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
+            return f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def check_trusted(loc: Location) -> None:
+    """Refuse a walked-up config that another user could have planted or can change
+    (module docstring). Raises UnsafeConfig (exit 2) with the way to opt in."""
+    config = loc.config_str
+    if config is None:
+        return
+    directory = os.path.realpath(os.path.dirname(config))
+    if _opted_in(directory):
+        return
+    for path in (config, directory, loc.series_str, loc.anchors_str, loc.goldens_str):
+        problem = ownership_problem(path) if path else None
+        if problem:
+            raise UnsafeConfig(
+                f"refusing the project config {config} found above the working directory: {problem}. "
+                f"patchq would import that series' code (as git's safe.directory, CVE-2022-24765). If you trust "
+                f"it, pass --series {directory}, or set {SAFE_ENV}={directory}")
+
+
+def module_problem(loc: Location | None, path: str) -> str | None:
+    """Why the patch module ``path`` of a walked-up series may not be imported, or None
+    (:func:`ownership_problem`; only for ``config`` locations not opted in)."""
+    if loc is None or loc.origin != "config" or loc.config_str is None:
+        return None
+    if _opted_in(os.path.realpath(os.path.dirname(loc.config_str))):
+        return None
+    return ownership_problem(path)
 
 
 def _explicit(value: str, origin: str) -> Location:
@@ -192,6 +281,8 @@ def find(explicit=None, cwd=None) -> Location:
     else:
         found = find_config(cwd)
         loc = from_config(*found) if found else bundled()
+        if found:
+            check_trusted(loc)
         if loc is None:
             here = os.path.realpath(str(cwd) if cwd is not None else os.getcwd())
             raise SeriesError(
@@ -202,6 +293,12 @@ def find(explicit=None, cwd=None) -> Location:
         loc = Location(loc.series_str, os.path.realpath(os.environ["PATCHQ_ANCHORS"]), loc.origin,
                        loc.config_str, loc.goldens_str)
     _ANCHORS[loc.series_str] = loc.anchors_str
+    repo = os.path.dirname(loc.series_str)
+    if loc.origin != "bundled" and os.path.lexists(os.path.join(repo, ".patchq-txn")):
+        from patchq.authoring import repowrite  # stdlib only; loaded when a change was interrupted
+
+        repowrite.recover(repo, [repo, loc.series_str, loc.anchors_str] + ([loc.goldens_str] if loc.goldens_str
+                                                                              else []))
     return loc
 
 

@@ -8,6 +8,9 @@ Every front door (the typer app, the fast path, ``patchq run``) runs inside
 * an exception raised by a series file (a syntax error, a module that raises on import,
   a transform that raises) is a series error: ``FILE:LINE: ...``, exit 2;
 * a click usage error (unknown option, missing value) prints one line, exit 2;
+* an ``OSError`` the environment caused (a full disk or quota, a read-only filesystem, a
+  permission: ``ENOSPC``, ``EDQUOT``, ``EROFS``, ``EACCES``, ``EPERM``, ``EFBIG``) prints
+  one line naming the file and the errno, exit 5;
 * any other exception is a bug in patchq: one line naming the log file that holds the
   traceback (``<patchq cache>/logs/``), exit 70;
 * a closed stdout (``patchq list | head -1``) exits 141 quietly; Ctrl-C exits 130.
@@ -32,6 +35,7 @@ from patchq.errors import (  # noqa: E402 - after the TYPE_CHECKING block, which
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_READ_ONLY,
     EXIT_USAGE,
     PatchqError,
     SeriesError,
@@ -157,6 +161,26 @@ def _click_usage(exc: BaseException) -> tuple[str, int] | None:
     return (message + hint if message else ""), code
 
 
+#: errno names that mean the environment refused (a full disk, a read-only filesystem, a
+#: permission), not a bug: exit 5 with one line, wherever in patchq they surface.
+_ENV_ERRNOS = ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG")
+
+
+def environment_error(exc: BaseException) -> str | None:
+    """The one-line message of an ``OSError`` the environment caused (:data:`_ENV_ERRNOS`),
+    else None."""
+    import errno
+
+    if not isinstance(exc, OSError) or exc.errno is None:
+        return None
+    name = errno.errorcode.get(exc.errno, "")
+    if name not in _ENV_ERRNOS:
+        return None
+    where = f" {exc.filename}" if exc.filename else ""
+    what = "access" if name in ("EACCES", "EPERM") else "write"
+    return f"cannot {what}{where}: {exc.strerror} ({name}); nothing more was written"
+
+
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null so the interpreter's final flush cannot raise again."""
     try:
@@ -201,6 +225,9 @@ def guard(fn: Callable[[list[str]], int | None], argv: Sequence[str]) -> int:
             usage = _click_usage(exc)
             if usage is not None:
                 return report_error(usage[0], usage[1], as_json)
+            env = environment_error(exc)
+            if env is not None:
+                return report_error(env, EXIT_READ_ONLY, as_json)
             try:
                 where = f"the traceback is in {write_log(exc, argv)}"
             except OSError as err:

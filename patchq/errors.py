@@ -112,6 +112,12 @@ class ImportRefused(PatchqError):
     importable from :mod:`patchq.authoring.importer` too)."""
 
 
+class SourceError(PatchqError):
+    """A target file is not a source patchq can patch byte-exactly: not UTF-8 (a latin-1
+    coding line), a UTF-8 BOM, or CR-only line ends (:meth:`patchq.vllmdist.sources.CodeSource.read_text`).
+    Exit 1: the patch cannot apply there; nothing is written."""
+
+
 class ForeignEditError(PatchqError):
     """A target file differs from both its RECORD hash and patchq's journal."""
 
@@ -128,3 +134,24 @@ class StateError(PatchqError):
     """The journal is unreadable, or a recovery could not be completed."""
 
     exit_code = EXIT_STATE
+
+
+class RepoWriteError(ReadOnlyError):
+    """A write into the series repo (or the cache) was refused by the environment: a full
+    disk or quota (ENOSPC, EDQUOT), a read-only filesystem (EROFS), a permission (EACCES,
+    EPERM), or something other than a regular file in the way. The file keeps its old
+    bytes (:mod:`patchq.authoring.repowrite`). Exit 5, as for site-packages."""
+
+
+class CacheError(TargetNotFound):
+    """A file in patchq's cache does not match the hash it must have (a release file
+    against the wheel's RECORD, a whole wheel against the index's sha256, a cache
+    marker or index entry against its checksum) and the release could not be fetched
+    again. The message names the file and ``patchq cache clean``. Exit 3, as for a
+    release that cannot be had."""
+
+
+class UnsafeConfig(SeriesError):
+    """A project config found by walking up from the working directory is not safe to
+    use: it, its directory or a directory it names is owned by another user or writable
+    by others (:mod:`patchq.discovery`, after git's ``safe.directory``). Exit 2."""

@@ -112,6 +112,10 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | No
     root = layout.state_root(site)
     if layout.has_pending(root):
         return None
+    from patchq.env.status import shadowing
+
+    if shadowing(site):  # another vllm would be imported: the full apply says so
+        return None
     journal = read_journal(root)
     di = dist_info_name(site)
     cached = journal.get("series") or {}

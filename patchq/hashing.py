@@ -15,13 +15,37 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+#: What :func:`sha256_file` returns for something that is not a regular file (a FIFO, a
+#: device, a socket, a directory): never equal to a sha256, so it reads as "modified".
+NOT_REGULAR = "not-a-regular-file"
+
+
 def sha256_file(path) -> str | None:
-    """Hex sha256 of a file's bytes (``path``: str or Path), or None when it does not exist."""
+    """Hex sha256 of a file's bytes (``path``: str or Path), or None when it does not exist.
+
+    Never blocks: the file is opened ``O_NONBLOCK`` and checked with ``fstat``; a FIFO,
+    device, socket or directory in its place gives :data:`NOT_REGULAR` (it is not read).
+    """
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except IsADirectoryError:
+        return NOT_REGULAR
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return NOT_REGULAR
+        h = hashlib.sha256()
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return h.hexdigest()
+            h.update(chunk)
+    finally:
+        os.close(fd)
 
 
 def parse_count(value: object) -> tuple[int, int | None]:
@@ -65,17 +89,57 @@ def read_toml(path) -> dict:
     from patchq.errors import SeriesError
 
     try:
-        with open(path, "rb") as fh:
-            text = fh.read().decode("utf-8")
+        text = read_regular(path).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SeriesError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise SeriesError(f"{path}: {exc.strerror or exc}") from None
     toml = toml_module()
     try:
         return toml.loads(text)
     except toml.TOMLDecodeError as exc:
         raise SeriesError(f"{path}: {exc}") from None
+
+
+#: A patch id: it names ``series/<id with _>.py`` and ``anchors/<id>.toml``, so it may not
+#: hold a path separator or start with a dot (``../x`` would load a module outside ``series/``).
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+#: An anchor's module hint: a dotted module path inside the vllm package.
+MODULE_PATTERN = r"vllm(\.[A-Za-z_][A-Za-z0-9_]*)*"
+
+
+def id_problem(patch_id: object) -> str | None:
+    """Why ``patch_id`` cannot be a patch id (:data:`ID_PATTERN`), or None."""
+    import re
+
+    if not isinstance(patch_id, str) or re.fullmatch(ID_PATTERN, patch_id) is None or ".." in patch_id:
+        return f"{patch_id!r} is not a patch id (letters, digits, '-', '_' and '.', no path)"
+    return None
+
+
+def read_regular(path) -> bytes:
+    """The bytes of a series file that must be a regular file: a directory, FIFO, device
+    or socket in its place is a SeriesError (never blocks: ``O_NONBLOCK``).
+
+    Raises:
+        SeriesError: not a regular file, or unreadable.
+    """
+    import os
+    import stat
+
+    from patchq.errors import SeriesError
+
+    try:
+        fd = os.open(str(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SeriesError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SeriesError(f"{path}: not a regular file (a directory, FIFO or device is in its place)")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    except OSError as exc:
+        raise SeriesError(f"{path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
 
 
 def _kind(value: object) -> str:
@@ -102,6 +166,9 @@ def profile_tables(path) -> dict[str, dict]:
         patches, description = table.get("patches", []), table.get("description", "")
         if not isinstance(patches, list) or not all(isinstance(p, str) for p in patches):
             raise SeriesError(f"{path}: profiles.{name}.patches must be an array of patch ids")
+        bad = next((id_problem(p) for p in patches if id_problem(p)), None)
+        if bad:
+            raise SeriesError(f"{path}: profiles.{name}.patches: {bad}")
         if not isinstance(description, str):
             raise SeriesError(f"{path}: profiles.{name}.description must be a string, not {_kind(description)}")
         out[name] = {"patches": list(patches), "description": description}
@@ -125,6 +192,8 @@ def anchor_tables(path) -> dict[str, dict]:
         SeriesError: unreadable file, a missing key or a field of the wrong type, a newer
             format, a module-level anchor in a format-1 file.
     """
+    import re
+
     from patchq.errors import SeriesError
 
     data = read_toml(path)
@@ -149,6 +218,9 @@ def anchor_tables(path) -> dict[str, dict]:
         if t["qualname"] == MODULE_QUALNAME and fmt < 2:
             raise SeriesError(f"{where}: a module-level anchor (qualname \"{MODULE_QUALNAME}\") needs `format = 2` "
                               f"at the top of the file")
+        if not re.fullmatch(MODULE_PATTERN, t["module"]):
+            raise SeriesError(f"{where}.module {t['module']!r} is not a module of the vllm package "
+                              f"(a dotted name such as vllm.v1.core.kv_cache_utils)")
         if "node" in t and not isinstance(t["node"], str):
             raise SeriesError(f"{where}.node must be a string (a statement pattern), not {_kind(t['node'])}")
         try:
@@ -162,21 +234,26 @@ def anchor_tables(path) -> dict[str, dict]:
 
 
 def patch_hash_from_files(source: Path, anchor_file: Path) -> str:  # noqa: F821
-    """12 hex chars of sha256 over ``series/<patch>.py`` and its anchor definitions."""
-    from pathlib import Path
+    """12 hex chars of sha256 over ``series/<patch>.py`` and its anchor definitions.
 
-    h = hashlib.sha256(Path(source).read_bytes())
-    anchors = anchor_tables(anchor_file) if Path(anchor_file).is_file() else {}
+    Raises:
+        SeriesError: either is not a regular file (a directory, FIFO, ...) or is malformed.
+    """
+    import os
+
+    h = hashlib.sha256(read_regular(source))
+    anchors = anchor_tables(anchor_file) if os.path.lexists(anchor_file) else {}
     h.update(anchor_definitions_text(anchors).encode())
     return h.hexdigest()[:12]
 
 
 def anchor_modules(anchor_file: Path) -> list[str]:
     """The module hints of a patch's anchors, as relpaths ``a/b.py`` (stdlib only)."""
+    import os
     from pathlib import Path
 
     anchor_file = Path(anchor_file)
-    if not anchor_file.is_file():
+    if not os.path.lexists(anchor_file):
         return []
     anchors = anchor_tables(anchor_file)
     out = []
@@ -205,8 +282,7 @@ def series_inputs(series_root: str, anchors_root: str) -> dict[str, str]:
             continue
         for name in names:
             if name.endswith(suffixes) and not name.startswith("."):
-                with open(os.path.join(root, name), "rb") as fh:
-                    out[f"{tag}/{name}"] = hashlib.sha256(fh.read()).hexdigest()
+                out[f"{tag}/{name}"] = hashlib.sha256(read_regular(os.path.join(root, name))).hexdigest()
     return out
 
 

@@ -358,6 +358,10 @@ def status_text(report: dict) -> str:
         lines.append(f"! {report['note']}")
     if report["pending_write"]:
         lines.append("! an interrupted write is pending: the next apply or revert completes it")
+    if report.get("shadowed_by"):
+        lines.append(f"! this interpreter imports vllm from {report['shadowed_by']}, not from "
+                     f"{report['site_packages']}: the patches below are not what it runs (PYTHONPATH or a .pth "
+                     f"puts another vllm first)")
     width = max((len(p["id"]) for p in report["patches"]), default=8)
     for p in report["patches"]:
         reason = f"  ({p['reason']})" if p["reason"] else ""

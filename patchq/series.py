@@ -28,7 +28,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchq import discovery, hashing
-from patchq.errors import SeriesError, UsageError
+from patchq.errors import SeriesError, UnsafeConfig, UsageError
 from patchq.model import AnchorSpec, Patch, Profile, Variant
 
 tomllib = hashing.toml_module()
@@ -132,7 +132,15 @@ def load_anchor_file(path: Path) -> dict[str, AnchorSpec]:
 
 
 def module_file(series: Path, patch_id: str) -> Path:
-    """``series/<patch_id with _>.py``."""
+    """``series/<patch_id with _>.py``.
+
+    Raises:
+        UsageError: ``patch_id`` holds a path (``../x``, ``a/b``) or starts with a dot: a
+            patch module always lies in the series directory itself.
+    """
+    if not patch_id or any(c in patch_id for c in "/\\\0") or patch_id.startswith(".") or ".." in patch_id:
+        raise UsageError(f"patch id {patch_id!r} is not a patch id (it holds a path); a patch's module lies "
+                         f"in the series directory itself")
     return series / (patch_id.replace("-", "_") + ".py")
 
 
@@ -150,14 +158,28 @@ class Series:
         """Load one patch. Raises UsageError for an unknown id, SeriesError when broken."""
         if patch_id not in self._patches:
             path = module_file(self.root, patch_id)
-            if not path.is_file():
+            if not path.exists():
                 raise UsageError(f"unknown patch {patch_id!r} (no {path.name} in {self.root})")
+            if not path.is_file() or path.is_symlink() and not path.resolve().is_relative_to(self.root.resolve()):
+                raise SeriesError(f"{path}: not a regular file in the series directory (a directory, FIFO, "
+                                  f"device or a symlink out of it)")
+            unsafe = discovery.module_problem(self.location, str(path))
+            if unsafe:
+                raise UnsafeConfig(f"refusing to import {path}: {unsafe} (add its repo to "
+                                   f"{discovery.SAFE_ENV}, or pass --series, if you trust it)")
             name = "patchq_series_" + path.stem
+            if b"\0" in hashing.read_regular(path):
+                raise SeriesError(f"{path}: holds a NUL byte: not a Python source")
             mod_spec = importlib.util.spec_from_file_location(name, path)
             assert mod_spec and mod_spec.loader
             module = importlib.util.module_from_spec(mod_spec)
             sys.modules[name] = module
-            mod_spec.loader.exec_module(module)
+            try:
+                mod_spec.loader.exec_module(module)
+            except SyntaxError as exc:
+                if exc.filename:
+                    raise  # the edge names the file and line
+                raise SeriesError(f"{path}: SyntaxError: {exc.msg}") from None
             declared = getattr(module, "PATCH", None)
             if not isinstance(declared, Patch) or declared.id != patch_id:
                 raise SeriesError(f"{path} must define PATCH = patch(id={patch_id!r}, ...)")

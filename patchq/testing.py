@@ -104,7 +104,7 @@ def read_expect(patch_dir: Path) -> dict[str, str] | None:
     return dict(tomllib.loads(path.read_text(encoding="utf-8")).get("verdicts", {}))
 
 
-def _write_expect(patch_dir: Path, patch_id: str, verdicts: dict[str, str]) -> Path:
+def _write_expect(patch_dir: Path, patch_id: str, verdicts: dict[str, str], txn) -> Path:
     from packaging.version import Version
 
     lines = [f"# Expected `patchq check` status of patch {patch_id} alone on each pristine vLLM release.",
@@ -112,8 +112,7 @@ def _write_expect(patch_dir: Path, patch_id: str, verdicts: dict[str, str]) -> P
              "", "[verdicts]"]
     lines += [f'"{v}" = "{verdicts[v]}"' for v in sorted(verdicts, key=Version)]
     path = patch_dir / EXPECT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    txn.write(path, "\n".join(lines) + "\n")
     return path
 
 
@@ -254,21 +253,26 @@ def run_case(case: Case, regen: bool = False, releases: list[str] | None = None)
         out.warnings.append(f"{case.patch_id} on vllm {case.release}: the recorded expected verdict is `{status}`, "
                             f"which is blocking (apply fails there); `patchq check --patch {case.patch_id} --vllm "
                             f"{case.release}` says why")
-    if regen:
-        verdicts = read_expect(case.dir) or {}
-        if verdicts.get(case.release) != status:
-            verdicts[case.release] = status
-            out.written.append(str(_write_expect(case.dir, case.patch_id, verdicts)))
-        for stale in sorted(rdir.glob("*.py")) if rdir.is_dir() else []:
-            if stale.name not in texts:
-                stale.unlink()
-                out.written.append(str(stale))
-        for name, text in texts.items():
-            path = rdir / name
-            if not path.is_file() or path.read_text(encoding="utf-8") != text:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-                out.written.append(str(path))
+    if regen:  # the case's goldens land together (repowrite: atomic, verified, whole or not at all)
+        from patchq.authoring import repowrite
+
+        loc = case.location
+        roots = [repowrite.repo_of(loc.series), goldens_root(loc)]
+        with repowrite.Transaction(repowrite.repo_of(loc.series), f"patchq test --regen --patch {case.patch_id}",
+                                   roots) as txn:
+            verdicts = read_expect(case.dir) or {}
+            if verdicts.get(case.release) != status:
+                verdicts[case.release] = status
+                out.written.append(str(_write_expect(case.dir, case.patch_id, verdicts, txn)))
+            for stale in sorted(rdir.glob("*.py")) if rdir.is_dir() else []:
+                if stale.name not in texts:
+                    txn.remove(stale)
+                    out.written.append(str(stale))
+            for name, text in texts.items():
+                path = rdir / name
+                if txn.staged(path) != text.encode("utf-8"):
+                    txn.write(path, text)
+                    out.written.append(str(path))
         return out
     want = (read_expect(case.dir) or {}).get(case.release)
     if want != status:

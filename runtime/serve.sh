@@ -68,7 +68,10 @@ if ! profile_args_text="$("$PATCHQ" serve-args --profile "$PROFILE" "${series_op
   echo "serve.sh: cannot read the serve flags of profile '$PROFILE' (above)" >&2
   exit 2
 fi
-profile_env_text="$("$PATCHQ" serve-args --profile "$PROFILE" --env "${series_opt[@]}")"
+if ! profile_env_text="$("$PATCHQ" serve-args --profile "$PROFILE" --env "${series_opt[@]}")"; then
+  echo "serve.sh: cannot read the serve env of profile '$PROFILE' (above)" >&2
+  exit 2
+fi
 profile_args=()
 [ -n "$profile_args_text" ] && mapfile -t profile_args <<< "$profile_args_text"
 profile_env=()

@@ -59,8 +59,12 @@ def sha256(data: bytes) -> str:
 
 
 def file_sha(path: Path) -> str | None:
+    """sha256 of a regular file; None when missing, "not-a-regular-file" for a FIFO or
+    device (never opened blocking: a case may leave a FIFO where a module belongs)."""
+    from patchq.hashing import sha256_file
+
     try:
-        return sha256(Path(path).read_bytes())
+        return sha256_file(path)
     except OSError:
         return None
 
@@ -107,7 +111,7 @@ class Bed:
             p.write_bytes(data)
         for rel, data in self.patched.items():
             p = self.site / rel
-            if p.is_symlink() or p.is_dir() or not p.exists() or p.read_bytes() != data:
+            if p.is_symlink() or not p.is_file() or p.read_bytes() != data:  # a FIFO is never read
                 if p.is_dir() and not p.is_symlink():
                     shutil.rmtree(p)
                 elif p.exists() or p.is_symlink():
@@ -272,7 +276,8 @@ def _sentinel_ids(site: Path) -> set[str]:
     ids = set()
     for rel in TARGETS:
         try:
-            ids |= {pid for pid, _ in find_sentinels((site / rel).read_bytes().decode("utf-8", "replace"))}
+            if (site / rel).is_file():  # not a FIFO
+                ids |= {pid for pid, _ in find_sentinels((site / rel).read_bytes().decode("utf-8", "replace"))}
         except OSError:
             pass
     return ids
@@ -349,8 +354,9 @@ def _state_files(bed: Bed) -> list[Path]:
 
 def _journal(bed: Bed):
     try:
-        return json.loads((bed.state_dir / "journal.json").read_text())
-    except (OSError, ValueError):
+        path = bed.state_dir / "journal.json"
+        return json.loads(path.read_text()) if path.is_file() else None  # never a FIFO
+    except (OSError, ValueError, RecursionError):
         return None
 
 
@@ -505,7 +511,7 @@ def m_fake_txn(bed, rng):
     manifest = {"files": {rel: {"from": rng.choice([None, "2" * 64, to]), "to": to}}, "journal": j}
     _put(sd / "txn" / "manifest.json", json.dumps(manifest).encode())
     if ".." not in rel and not rel.startswith("/"):
-        _put(sd / "txn" / "files" / rel, rng.choice([b"", b"# staged\n", (bed.site / KV).read_bytes()]))
+        _put(sd / "txn" / "files" / rel, rng.choice([b"", b"# staged\n", (bed.site / KV).read_bytes() if (bed.site / KV).is_file() else b""]))
     return f"fake txn {rel!r}"
 
 
@@ -518,8 +524,66 @@ def m_reinstall(bed, rng):
     return "force-reinstall (pristine files, old journal)"
 
 
+def m_fifo(bed, rng):
+    """A FIFO where a state file or a target module belongs (a reader must not block)."""
+    sd = bed.state_dir
+    choices = [bed.site / rng.choice(TARGETS)]
+    if sd.is_dir() and not sd.is_symlink():
+        choices += [sd / "journal.json", sd / "owner.json", sd / "txn" / "manifest.json"] + _state_files(bed)
+    p = rng.choice(choices)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    elif p.exists() or p.is_symlink():
+        p.unlink()
+    os.mkfifo(p)
+    return f"fifo {p.relative_to(bed.site)}"
+
+
+def m_deep(bed, rng):
+    """A journal (or transaction manifest) nested far deeper than any parser's stack."""
+    sd = bed.state_dir
+    if sd.is_symlink() or not sd.is_dir():
+        return "deep: no state"
+    name = rng.choice(["journal.json", "txn/manifest.json"])
+    depth = rng.choice([100, 5000, 200000])
+    _put(sd / name, b"[" * depth + b"]" * depth)
+    return f"deep {name} ({depth})"
+
+
+def m_txn_file(bed, rng):
+    """``txn`` as a plain file."""
+    sd = bed.state_dir
+    if sd.is_symlink() or not sd.is_dir():
+        return "txn file: no state"
+    _put(sd / "txn", b"not a directory\n")
+    return "txn as a file"
+
+
+def m_symlink_subdir(bed, rng):
+    """A directory inside the state (``pristine/vllm``) or a target's ``__pycache__``
+    symlinked out of site-packages: never written or deleted through."""
+    sd = bed.state_dir
+    if rng.random() < 0.5 and sd.is_dir() and not sd.is_symlink() and (sd / "pristine" / "vllm").is_dir():
+        target = bed.outside / "linked-pristine-vllm"
+        shutil.move(sd / "pristine" / "vllm", target)
+        os.symlink(target, sd / "pristine" / "vllm")
+        return "symlink pristine/vllm"
+    cache = (bed.site / rng.choice(TARGETS)).parent / "__pycache__"
+    target = bed.outside / "linked-pycache"
+    target.mkdir(exist_ok=True)
+    (target / "kv_cache_utils.cpython-311.pyc").write_text("not patchq's\n")
+    if cache.is_dir() and not cache.is_symlink():
+        shutil.rmtree(cache)
+    elif cache.exists() or cache.is_symlink():
+        cache.unlink()
+    os.symlink(target, cache)
+    return "symlink __pycache__"
+
+
 MUTATIONS = [m_bitflip, m_truncate, m_wrong_type, m_escape, m_other_version, m_symlink_state, m_symlink_entry,
-             m_delete, m_directory, m_foreign_edit, m_stray_tmp, m_fake_txn, m_reinstall]
+             m_delete, m_directory, m_foreign_edit, m_stray_tmp, m_fake_txn, m_reinstall, m_fifo, m_deep,
+             m_txn_file, m_symlink_subdir]
 
 COMMANDS = [("status",), ("apply", "--profile", "dense"), ("apply", "--profile", "dflash"), ("revert", "--all"),
             ("revert", "--profile", "dense")]

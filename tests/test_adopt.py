@@ -214,9 +214,12 @@ def test_serve_flags_per_profile_and_dry_run(tmp_path):
     assert lines[3].startswith(f"exec {vllm} serve /model ") and lines[3].endswith(
         """--speculative-config '{"method":"dflash","model":"/drafter","num_speculative_tokens":12,"""
         """"attention_backend":"FLASH_ATTN"}' --seed 1""")
-    # a user's profile serves with its own table, found through its patchq.toml
+    # a user's profile serves with its own table; its env only when the series is chosen
+    # explicitly (SERIES=, i.e. --series): found by walking up, serve.sh stops and says how
     repo = _init(tmp_path)
-    mine = _serve_sh("--dry-run", "example", cwd=repo, env={"LOG_LEVEL": "DEBUG"})
+    walked = _serve_sh("--dry-run", "example", cwd=repo, env={"LOG_LEVEL": "DEBUG"})
+    assert walked.returncode == 2 and f"SERIES={repo}" in walked.stderr, walked.stderr
+    mine = _serve_sh("--dry-run", "example", cwd=repo, env={"LOG_LEVEL": "DEBUG", "SERIES": str(repo)})
     assert mine.returncode == 0, mine.stderr
     assert "export VLLM_LOGGING_LEVEL=DEBUG" in mine.stdout.splitlines()
     assert mine.stdout.splitlines()[-1].endswith("--enable-prefix-caching --enforce-eager")

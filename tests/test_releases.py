@@ -439,6 +439,7 @@ def test_release_tree_selection_and_incomplete_tree(cache):
     got = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     assert got == [
         ".patchq-extracted-v1",
+        ".patchq-verified.json",  # the sha256 of RECORD, recorded with the tree
         "vllm-0.0.1.dist-info/METADATA",
         "vllm-0.0.1.dist-info/RECORD",
         "vllm-0.0.1.dist-info/licenses/LICENSE",

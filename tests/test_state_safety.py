@@ -188,9 +188,14 @@ def test_a_symlinked_state_dir_is_refused_not_followed(site, cli, tmp_path):
     os.symlink(elsewhere, site / ".patchq")
     snap = snapshot(elsewhere)
     for res in (cli("status", "--site-packages", site), apply(cli, site), apply(cli, site, "dflash"),
-                revert(cli, site, "--all"), revert(cli, site, "--all", "--force")):
+                revert(cli, site, "--all")):
         assert res.rc == 6 and "symlink" in one_line(res), res
     assert snapshot(elsewhere) == snap
+    # the documented recovery: the link is moved aside as it is (never followed), the files
+    # come back from RECORD-verified bytes, and nothing outside site-packages changes
+    force_restores(cli, site)
+    assert snapshot(elsewhere) == snap
+    assert [p.is_symlink() for p in site.glob(".patchq.damaged-*")] == [True]
 
 
 def test_a_symlinked_target_file_is_refused_and_the_link_kept(site, cli, tmp_path):

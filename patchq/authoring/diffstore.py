@@ -92,27 +92,37 @@ def render(source: CodeSource, patches: Iterable[Patch]) -> list[Rendered]:
     return out
 
 
-def write(rendered: list[Rendered], source: CodeSource, dest: Path) -> list[Rendered]:
+def write(rendered: list[Rendered], source: CodeSource, dest: Path, txn=None) -> list[Rendered]:
     """Validate and store each ok diff as ``dest/<patch>.diff``; remove the file of a patch
     that has no diff on this release (not-applicable, upstreamed, absent). A failed
-    patch's file is left as it is.
+    patch's file is left as it is. Every file lands atomically and verified
+    (:mod:`patchq.authoring.repowrite`), all of them together when ``txn`` is given.
 
     Raises:
-        DiffInvalid: a diff fails validation (nothing more is written after it).
+        DiffInvalid: a diff fails validation (nothing more is written after it; with
+            ``txn``, nothing at all).
+        RepoWriteError: the environment refused a write.
     """
+    from patchq.authoring import repowrite
+
     for r in rendered:
         path = Path(dest) / f"{r.patch_id}.diff"
         r.path = str(path)
         if r.status == engine.OK and r.text:
             r.stats = validate(r.text, source.root)
-            old = path.read_text(encoding="utf-8") if path.is_file() else None
-            if old == r.text:
+            raw = txn.staged(path) if txn is not None else repowrite.read_regular(path)
+            if raw is not None and raw == r.text.encode("utf-8"):
                 r.action = "unchanged"
                 continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(r.text, encoding="utf-8")
+            if txn is not None:
+                txn.write(path, r.text)
+            else:
+                repowrite.write_file(path, r.text)
             r.action = "wrote"
-        elif r.status != engine.FAILED and path.is_file():
-            path.unlink()
+        elif r.status != engine.FAILED and os.path.lexists(path):
+            if txn is not None:
+                txn.remove(path)
+            else:
+                repowrite.remove_file(path)
             r.action = "removed"
     return rendered

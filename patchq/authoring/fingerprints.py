@@ -9,11 +9,14 @@ definition has a recorded fingerprint; any other fingerprint is drift to review.
 A version is recorded for an anchor when the patch's variant for that version edits
 with that anchor and :func:`patchq.plan.engine.plan` of the whole series on the release
 gives the patch ``ok`` (anchor resolved, count right, transform ran, result compiled).
-Recording rewrites each anchor file with :mod:`tomli_w` (tables in file order, keys
-``module``/``qualname``/``node``/``count``, fingerprints sorted by version), so the
-output is deterministic. Versions that were computed replace what was recorded for
-them (a version where the anchor no longer verifies is dropped); versions that were not
-computed (a release missing from the local cache) are kept.
+Recording edits each anchor file in place with :mod:`tomlkit` (:func:`rewrite`: only the
+``fingerprints`` tables change, sorted by version; comments and layout stay), and all
+changed files land in one transaction (:mod:`patchq.authoring.repowrite`). New files are
+rendered with :mod:`tomli_w` (:func:`render`: tables in file order, keys
+``module``/``qualname``/``node``/``count``), so the output is deterministic. Versions
+that were computed replace what was recorded for them (a version where the anchor no
+longer verifies is dropped); versions that were not computed (a release missing from
+the local cache) are kept.
 
 Run ``patchq fingerprint [--patch ID] [--releases SPEC] [--check]``, or ``python -m
 patchq.authoring.fingerprints --record`` (all cached release wheels, see
@@ -146,6 +149,46 @@ def render(patch_id: str, data: Mapping) -> str:
     return text
 
 
+def rewrite(patch_id: str, old_text: str, data: Mapping) -> str:
+    """``old_text`` (an anchors file) with each anchor's ``fingerprints`` table set to
+    ``data``'s, everything else kept as written: comments, key order, quoting and blank
+    lines (:mod:`tomlkit`). Fingerprints stay sorted by version; a table whose versions
+    must be reordered is rebuilt (its own comments go). Falls back to :func:`render`
+    when the file cannot be edited in place (it then loses its comments, never data).
+
+    Raises:
+        AssertionError: the text would not parse back to ``data`` (a bug).
+    """
+    import tomlkit
+
+    try:
+        doc = tomlkit.parse(old_text)
+        anchors = doc["anchors"]
+        for anchor_id, table in data.get("anchors", {}).items():
+            want = dict(table.get("fingerprints") or {})
+            node = anchors[anchor_id]
+            have = node.get("fingerprints")
+            if not want:
+                if have is not None:
+                    del node["fingerprints"]
+                continue
+            if have is not None and list(have.keys()) == list(want)[:len(have)] and \
+                    all(have[k] == want[k] for k in have):
+                for v in list(want)[len(have):]:  # newer versions append at the end: in place
+                    have[v] = want[v]
+                continue
+            fresh = tomlkit.table()
+            for v, fp in want.items():
+                fresh[v] = fp
+            node["fingerprints"] = fresh
+        text = tomlkit.dumps(doc)
+        if tomllib.loads(text) == dict(data):
+            return text
+    except Exception:  # noqa: BLE001 - any tomlkit surprise: the deterministic rendering
+        pass
+    return render(patch_id, data)
+
+
 def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = True,
            patch_ids: Iterable[str] | None = None) -> dict[Path, str]:
     """Compute and (when ``write``) store the fingerprints; return path -> new text for changed files.
@@ -153,22 +196,27 @@ def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = 
     Only releases inside each patch's applies-range are computed for it; recorded
     versions outside what was computed are kept.
     """
+    from patchq.authoring import repowrite
+
     computed, done = compute(loaded, versions, patch_ids)
     changed: dict[Path, str] = {}
     for patch_id, anchors in computed.items():
         path = loaded.anchors_root / f"{patch_id}.toml"
-        if not path.is_file():
+        raw = repowrite.read_regular(path)
+        if raw is None:
             continue
-        old_text = path.read_text(encoding="utf-8")
+        old_text = raw.decode("utf-8")
         data = tomllib.loads(old_text)
         for anchor_id, table in data.get("anchors", {}).items():
             table["fingerprints"] = merged(table.get("fingerprints", {}), anchors.get(anchor_id, {}),
                                            done.get(patch_id, []))
-        text = render(patch_id, data)
+        text = rewrite(patch_id, old_text, data)
         if text != old_text:
             changed[path] = text
-            if write:
-                path.write_text(text, encoding="utf-8")
+    if write and changed:  # every anchors file, or none
+        with repowrite.series_transaction(loaded, "patchq fingerprint") as txn:
+            for path, text in changed.items():
+                txn.write(path, text)
     return changed
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -505,42 +506,50 @@ def module_file_name(patch_id: str) -> str:
 
 
 def write(plan: ImportPlan, series_root: Path, anchors_root: Path, summary: str | None = None,
-          force: bool = False) -> list[str]:
-    """Write ``series/<id>.py`` and ``anchors/<id>.toml``. Raises UsageError when they exist."""
+          force: bool = False, txn=None) -> list[str]:
+    """Write ``series/<id>.py`` and ``anchors/<id>.toml``, both or neither
+    (:mod:`patchq.authoring.repowrite`; staged in ``txn`` when given). Raises UsageError
+    when they exist, RepoWriteError when the environment refuses the write."""
+    from patchq.authoring import repowrite
+
     module = series_root / module_file_name(plan.patch_id)
     anchors = anchors_root / f"{plan.patch_id}.toml"
-    if not force and (module.exists() or anchors.exists()):
+    if not force and (os.path.lexists(module) or os.path.lexists(anchors)):
         raise UsageError(f"patch {plan.patch_id} exists ({module.name}); pass --force to overwrite")
-    anchors_root.mkdir(parents=True, exist_ok=True)
-    module.write_text(render_module(plan, summary), encoding="utf-8")
-    anchors.write_text(render_anchors(plan), encoding="utf-8")
+    if txn is None:
+        with repowrite.Transaction(repowrite.repo_of(series_root), f"patchq import {plan.patch_id}",
+                                   [repowrite.repo_of(series_root), series_root, anchors_root]) as own:
+            return write(plan, series_root, anchors_root, summary, force, own)
+    txn.write(module, render_module(plan, summary))
+    txn.write(anchors, render_anchors(plan))
     return [str(module), str(anchors)]
 
 
 def write_verified(plan: ImportPlan, series, summary: str | None, force: bool, what: str,
-                   after_write=None) -> list[str]:
-    """Write the patch (:func:`write`), run ``after_write()`` if given, then :func:`verify`
-    it; when it does not reproduce the edit, put back what was there before (a replaced
-    patch's files, or nothing) and raise. Returns the written paths.
+                   after_write=None, txn=None) -> list[str]:
+    """Write the patch (:func:`write`), run ``after_write(txn)`` if given (it may stage
+    more files), land them, then :func:`verify` it; when it does not reproduce the edit,
+    every file goes back to what it was (the transaction rolls back) and it raises.
+    Returns the written paths. With ``txn`` the caller's transaction is used (it may
+    stage more files after this returns; they land together).
 
     Raises:
         UsageError: the files exist and not ``force``.
         ImportRefused: the written patch does not reproduce ``what`` on its release.
+        RepoWriteError: the environment refused a write (nothing changed).
     """
+    from patchq.authoring import repowrite
     from patchq.series import Series
 
-    paths = [series.root / module_file_name(plan.patch_id), series.anchors_root / f"{plan.patch_id}.toml"]
-    before = {p: p.read_bytes() if p.is_file() else None for p in paths}
-    written = write(plan, series.root, series.anchors_root, summary, force=force)
+    if txn is None:
+        with repowrite.series_transaction(series, f"patchq import {plan.patch_id}") as own:
+            return write_verified(plan, series, summary, force, what, after_write, own)
+    written = write(plan, series.root, series.anchors_root, summary, force=force, txn=txn)
     if after_write is not None:
-        after_write()
+        after_write(txn)
+    txn.apply()
     ok, why = verify(plan, Series(series.root, series.anchors_root, series.profiles, {}))
     if not ok:
-        for path, data in before.items():
-            if data is None:
-                path.unlink(missing_ok=True)
-            else:
-                path.write_bytes(data)
         raise ImportRefused(f"the generated patch does not reproduce {what} on vllm {plan.release} "
                             f"(nothing written): {why}")
     return written

@@ -473,14 +473,15 @@ def _write_conflicts(res: PatchRebase, workdir: Path) -> None:
     for u in res.units:
         if u.merge != CONFLICT or u.merged is None:
             continue
+        from patchq.authoring import repowrite
+
         d = unit_dir(workdir, res.to_version, res.patch_id)
-        d.mkdir(parents=True, exist_ok=True)
         path = d / f"{_slug(u.qualname)}.py"
-        path.write_text(u.merged, encoding="utf-8")
+        repowrite.write_file(path, u.merged)  # atomic and verified, as every write into the repo
         u.files.append(str(path))
         if u.transform_text is not None:
             tpath = d / f"{_slug(u.qualname)}.transform.py"
-            tpath.write_text(u.transform_text, encoding="utf-8")
+            repowrite.write_file(tpath, u.transform_text)
             u.files.append(str(tpath))
         res.written += u.files
 

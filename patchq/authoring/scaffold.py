@@ -2,11 +2,13 @@
 
 Every write of ``series/`` and ``anchors/`` here goes through :func:`write_new` (never
 overwrites) or :func:`add_to_profile` (a text edit of ``profiles.toml`` that keeps its
-comments and layout).
+comments and layout), both atomic and verified (:mod:`patchq.authoring.repowrite`), or
+staged in one of its transactions.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -31,25 +33,45 @@ def check_profile(profile: str) -> None:
         raise UsageError(f"profile name {profile!r}: use letters, digits, - and _")
 
 
-def write_new(path: Path, text: str, written: list[str]) -> None:
-    """Write ``text`` to a file that must not exist yet. Raises UsageError when it does."""
-    if path.exists():
+def write_new(path: Path, text: str, written: list[str], txn=None) -> None:
+    """Write ``text`` to a file that must not exist yet (atomically, verified:
+    :mod:`patchq.authoring.repowrite`; staged in ``txn`` when given).
+
+    Raises:
+        UsageError: it exists. RepoWriteError: the environment refused the write.
+    """
+    from patchq.authoring import repowrite
+
+    if os.path.lexists(path) or (txn is not None and txn.staged(path) is not None):
         raise UsageError(f"{path} exists; refusing to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    if txn is not None:
+        txn.write(path, text)
+    else:
+        repowrite.write_file(path, text)
     written.append(str(path))
 
 
-def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description: str = "") -> bool:
+def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description: str = "", txn=None) -> bool:
     """Append ``patch_id`` to ``[profiles.<profile>] patches`` (creating the profile at the
     end of the file). Comments and layout are kept. Returns False when it was already there.
+    The file is rewritten atomically (:mod:`patchq.authoring.repowrite`), or staged in the
+    :class:`~patchq.authoring.repowrite.Transaction` ``txn`` (and read from it).
 
     Raises:
         UsageError: a bad profile name. SeriesError: the file does not parse before or after.
+        RepoWriteError: the environment refused the write.
     """
     if not _PROFILE_RE.match(profile):
         raise UsageError(f"profile name {profile!r}: use letters, digits, - and _")
-    text = profiles_toml.read_text(encoding="utf-8")
+    from patchq.authoring import repowrite
+
+    raw = txn.staged(profiles_toml) if txn is not None else repowrite.read_regular(profiles_toml)
+    if raw is None:
+        raise SeriesError(f"{profiles_toml}: missing")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SeriesError(f"{profiles_toml}: not UTF-8 ({exc})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -91,7 +113,10 @@ def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description
     except tomllib.TOMLDecodeError as exc:  # pragma: no cover - a bug in the edit above
         raise SeriesError(f"{profiles_toml}: editing it would break it ({exc}); add {patch_id!r} by hand") from None
     assert patch_id in after["profiles"][profile]["patches"]
-    profiles_toml.write_text(text, encoding="utf-8")
+    if txn is not None:
+        txn.write(profiles_toml, text)
+    else:
+        repowrite.write_file(profiles_toml, text)
     return True
 
 
@@ -320,5 +345,5 @@ def init_files(name: str) -> dict[str, str]:
         "tests/test_patches.py": TEST_MODULE,
         ".github/workflows/patchq.yml": WORKFLOW,
         "README.md": REPO_README.format(name=name),
-        ".gitignore": ".patchq-edit/\n.patchq-rebase/\nmatrix/\n__pycache__/\n",
+        ".gitignore": ".patchq-edit/\n.patchq-rebase/\n.patchq-txn/\nmatrix/\n__pycache__/\n",
     }

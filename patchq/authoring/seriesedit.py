@@ -1,7 +1,9 @@
 """Small, formatting-preserving edits of ``series/<patch>.py`` (libcst), for ``rebase --write``.
 
-Only one edit exists: widening a variant's applies-range to a release its transform was
-shown to carry forward to (:func:`widen_variant`). The variant is found by its range
+Two edits exist: widening a variant's applies-range to a release its transform was
+shown to carry forward to (:func:`widen_variant`), and ending a variant before a release
+with a verdict variant after it (:func:`add_verdict_variant`). Both write through
+:mod:`patchq.authoring.repowrite` (atomic, verified; or staged in a transaction). The variant is found by its range
 string (the first argument of ``variant(...)``) and only that string literal changes.
 """
 
@@ -63,21 +65,42 @@ class _Widen(cst.CSTTransformer):
         return updated.with_changes(args=[updated.args[0].with_changes(value=new), *updated.args[1:]])
 
 
-def widen_variant(path: Path, applies: SpecifierSet, version: Version, *, write: bool = True) -> tuple[str, str]:
-    """Widen the variant of ``series/<patch>.py`` whose range equals ``applies`` to ``version``.
+def _read(path: Path, txn) -> str:
+    from patchq.authoring import repowrite
+
+    raw = txn.staged(path) if txn is not None else repowrite.read_regular(path)
+    if raw is None:
+        raise SeriesError(f"{path}: missing")
+    return raw.decode("utf-8")
+
+
+def _write(path: Path, text: str, txn) -> None:
+    """Atomic and verified (:mod:`patchq.authoring.repowrite`), or staged in ``txn``."""
+    from patchq.authoring import repowrite
+
+    if txn is not None:
+        txn.write(path, text)
+    else:
+        repowrite.write_file(path, text)
+
+
+def widen_variant(path: Path, applies: SpecifierSet, version: Version, *, write: bool = True,
+                  txn=None) -> tuple[str, str]:
+    """Widen the variant of ``series/<patch>.py`` whose range equals ``applies`` to ``version``
+    (written atomically, or staged in the :class:`~patchq.authoring.repowrite.Transaction` ``txn``).
 
     Returns:
         (old range text, new range text).
     Raises:
         SeriesError: no such ``variant("...")`` call, or more than one, or it cannot widen.
     """
-    text = Path(path).read_text(encoding="utf-8")
+    text = _read(Path(path), txn)
     tr = _Widen(applies, version)
     new = cst.parse_module(text).visit(tr)
     if len(tr.hits) != 1:
         raise SeriesError(f"{path}: expected one variant(\"{applies}\", ...) call, found {len(tr.hits)}")
     if write and new.code != text:
-        Path(path).write_text(new.code, encoding="utf-8")
+        _write(Path(path), new.code, txn)
     return tr.hits[0]
 
 
@@ -125,7 +148,7 @@ class _Verdict(cst.CSTTransformer):
 
 
 def add_verdict_variant(path: Path, applies: SpecifierSet, version: Version, kind: str, reason: str,
-                        *, write: bool = True) -> tuple[str, str]:
+                        *, write: bool = True, txn=None) -> tuple[str, str]:
     """End the variant whose range equals ``applies`` before ``version`` and add a verdict variant.
 
     ``variant(">=0.26", edits=...)`` becomes ``variant(">=0.26,<0.33.1", edits=...)``, followed
@@ -138,22 +161,23 @@ def add_verdict_variant(path: Path, applies: SpecifierSet, version: Version, kin
     """
     if kind not in ("upstreamed", "absent"):
         raise SeriesError(f"a verdict variant is 'upstreamed' or 'absent', not {kind!r}")
-    text = Path(path).read_text(encoding="utf-8")
+    text = _read(Path(path), txn)
     tr = _Verdict(applies, version, kind, reason)
     new = cst.parse_module(text).visit(tr)
     if len(tr.hits) != 1:
         raise SeriesError(f"{path}: expected one variant(\"{applies}\", ...) call in a list, found {len(tr.hits)}")
     if write and new.code != text:
-        Path(path).write_text(new.code, encoding="utf-8")
+        _write(Path(path), new.code, txn)
     return tr.hits[0]
 
 
 def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: dict[str, list[dict]],
-                     note: str, *, write: bool = True) -> tuple[str, str]:
+                     note: str, *, write: bool = True, txn=None) -> tuple[str, str]:
     """End the variant whose range equals ``applies`` before ``version`` and add an edit
     variant from ``version`` on: statement operations (:mod:`patchq.statements`) per
     anchor id, stored as ``OPS_<version>`` above ``PATCH``, the ``statement_edit`` import
-    added when missing.
+    added when missing (written atomically, or staged in the
+    :class:`~patchq.authoring.repowrite.Transaction` ``txn``).
 
     Returns:
         (old range text, capped range text).
@@ -162,7 +186,7 @@ def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: d
     """
     from patchq.authoring.importer import _literal
 
-    text = Path(path).read_text(encoding="utf-8")
+    text = _read(Path(path), txn)
     name = "OPS_" + str(version).replace(".", "_").replace("-", "_")
     element = (f"variant({json.dumps(f'>={version}')}, edits={{anchor: statement_edit(ops) "
                f"for anchor, ops in {name}.items()}})")
@@ -179,7 +203,7 @@ def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: d
         new = "from patchq.statements import statement_edit\n" + new if not new.startswith('"""') else \
             _after_docstring(new, "from patchq.statements import statement_edit\n")
     if write:
-        Path(path).write_text(new, encoding="utf-8")
+        _write(Path(path), new, txn)
     return tr.hits[0]
 
 

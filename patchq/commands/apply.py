@@ -43,7 +43,19 @@ def summary(series: Series) -> dict:
 def apply(target: CodeSource, series: Series, profile: str, strict: bool = False) -> tuple[dict, int]:
     """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code).
 
-    ``strict``: an upstreamed patch fails instead of being skipped (``apply --strict``)."""
+    ``strict``: an upstreamed patch fails instead of being skipped (``apply --strict``).
+    When this interpreter would import vllm from elsewhere than ``target``
+    (:func:`patchq.env.status.shadowing`) nothing is written: exit 5."""
+    from patchq.env.status import shadowing
+
+    other = shadowing(str(target.root))
+    if other:
+        from patchq.errors import ReadOnlyError
+
+        exc = ReadOnlyError(f"this interpreter imports vllm from {other}, not from {target.root} (PYTHONPATH or a .pth "
+                            f"puts another vllm first): patching {target.root} would not change what runs; nothing "
+                            f"was written (unset PYTHONPATH, or pass --site-packages for that vllm)")
+        return document("apply", target, profile, None, exc), exc.exit_code
     digest = summary(series)
     return converge_to("apply", target, profile, series.patches_of(profile), profile=profile,
                        summary=digest, modules=modules_of(digest), strict=strict)

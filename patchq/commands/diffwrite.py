@@ -29,7 +29,11 @@ def run(series: Series, version: str, profile: str | None = None) -> tuple[dict,
     source = release_source(version)
     ids = list(series.profile(profile).patches) if profile else series.all_patch_ids()
     dest = diffstore.diffs_dir(series.root, releases.version_key(version))
-    rendered = diffstore.write(diffstore.render(source, [series.patch(i) for i in ids]), source, dest)
+    from patchq.authoring import repowrite
+
+    todo = diffstore.render(source, [series.patch(i) for i in ids])
+    with repowrite.series_transaction(series, f"patchq diff --release {version} --write") as txn:  # all or none
+        rendered = diffstore.write(todo, source, dest, txn)
     failed = [r for r in rendered if r.status == engine.FAILED]
     doc = {"schema": SCHEMA, "vllm": str(source.version), "dir": str(dest), "profile": profile,
            "ok": not failed, "patches": [asdict(r) for r in rendered]}

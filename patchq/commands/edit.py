@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import difflib
 import json
-import shutil
+import os
 from pathlib import Path
 
 from patchq.errors import EXIT_OK, ForeignEditError, PatchqError, UsageError
@@ -54,9 +54,121 @@ RECORD_SCHEMA = "patchq.record/1"
 MANIFEST = ".patchq-edit.json"
 
 
+#: ``schema`` of the manifest that marks a directory as a working copy patchq made.
+MANIFEST_SCHEMA = "patchq.edit-copy/1"
+
+
 def workdir(series: Series, patch_id: str, directory: str | None = None) -> Path:
-    """Where the working copy of ``patch_id`` lives."""
-    return Path(directory).resolve() if directory else series.root.parent / ".patchq-edit" / patch_id
+    """Where the working copy of ``patch_id`` lives (``--dir``, else
+    ``<series repo>/.patchq-edit/<ID>/``)."""
+    return Path(os.path.abspath(directory)) if directory else series.root.parent / ".patchq-edit" / patch_id
+
+
+def _read_manifest(wd: Path) -> dict | None:
+    """The working-copy manifest of ``wd`` (the marker patchq writes), checked; None when
+    there is none.
+
+    Raises:
+        UsageError: it is damaged, or names a path that is not a vLLM file relpath.
+    """
+    from patchq import jsonsafe
+    from patchq.env import layout
+
+    path = wd / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    try:
+        data = jsonsafe.read_file(path, max_bytes=1 << 20)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path} is damaged ({exc}); patchq does not trust it: remove the edit directory "
+                         f"{wd} by hand (check it for your own files first)") from None
+    ok = (isinstance(data, dict) and isinstance(data.get("patch"), str) and isinstance(data.get("vllm"), str)
+          and data.get("mode") in ("copy", "in-place") and isinstance(data.get("files"), list)
+          and all(isinstance(r, str) and r.startswith("vllm/") and layout.relpath_problem(r) is None
+                  for r in data["files"])
+          and isinstance(data.get("made", []), list) and all(isinstance(m, str) for m in data.get("made", [])))
+    if not ok:
+        raise UsageError(f"{path} is not a patchq working-copy manifest; patchq does not trust it: remove {wd} "
+                         f"by hand (check it for your own files first)")
+    return data
+
+
+def _owned_files(wd: Path, manifest: dict) -> list[Path]:
+    """The files patchq put in ``wd`` for ``manifest`` (working copies and pristine copies)."""
+    out = []
+    for rel in manifest["files"]:
+        out.append(wd / ".pristine" / rel)
+        if manifest["mode"] == "copy":
+            out.append(wd / rel)
+    return out
+
+
+def _remove_owned(wd: Path, manifest: dict) -> None:
+    """Remove what patchq put in ``wd`` (module docstring): the files it lists, the
+    manifest, then the directories patchq made, if they are empty. Anything else in
+    ``wd`` (a user's file) stays, and so does ``wd`` then. Never follows a symlinked
+    directory out of ``wd``."""
+    from patchq.authoring import repowrite
+
+    real_wd = os.path.realpath(wd)
+    for path in _owned_files(wd, manifest):
+        parent = os.path.realpath(path.parent)
+        if parent != real_wd and not parent.startswith(real_wd + os.sep):
+            continue  # a symlinked directory leads elsewhere: not patchq's file
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                continue
+            repowrite.remove_file(path)
+        except PatchqError:
+            continue
+    repowrite.remove_file(wd / MANIFEST)
+    inner = {parent for rel in manifest["files"] for top in (wd, wd / ".pristine")
+             for parent in (top / rel).parents if str(parent).startswith(str(wd) + os.sep)}
+    outer = [Path(m) for m in manifest.get("made", []) if Path(m) != wd] if manifest.get("made_dir") else []
+    tops = [wd] if manifest.get("made_dir") else []
+    for d in sorted(inner, key=lambda p: len(p.parts), reverse=True) + tops + sorted(outer, key=lambda p: len(p.parts),
+                                                                                       reverse=True):
+        try:
+            if not os.path.islink(d):
+                os.rmdir(d)  # only an empty directory goes
+        except OSError:
+            pass  # not empty (a user's file) or already gone
+
+
+def _prepare_dir(wd: Path, patch_id: str, explicit: bool) -> list[str]:
+    """Check ``wd`` may hold a new working copy and create it; returns the directories
+    made (outermost first), for :func:`_remove_owned`.
+
+    Raises:
+        UsageError: an edit is in progress there, or it is not empty and patchq did not
+            make it (``--dir`` never takes over a directory holding other files).
+    """
+    from patchq.authoring import repowrite
+
+    manifest = _read_manifest(wd) if wd.is_dir() else None
+    if manifest is not None:
+        if manifest.get("complete", True):
+            raise UsageError(f"an edit of {manifest['patch']} is in progress in {wd}: `patchq record "
+                             f"{manifest['patch']}` it, or remove that directory")
+        _remove_owned(wd, {**manifest, "made_dir": False})  # an interrupted `edit`: start over
+    if os.path.lexists(wd):
+        if os.path.islink(wd) or not wd.is_dir():
+            raise UsageError(f"{wd} is not a directory; give --dir a new or empty directory")
+        if any(os.scandir(wd)):
+            how = "--dir" if explicit else "the edit directory"
+            raise UsageError(f"{how} {wd} is not empty and was not made by `patchq edit` (no {MANIFEST}); "
+                             f"patchq never writes into (or later removes) a directory holding other files: "
+                             f"give a new or empty directory")
+        return []
+    made = []
+    for parent in reversed([wd, *wd.parents]):
+        if not os.path.lexists(parent):
+            made.append(str(parent))
+    try:
+        wd.mkdir(parents=True)
+    except OSError as exc:
+        raise repowrite.env_error(wd, exc, "create") from None
+    return made
 
 
 def _relpath(target: CodeSource, name: str) -> str:
@@ -92,6 +204,11 @@ def pristine_bytes(target: CodeSource, rel: str) -> tuple[bytes, str]:
 
     now = target.read_bytes(rel)
     record = target.record().get(rel)
+    if record is None or len(record) != 64:
+        from patchq.errors import TargetNotFound
+
+        raise TargetNotFound(f"vllm's RECORD has no sha256 for {rel} (malformed or incomplete): its pristine bytes "
+                             f"cannot be verified; reinstall vllm")
     if now is not None and sha256_hex(now) == record:
         return now, "pristine"
     state = StateDir(target.root)
@@ -118,9 +235,6 @@ def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in
                 else f"patch {patch_id} is new")
         raise UsageError(f"{what}: name the file(s) to edit with --file vllm/x.py (or a module)")
     wd = workdir(series, patch_id, directory)
-    if (wd / MANIFEST).is_file():
-        raise UsageError(f"an edit of {patch_id} is in progress in {wd}: `patchq record {patch_id}` it, "
-                         f"or remove that directory")
     rows, base = [], {}
     for rel in rels:
         data, state = pristine_bytes(target, rel)
@@ -138,18 +252,29 @@ def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in
         for rel, text in plan.patched.items():
             if rel in start:
                 start[rel] = strip_sentinels(text).encode("utf-8")
-    for rel in rels:
-        (wd / ".pristine" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (wd / ".pristine" / rel).write_bytes(base[rel])
-        if in_place:
-            rows.append({"path": rel, "edit": str(target.path(rel)), "base": "pristine"})
-        else:
-            (wd / rel).parent.mkdir(parents=True, exist_ok=True)
-            (wd / rel).write_bytes(start[rel])
-            rows.append({"path": rel, "edit": str(wd / rel), "base": "patched" if start[rel] != base[rel] else "pristine"})
-    manifest = {"patch": patch_id, "mode": "in-place" if in_place else "copy", "vllm": str(target.version),
-                "site_packages": str(target.root), "files": rels, "replaces": exists}
-    (wd / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    from patchq.authoring import repowrite
+
+    made = _prepare_dir(wd, patch_id, directory is not None)
+    manifest = {"schema": MANIFEST_SCHEMA, "patch": patch_id, "mode": "in-place" if in_place else "copy",
+                "vllm": str(target.version), "site_packages": str(target.root), "files": rels,
+                "replaces": exists, "made_dir": bool(made), "made": made, "complete": False}
+    try:
+        # the marker first (incomplete), then the copies, then the marker again (complete):
+        # whatever a crash leaves, the directory says which files are patchq's
+        repowrite.write_file(wd / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        for rel in rels:
+            repowrite.write_file(wd / ".pristine" / rel, base[rel])
+            if in_place:
+                rows.append({"path": rel, "edit": str(target.path(rel)), "base": "pristine"})
+            else:
+                repowrite.write_file(wd / rel, start[rel])
+                rows.append({"path": rel, "edit": str(wd / rel),
+                             "base": "patched" if start[rel] != base[rel] else "pristine"})
+        manifest["complete"] = True
+        repowrite.write_file(wd / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    except BaseException:
+        _remove_owned(wd, manifest)
+        raise
     doc = {"schema": EDIT_SCHEMA, "patch": patch_id, "mode": manifest["mode"], "dir": str(wd),
            "vllm": str(target.version), "files": rows,
            "series": series.location.as_json() if series.location else None}
@@ -228,17 +353,34 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
 
     scaffold.check_id(patch_id)
     wd = workdir(series, patch_id, directory)
-    manifest = json.loads((wd / MANIFEST).read_text(encoding="utf-8")) if (wd / MANIFEST).is_file() else None
+    manifest = _read_manifest(wd) if wd.is_dir() else None
+    if directory is not None and manifest is None:
+        raise UsageError(f"--dir {wd} holds no edit (no {MANIFEST}): give the directory `patchq edit "
+                         f"{patch_id} --dir` made")
     pairs: dict[str, tuple[bytes, bytes]] = {}
     if manifest:
+        from patchq.authoring.repowrite import read_regular
+
+        if manifest["patch"] != patch_id:
+            raise UsageError(f"the edit in {wd} is of {manifest['patch']}, not {patch_id}")
+        if not manifest.get("complete", True):
+            raise UsageError(f"the edit in {wd} was interrupted; run `patchq edit {patch_id}` again")
         if manifest["vllm"] != str(target.version):
             raise UsageError(f"the edit in {wd} was made on vllm {manifest['vllm']}; vllm {target.version} is "
                              f"installed now")
         mode = manifest["mode"]
         for rel in manifest["files"]:
-            old = (wd / ".pristine" / rel).read_bytes()
-            new = target.read_bytes(rel) if mode == "in-place" else (wd / rel).read_bytes()
-            pairs[rel] = (old, new if new is not None else b"")
+            try:
+                old = read_regular(wd / ".pristine" / rel)
+                new = target.read_bytes(rel) if mode == "in-place" else read_regular(wd / rel)
+            except PatchqError as exc:
+                raise UsageError(f"the edit in {wd}: {exc}") from None
+            if old is None or sha256_hex(old) != target.record().get(rel):
+                raise UsageError(f"the pristine copy of {rel} in {wd / '.pristine'} is missing or does not match "
+                                 f"RECORD; run `patchq edit {patch_id}` again")
+            if new is None:
+                raise UsageError(f"the working copy {wd / rel} is missing; run `patchq edit {patch_id}` again")
+            pairs[rel] = (old, new)
         replaces = manifest.get("replaces", False)
     else:
         mode, replaces = "in-place", False
@@ -269,11 +411,13 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
         raise UsageError(f"nothing changed in {', '.join(pairs)}: edit the file(s) first")
     if patch_id in series.all_patch_ids() and not replaces:
         raise UsageError(f"patch {patch_id} exists; `patchq edit {patch_id}` to change it, or pick another id")
+    from patchq.authoring import repowrite
+
     plan = importer.build(text, patch_id, str(target.version), source_name=f"patchq record ({mode} edit)")
     old_anchors = series.anchors_root / f"{patch_id}.toml"
-    old_text = old_anchors.read_text(encoding="utf-8") if replaces and old_anchors.is_file() else None
-    keep = (lambda: _keep_fingerprints(patch_id, old_text, old_anchors)) if old_text is not None else None
-    written = importer.write_verified(plan, series, summary, replaces, "the edit", after_write=keep)
+    raw_anchors = repowrite.read_regular(old_anchors) if replaces else None
+    old_text = raw_anchors.decode("utf-8") if raw_anchors is not None else None
+    keep = (lambda txn: _keep_fingerprints(patch_id, old_text, old_anchors, txn)) if old_text is not None else None
     if profile is None and replaces:
         owners = [name for name, prof in series.profiles.items() if patch_id in prof.patches]
         from patchq.env.state import StateDir
@@ -281,14 +425,17 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
         applied = StateDir(target.root).read().profile
         profile = applied if applied in owners else (owners[0] if owners else "default")
     profile = profile or "default"
-    added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
+    # the patch module, its anchors and the profile entry land together, verified, or not at all
+    with repowrite.series_transaction(series, f"patchq record {patch_id}") as txn:
+        written = importer.write_verified(plan, series, summary, replaces, "the edit", after_write=keep, txn=txn)
+        added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id, txn=txn)
     import_doc = {"release": plan.release, "anchors": [{"id": a.anchor_id, "path": a.relpath, "qualname": a.qualname,
                                                         "fingerprint": a.fingerprint, "ops": [o["op"] for o in a.ops]}
                                                        for a in plan.anchors], "notes": plan.notes,
                   "summary": importer.summary_line(plan), "levels": importer.level_counts(plan)}
     env = _settle(series, target, profile, mode, list(pairs), apply)
-    if manifest:
-        shutil.rmtree(wd, ignore_errors=True)
+    if manifest:  # only the files patchq put there: a user's file in the directory stays
+        _remove_owned(wd, manifest)
         if directory is None:  # .patchq-edit/ goes too once no edit is left in it
             try:
                 wd.parent.rmdir()
@@ -376,10 +523,11 @@ def render_record(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _keep_fingerprints(patch_id: str, old_text: str, path: Path) -> None:
+def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn) -> None:
     """Carry the fingerprints a re-recorded patch had over to its new anchors file: a
     fingerprint is of the pristine definition on a release, so an anchor on the same
-    qualname keeps every release it verified on (the new recording's release wins)."""
+    qualname keeps every release it verified on (the new recording's release wins).
+    Reads and stages ``path`` in the transaction ``txn``."""
     from patchq.authoring import fingerprints
     from patchq.hashing import toml_module
 
@@ -387,13 +535,15 @@ def _keep_fingerprints(patch_id: str, old_text: str, path: Path) -> None:
 
     old = {t.get("qualname"): t.get("fingerprints", {})
            for t in tomllib.loads(old_text).get("anchors", {}).values()}
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    new_text = (txn.staged(path) or b"").decode("utf-8")
+    data = tomllib.loads(new_text)
     changed = False
     for table in data.get("anchors", {}).values():
         kept = {v: fp for v, fp in old.get(table.get("qualname"), {}).items()
                 if v not in table.get("fingerprints", {})}
         if kept:
-            table["fingerprints"] = {**kept, **table.get("fingerprints", {})}
+            table["fingerprints"] = fingerprints.merged(kept, table.get("fingerprints", {}),
+                                                        table.get("fingerprints", {}))
             changed = True
     if changed:
-        path.write_text(fingerprints.render(patch_id, data), encoding="utf-8")
+        txn.write(path, fingerprints.rewrite(patch_id, new_text, data))

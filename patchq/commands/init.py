@@ -30,9 +30,12 @@ def init(directory: str | None) -> tuple[dict, int]:
     clash = [rel for rel in files if (root / rel).exists()]
     if clash:
         raise UsageError(f"{root} already has {', '.join(clash)}; nothing written (init writes a new series repo)")
+    from patchq.authoring import repowrite
+
     written: list[str] = []
-    for rel, text in files.items():
-        scaffold.write_new(root / rel, text, written)
+    with repowrite.Transaction(root, "patchq init") as txn:  # every file, or none
+        for rel, text in files.items():
+            scaffold.write_new(root / rel, text, written, txn)
     loc = discovery.find_config(root)
     assert loc is not None
     doc = {"schema": INIT_SCHEMA, "dir": str(root), "written": written,
@@ -149,11 +152,12 @@ def _statements(defn) -> list:
 
 
 def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
-        applies: str, summary: str | None, vllm: str | None = None, source=None) -> tuple[dict, int]:
+        applies: str, summary: str | None, vllm: str | None = None, source=None,
+        site_packages: str | None = None, python: str | None = None) -> tuple[dict, int]:
     """Scaffold ``series/<id>.py`` + ``anchors/<id>.toml`` and add the id to ``profile``.
 
     Everything is checked first against the target release (``vllm``, else the installed
-    vLLM, else ``source``): the applies-range parses, the module exists, the qualname is a
+    vLLM of ``site_packages``/``python`` or of this interpreter, else ``source``): the applies-range parses, the module exists, the qualname is a
     definition of it (or a module-level name: a module-level anchor, anchors format 2), the
     pattern matches exactly one statement. A refusal names the nearest candidates and
     writes nothing.
@@ -190,7 +194,7 @@ def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
             source = release_source(vllm)
         else:
             try:
-                source = installed(None, None)
+                source = installed(site_packages, python)
             except PatchqError as exc:
                 raise UsageError(f"no vLLM to check the anchor against ({exc}); pass --vllm VERSION") from None
     qualname_w, node, _ = validate_new(source, module, qualname, node)
@@ -199,10 +203,13 @@ def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
     if mod_path.exists() or anchor_path.exists():
         raise UsageError(f"patch {patch_id} exists ({mod_path if mod_path.exists() else anchor_path})")
     text, anchors = scaffold.new_patch_files(patch_id, module, qualname_w, node, applies, summary, profile)
+    from patchq.authoring import repowrite
+
     written: list[str] = []
-    scaffold.write_new(mod_path, text, written)
-    scaffold.write_new(anchor_path, anchors, written)
-    added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
+    with repowrite.series_transaction(series, f"patchq new {patch_id}") as txn:  # the three files, or none
+        scaffold.write_new(mod_path, text, written, txn)
+        scaffold.write_new(anchor_path, anchors, written, txn)
+        added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id, txn=txn)
     doc = {"schema": NEW_SCHEMA, "patch": patch_id, "anchor": {"module": module, "qualname": qualname_w, "node": node},
            "vllm": str(source.version),
            "profile": profile, "added_to_profile": added, "written": written,

@@ -28,6 +28,7 @@ def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: s
     names = [p.strip() for p in profiles.split(",") if p.strip()]
     if not names:
         raise UsageError("--profiles is empty")
+    matrix.check_out(out_dir)  # before any release is read
     try:
         versions = [str(v) for v in releases.list_releases(releases_spec)]
     except releases.ReleaseError as exc:

@@ -60,27 +60,35 @@ def default_from(patch: Patch, target: Version) -> Version | None:
     return None
 
 
-def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]]) -> str | None:
-    """Merge ``fps`` (anchor -> {version: fp}) into ``anchors/<patch>.toml``; the path when changed."""
+def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]], txn) -> str | None:
+    """Merge ``fps`` (anchor -> {version: fp}) into ``anchors/<patch>.toml`` (comments kept:
+    :func:`patchq.authoring.fingerprints.rewrite`), staged in ``txn``; the path when changed."""
     from patchq.authoring import fingerprints
 
     path = series.anchors_root / f"{patch_id}.toml"
-    old = path.read_text(encoding="utf-8")
+    old = (txn.staged(path) or b"").decode("utf-8")
     data = tomllib.loads(old)
     for anchor_id, table in data.get("anchors", {}).items():
         if anchor_id in fps:
             table["fingerprints"] = fingerprints.merged(table.get("fingerprints", {}), fps[anchor_id], fps[anchor_id])
-    new = fingerprints.render(patch_id, data)
+    new = fingerprints.rewrite(patch_id, old, data)
     if new == old:
         return None
-    path.write_text(new, encoding="utf-8")
+    txn.write(path, new)
     return str(path)
 
 
 def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool = False) -> None:
     """Write what a clean rebase proves (module docstring); appends to ``res.written``.
+
     With ``resume`` (``--continue``), a merge that needs a new variant gets it written
-    (:func:`write_variant`); without, it is proposed in the work directory."""
+    (:func:`write_variant`); without, it is proposed in the work directory. What goes into
+    the series (the widened variant, the fingerprints, the diff) lands in one transaction
+    (:mod:`patchq.authoring.repowrite`): a rebase killed between two of those writes leaves
+    none of them, so re-running it redoes the patch.
+    """
+    from patchq.authoring import repowrite
+
     if res.merge != merge.CLEAN or res.status not in ("clean", "needs-variant"):
         return
     tv, fv = Version(res.to_version), res.from_version
@@ -91,17 +99,21 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool =
         res.next_steps.append(f"no variant written: {why}; the merged definitions are in the work directory")
     if res.transform != "carries-forward":
         d = merge.unit_dir(workdir, res.to_version, res.patch_id)
-        d.mkdir(parents=True, exist_ok=True)
         for u in res.units:
             path = d / f"{u.qualname}.py"
-            path.write_text(u.merged or "", encoding="utf-8")
+            repowrite.write_file(path, u.merged or "")
             u.files.append(str(path))
             res.written.append(str(path))
         if res.new_diff:
             path = d / f"{res.patch_id}.diff"
-            path.write_text(res.new_diff, encoding="utf-8")
+            repowrite.write_file(path, res.new_diff)
             res.written.append(str(path))
         return
+    with repowrite.series_transaction(series, f"patchq rebase --to {res.to_version} --write") as txn:
+        _record_carried(res, series, txn, tv, fv)
+
+
+def _record_carried(res: merge.PatchRebase, series: Series, txn, tv: Version, fv) -> None:
     patch = series.patch(res.patch_id)
     current = patch.variant_for(tv)
     if current is None:
@@ -109,7 +121,8 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool =
             res.next_steps.append(f"vllm {tv} is outside {patch.id}'s applies-range {patch.applies}: widen it by hand")
             covers = False
         else:
-            old, new = seriesedit.widen_variant(module_file(series.root, patch.id), res.variant_obj.applies, tv)
+            old, new = seriesedit.widen_variant(module_file(series.root, patch.id), res.variant_obj.applies, tv,
+                                                txn=txn)
             res.written.append(str(module_file(series.root, patch.id)))
             res.next_steps = [s for s in res.next_steps if not s.startswith("widen the variant")]
             res.next_steps.append(f"widened variant \"{old}\" to \"{new}\" in {module_file(series.root, patch.id).name}: "
@@ -123,14 +136,15 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool =
                                   f"fingerprints at {tv} not recorded for the {res.variant} variant")
     fps = {a: {v: fp for v, fp in table.items() if v == fv or (covers and v == str(tv))}
            for a, table in res.fingerprints.items()}
-    written = _write_anchor_fingerprints(series, patch.id, fps)
+    written = _write_anchor_fingerprints(series, patch.id, fps, txn)
     if written:
         res.written.append(written)
     if covers:
+        txn.apply()  # the diff is rendered from the widened series on disk
         fresh = Series(series.root, series.anchors_root, series.profiles, {})  # re-read: the hash changed
         source = release_source(res.to_version)
         rendered = diffstore.write(diffstore.render(source, [fresh.patch(patch.id)]), source,
-                                   diffstore.diffs_dir(series.root, res.to_version))
+                                   diffstore.diffs_dir(series.root, res.to_version), txn)
         if rendered[0].action in ("wrote", "unchanged"):
             res.written.append(rendered[0].path)
 
@@ -154,8 +168,7 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
     except PatchqError as exc:
         return f"the merge does not import as statement operations ({exc})"
     mod, anchors_path = module_file(series.root, res.patch_id), series.anchors_root / f"{res.patch_id}.toml"
-    before = {mod: mod.read_bytes(), anchors_path: anchors_path.read_bytes()}
-    data = tomllib.loads(before[anchors_path].decode("utf-8"))
+    data = tomllib.loads(anchors_path.read_text(encoding="utf-8"))
     data.pop("format", None)
     ops, suffix = {}, "-" + res.to_version.replace(".", "-")
     for a in plan.anchors:
@@ -165,23 +178,30 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
         data.setdefault("anchors", {})[aid] = {"module": merge.module_of(a.relpath), "qualname": a.qualname,
                                                "count": 1, "fingerprints": {res.to_version: a.fingerprint}}
         ops[aid] = a.ops
+    from patchq.authoring import repowrite
+    from patchq.errors import RepoWriteError
+
+    how = "resolved merge" if any(u.resolution == "resolved" for u in res.units) else "merge"
     try:
-        how = "resolved merge" if any(u.resolution == "resolved" for u in res.units) else "merge"
-        seriesedit.add_edit_variant(mod, res.variant_obj.applies, tv, ops,  # type: ignore[union-attr]
-                                    f"written by `patchq rebase --write` from the {how}")
-        anchors_path.write_text(fingerprints.render(res.patch_id, data), encoding="utf-8")
-        sys.modules.pop("patchq_series_" + res.patch_id.replace("-", "_"), None)
-        fresh = Series(series.root, series.anchors_root, series.profiles, {})
-        result = engine.plan(release_source(res.to_version), [fresh.patch(res.patch_id)])
-        r = result.results[0]
-        if r.status != engine.OK:
-            raise ValueError(r.reason)
-        for rel, want in plan.patched.items():
-            if merge.strip_sentinels(result.patched.get(rel, "")) != want:
-                raise ValueError(f"{rel}: the new variant does not give the merge")
+        # module and anchors land together; a variant that does not give the merge rolls both back
+        with repowrite.series_transaction(series, f"patchq rebase --to {tv} --continue --write") as txn:
+            seriesedit.add_edit_variant(mod, res.variant_obj.applies, tv, ops,  # type: ignore[union-attr]
+                                        f"written by `patchq rebase --write` from the {how}", txn=txn)
+            txn.write(anchors_path, fingerprints.render(res.patch_id, data))
+            txn.apply()
+            sys.modules.pop("patchq_series_" + res.patch_id.replace("-", "_"), None)
+            fresh = Series(series.root, series.anchors_root, series.profiles, {})
+            result = engine.plan(release_source(res.to_version), [fresh.patch(res.patch_id)])
+            r = result.results[0]
+            if r.status != engine.OK:
+                raise ValueError(r.reason)
+            for rel, want in plan.patched.items():
+                if merge.strip_sentinels(result.patched.get(rel, "")) != want:
+                    raise ValueError(f"{rel}: the new variant does not give the merge")
+    except RepoWriteError:
+        raise  # the environment (a full disk, a read-only repo): exit 5, not "no variant written"
     except (PatchqError, ValueError) as exc:
-        for path, blob in before.items():
-            path.write_bytes(blob)
+        sys.modules.pop("patchq_series_" + res.patch_id.replace("-", "_"), None)
         return str(exc)
     res.written += [str(mod), str(anchors_path)]
     res.status = "clean"

@@ -13,22 +13,18 @@ profile without a ``serve`` table serves with the generic flags only.
 
 Output: one argument per line; with ``--env``, ``NAME=value`` lines instead. The JSON
 document ``patchq.serve-args/1``: ``profile``, ``args`` [text], ``env`` {name: value},
-``series``. Exit 0; 2 for an unknown profile or a malformed table.
+``env_withheld`` (null, or why ``env`` is empty: :func:`env_withheld`), ``series``. Exit
+0; 2 for an unknown profile or a malformed table, and for ``--env`` when the env of a
+series found by walking up is withheld.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 
-from patchq.errors import EXIT_OK, SeriesError
+from patchq.errors import EXIT_OK, SeriesError, UsageError
 from patchq.series import Series
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 SCHEMA = "patchq.serve-args/1"
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -50,8 +46,10 @@ def expand(text: str, environ: dict | None = None) -> str:
 def serve_table(series: Series, profile: str) -> dict:
     """The raw ``serve`` table of ``profile`` ({} when none). Raises UsageError / SeriesError."""
     series.profile(profile)  # unknown profile: UsageError listing the known ones
+    from patchq.hashing import read_toml
+
     path = series.root / "profiles.toml"
-    table = tomllib.loads(path.read_text(encoding="utf-8"))["profiles"][profile].get("serve", {})
+    table = read_toml(path)["profiles"][profile].get("serve", {})
     if not isinstance(table, dict):
         raise SeriesError(f"{path}: profiles.{profile}.serve must be a table")
     args, env = table.get("args", []), table.get("env", {})
@@ -62,12 +60,39 @@ def serve_table(series: Series, profile: str) -> dict:
     return {"args": args, "env": env}
 
 
-def run(series: Series, profile: str, environ: dict | None = None) -> tuple[dict, int]:
-    """The expanded flags of ``profile``. Returns (document, exit code)."""
+def env_withheld(series: Series) -> str | None:
+    """Why the ``serve.env`` of ``series`` is not passed on, or None.
+
+    A series found by walking up to a ``patchq.toml`` (origin ``config``) was not chosen
+    explicitly: its environment (which ``runtime/serve.sh`` exports: ``LD_PRELOAD``,
+    ``PYTHONPATH``, ...) is withheld unless the series is named with ``--series`` or
+    ``$PATCHQ_SERIES`` (``SERIES=DIR`` for ``serve.sh``); the bundled series is patchq's own.
+    """
+    loc = series.location
+    if loc is None or loc.origin != "config":
+        return None
+    where = os.path.dirname(loc.config_str or loc.series_str)
+    return (f"the serve env of this series is withheld: it was found by walking up to {loc.config_str}, not "
+            f"chosen explicitly; pass --series {where} (serve.sh: SERIES={where}) to use it")
+
+
+def run(series: Series, profile: str, environ: dict | None = None, want_env: bool = False) -> tuple[dict, int]:
+    """The expanded flags of ``profile``. Returns (document, exit code).
+
+    ``env`` is ``{}`` and ``env_withheld`` says why when :func:`env_withheld` (an added
+    field, null otherwise).
+
+    Raises:
+        UsageError: ``want_env`` (``--env``) and the profile's env is withheld.
+    """
     table = serve_table(series, profile)
+    withheld = env_withheld(series) if table["env"] else None
+    if withheld and want_env:
+        raise UsageError(withheld)
     doc = {"schema": SCHEMA, "profile": profile,
            "args": [expand(a, environ) for a in table["args"]],
-           "env": {k: expand(v, environ) for k, v in table["env"].items()},
+           "env": {} if withheld else {k: expand(v, environ) for k, v in table["env"].items()},
+           "env_withheld": withheld,
            "series": series.location.as_json() if series.location else None}
     return doc, EXIT_OK
 

@@ -269,6 +269,24 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     }
 
 
+def check_out(out_dir: str | Path) -> None:
+    """Refuse an ``--out`` that cannot become the matrix directory (an existing file, a
+    FIFO, a path through a file), before any release is read.
+
+    Raises:
+        UsageError: names the path.
+    """
+    from patchq.errors import UsageError
+
+    out = Path(out_dir)
+    for p in (out, *out.parents):
+        if os.path.lexists(p):
+            if not p.is_dir():
+                what = "is" if p == out else f"lies under {p}, which is"
+                raise UsageError(f"--out {out} {what} not a directory; give a directory for matrix.json/.md/.html")
+            break
+
+
 def write(doc: dict, out_dir: str | Path) -> dict[str, Path]:
     """Write ``matrix.json``, ``matrix.md`` and ``matrix.html`` into ``out_dir`` (created).
 
@@ -278,7 +296,13 @@ def write(doc: dict, out_dir: str | Path) -> dict[str, Path]:
     from patchq.compat import matrix_render
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        from patchq.errors import UsageError
+
+        raise UsageError(f"--out {out}: cannot create it ({exc.strerror}); give a directory") from None
     paths = {"json": out / "matrix.json", "md": out / "matrix.md", "html": out / "matrix.html"}
     texts = {"json": json.dumps(doc, indent=1) + "\n", "md": matrix_render.markdown(doc),
              "html": matrix_render.html(doc)}

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from patchq.env import layout
 from patchq.env.fsutil import fsync_dir
 from patchq.env.state import FileEntry, Journal, PatchEntry, StateDir, write_file
-from patchq.errors import ForeignEditError, PlanFailed, ReadOnlyError, StateError
+from patchq.errors import ForeignEditError, PlanFailed, ReadOnlyError, StateError, TargetNotFound
 from patchq.hashing import sha256_file
 from patchq.model import Patch
 from patchq.plan import results as planned  # the planner itself (libcst) only when planning
@@ -66,6 +66,10 @@ def _file_state(target: CodeSource, state: StateDir, journal: Journal, relpath: 
     record = target.record().get(relpath)
     if record is not None and now == record:
         return "pristine", now
+    if record is None or len(record) != 64:  # no (or a truncated) sha256 row: RECORD is malformed, not the file foreign
+        raise TargetNotFound(f"{target.dist_info}/RECORD has no sha256 for {relpath} (malformed or incomplete); "
+                             f"the vllm install is damaged: reinstall it (pip install --force-reinstall --no-deps "
+                             f"vllm=={target.version})")
     return "foreign", now
 
 

@@ -73,7 +73,7 @@ def invalidate_pycache(path: Path) -> list[Path]:
     """
     cache = path.parent / "__pycache__"
     removed = []
-    if cache.is_dir():
+    if cache.is_dir() and not cache.is_symlink():  # a symlinked __pycache__ leads elsewhere: not followed
         for pyc in cache.glob(f"{path.stem}.*.pyc"):
             try:
                 pyc.unlink()

@@ -10,8 +10,10 @@ A hook directory (``<patchq cache>/runtime/hooks/<profile>-<key>/``) holds:
     patchq installed; a changed hook file makes the directory stale).
 ``manifest.marshal`` / ``manifest.json``
     the same ``patchq.hook/1`` document: profile, patch-set digest, vLLM version,
-    site-packages, the plan's per-patch rows, and per served module its file, package
-    flag, on-disk size/mtime/sha256, the cached source path, its sha256 and its patches.
+    site-packages, the plan's per-patch rows, per served module its file, package
+    flag, on-disk size/mtime/sha256, the cached source path, its sha256 and its patches,
+    and the sha256 of the hook's own ``__pycache__`` files. ``manifest.marshal`` is behind
+    a tag, length and CRC-32 (:func:`patchq_runtime.hook.pack`).
 ``.patchq-hook``
     a marker (a hook never chains to another hook's ``sitecustomize``).
 ``code/``
@@ -23,8 +25,13 @@ version and its planner sources), so a changed series or planner never reuses it
 
 The served texts live in ``<patchq cache>/runtime/sources/<pristine sha256[:16]>-<set
 key>.py``: keyed by the pristine file's sha256 and the patch set (digest, vLLM version,
-toolchain). Warm start (:func:`load_warm`): read ``manifest.json``, stat (or hash) the
-target files and the journal: nothing is parsed. Only :func:`build` imports the planner.
+toolchain). Warm start (:func:`load_warm`): check what the processes will use, then stat (or hash)
+the target files and the journal: nothing is parsed. Checked: the marker, the checksummed
+``manifest.marshal`` (the copy the hook serves from) equal to ``manifest.json``,
+``_patchq_hook.py`` and ``sitecustomize.py`` byte-equal to what :func:`build` writes, the
+``__pycache__`` hashes, and every cached source against its sha256 (the hook checks each
+again before executing it). Any mismatch prepares the directory again (``code/`` and
+``__pycache__/`` are then discarded). Only :func:`build` imports the planner.
 """
 
 from __future__ import annotations
@@ -99,31 +106,51 @@ def load_warm(hook_dir: Path, site: Path) -> dict | None:
     Usable: same schema and hook file, every served file unchanged on disk (size and
     mtime, else sha256), every cached source present, the journal unchanged.
     """
+    from patchq import jsonsafe
+
     try:
-        manifest = json.loads((hook_dir / "manifest.json").read_text(encoding="utf-8"))
-        if manifest.get("schema") != hook_mod.SCHEMA:
+        if os.path.islink(hook_dir) or not (hook_dir / hook_mod.MARKER).is_file():
             return None
-        if (hook_dir / "_patchq_hook.py").read_bytes() != hook_source().read_bytes():
+        manifest = hook_mod.read_manifest(str(hook_dir / hook_mod.MANIFEST))  # what the hook will serve
+        if jsonsafe.read_file(hook_dir / "manifest.json") != json.loads(json.dumps(manifest)):
+            return None  # the two copies disagree: one was edited
+        if manifest.get("key") != hook_dir.name:
             return None
-        if not (hook_dir / "sitecustomize.py").is_file() or not (hook_dir / hook_mod.MANIFEST).is_file():
+        if jsonsafe.read_bytes(hook_dir / "_patchq_hook.py") != hook_source().read_bytes():
             return None
+        if jsonsafe.read_bytes(hook_dir / "sitecustomize.py") != _sitecustomize(manifest).encode():
+            return None
+        for name, want in (manifest.get("pycache") or {}).items():  # what every process imports first
+            if sha256_file(hook_dir / "__pycache__" / name) not in (want, None):
+                return None
         if not (hook_dir / "__pycache__").is_dir():
             _precompile(hook_dir)
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError, TypeError, KeyError):
         return None
     if manifest.get("journal_sha256") != _journal_sha(site):
         return None
-    for entry in manifest["modules"].values():
-        try:
-            st = os.stat(entry["path"])
-        except OSError:
-            return None
-        if (st.st_size, st.st_mtime_ns) != (entry["size"], entry["mtime_ns"]):
-            if sha256_file(entry["path"]) != entry["disk_sha256"]:
+    try:
+        for entry in manifest["modules"].values():
+            try:
+                st = os.stat(entry["path"])
+            except OSError:
                 return None
-        if sha256_file(entry["source"]) != entry["patched_sha256"]:
-            return None
+            if (st.st_size, st.st_mtime_ns) != (entry["size"], entry["mtime_ns"]):
+                if sha256_file(entry["path"]) != entry["disk_sha256"]:
+                    return None
+            if sha256_file(entry["source"]) != entry["patched_sha256"]:
+                return None
+    except (KeyError, TypeError, AttributeError):
+        return None
     return manifest
+
+
+def _discard(path: Path) -> None:
+    """Remove whatever is at a hook directory's path that is not a directory (a symlink, a file)."""
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _sitecustomize(manifest: dict) -> str:
@@ -226,15 +253,26 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
         "journal_sha256": _journal_sha(site),
         "runtime_dir": str(runtime_dir()),
     }
+    if os.path.islink(hook_dir) or (hook_dir.exists() and not hook_dir.is_dir()):
+        _discard(hook_dir)
     hook_dir.mkdir(parents=True, exist_ok=True)
+    import shutil
+
+    for stale in ("code", "__pycache__"):  # compiled by whoever came before: never trusted
+        if os.path.islink(hook_dir / stale) or (hook_dir / stale).is_file():
+            os.unlink(hook_dir / stale)
+        else:
+            shutil.rmtree(hook_dir / stale, ignore_errors=True)
     atomic_write(hook_dir / hook_mod.MARKER, b"patchq hook directory\n", mode=0o644)
     atomic_write(hook_dir / "_patchq_hook.py", hook_source().read_bytes(), mode=0o644)
     atomic_write(hook_dir / "sitecustomize.py", _sitecustomize(manifest).encode(), mode=0o644)
     _precompile(hook_dir)
+    manifest["pycache"] = {p.name: sha256_file(p) for p in sorted((hook_dir / "__pycache__").glob("*.pyc"))}
     import marshal
 
-    # the manifest last: a directory with a manifest is complete
-    atomic_write(hook_dir / hook_mod.MANIFEST, marshal.dumps(manifest), mode=0o644)
+    # the manifest last: a directory with a manifest is complete; marshal behind a checksum
+    atomic_write(hook_dir / hook_mod.MANIFEST, hook_mod.pack(hook_mod.MANIFEST_TAG, marshal.dumps(manifest)),
+                 mode=0o644)
     atomic_write(hook_dir / "manifest.json", (json.dumps(manifest, indent=1) + "\n").encode(), mode=0o644)
     manifest["hook_dir"] = str(hook_dir)
     return manifest

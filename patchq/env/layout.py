@@ -76,11 +76,10 @@ def keyed_root(base: str, site: str) -> str:
 
 def read_owner(root: str) -> str | None:
     """The site-packages named by ``root/owner.json`` (None when absent or unreadable)."""
-    import json
+    from patchq import jsonsafe
 
     try:
-        with open(os.path.join(root, OWNER), encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = jsonsafe.read_file(os.path.join(root, OWNER), max_bytes=1 << 16)
     except (OSError, ValueError):
         return None
     value = data.get("site_packages") if isinstance(data, dict) else None
@@ -211,16 +210,66 @@ def inside(site: str, relpath: str) -> str | None:
     return None
 
 
+#: The kind each top-level entry of a state directory must be (``file`` or ``dir``).
+ENTRY_KINDS = {JOURNAL: "file", PRISTINE: "dir", TXN: "dir", FOREIGN: "dir", OWNER: "file"}
+
+
+def entry_problem(root: str, name: str) -> str | None:
+    """Why the top-level state entry ``root/name`` is not what patchq keeps there (a
+    symlink, a FIFO or device, a file where a directory belongs or the reverse), or None
+    (also when it does not exist)."""
+    import stat
+
+    p = os.path.join(root, name)
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            to = os.readlink(p)
+        except OSError:
+            to = "?"
+        return f"{p} is a symlink (to {to}); refusing to follow it"
+    want = ENTRY_KINDS.get(name)
+    if want == "file" and not stat.S_ISREG(st.st_mode):
+        return f"{p} is not a regular file (a directory, FIFO or device); refusing to read it"
+    if want == "dir" and not stat.S_ISDIR(st.st_mode):
+        return f"{p} is not a directory; refusing to use it"
+    return None
+
+
 def symlink_problem(root: str) -> str | None:
     """Why the state directory ``root`` (or one of its top-level entries) may not be used
-    (a symlink: refused, never followed), or None."""
+    (a symlink: refused, never followed; an entry of the wrong kind: :func:`entry_problem`),
+    or None."""
     if os.path.islink(root):
         return f"the state directory {root} is a symlink (to {os.readlink(root)}); refusing to follow it"
-    for name in (JOURNAL, PRISTINE, TXN, FOREIGN, OWNER):
-        p = os.path.join(root, name)
-        if os.path.islink(p):
-            return f"{p} is a symlink (to {os.readlink(p)}); refusing to follow it"
+    if os.path.lexists(root) and not os.path.isdir(root):
+        return f"the state directory {root} is not a directory; refusing to use it"
+    for name in ENTRY_KINDS:
+        problem = entry_problem(root, name)
+        if problem:
+            return problem
     return None
+
+
+def confined(root: str, path: str) -> str | None:
+    """Why ``path`` (to be written, read or removed inside the state directory ``root``)
+    does not stay in it once symlinks are resolved (a symlinked subdirectory such as
+    ``pristine/vllm``), or None."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(os.path.dirname(path))
+    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        return f"{path} leads out of the state directory {root} (to {real}) through a symlink; refusing it"
+    if os.path.islink(path):
+        return f"{path} is a symlink; refusing to follow it"
+    return None
+
+
+def _sha_text(value) -> bool:
+    """True for a hex sha256 (not None, not :data:`patchq.hashing.NOT_REGULAR`)."""
+    return isinstance(value, str) and _HEX64.match(value) is not None
 
 
 def _sha(value, optional: bool = False) -> bool:

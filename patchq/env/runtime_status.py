@@ -15,7 +15,6 @@ series is ``stale`` (the series changed since it started); exit code 7 then, as 
 
 from __future__ import annotations
 
-import json
 import os
 
 from patchq.errors import EXIT_DRIFT, EXIT_OK
@@ -24,36 +23,58 @@ from patchq_runtime.hook import start_ticks
 SCHEMA = "patchq.runtime-status/1"
 
 
+#: Largest pid Linux hands out (``/proc/sys/kernel/pid_max`` cannot exceed 2**22).
+_PID_MAX = 1 << 22
+#: A runtime record is small; a bigger file is not one.
+_MAX_RECORD = 1 << 20
+
+
 def _alive(pid: int, ticks) -> bool:
+    """True when ``pid`` (a positive pid: 0 and -1 would address a process group or every
+    process) runs, with the same start time when both are known."""
+    if not 0 < pid < _PID_MAX:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except (PermissionError, OverflowError, OSError):
         pass
     now = start_ticks(pid)
     return ticks is None or now is None or now == ticks
 
 
+def _str_or_none(value) -> bool:
+    return value is None or isinstance(value, str)
+
+
 def _read_record(path: str) -> dict:
-    """One ``<pid>.json`` record, checked (``patchq.runtime/1`` field types).
+    """One ``<pid>.json`` record, checked (``patchq.runtime/1`` field types), read without
+    blocking or following a symlink and with bounded size and depth
+    (:mod:`patchq.jsonsafe`).
 
     Raises:
         StateError: unreadable, not JSON, or wrong field types (exit 6, names the file).
     """
+    from patchq import jsonsafe
     from patchq.errors import StateError
 
     try:
-        with open(path, "rb") as fh:
-            rec = json.loads(fh.read().decode("utf-8"))
+        rec = jsonsafe.read_file(path, max_bytes=_MAX_RECORD, max_depth=16)
     except (OSError, ValueError) as exc:
         raise StateError(f"runtime record {path} is damaged ({exc}); remove it") from None
+    served = rec.get("served", {}) if isinstance(rec, dict) else None
     ok = (isinstance(rec, dict) and isinstance(rec.get("pid"), int) and not isinstance(rec.get("pid"), bool)
-          and isinstance(rec.get("start_ticks", 0), (int, type(None)))
-          and isinstance(rec.get("argv", []), list) and isinstance(rec.get("served", {}), (dict, list))
+          and rec.get("schema", "patchq.runtime/1") == "patchq.runtime/1"
+          and (rec.get("start_ticks") is None or (isinstance(rec.get("start_ticks"), int)
+                                                  and not isinstance(rec.get("start_ticks"), bool)))
+          and (rec.get("ppid") is None or (isinstance(rec.get("ppid"), int) and not isinstance(rec.get("ppid"), bool)))
+          and isinstance(rec.get("argv", []), list) and all(isinstance(a, str) for a in rec.get("argv", []))
+          and all(_str_or_none(rec.get(k)) for k in ("profile", "digest", "vllm", "site_packages"))
+          and isinstance(served, (dict, list)) and all(isinstance(n, str) for n in served)
           and isinstance(rec.get("patches", []), list)
           and all(isinstance(p, dict) and isinstance(p.get("id"), str) and isinstance(p.get("hash"), str)
-                  for p in rec.get("patches", [])))
+                  and _str_or_none(p.get("status")) for p in rec.get("patches", [])))
     if not ok:
         raise StateError(f"runtime record {path} is damaged (not a patchq.runtime/1 record); remove it")
     return rec
@@ -61,6 +82,10 @@ def _read_record(path: str) -> dict:
 
 def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: bool = True) -> dict:
     """The report (a JSON-ready dict, schema ``patchq.runtime-status/1``).
+
+    A record of a process that exited is removed only when it is a ``patchq.runtime/1``
+    record, a regular file, in a runtime directory that is not a symlink (a symlinked
+    directory is read, never pruned: the files there may be another program's).
 
     Args:
         runtime_dir: the directory of ``<pid>.json`` records.
@@ -71,16 +96,18 @@ def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: boo
     """
     runtime_dir = str(runtime_dir)
     processes, pruned = [], []
+    if os.path.islink(runtime_dir.rstrip(os.sep) or runtime_dir):
+        prune = False
     try:
-        names = sorted(n for n in os.listdir(runtime_dir) if n.endswith(".json"))
-    except FileNotFoundError:
+        names = sorted(n for n in os.listdir(runtime_dir) if n.endswith(".json") and n[:-5].isdigit())
+    except (FileNotFoundError, NotADirectoryError):
         names = []
     for name in names:
         path = os.path.join(runtime_dir, name)
         rec = _read_record(path)
         if not _alive(rec["pid"], rec.get("start_ticks")):
             pruned.append(rec.get("pid"))
-            if prune:
+            if prune and rec.get("schema") == "patchq.runtime/1" and not os.path.islink(path):
                 try:
                     os.unlink(path)
                 except OSError:

@@ -271,12 +271,20 @@ class StateDir:
         """
         if self.legacy:
             self._migrate()
-        if force and not os.path.islink(self.root):
-            stamp = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
-            for name in (layout.JOURNAL, layout.PRISTINE, layout.TXN, layout.FOREIGN, layout.OWNER):
-                p = self.root / name
-                if os.path.islink(p):
-                    os.replace(p, self.root / f"{name}.symlink-{stamp}")
+        stamp = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+        if force and (os.path.islink(self.root) or (os.path.lexists(self.root) and not self.root.is_dir())):
+            # a symlinked (or non-directory) state directory is moved aside as it is, never
+            # followed: the forced revert restores the files from RECORD-verified bytes
+            aside = self.root.with_name(f"{self.root.name}.damaged-{stamp}")
+            try:
+                os.replace(self.root, aside)
+            except OSError as exc:
+                raise ReadOnlyError(f"cannot move {self.root} aside ({exc.strerror})") from None
+        if force and self.root.is_dir() and not os.path.islink(self.root):
+            for name in layout.ENTRY_KINDS:
+                if layout.entry_problem(str(self.root), name):  # a symlink, a FIFO, a file for a directory...
+                    kind = "symlink" if os.path.islink(self.root / name) else "damaged"
+                    os.replace(self.root / name, self.root / f"{name}.{kind}-{stamp}")
         self.check_usable()
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -333,8 +341,10 @@ class StateDir:
         no other patchq is writing): everywhere in the state directory, and directly in
         ``site_dirs`` (directories of vLLM files). Returns what was removed."""
         removed = []
-        dirs = {str(d) for d in site_dirs}
-        for dirpath, _dirnames, _files in os.walk(self.root):
+        real_site = os.path.realpath(self.site)
+        dirs = {str(d) for d in site_dirs if not os.path.islink(d) and
+                os.path.realpath(d).startswith(real_site.rstrip(os.sep) + os.sep)}  # never outside site-packages
+        for dirpath, _dirnames, _files in os.walk(self.root):  # os.walk does not follow symlinks
             dirs.add(dirpath)
         for d in sorted(dirs):
             try:
@@ -372,6 +382,9 @@ class StateDir:
         if hashlib.sha256(data).hexdigest() != expected:
             raise StateError(f"pristine text of {relpath} does not match its RECORD hash; nothing was written")
         path = self.pristine_path(relpath)
+        outside = layout.confined(str(self.root), str(path))
+        if outside:
+            raise StateError(f"{outside}; nothing was written (`patchq revert --all --force` sets it aside)")
         if path.is_file() and not path.is_symlink() and sha256_file(path) == expected:
             return None
         if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
@@ -394,11 +407,18 @@ class StateDir:
         """
         import hashlib
 
+        from patchq import jsonsafe
+
         path = self.pristine_path(relpath)
+        outside = layout.confined(str(self.root), str(path))
+        if outside and os.path.lexists(path):
+            raise StateError(f"pristine copy: {outside}; `patchq revert --all --force` restores the file "
+                             f"from the vllm wheel")
         try:
-            if path.is_symlink():
-                raise StateError(f"pristine copy {path} is a symlink; refusing to follow it")
-            data = path.read_bytes()
+            data = jsonsafe.read_bytes(path, 1 << 30)
+        except ValueError as exc:  # a symlink, FIFO or device where the copy belongs
+            raise StateError(f"pristine copy {path} is not a regular file ({exc}); refusing to read it; "
+                             f"`patchq revert --all --force` restores the file from the vllm wheel") from None
         except FileNotFoundError:
             raise StateError(f"pristine copy of {relpath} is missing from {self.root}; `patchq revert --all "
                              f"--force` restores it from the vllm wheel") from None
@@ -414,8 +434,11 @@ class StateDir:
     def drop_pristine(self, relpath: str) -> None:
         """Forget a pristine copy (after the write that made it unnecessary completed;
         best effort: something else in its place is left for :meth:`save_pristine` to name)."""
+        path = self.pristine_path(relpath)
+        if layout.confined(str(self.root), str(path)) and not os.path.islink(path):
+            return  # a symlinked directory on the way: never delete outside the state directory
         try:
-            self.pristine_path(relpath).unlink()
+            path.unlink()
         except OSError:
             pass
 
@@ -427,6 +450,9 @@ class StateDir:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ReadOnlyError(f"cannot create {path.parent} ({exc.strerror})") from None
+        outside = layout.confined(str(self.root), str(path))
+        if outside:
+            raise StateError(f"{outside}; nothing was written")
         _state_write(path, data, mode=0o644)
         return path
 
@@ -452,7 +478,8 @@ class StateDir:
             for directory in dirs:  # once per directory, before the manifest makes them count
                 fsync_dir(directory)
             manifest = {
-                "files": {r: {"from": f, "to": hashlib.sha256(d).hexdigest()} for r, (f, d) in writes.items()},
+                "files": {r: {"from": f if layout._sha_text(f) else None, "to": hashlib.sha256(d).hexdigest()}
+                          for r, (f, d) in writes.items()},
                 "journal": json.loads(journal.to_json()),
             }
             self.txn.mkdir(parents=True, exist_ok=True)  # no file writes (a profile rename) made no txn dir
@@ -476,9 +503,11 @@ class StateDir:
         Raises:
             StateError: missing pieces, truncated, wrong types, or paths outside RECORD.
         """
+        from patchq import jsonsafe
+
         path = self.manifest_path
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
+            data = jsonsafe.read_file(path)
         except (OSError, ValueError) as exc:
             raise StateError(f"the interrupted write {path} is damaged ({exc}); `patchq revert --all --force` "
                              f"sets it aside and restores the files") from None
@@ -522,10 +551,12 @@ class StateDir:
             if now != ends["from"]:
                 raise StateError(f"interrupted write: {relpath} matches neither its old nor its new "
                                  f"content; resolve by hand ({self.txn})")
+            from patchq import jsonsafe
+
             try:
-                data = Path(layout.txn_file(str(self.root), relpath)).read_bytes()
-            except OSError as exc:
-                raise StateError(f"the staged copy of {relpath} in {self.txn} cannot be read ({exc.strerror}); "
+                data = jsonsafe.read_bytes(layout.txn_file(str(self.root), relpath), 1 << 30)
+            except (OSError, ValueError) as exc:
+                raise StateError(f"the staged copy of {relpath} in {self.txn} cannot be read ({exc}); "
                                  f"nothing was written") from None
             if hashlib.sha256(data).hexdigest() != ends["to"]:
                 raise StateError(f"the staged copy of {relpath} in {self.txn} is damaged (sha256 mismatch); "

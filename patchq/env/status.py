@@ -29,12 +29,12 @@ damaged or hostile one is :class:`patchq.errors.StateError` (exit 6).
 
 from __future__ import annotations
 
-import json
 import os
 
+from patchq import jsonsafe
 from patchq.env import layout
 from patchq.errors import EXIT_DRIFT, EXIT_OK
-from patchq.hashing import series_inputs, sha256_file
+from patchq.hashing import NOT_REGULAR, series_inputs, sha256_file
 from patchq.sentinels import find_sentinels
 from patchq.vllmdist import record
 
@@ -56,8 +56,7 @@ def read_journal(state_root: str) -> dict:
         raise StateError(problem)
     path = layout.journal_path(state_root)
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read().decode("utf-8"))
+        data = jsonsafe.read_file(path)  # bounded: a FIFO, a device, a huge or deep file is refused
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:  # a directory, not UTF-8, not JSON
@@ -68,6 +67,35 @@ def read_journal(state_root: str) -> dict:
         raise StateError(f"{path} is not a patchq journal of schema 1 ({problem}); "
                          f"`patchq revert --all --force` sets it aside and restores the files")
     return data
+
+
+def shadowing(site: str) -> str | None:
+    """Where this interpreter would import ``vllm`` from instead of ``site``, or None.
+
+    Only asked when ``site`` is on this interpreter's ``sys.path`` (the environment it
+    runs): then an earlier ``vllm`` (``PYTHONPATH``, a ``.pth``, the working directory)
+    means the patched files would not be the ones imported. Found with
+    :func:`importlib.machinery.PathFinder.find_spec` over ``sys.path``: nothing is imported.
+    """
+    import sys
+
+    real = os.path.realpath(site)
+    entries = [p for p in sys.path if p]
+    if not any(os.path.realpath(p) == real for p in entries):
+        return None
+    from importlib.machinery import PathFinder
+
+    try:
+        spec = PathFinder.find_spec("vllm", [os.path.realpath(p) for p in entries])
+    except (ImportError, ValueError, OSError):
+        return None
+    origin = getattr(spec, "origin", None) or next(iter(getattr(spec, "submodule_search_locations", None) or []), None)
+    if not origin:
+        return None
+    found = os.path.realpath(origin)
+    if found == os.path.join(real, "vllm") or found.startswith(os.path.join(real, "vllm") + os.sep):
+        return None
+    return os.path.dirname(found) if os.path.basename(found) == "__init__.py" else found
 
 
 def state_root(site: str) -> str:
@@ -150,9 +178,12 @@ def collect(site, series_root, anchors_root) -> dict:
             kind = "modified"
             modified.add(rel)
         found = set()
-        if now is not None:
-            with open(path, "rb") as fh:
-                found = set(find_sentinels(fh.read().decode("utf-8", "replace")))
+        if now is not None and now != NOT_REGULAR:
+            try:
+                found = set(find_sentinels(jsonsafe.read_bytes(path, 1 << 30).decode("utf-8", "replace")))
+            except (OSError, ValueError):
+                kind = "modified"
+                modified.add(rel)
         sentinels[rel] = found
         files.append({"path": rel, "state": kind, "sha256": now, "record_sha256": recorded.get(rel),
                       "sentinels": sorted(f"{p}:{h}" for p, h in found)})
@@ -197,6 +228,7 @@ def collect(site, series_root, anchors_root) -> dict:
                 (f"vllm {version} was reinstalled since the journal was written: its patches are gone "
                  f"with the old files (apply again)") if reinstalled else "",
         "pending_write": layout.has_pending(root),
+        "shadowed_by": shadowing(site),
         "patches": patches,
         "files": files,
     }
@@ -204,8 +236,10 @@ def collect(site, series_root, anchors_root) -> dict:
 
 def exit_code(report: dict) -> int:
     """0 when every patch is applied or not-applied and no file is modified; else 7 (also
-    for a journalled patch the series does not know: it was applied from another series)."""
+    for a journalled patch the series does not know: it was applied from another series,
+    and when this interpreter would import vllm from elsewhere: ``shadowed_by``)."""
     bad = any(p["status"] in ("stale", "foreign", "not-in-series") for p in report["patches"])
     bad = bad or any(f["state"] == "modified" for f in report["files"]) or report["pending_write"]
+    bad = bad or bool(report.get("shadowed_by"))  # this interpreter would import another vllm
     return EXIT_DRIFT if bad else EXIT_OK
 

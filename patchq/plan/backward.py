@@ -56,9 +56,9 @@ def _target_def(source: CodeSource, ws, spec: AnchorSpec) -> tuple[str, ast.AST]
 
     try:
         relpath, _ = locate_definition(spec, source, index)
-    except AnchorError:
+        node = ws.pristine_node(relpath, spec.qualname)  # the ast (the index holds definition entries)
+    except (AnchorError, SyntaxError, ValueError):  # a target that does not parse (a NUL byte): no verdict
         return None
-    node = ws.pristine_node(relpath, spec.qualname)  # the ast (the index holds definition entries)
     return (relpath, node) if node is not None else None
 
 

@@ -11,7 +11,7 @@ this release" (the engine, ``check``, ``rebase``, ``upstream log``, a patch's
 * :func:`file_entries` / :func:`text_index` -- the entries of one module text, in
   :func:`ast_index`'s walk order, memoized in-process by the text's sha256.
 * :class:`SourceIndex` -- every definition of a :class:`CodeSource`'s package, keyed by
-  the content of each file and persisted in ``<cache>/index/defs.sqlite``
+  the content of each file and persisted in ``<cache>/index/defs-2.sqlite``
   (:mod:`patchq.vllmdist.cache`): a file is parsed once, ever, whichever release or
   installed copy holds it (consecutive releases share most files); the cold files a
   package-wide question needs are parsed in parallel processes. Which files declare
@@ -40,11 +40,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from patchq.errors import SourceError
 from patchq.sentinels import find_sentinels
 from patchq.vllmdist import cache
 
 #: Bump when the entry format or the fingerprint changes (old index files are ignored).
-INDEX_FORMAT = 1
+#: 2: every row carries a checksum (a damaged row is recomputed, never used).
+INDEX_FORMAT = 2
+
+
+def _check(*parts: str | bytes) -> str:
+    """16 hex of sha256 over a row's fields: stored with the row, compared when read."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass") if isinstance(part, str) else bytes(part))
+        h.update(b"\0")
+    return h.hexdigest()[:16]
 
 _WRAPPER = "class _patchq_segment_:\n"
 
@@ -401,14 +412,16 @@ def _workers() -> int:
 
 
 class _Store:
-    """The persisted entries: ``<cache>/index/defs.sqlite`` (:func:`patchq.vllmdist.cache.definition_index`).
+    """The persisted entries: ``<cache>/index/defs-2.sqlite`` (:func:`patchq.vllmdist.cache.definition_index`).
 
     Table ``files``: sha256 of a module text -> its entries (content-addressed: releases
     share the entries of their unchanged files, and an installed copy those of its
     release). Table ``names``: for each release tree from patchq's cache (by its RECORD's
     sha256), relpath -> (sha256, names its ``def``/``class`` statements declare). Reads
-    are one query per file or per release; writes are batched (:meth:`save`). Any
-    database error disables the store for the process: the index is only a speed-up.
+    are one query per file or per release; writes are batched (:meth:`save`). Every row
+    carries a checksum of its fields (:func:`_check`): a damaged row is recomputed, never
+    used. Any database error disables the store for the process: the index is only a
+    speed-up.
     """
 
     def __init__(self) -> None:
@@ -431,9 +444,9 @@ class _Store:
             db = sqlite3.connect(str(path), timeout=60, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("CREATE TABLE IF NOT EXISTS files (sha TEXT PRIMARY KEY, data BLOB) WITHOUT ROWID")
+            db.execute("CREATE TABLE IF NOT EXISTS files (sha TEXT PRIMARY KEY, data BLOB, chk TEXT) WITHOUT ROWID")
             db.execute("CREATE TABLE IF NOT EXISTS names (digest TEXT, pos INTEGER, rel TEXT, sha TEXT, "
-                       "names TEXT, PRIMARY KEY (digest, pos)) WITHOUT ROWID")
+                       "names TEXT, chk TEXT, PRIMARY KEY (digest, pos)) WITHOUT ROWID")
             db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
             row = db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
             if row is None:
@@ -458,10 +471,16 @@ class _Store:
         try:
             for i in range(0, len(want), 500):
                 part = want[i:i + 500]
-                rows = db.execute(f"SELECT sha, data FROM files WHERE sha IN ({','.join('?' * len(part))})", part)
-                for sha, data in rows:
-                    raw = marshal.loads(data)
-                    out[sha] = None if raw is None else tuple(Entry(*e) for e in raw)
+                rows = db.execute(f"SELECT sha, data, chk FROM files WHERE sha IN ({','.join('?' * len(part))})",
+                                  part)
+                for sha, data, chk in rows:
+                    if not isinstance(data, bytes) or chk != _check(sha, data):
+                        continue  # a damaged row: the file is parsed again
+                    try:
+                        raw = marshal.loads(data)
+                        out[sha] = None if raw is None else tuple(Entry(*e) for e in raw)
+                    except (ValueError, EOFError, TypeError):
+                        continue
         except (sqlite3.Error, ValueError, EOFError, TypeError):
             self.broken = True
         return out
@@ -480,13 +499,18 @@ class _Store:
         if db is None:
             return None
         try:
-            rows = db.execute("SELECT rel, sha, names FROM names WHERE digest=? ORDER BY pos", (digest,)).fetchall()
+            rows = db.execute("SELECT pos, rel, sha, names, chk FROM names WHERE digest=? ORDER BY pos",
+                              (digest,)).fetchall()
         except sqlite3.Error:
             self.broken = True
             return None
         if not rows:
             return None
-        return {rel: (sha, frozenset(names.split(" ")) if names else frozenset()) for rel, sha, names in rows}
+        for i, (pos, rel, sha, names, chk) in enumerate(rows):  # one damaged or missing row: recompute all
+            if pos != i or not all(isinstance(v, str) for v in (rel, sha, names)) or \
+                    chk != _check(digest, str(pos), rel, sha, names):
+                return None
+        return {rel: (sha, frozenset(names.split(" ")) if names else frozenset()) for _p, rel, sha, names, _c in rows}
 
     def put_names(self, digest: str, names: dict[str, tuple[str, frozenset[str]]]) -> None:
         """Remember a release tree's names map for :meth:`save`."""
@@ -505,13 +529,15 @@ class _Store:
             return
         try:
             db.execute("BEGIN IMMEDIATE")
-            db.executemany("INSERT OR IGNORE INTO files VALUES (?, ?)",
-                           [(sha, marshal.dumps(None if ents is None else tuple(tuple(e) for e in ents)))
-                            for sha, ents in self.pending.items()])
+            blobs = [(sha, marshal.dumps(None if ents is None else tuple(tuple(e) for e in ents)))
+                     for sha, ents in self.pending.items()]
+            db.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?)",
+                           [(sha, blob, _check(sha, blob)) for sha, blob in blobs])
             for digest, names in self.pending_names.items():
-                db.executemany("INSERT OR IGNORE INTO names VALUES (?, ?, ?, ?, ?)",
-                               [(digest, i, rel, sha, " ".join(sorted(ns)))
-                                for i, (rel, (sha, ns)) in enumerate(names.items())])
+                rows = [(digest, i, rel, sha, " ".join(sorted(ns))) for i, (rel, (sha, ns)) in enumerate(names.items())]
+                db.execute("DELETE FROM names WHERE digest=?", (digest,))
+                db.executemany("INSERT INTO names VALUES (?, ?, ?, ?, ?, ?)",
+                               [(*row, _check(row[0], str(row[1]), *row[2:])) for row in rows])
             db.execute("COMMIT")
         except sqlite3.Error:
             try:
@@ -568,7 +594,7 @@ class SourceIndex:
             for rel in self.source.py_files():
                 try:
                     text = self.source.read_text(rel)
-                except UnicodeDecodeError:
+                except (UnicodeDecodeError, SourceError):  # not a source patchq can patch: not searched
                     continue
                 if text is not None:
                     names[rel] = (text_sha(text), declared_names(text))

@@ -44,7 +44,7 @@ from patchq.plan import engine, toolchain
 from patchq.vllmdist import cache
 from patchq.vllmdist.sources import CodeSource
 
-FORMAT = 1
+FORMAT = 2  # 2: a sha256 of the pickle precedes it
 
 
 def toolchain_hash() -> str:
@@ -91,10 +91,14 @@ def _write(path: Path, data: bytes) -> None:
 def _load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> engine.Plan | None:
     try:
         with open(cache.plans() / f"{key}.pickle", "rb") as fh:
-            entry = pickle.load(fh)
-        if entry.get("format") != FORMAT:
+            data = fh.read()
+        # sha256 of the pickle ahead of it: a damaged entry is a miss, never unpickled
+        if len(data) < 32 or hashlib.sha256(data[32:]).digest() != data[:32]:
             return None
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError, ImportError):
+        entry = pickle.loads(data[32:])
+        if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+            return None
+    except Exception:  # noqa: BLE001 - any damaged entry is only a cache miss
         return None
     texts: dict[str, str | None] = {}
     for rel, sha in entry["read"].items():  # every file planning read through ``read``
@@ -134,7 +138,8 @@ def _store(plan: engine.Plan, key: str, source_reads: dict[str, str | None]) -> 
         entry = {"format": FORMAT, "read": {rel: _sha(t) for rel, t in ws.pristine_text.items()},
                  "source": {rel: _sha(t) for rel, t in source_reads.items()},
                  "patched": shas, "results": plan.results}
-        _write(cache.plans() / f"{key}.pickle", pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
+        payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+        _write(cache.plans() / f"{key}.pickle", hashlib.sha256(payload).digest() + payload)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         return  # the cache is only a speed-up
 

@@ -121,13 +121,26 @@ def cache_dir() -> Path:
     return cache.root()
 
 
+#: Longest version text and largest release component accepted (a cache directory is named
+#: after the version: a 400-digit one cannot be a file name, and is no vLLM release).
+_MAX_VERSION_TEXT = 64
+_MAX_COMPONENT = 10**9
+
+
 def _as_version(version: str | Version) -> Version:
     if isinstance(version, Version):
-        return version
-    try:
-        return Version(str(version).strip())
-    except InvalidVersion:
-        raise UsageError(f"not a valid version: {version!r}") from None
+        ver = version
+    else:
+        text = str(version).strip()
+        if len(text) > _MAX_VERSION_TEXT:
+            raise UsageError(f"not a valid version: {text[:20]}... ({len(text)} characters)")
+        try:
+            ver = Version(text)
+        except InvalidVersion:
+            raise UsageError(f"not a valid version: {version!r}") from None
+    if any(part > _MAX_COMPONENT for part in ver.release) or (ver.epoch or 0) > _MAX_COMPONENT:
+        raise UsageError(f"not a valid vLLM version: {str(ver)[:20]}... (a component above {_MAX_COMPONENT})")
+    return ver
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -533,6 +546,7 @@ def wheel_path(version: str | Version, *, package: str = "vllm") -> Path:
             log.info("downloading %s==%s wheel into %s", package, ver, wdir)
             if not _have_pip():
                 final = _download_without_pip(ver, tmp, package)
+                _write_wheel_hash(final, wdir / final.name)
                 os.replace(final, wdir / final.name)
                 return wdir / final.name
             cmd = _pip_download_cmd(ver, tmp, package)
@@ -551,6 +565,7 @@ def wheel_path(version: str | Version, *, package: str = "vllm") -> Path:
                     f"pip download {package}=={ver} gave no Linux x86_64 wheel (got {names})"
                 )
             final = wdir / got.name
+            _write_wheel_hash(got, final)  # pip checked it against the index's hash
             os.replace(got, final)
             return final
         finally:
@@ -589,7 +604,17 @@ def _extract(wheel: Path, dest: Path, top: str) -> dict[str, Any]:
         zf = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as exc:
         raise ReleaseError(f"cannot open wheel {wheel}: {exc}") from None
+    import hashlib
+
+    from patchq.vllmdist.lazywheel import record_digests
+
     with zf:
+        record_name = next((i.filename for i in zf.infolist() if i.filename.count("/") == 1
+                            and i.filename.endswith(".dist-info/RECORD")), None)
+        try:
+            digests = record_digests(zf.read(record_name)) if record_name else {}
+        except (OSError, zipfile.BadZipFile, ValueError) as exc:
+            raise ReleaseError(f"cannot read the RECORD of wheel {wheel}: {exc}") from None
         for info in zf.infolist():
             if info.is_dir() or not _wanted_member(info.filename, top):
                 continue
@@ -597,8 +622,19 @@ def _extract(wheel: Path, dest: Path, top: str) -> dict[str, Any]:
             if target.parent not in made:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 made.add(target.parent)
-            with zf.open(info) as src, open(target, "wb") as out:
-                shutil.copyfileobj(src, out, 1 << 20)
+            h = hashlib.sha256()
+            try:
+                with zf.open(info) as src, open(target, "wb") as out:
+                    while chunk := src.read(1 << 20):
+                        h.update(chunk)
+                        out.write(chunk)
+            except (zipfile.BadZipFile, EOFError, ValueError, zlib_error()) as exc:
+                raise ReleaseError(f"wheel {wheel} is damaged ({info.filename}: {exc}); `patchq cache clean` "
+                                   f"removes it") from None
+            want = digests.get(info.filename)
+            if want is not None and h.hexdigest() != want:
+                raise ReleaseError(f"wheel {wheel}: {info.filename} does not match the wheel's RECORD (damaged); "
+                                   f"`patchq cache clean` removes it")
             count += 1
             size += info.file_size
             if info.filename.endswith(".dist-info/METADATA") and info.filename.count("/") == 1:
@@ -627,11 +663,79 @@ def _fetch_tree(ver: Version, tmp: Path, top: str, package: str) -> dict[str, An
             log.warning("partial fetch of %s %s failed (%s); downloading the whole wheel", package, ver, exc)
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
+    if wheel is not None and not _wheel_ok(wheel, ver, package):
+        wheel = None  # damaged: removed, downloaded again below
     if wheel is None:
         wheel = wheel_path(ver, package=package)
     info = _extract(wheel, tmp, top)
     info["source"] = "wheel"
     return info
+
+
+def zlib_error() -> type[Exception]:
+    """``zlib.error`` (a damaged deflate stream in a wheel)."""
+    import zlib
+
+    return zlib.error
+
+
+def _hash_file(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _wheel_hash_path(wheel: Path) -> Path:
+    """``<wheels>/.<wheel name>.sha256``: the index's sha256 of a cached whole wheel."""
+    return wheel.with_name(f".{wheel.name}.sha256")
+
+
+def _write_wheel_hash(downloaded: Path, final: Path) -> None:
+    try:
+        _write_atomic(_wheel_hash_path(final), _hash_file(downloaded) + "\n")
+    except OSError as exc:  # a cache that cannot take the note: checked against the index next time
+        log.warning("could not record the sha256 of %s: %s", final, exc)
+
+
+def _wheel_ok(wheel: Path, ver: Version, package: str) -> bool:
+    """True when the cached whole ``wheel`` has the index's sha256 (recorded at download,
+    else asked from the index now; offline and unrecorded: its members are checked
+    against its RECORD while extracting). A mismatch removes the wheel (a note on stderr)."""
+    note = _wheel_hash_path(wheel)
+    try:
+        want = note.read_text(encoding="utf-8").strip()
+    except OSError:
+        want = ""
+    if not want and not _offline():
+        from patchq.vllmdist import lazywheel
+
+        try:
+            want = lazywheel.locate(ver, package).sha256 or ""
+        except Exception as exc:  # noqa: BLE001 - no answer from the index: RECORD checks remain
+            log.info("cannot ask the index for the sha256 of %s: %s", wheel.name, exc)
+            want = ""
+    if not want:
+        return True
+    got = _hash_file(wheel)
+    if got == want:
+        if not note.is_file():
+            try:
+                _write_atomic(note, want + "\n")
+            except OSError:
+                pass
+        return True
+    sys.stderr.write(f"patchq: note: cached wheel {wheel} does not match the index's sha256 (damaged); "
+                     f"removing it and fetching {package} {ver} again\n")
+    for p in (wheel, note):
+        try:
+            p.unlink()
+        except OSError:
+            pass
+    return False
 
 
 def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
@@ -685,6 +789,12 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
                 raise ReleaseError(f"{info.get('wheel')} has no .dist-info directory")
             info["seconds"] = round(time.perf_counter() - started, 3)
             info["version"] = version_key(ver)
+            import hashlib
+
+            record_file = next(tmp.glob("*.dist-info/RECORD"), None)
+            if record_file is not None:
+                (tmp / VERIFIED).write_text(json.dumps(
+                    {"record_sha256": hashlib.sha256(record_file.read_bytes()).hexdigest()}) + "\n", encoding="utf-8")
             (tmp / _MARKER).write_text(json.dumps(info) + "\n", encoding="utf-8")
             if dest.exists():  # an incomplete or older-format tree
                 old = Path(tempfile.mkdtemp(dir=rdir, prefix=f".{key}.tmp-old-"))
@@ -697,6 +807,79 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
     log.info("made %s %s tree (%s): %d files in %.1f s", package, ver, info["source"], info["files"],
              info["seconds"])
     return dest
+
+
+#: In a release tree: the sha256 of its RECORD, recorded when the tree was made (or first
+#: used), so a damaged RECORD is noticed; every file read is checked against RECORD.
+VERIFIED = ".patchq-verified.json"
+
+
+def verified_record(version: str | Version, dist_info: Path, *, package: str = "vllm") -> dict[str, str]:
+    """RECORD of a cached release tree as relpath -> sha256, checked against the sha256
+    recorded in the tree's :data:`VERIFIED` (written the first time when missing). A
+    mismatch fetches the release again (:func:`repair_tree`).
+
+    Raises:
+        CacheError: RECORD is damaged and the release cannot be fetched again.
+    """
+    import hashlib
+
+    from patchq.errors import CacheError
+    from patchq.jsonsafe import read_bytes, read_file
+    from patchq.vllmdist import record as record_mod
+
+    tree = Path(dist_info).parent
+    for attempt in (0, 1):
+        path = Path(dist_info) / "RECORD"
+        try:
+            got = hashlib.sha256(read_bytes(path)).hexdigest()
+        except (OSError, ValueError) as exc:
+            got = f"unreadable ({exc})"
+        try:
+            want = read_file(tree / VERIFIED, max_bytes=1 << 12).get("record_sha256")
+        except FileNotFoundError:
+            want = None
+        except (OSError, ValueError, AttributeError):
+            want = "damaged"
+        if want is None and not got.startswith("unreadable"):
+            try:
+                _write_atomic(tree / VERIFIED, json.dumps({"record_sha256": got}) + "\n")
+            except OSError:
+                pass
+            want = got
+        if want == got:
+            return record_mod.read_record(str(dist_info))
+        why = f"{path} does not match the sha256 recorded when the tree was made ({VERIFIED})"
+        if attempt == 0:
+            try:
+                tree = repair_tree(version, why, package=package)
+            except ReleaseError as exc:
+                raise CacheError(f"cached {why}: the cache is damaged and {package} {version} could not be fetched "
+                                 f"again ({exc}); run `patchq cache clean`") from None
+            dist_info = next(tree.glob("*.dist-info"), Path(dist_info))
+    raise CacheError(f"cached {path} is damaged and stays so after fetching {package} {version} again; "
+                     f"run `patchq cache clean`")
+
+
+def repair_tree(version: str | Version, why: str, *, package: str = "vllm") -> Path:
+    """Discard the cached tree of ``package==version`` (a file in it is damaged: ``why``)
+    and make it again (:func:`release_tree`); a note goes to stderr. Returns the new tree.
+
+    Raises:
+        ReleaseError: the release cannot be fetched again (offline, not on the index).
+    """
+    ver = _as_version(version)
+    dest = _tree_dir(ver, package)
+    rdir, key = dest.parent, dest.name
+    sys.stderr.write(f"patchq: note: the cached {package} {ver} tree is damaged ({why}); fetching it again\n")
+    _check_online(f"{package} {ver} (its cached tree is damaged: {why})")
+    rdir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(rdir / f".{key}.lock")):
+        if dest.exists() or dest.is_symlink():
+            old = Path(tempfile.mkdtemp(dir=rdir, prefix=f".{key}.tmp-old-"))
+            os.replace(dest, old / "tree")
+            shutil.rmtree(old, ignore_errors=True)
+    return release_tree(ver, package=package)
 
 
 def _tree_dir(ver: Version, package: str = "vllm") -> Path:

@@ -46,6 +46,9 @@ class CodeSource:
     version: Version
     kind: str
     dist_info: Path | None = None
+    #: check every file read against RECORD (release trees from patchq's cache: a
+    #: damaged cached file is fetched again, never computed with; see :meth:`read_bytes`)
+    verify: bool = False
     _texts: dict[str, str | None] = field(default_factory=dict, repr=False)
     _record: dict[str, str] | None = field(default=None, repr=False)
     _py_files: list[str] | None = field(default=None, repr=False)
@@ -56,7 +59,13 @@ class CodeSource:
         return f"vllm {self.version} ({self.kind} at {self.root})"
 
     def path(self, relpath: str) -> Path:
-        """The absolute path of ``relpath``."""
+        """The absolute path of ``relpath``.
+
+        Raises:
+            UsageError: ``relpath`` is absolute or climbs out of ``root`` (``..``).
+        """
+        if relpath.startswith("/") or "\\" in relpath or ".." in relpath.split("/"):
+            raise UsageError(f"{relpath!r} is not a path inside vllm {self.version} ({self.root})")
         return self.root / relpath
 
     def exists(self, relpath: str) -> bool:
@@ -64,17 +73,55 @@ class CodeSource:
         return self.read_text(relpath) is not None
 
     def read_bytes(self, relpath: str) -> bytes | None:
-        """The file's bytes, or None when it does not exist."""
+        """The file's bytes, or None when it does not exist (or is not a regular file:
+        a FIFO or device in its place is never opened for reading in blocking mode).
+
+        For a release tree (``verify``) the bytes must hash to the file's RECORD sha256; a
+        mismatch discards the cached tree and fetches the release again
+        (:func:`patchq.vllmdist.releases.repair_tree`).
+
+        Raises:
+            CacheError: a release file does not match RECORD and the release cannot be
+                fetched again (the message names the file and ``patchq cache clean``).
+        """
+        data = _read_regular(self.path(relpath))
+        if self.verify and data is not None:
+            want = self.record().get(relpath)
+            if want is None or sha256_hex(data) != want:
+                data = self._refetched(relpath, data, want)
+        return data
+
+    def _refetched(self, relpath: str, data: bytes, want: str | None) -> bytes:
+        """The bytes of ``relpath`` from a fresh copy of the release (the cached one is damaged)."""
+        from patchq.errors import CacheError
+        from patchq.vllmdist import releases
+
+        why = ("is not in the wheel's RECORD" if want is None else
+               f"does not match the wheel's RECORD (sha256 {sha256_hex(data)[:12]}, RECORD {want[:12]})")
         try:
-            return (self.root / relpath).read_bytes()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
+            releases.repair_tree(str(self.version), f"{relpath} {why}")
+        except releases.ReleaseError as exc:
+            raise CacheError(f"cached release file {self.root / relpath} {why}: the cache is damaged and vllm "
+                             f"{self.version} could not be fetched again ({exc}); run `patchq cache clean` "
+                             f"(then the release is fetched again)") from None
+        self._record = None
+        self._texts.clear()
+        fresh = _read_regular(self.root / relpath)
+        if fresh is None or sha256_hex(fresh) != self.record().get(relpath):
+            raise CacheError(f"cached release file {self.root / relpath} {why}, and so does a fresh fetch; "
+                             f"run `patchq cache clean`")
+        return fresh
 
     def read_text(self, relpath: str) -> str | None:
-        """The file's text (UTF-8, newlines kept as-is), cached; None when missing."""
+        """The file's text (UTF-8, newlines kept as-is), cached; None when missing.
+
+        Raises:
+            SourceError: the file is not UTF-8, starts with a BOM, or has CR-only line
+                ends: patchq writes texts back byte-exactly and patches none of those.
+        """
         if relpath not in self._texts:
             data = self.read_bytes(relpath)
-            self._texts[relpath] = None if data is None else data.decode("utf-8")
+            self._texts[relpath] = None if data is None else _source_text(data, self, relpath)
         return self._texts[relpath]
 
     def py_files(self) -> list[str]:
@@ -94,9 +141,16 @@ class CodeSource:
         return self._py_files
 
     def record(self) -> dict[str, str]:
-        """relpath -> hex sha256 from RECORD; empty for a source tree."""
+        """relpath -> hex sha256 from RECORD; empty for a source tree. For a release tree
+        (``verify``) RECORD itself must match the sha256 recorded when the tree was made
+        (:func:`patchq.vllmdist.releases.verified_record`)."""
         if self._record is None:
-            self._record = record.read_record(str(self.dist_info)) if self.dist_info else {}
+            if self.verify and self.dist_info is not None:
+                from patchq.vllmdist import releases
+
+                self._record = releases.verified_record(str(self.version), self.dist_info)
+            else:
+                self._record = record.read_record(str(self.dist_info)) if self.dist_info else {}
         return self._record
 
 
@@ -179,7 +233,44 @@ def release_source(version: str) -> CodeSource:
     except releases.ReleaseError as exc:
         raise TargetNotFound(str(exc)) from None
     di = _dist_info_in(tree)
-    return CodeSource(root=tree, version=Version(version), kind="release", dist_info=di)
+    return CodeSource(root=tree, version=Version(version), kind="release", dist_info=di, verify=True)
+
+
+def _source_text(data: bytes, source: CodeSource, relpath: str) -> str:
+    """``data`` as text, or SourceError (see :meth:`CodeSource.read_text`)."""
+    from patchq.errors import SourceError
+
+    where = f"{relpath} (vllm {source.version}, {source.kind} at {source.root})"
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise SourceError(f"{where} starts with a UTF-8 byte-order mark: patchq patches plain UTF-8 sources only; "
+                          f"nothing was written")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{where} is not UTF-8 (byte {exc.start}: {exc.reason}; a latin-1 coding line?): patchq "
+                          f"patches UTF-8 sources only; nothing was written") from None
+    if "\r" in text and text.replace("\r\n", "").count("\r"):
+        raise SourceError(f"{where} has CR-only line ends: patchq patches sources with \\n or \\r\\n line ends "
+                          f"only; nothing was written")
+    return text
+
+
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file, else None (missing, a directory,
+    a FIFO or a device: opened non-blocking and checked before reading)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 _VERSION_RE = re.compile(r"""(?:__version__|version)\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""")

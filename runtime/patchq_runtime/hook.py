@@ -6,7 +6,8 @@ directory first on ``PYTHONPATH``. Every Python process started below it (spawn,
 forkserver, ``subprocess`` of python; fork children inherit it) imports
 ``sitecustomize`` at startup (``site`` module), which calls :func:`boot`:
 
-1. read the manifest (``marshal``: no json/re import on the way, see the benchmark);
+1. read the manifest (``marshal``: no json/re import on the way, see the benchmark),
+   checked first (a tag, its length and CRC-32: :func:`read_manifest`);
 2. fail loudly (exit 6) when a target module was imported before the hook (a ``.pth``
    file), or when the manifest is unreadable: never a silent unpatched run;
 3. put a finder first on ``sys.meta_path`` that answers for exactly the target module
@@ -19,7 +20,9 @@ the very file the manifest was built from, and that the file is unchanged (size 
 mtime, else its sha256), then returns a spec whose loader executes the patched text
 compiled with the REAL file path as ``co_filename`` and registers that text in
 ``linecache``: tracebacks and ``inspect.getsource`` show the patched lines with their
-line numbers. Compiled code is cached per interpreter (``code/`` in the hook directory).
+line numbers. The patched text must hash to the manifest's sha256 before it is executed
+(else the process stops, exit 6). Compiled code is cached per interpreter (``code/`` in
+the hook directory), keyed by that sha256 and checked (CRC-32) before it is loaded.
 
 Proof per process: the loaded module carries ``__patchq__`` (its ``"id:hash"`` patch
 list); :data:`STATE` is the installed :class:`Hook` (``STATE.manifest``); and once a
@@ -38,6 +41,11 @@ import sys
 SCHEMA = "patchq.hook/1"
 RECORD_SCHEMA = "patchq.runtime/1"
 MANIFEST = "manifest.marshal"
+#: ``manifest.marshal`` and every ``code/`` file start with a tag and the CRC-32 and length
+#: of their marshal payload: a damaged file is refused before ``marshal.loads`` (which may
+#: crash the interpreter on corrupt input), never loaded.
+MANIFEST_TAG = b"PQM1"
+CODE_TAG = b"PQC1"
 #: A file that marks a directory as a patchq hook directory (never chained to).
 MARKER = ".patchq-hook"
 #: Exit status of a process the hook stops (patchq's "state disagrees with the files").
@@ -71,6 +79,46 @@ def start_ticks(pid="self"):
         return int(data.rsplit(b")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def pack(tag, payload):
+    """``tag`` + CRC-32 (4 bytes) + length (8 bytes) + ``payload`` (see :data:`MANIFEST_TAG`)."""
+    import zlib
+
+    return tag + zlib.crc32(payload).to_bytes(4, "big") + len(payload).to_bytes(8, "big") + payload
+
+
+def unpack(tag, data):
+    """The payload of :func:`pack`'s ``data``, or None when the tag, length or CRC-32 is off."""
+    import zlib
+
+    head = len(tag) + 12
+    if len(data) < head or data[:len(tag)] != tag:
+        return None
+    payload = data[head:]
+    if int.from_bytes(data[len(tag) + 4:head], "big") != len(payload):
+        return None
+    if zlib.crc32(payload) != int.from_bytes(data[len(tag):len(tag) + 4], "big"):
+        return None
+    return payload
+
+
+def read_manifest(path):
+    """The manifest dict of a hook directory's ``manifest.marshal``.
+
+    Raises:
+        ValueError: the file is damaged (tag, length or CRC-32), or not a manifest.
+        OSError: it cannot be read.
+    """
+    with open(path, "rb") as fh:
+        payload = unpack(MANIFEST_TAG, fh.read())
+    if payload is None:
+        raise ValueError("damaged (checksum mismatch)")
+    manifest = marshal.loads(payload)
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA or not isinstance(
+            manifest.get("modules"), dict):
+        raise ValueError("not a %s manifest" % SCHEMA)
+    return manifest
 
 
 def _magic():
@@ -125,10 +173,17 @@ class PatchedLoader:
         return FileReader(self)
 
     def get_source(self, name=None):
-        """The patched text (str), exactly what ``patchq apply`` writes."""
+        """The patched text (str), exactly what ``patchq apply`` writes: its sha256 must be
+        the manifest's (a damaged or replaced cached source stops the process, exit 6)."""
         if self._text is None:
+            import hashlib
+
             with open(self.entry["source"], "rb") as fh:
-                self._text = fh.read().decode("utf-8")
+                data = fh.read()
+            if hashlib.sha256(data).hexdigest() != self.entry["patched_sha256"]:
+                _die("the patched source of %s (%s) does not match the hook's manifest (damaged or replaced); "
+                     "rerun `patchq run` (it prepares the hook again)" % (self.name, self.entry["source"]))
+            self._text = data.decode("utf-8")
         return self._text
 
     def _code_path(self):
@@ -141,12 +196,16 @@ class PatchedLoader:
         """The module's code object, compiled with the real path as ``co_filename``
         (cached on disk per interpreter and optimisation level)."""
         path = self._code_path()
-        magic = _magic()
+        # what the cached code was compiled from: this interpreter's magic and the patched
+        # text's sha256; the payload's CRC-32 guards marshal.loads against a damaged file
+        key = _magic() + self.entry["patched_sha256"].encode("ascii")
+        self.get_source()  # verifies the patched text first
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
-            if data[:len(magic)] == magic:
-                return marshal.loads(data[len(magic):])
+            payload = unpack(CODE_TAG, data)
+            if payload is not None and payload[:len(key)] == key:
+                return marshal.loads(payload[len(key):])
         except (OSError, ValueError, EOFError, TypeError):
             pass
         code = compile(self.get_source(), self.path, "exec", dont_inherit=True)
@@ -154,7 +213,7 @@ class PatchedLoader:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = "%s.%d.tmp" % (path, os.getpid())
             with open(tmp, "wb") as fh:
-                fh.write(magic + marshal.dumps(code))
+                fh.write(pack(CODE_TAG, key + marshal.dumps(code)))
             os.replace(tmp, path)
         except OSError:
             pass
@@ -346,12 +405,9 @@ def boot(sitecustomize_file):
         return
     hook_dir = os.path.dirname(os.path.abspath(sitecustomize_file))
     try:
-        with open(os.path.join(hook_dir, MANIFEST), "rb") as fh:
-            manifest = marshal.load(fh)
+        manifest = read_manifest(os.path.join(hook_dir, MANIFEST))
     except (OSError, ValueError, EOFError, TypeError) as exc:
         _die("cannot read the hook manifest in %s (%s); rerun `patchq run`" % (hook_dir, exc))
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        _die("%s/%s is not a %s manifest; rerun `patchq run`" % (hook_dir, MANIFEST, SCHEMA))
     early = sorted(n for n in manifest["modules"] if n in sys.modules)
     if early:
         _die("%s imported before patchq's import hook was installed (by a .pth file?): this process "

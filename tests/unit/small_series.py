@@ -87,3 +87,39 @@ def write_tree(root: Path, *, moved: bool = False) -> Path:
     (root / rel.parent / "__init__.py").write_text("")
     (root / rel).write_text(UTILS_PY)
     return root
+
+
+def _record_row(root: Path, rel: str) -> str:
+    import base64
+    import hashlib
+
+    digest = base64.urlsafe_b64encode(hashlib.sha256((root / rel).read_bytes()).digest()).rstrip(b"=").decode()
+    return f"{rel},sha256={digest},{(root / rel).stat().st_size}"
+
+
+def write_site(root: Path, version: str = "0.1.0", *, moved: bool = False) -> Path:
+    """A vLLM-shaped *installed* site-packages: :func:`write_tree` plus
+    ``vllm-<version>.dist-info`` (METADATA, RECORD with real sha256 rows), so patchq's
+    apply/revert/status/edit run on it without any release."""
+    write_tree(root, moved=moved)
+    di = root / f"vllm-{version}.dist-info"
+    di.mkdir()
+    (di / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n\n")
+    rels = sorted(p.relative_to(root).as_posix() for p in (root / "vllm").rglob("*.py"))
+    rels.append(f"vllm-{version}.dist-info/METADATA")
+    (di / "RECORD").write_text("".join(_record_row(root, r) + "\n" for r in rels)
+                               + f"vllm-{version}.dist-info/RECORD,,\n")
+    return root
+
+
+def write_release(cache_root: Path, version: str = "0.1.0", *, moved: bool = False) -> Path:
+    """The same tree as a release in a patchq cache at ``cache_root`` (what
+    :func:`patchq.vllmdist.releases.release_tree` returns for ``version``; no download)."""
+    import hashlib
+    import json
+
+    tree = write_site(cache_root / "releases" / version, version, moved=moved)
+    record = (tree / f"vllm-{version}.dist-info" / "RECORD").read_bytes()
+    (tree / ".patchq-verified.json").write_text(json.dumps({"record_sha256": hashlib.sha256(record).hexdigest()}))
+    (tree / ".patchq-extracted-v1").write_text(json.dumps({"source": "test", "files": 0, "version": version}))
+    return tree

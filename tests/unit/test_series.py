@@ -70,7 +70,7 @@ def test_errors_name_the_problem(tmp_path):
         loaded.patch("nope")
     with pytest.raises(SeriesError, match="no series there"):
         S.load(tmp_path / "anchors")
-    (tmp_path / "anchors" / "bump-default.toml").write_text("[anchors.other]\nmodule='m'\nqualname='q'\n")
+    (tmp_path / "anchors" / "bump-default.toml").write_text("[anchors.other]\nmodule='vllm.m'\nqualname='q'\n")
     with pytest.raises(SeriesError, match=r"edits unknown anchors \['default'\]"):
         S.load(series).patch("bump-default")
     with pytest.raises(SeriesError, match="exactly one of"):
