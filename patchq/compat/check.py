@@ -128,9 +128,11 @@ NOT_APPLICABLE = "not-applicable"
 SUPERSEDED = "superseded"  # relations hook (compat/upstreamed.py)
 INTERACTION = "interaction"
 PARTIAL = "partially-upstreamed"
+REVIEW = "review"  # three-way drift: upstream changed what the patch touches (compat/threeway.py)
+POSSIBLY = "possibly-upstreamed"  # three-way or backward detection: alike but not provably the same
 #: Every status, most to least favourable (report order).
 STATUSES = (APPLIES, DRIFTED, MOVED, UPSTREAMED, SUPERSEDED, ABSENT, NOT_APPLICABLE, CONFLICT, GONE,
-            INTERACTION, PARTIAL)
+            INTERACTION, PARTIAL, REVIEW, POSSIBLY)
 
 
 @dataclass
@@ -153,6 +155,12 @@ class PatchCheck:
     level: str | None = "source"
     relations: dict = field(default_factory=dict)  # relations hook (compat/upstreamed.py)
     upstream_evidence: list = field(default_factory=list)
+    #: three-way entries of drifted definitions (:mod:`patchq.compat.threeway`)
+    threeway: list = field(default_factory=list)
+    #: True when every anchored definition was reviewed on this very release (its fingerprint
+    #: recorded for this version); False when it applies by equality with another release's
+    #: or drifted; None when nothing was planned
+    reviewed: bool | None = None
     #: files this patch read or changed in the plan (for profile views; not in JSON)
     touched: set = field(default_factory=set, repr=False)
     compile_failed: bool = field(default=False, repr=False)
@@ -166,6 +174,7 @@ class PatchCheck:
             "anchors": self.anchors, "upstream_check": self.upstream_check,
             "drift": self.drift, "notes": self.notes, "level": self.level,
             "relations": self.relations, "upstream_evidence": self.upstream_evidence,
+            "threeway": self.threeway, "reviewed": self.reviewed,
         }
 
 
@@ -399,18 +408,46 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
     for a in unverified:
         row.drift.append(drift_entry(patch.anchors[a.anchor], a, source, res.text(a.relpath),
                                      recorded_fingerprints(patch, a.qualname)))
-    if moved:
+    row.reviewed = all(a.verified == str(version) for a in result.anchors)
+    verdict = _threeway(patch, unverified, source, res)
+    if verdict is not None and verdict.blocking:
+        row.status, row.reason, row.blocking = verdict.status, verdict.reason, True
+        row.threeway = verdict.entries
+    elif moved:
         row.status = MOVED
         row.reason = "; ".join(
             f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {a.relpath}:{a.line}"
             for a in moved) + "; the transform applies there"
+        if verdict is not None:
+            row.threeway = verdict.entries
     elif unverified:
         row.status = DRIFTED
-        row.reason = _drift_reason(unverified, row.drift)
+        if verdict is not None:
+            row.threeway = verdict.entries
+            rest = [a for a in unverified if not recorded_fingerprints(patch, a.qualname)]
+            row.reason = verdict.reason
+            if rest:
+                row.reason += "; " + _drift_reason(rest, [d for a, d in zip(unverified, row.drift, strict=False)
+                                                          if a in rest])
+        else:
+            row.reason = _drift_reason(unverified, row.drift)
     else:
         row.status = APPLIES
         vs = sorted({a.verified for a in result.anchors}, key=Version)
         row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
+
+
+def _threeway(patch: Patch, unverified: list[engine.AnchorResult], source: CodeSource, res: _Resolver):
+    """The three-way verdict (:func:`patchq.compat.threeway.classify`) of the drifted
+    definitions that have a reviewed release recorded; None when none has (a definition
+    never reviewed is reported as drift without a base, not blocking)."""
+    from patchq.compat import threeway
+
+    drifted = [(a.relpath, a.qualname) for a in unverified if recorded_fingerprints(patch, a.qualname)]
+    if not drifted:
+        return None
+    known = {q: list(recorded_fingerprints(patch, q)) for _, q in drifted}
+    return threeway.classify(patch, drifted, source, res.text, known)
 
 
 def _finish_edit(row: PatchCheck, patch: Patch, result: engine.PatchResult, tried: Variant | None,
