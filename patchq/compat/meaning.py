@@ -206,19 +206,20 @@ def helper_renames(added: Iterable[ast.AST], candidates: Iterable[tuple[ast.AST,
 
     def shape(node: ast.AST) -> tuple:  # a cheap filter: kind, body length, parameter count
         args = getattr(node, "args", None)
-        return (type(node).__name__, len(_strip_docstring(node.body)),
-                len(args.args) + len(args.kwonlyargs) if args is not None else len(node.bases))
+        return (type(node).__name__, len(_strip_docstring(getattr(node, "body", []))),
+                len(args.args) + len(args.kwonlyargs) if args is not None else len(getattr(node, "bases", [])))
 
     wanted = {shape(n) for n in added}
     by_key: dict[str, list[tuple[str, str]]] = {}
     for node, where in candidates:
         if isinstance(node, _DEFS) and shape(node) in wanted:
-            by_key.setdefault(body_key(node), []).append((node.name, where))
+            by_key.setdefault(body_key(node), []).append((getattr(node, "name", ""), where))
     out = {}
     for node in added:
-        hits = [h for h in by_key.get(body_key(node), []) if h[0] != node.name]
+        name = getattr(node, "name", "")
+        hits = [h for h in by_key.get(body_key(node), []) if h[0] != name]
         if len(hits) == 1:
-            out[node.name] = hits[0]
+            out[name] = hits[0]
     return out
 
 

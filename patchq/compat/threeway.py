@@ -46,7 +46,7 @@ import ast
 import difflib
 import functools
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import SpecifierSet
@@ -311,7 +311,7 @@ class Side:
 
     @property
     def line(self) -> int:
-        return min([self.node.lineno] + [d.lineno for d in getattr(self.node, "decorator_list", [])])
+        return min([getattr(self.node, "lineno", 0)] + [d.lineno for d in getattr(self.node, "decorator_list", [])])
 
 
 def _span(elems: Sequence[Elem], j1: int, j2: int, relpath: str) -> str:
@@ -333,7 +333,8 @@ def _upstream_where(base: Side, theirs: Side, u: Hunk) -> tuple[str, str]:
     if u.j2 > u.j1:
         return _span(theirs.elems, u.j1, u.j2, theirs.relpath), "`" + _hunk_code(theirs.elems, u.j1, u.j2) + "`"
     return (_span(theirs.elems, u.j1, u.j2, theirs.relpath),
-            f"removed `{_hunk_code(base.elems, u.i1, u.i2)}` ({base.version} {_span(base.elems, u.i1, u.i2, base.relpath)})")
+            f"removed `{_hunk_code(base.elems, u.i1, u.i2)}` "
+            f"({base.version} {_span(base.elems, u.i1, u.i2, base.relpath)})")
 
 
 def _names_of(elems: Sequence[Elem], lo: int, hi: int) -> tuple[set, set]:
@@ -445,10 +446,9 @@ def _top_bindings(tree: ast.Module) -> dict[str, list[ast.AST]]:
             out.setdefault(stmt.name, []).append(stmt)
         elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
             for a in stmt.names:
-                out.setdefault((a.asname or a.name).split(".")[0], []).append(ast.alias(name=a.name, asname=a.asname)
-                                                                              if isinstance(stmt, ast.Import) else
-                                                                              ast.ImportFrom(module=stmt.module,
-                                                                                             names=[a], level=stmt.level))
+                one = ast.Import(names=[a]) if isinstance(stmt, ast.Import) else \
+                    ast.ImportFrom(module=stmt.module, names=[a], level=stmt.level)
+                out.setdefault((a.asname or a.name).split(".")[0], []).append(one)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for t in targets:
@@ -564,7 +564,8 @@ def view(base: Side, ours: Side, theirs: Side, qualname: str) -> str:
                                          f"ours {base.version}+patch"))
     upstream = "".join(difflib.unified_diff(b, t, f"base {base.version}/{base.relpath}:{base.line}",
                                             f"theirs {theirs.version}/{theirs.relpath}:{theirs.line}"))
-    return head + "== the patch's change (base -> ours)\n" + patch + "== upstream's change (base -> theirs)\n" + upstream
+    return (head + "== the patch's change (base -> ours)\n" + patch
+            + "== upstream's change (base -> theirs)\n" + upstream)
 
 
 def _added(side: Side, hs: Iterable[Hunk], other: Side) -> list[ast.AST]:
@@ -608,7 +609,7 @@ def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: st
 
 
 def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSource, target_text,
-             known: dict[str, Iterable[str]]) -> Verdict:
+             known: Mapping[str, Iterable[str]]) -> Verdict:
     """The three-way verdict for ``patch``'s drifted definitions on ``target``.
 
     Args:

@@ -179,7 +179,8 @@ def by_meaning(ws, changes) -> None:
         if group:
             after = ch.after
             match = meaning.group_found(group, pristine, ch.relpath, {a: b for a, (b, _) in renames.items()},
-                                        keep=lambda: meaning.reads_outside(after, group), group_root=after)
+                                        keep=lambda a=after, g=group: meaning.reads_outside(a, g),
+                                        group_root=after)
             if match is None:
                 continue
             evidence.append(f"{match.what} ({match.where})")

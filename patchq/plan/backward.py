@@ -160,9 +160,8 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
             return None
         group = [n for n in meaning.added_nodes(ch.after, {i.key for i in ch.added})
                  if getattr(n, "name", None) not in renames]
-        match = meaning.group_found(group, t[1], t[0], renames, keep=lambda: meaning.reads_outside(ch.after, group),
-                                    group_root=ch.after) \
-            if group else None
+        match = meaning.group_found(group, t[1], t[0], renames, group_root=ch.after,
+                                    keep=lambda a=ch.after, g=group: meaning.reads_outside(a, g)) if group else None
         if match is not None:
             hits.append(f"{ch.anchor}: {match.what} ({match.where})")
             continue
