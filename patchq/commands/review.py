@@ -12,7 +12,8 @@ accepted (a conflict needs a new variant, not a review).
 
 ``patchq.review/1``: ``ok``, ``patch``, ``vllm``, ``status`` (the check status before),
 ``blocking``, ``reason``, ``threeway`` (the check row's entries), ``accepted`` (bool),
-``review`` (the entry written, or null), ``changed`` [anchor files], ``series``.
+``review`` (the entry written, or null), ``changed`` [anchor files], ``refused`` (why
+an ``--accept`` was refused; only then), ``series``.
 Exit 0 when accepted, or when nothing needs review (status ``applies``); 1 when the
 release still needs a review (not accepted) or cannot be accepted; 2 usage.
 """
@@ -62,8 +63,9 @@ def run(target: CodeSource, series: Series, patch_id: str, accept: bool | None =
         return doc, EXIT_OK if doc["ok"] else EXIT_PATCH_FAILED
     if not acceptable:
         doc["ok"] = False
-        doc["reason"] = (f"cannot accept {patch_id} on vllm {target.version}: it is {row['status']} there "
-                         f"({row['reason']})")
+        why = "no variant of the patch covers it" if row.get("tried_variant") else f"it is {row['status']} there"
+        doc["refused"] = f"cannot accept {patch_id} on vllm {target.version}: {why} (a review accepts drift, " \
+                         f"not a failing or uncovered patch)"
         return doc, EXIT_PATCH_FAILED
     version = str(target.version)
     entry = fingerprints.review_entry("review", by, status=row["status"], note=note, series_root=series.root)
@@ -97,6 +99,8 @@ def render_text(doc: dict) -> str:
         r = doc["review"]
         lines.append(f"accepted: vllm {doc['vllm']['version']} recorded as reviewed by {r['by']} at {r['at']}")
         lines += [f"  wrote {p}" for p in doc["changed"]] or ["  (fingerprints already recorded)"]
+    elif doc.get("refused"):
+        lines.append(doc["refused"])
     elif doc["status"] in ACCEPTABLE and doc["blocking"]:
         lines.append(f"not accepted: run `patchq review {doc['patch']} --vllm {doc['vllm']['version']} --accept` "
                      f"once the three-way view is right")
