@@ -351,16 +351,31 @@ def _one_line(stmts: Sequence[ast.AST], limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def similarity(a: Sequence[ast.AST], b: Sequence[ast.AST], renames: Mapping[str, str] | None = None) -> float:
-    """How alike two changes are, in [0, 1]: :func:`rapidfuzz.fuzz.ratio` of their canonical
-    sources (each with its own bound names renamed, ``renames`` applied to ``a``) / 100.
-    0.0 when either is empty."""
+def _inserted(base: str, text: str) -> str:
+    """What ``text`` has that ``base`` does not (inserted or replacing characters), joined."""
+    import difflib
+
+    sm = difflib.SequenceMatcher(None, base, text, autojunk=False)
+    return " ".join(text[j1:j2] for tag, _i1, _i2, j1, j2 in sm.get_opcodes() if tag in ("insert", "replace"))
+
+
+def similarity(a: Sequence[ast.AST], b: Sequence[ast.AST], renames: Mapping[str, str] | None = None,
+               base: Sequence[ast.AST] = ()) -> float:
+    """How alike two changes are, in [0, 1]: :func:`rapidfuzz.fuzz.ratio` / 100 of what each
+    adds to ``base`` (the statements both replaced; their canonical sources, each with its own
+    bound names renamed, ``renames`` applied to ``a``). Two edits of one statement that add
+    different terms are not alike because they share the old ones. 0.0 when either is empty."""
     if not a or not b:
         return 0.0
     from rapidfuzz import fuzz
 
     ta = canonical_text(a, renames, bound_names(a))
     tb = canonical_text(b, None, bound_names(b))
+    if base:
+        tbase = canonical_text(base, None, bound_names(base))
+        ta, tb = _inserted(tbase, ta), _inserted(tbase, tb)
+        if not ta.strip() or not tb.strip():
+            return 0.0
     return round(fuzz.ratio(ta, tb) / 100.0, 3)
 
 

@@ -579,6 +579,16 @@ def _added(side: Side, hs: Iterable[Hunk], other: Side) -> list[ast.AST]:
     return nodes
 
 
+def _replaced(base: Side, hs: Iterable[Hunk]) -> list[ast.AST]:
+    """The base statements the hunks replace (outermost first, each once)."""
+    nodes: list[ast.AST] = []
+    for h in sorted(hs, key=lambda h: h.i1):
+        for e in base.elems[h.i1:h.i2]:
+            if e.kind in ("stmt", "head", "def") and not any(e.node is n or _contains(n, e.node) for n in nodes):
+                nodes.append(e.node)
+    return nodes
+
+
 def _contains(outer: ast.AST, inner: ast.AST) -> bool:
     return outer is not inner and any(n is inner for n in ast.walk(outer))
 
@@ -601,7 +611,8 @@ def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: st
         near = [u for u in u_hunks if any(u.touches(p) for p in p_hunks)] or u_hunks
         mine = _added(base, p_hunks, ours)
         theirs_added = _added(base, near, theirs)
-        score = meaning.similarity(mine, theirs_added)
+        replaced = _replaced(base, [*p_hunks, *near])
+        score = meaning.similarity(mine, theirs_added, base=replaced)
         entry["score"] = score
         entry["patch_text"] = meaning.canonical_text(mine)
         entry["upstream_text"] = meaning.canonical_text(theirs_added)

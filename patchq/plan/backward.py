@@ -174,7 +174,8 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
                                threeway.Side("", ch.relpath, ch.after, "", ours_e))
         theirs = threeway._added(threeway.Side("", ch.relpath, ch.before, ""), near,
                                  threeway.Side("", t[0], t[1], "", theirs_e))
-        score = meaning.similarity(mine, theirs, renames)
+        replaced = threeway._replaced(threeway.Side("", ch.relpath, ch.before, "", base_e), [*p_h, *near])
+        score = meaning.similarity(mine, theirs, renames, base=replaced)
         if score > best[0]:
             where = ", ".join(f"{t[0]}:{theirs_e[u.j1].line}" for u in near if u.j2 > u.j1)[:120]
             best = (score, meaning.canonical_text(mine), meaning.canonical_text(theirs), where)
