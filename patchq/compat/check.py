@@ -410,14 +410,17 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
                                      recorded_fingerprints(patch, a.qualname)))
     row.reviewed = all(a.verified == str(version) for a in result.anchors)
     verdict = _threeway(patch, unverified, source, res)
+    where_moved = "; ".join(
+        f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {a.relpath}:{a.line}"
+        for a in moved)
     if verdict is not None and verdict.blocking:
         row.status, row.reason, row.blocking = verdict.status, verdict.reason, True
+        if moved:
+            row.reason = f"{where_moved}; {row.reason}"
         row.threeway = verdict.entries
     elif moved:
         row.status = MOVED
-        row.reason = "; ".join(
-            f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {a.relpath}:{a.line}"
-            for a in moved) + "; the transform applies there"
+        row.reason = where_moved + "; the transform applies there"
         if verdict is not None:
             row.threeway = verdict.entries
     elif unverified:

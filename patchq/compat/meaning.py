@@ -11,7 +11,8 @@ fix in another form. This module compares *canonical* forms, in which
   first binding (``limit`` and ``max_len`` are both ``_v0``), when the comparison is of
   a whole definition or a group of statements that binds them;
 * ``x op= y`` is ``x = x op y``, ``not a == b`` is ``a != b`` (and the other negated
-  comparisons), and ``if not c: A else: B`` is ``if c: B else: A``.
+  comparisons), ``if not c: A else: B`` is ``if c: B else: A``, keyword arguments are
+  in name order (a call without ``**``), and annotations and docstrings are left out.
 
 Two verdicts come from it:
 
@@ -86,6 +87,12 @@ class _Normalize(ast.NodeTransformer):
             if hasattr(sub, "ctx"):
                 sub.ctx = ast.Load()
         return ast.Assign(targets=[node.target], value=ast.BinOp(left=load, op=node.op, right=node.value))
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if all(k.arg is not None for k in node.keywords):  # no **kwargs: keyword order is not meaning
+            node.keywords = sorted(node.keywords, key=lambda k: k.arg or "")
+        return node
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
         self.generic_visit(node)
