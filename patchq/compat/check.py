@@ -35,11 +35,23 @@ Statuses (the rule that decides each, in this order):
     transform fails, or the result does not compile.
 ``applies``
     the transform applies and every anchored definition's fingerprint equals one recorded
-    for a verified release in ``anchors/<patch>.toml``.
+    for a verified (reviewed) release in ``anchors/<patch>.toml``.
 ``applies-drifted``
-    the transform applies and compiles but some anchored definition changed since the
-    verified releases: ``drift`` holds the unified diff of that definition's text
-    between the nearest verified release (read from patchq's release cache) and the target.
+    the transform applies and compiles, some anchored definition changed since the
+    reviewed releases, and the three-way comparison (:mod:`patchq.compat.threeway`: base
+    = the nearest reviewed release, ours = base patched, theirs = the target) proves
+    upstream's change apart from the patch's; ``drift`` holds the unified diff of that
+    definition's text between the nearest reviewed release and the target. A definition
+    with no reviewed release at all is reported here too ("no fingerprint recorded").
+``review`` (blocking)
+    the transform applies but upstream changed what the patch touches (a hunk next to the
+    patch's, a signature or name its code relies on, code its inserted jump now skips):
+    ``threeway`` holds the findings with the upstream ``path:line`` and the view; accepted
+    per release with ``patchq review``.
+``possibly-upstreamed`` (blocking)
+    upstream's change where the patch's goes is alike it but not provably the same
+    (three-way), or, for an anchor that no longer matches, the backward detection finds a
+    likeness (:mod:`patchq.compat.meaning`): both texts and the similarity.
 ``superseded``, ``interaction``, ``partially-upstreamed``
     relations between patches and generic upstream detection: see
     :mod:`patchq.compat.upstreamed` (``interaction`` and ``partially-upstreamed`` block).
@@ -85,7 +97,15 @@ JSON document ``patchq.check/1`` (``patchq check --json``)::
           "notes": ["free text"],
           "level": "source",                      # deepest level reached: null when blocking
           "relations": {"requires": [], "conflicts": [], "supersedes": [], "superseded_by": []},
-          "upstream_evidence": [{"anchor": "…", "statement": "…", "where": "path:line"}]
+          "upstream_evidence": [{"anchor": "…", "statement": "…", "where": "path:line",
+                                 "by": "identity",     # identity | meaning (added)
+                                 "score": 1.0}],       # by meaning also "evidence" (added)
+          "threeway": [{"qualname": "…", "base": "0.26.0", "base_path": "vllm/…", "base_line": 626,
+                        "path": "vllm/…", "line": 607,
+                        "findings": [{"rule": "skipped-path", "message": "…", "upstream": "path:651-655"}],
+                        "score": 0.15, "patch_text": "…", "upstream_text": "…",
+                        "view": "three-way view: the patch's and upstream's unified diffs"}],  # added
+          "reviewed": true                        # this very release reviewed for every anchor (added)
         }
       ]
     }
@@ -307,7 +327,7 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
     an ``upstreamed`` or ``absent`` variant (:func:`_classify_upstreamed`,
     :func:`_classify_absent`); else the edit variant or its trial: the relations hook
     (:func:`patchq.compat.upstreamed.classify`: superseded, interaction,
-    partially-upstreamed, generic upstream detection), else applied
+    partially-upstreamed, possibly-upstreamed, generic upstream detection), else applied
     (:func:`_classify_applied`) or failed (:func:`_classify_failure`), then the trial's and
     the upstream check's word on it (:func:`_finish_edit`).
 

@@ -14,9 +14,14 @@ The engine (:mod:`patchq.plan.engine`) decides; this module turns its outcomes i
 ``partially-upstreamed`` (blocking)
     some of the patch's edits are already in the release and some are not: the reason
     names which, with ``file:line`` evidence.
+``possibly-upstreamed`` (blocking)
+    an anchor no longer matches and the backward detection finds upstream's change alike
+    the patch's, not provably the same (:mod:`patchq.compat.meaning`): both texts.
 ``upstreamed`` from generic detection (not blocking)
-    every edit's added statements are already in the release (or, backwards, the
-    release's definition equals what the patch produced on its last verified release).
+    every edit's added statements are already in the release, by statement or by meaning
+    (:func:`by_meaning`, the engine's hook), or, backwards, the release's definition
+    equals what the patch produced on its last verified release (also up to local names,
+    helper names and equivalent constructs).
 
 Every row also gets ``relations`` (``requires``, ``conflicts``, ``supersedes`` as
 declared, and ``superseded_by``: the profile's patches that declare ``supersedes`` it)
@@ -124,7 +129,7 @@ def depends_on_others(rows: Iterable) -> bool:
 # upstream by meaning (forwards): the engine's hook after statement identity
 
 
-def _helper_candidates(ws, relpath: str, pristine) -> list[tuple[object, str]]:
+def _helper_candidates(ws, relpath: str, pristine) -> list:
     """The release's definitions a patch helper may equal: the edited definition's members
     and the module's top-level definitions (pristine), each with ``path:line``."""
     import ast
@@ -132,7 +137,7 @@ def _helper_candidates(ws, relpath: str, pristine) -> list[tuple[object, str]]:
     from patchq.compat import threeway
     from patchq.plan.survival import member_names
 
-    out = [(n, f"{relpath}:{n.lineno}") for defs in member_names(pristine).values() for n in defs]
+    out = [(n, f"{relpath}:{getattr(n, 'lineno', 0)}") for defs in member_names(pristine).values() for n in defs]
     tree = threeway._module_tree(ws.pristine_text.get(relpath, ""))
     if tree is not None:
         out += [(n, f"{relpath}:{n.lineno}") for n in tree.body
@@ -171,7 +176,8 @@ def by_meaning(ws, changes) -> None:
         nodes = meaning.added_nodes(ch.after, keys)
         if not nodes:
             continue
-        helpers = [n for n in nodes if getattr(n, "name", None) and any(i.member == n.name for i in ch.added)]
+        names = {i.member for i in ch.added if i.member}
+        helpers = [n for n in nodes if getattr(n, "name", None) in names]
         helpers += _module_helpers(ws, ch.relpath)
         renames = meaning.helper_renames(helpers, _helper_candidates(ws, ch.relpath, pristine)) if helpers else {}
         evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in renames.items()]

@@ -107,9 +107,9 @@ def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:
         rest = ", ".join(dict.fromkeys(c.anchor for c in changes if not c.is_upstream))
         return "partially-upstreamed", (f"partially upstreamed in vllm {source.version}: {evidence}; "
                                         f"not upstream: {rest}")
-    found = _by_meaning(patch, ref_plan, changes, targets, source, ws, ref_version)
-    if found is not None:
-        return found
+    by_meaning = _by_meaning(patch, ref_plan, changes, targets, source, ws, str(ref_version))
+    if by_meaning is not None:
+        return by_meaning
     return "not-upstreamed", (f"generic upstream detection cannot prove {patch.id}'s change (as made on verified "
                               f"vllm {ref_version}) present in vllm {source.version}")
 

@@ -60,7 +60,8 @@ def test_upstream_rebinding_a_name_the_patch_reads():
 
 
 def test_comprehension_variables_are_not_the_functions_names():
-    theirs = BASE.replace("    lcm = max(sizes)\n    log(sizes)\n", "    lcm = max(sizes)\n    log([g for g in sizes])\n")
+    theirs = BASE.replace("    lcm = max(sizes)\n    log(sizes)\n",
+                          "    lcm = max(sizes)\n    log([g for g in sizes])\n")
     ours = BASE.replace("    dcp = cfg.dcp\n", "    dcp = cfg.dcp\n    first = [g.size for g in groups][:1]\n")
     assert rules(BASE, ours, theirs) == []
 

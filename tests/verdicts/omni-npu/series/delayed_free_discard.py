@@ -15,7 +15,8 @@ from patchq.series import patch, variant
 
 def discard_after_free(free_blocks, found, ctx):
     (freed,) = found
-    return edits.insert_after(free_blocks, freed, edits.stmts("self.delayed_free_req_ids.discard(request.request_id)\n"))
+    discard = edits.stmts("self.delayed_free_req_ids.discard(request.request_id)\n")
+    return edits.insert_after(free_blocks, freed, discard)
 
 
 PATCH = patch(
