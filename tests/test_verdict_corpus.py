@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "verdicts"))
-import corpus  # noqa: E402
+import verdict_corpus as corpus  # noqa: E402
 
 pytestmark = pytest.mark.wheel
 

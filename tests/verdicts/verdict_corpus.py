@@ -17,7 +17,7 @@ A **false apply** is a non-blocking verdict where the truth is ``review``, ``ups
 or ``conflict`` (applying would drop or duplicate upstream behaviour); a **false
 conflict** is a blocking verdict where the truth is ``apply``.
 
-``python tests/verdicts/corpus.py`` prints the per-stack tables and per-cell tables in
+``python tests/verdicts/verdict_corpus.py`` prints the per-stack tables and per-cell tables in
 Markdown (what ``docs/verdicts.md`` holds).
 """
 
