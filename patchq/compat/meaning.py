@@ -411,3 +411,17 @@ def reads_outside(defn: ast.AST, group: Sequence[ast.AST]) -> set[str]:
     inside = {id(n) for g in group for n in ast.walk(g)}
     return {n.id for n in ast.walk(defn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and id(n) not in inside}
+
+
+def used_by(renames: Mapping[str, tuple[str, str]], group: Sequence[ast.AST]) -> dict[str, tuple[str, str]]:
+    """The helper renames whose patch helper the ``group`` (the patch's other added code)
+    calls or reads: a helper nothing of the patch uses may be a hook the framework calls by
+    its name, and another name is then not the same behaviour."""
+    used = set()
+    for node in group:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                used.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                used.add(n.attr)
+    return {a: b for a, b in renames.items() if a in used}

@@ -180,18 +180,19 @@ def by_meaning(ws, changes) -> None:
         helpers = [n for n in nodes if getattr(n, "name", None) in names]
         helpers += _module_helpers(ws, ch.relpath)
         renames = meaning.helper_renames(helpers, _helper_candidates(ws, ch.relpath, pristine)) if helpers else {}
-        evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in renames.items()]
         group = [n for n in nodes if getattr(n, "name", None) not in renames]
-        if group:
-            after = ch.after
-            match = meaning.group_found(group, pristine, ch.relpath, {a: b for a, (b, _) in renames.items()},
-                                        keep=lambda a=after, g=group: meaning.reads_outside(a, g),
-                                        group_root=after)
-            if match is None:
-                continue
-            evidence.append(f"{match.what} ({match.where})")
-            where = match.where
-        else:
-            where = next(iter(renames.values()))[1]
+        renames = meaning.used_by(renames, group)  # a helper only a framework calls is no evidence
+        group = [n for n in nodes if getattr(n, "name", None) not in renames]
+        if not group:
+            continue
+        evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in renames.items()]
+        after = ch.after
+        match = meaning.group_found(group, pristine, ch.relpath, {a: b for a, (b, _) in renames.items()},
+                                    keep=lambda a=after, g=group: meaning.reads_outside(a, g),
+                                    group_root=after)
+        if match is None:
+            continue
+        evidence.append(f"{match.what} ({match.where})")
+        where = match.where
         ch.upstream = [(item, where) for item in ch.added]
         ch.meaning = evidence

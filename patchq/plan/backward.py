@@ -142,6 +142,10 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
     for (_, _), (t_rel, t_node) in targets.items():
         cands += _helper_candidates(ws, t_rel, t_node)
     found_renames = meaning.helper_renames(helpers, cands)
+    patch_code = [n for ch in changes if ch.after is not None
+                  for n in meaning.added_nodes(ch.after, {i.key for i in ch.added})
+                  if getattr(n, "name", None) not in found_renames]
+    found_renames = meaning.used_by(found_renames, patch_code)  # a helper only a framework calls is no evidence
     renames = {a: b for a, (b, _) in found_renames.items()}
     evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in found_renames.items()]
     same = []

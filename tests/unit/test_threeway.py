@@ -145,3 +145,19 @@ def test_similarity_compares_what_each_change_adds():
     alike = stmts("return (a or b) or self.delayed_frees()")
     assert meaning.similarity(ours, alike, base=base) >= meaning.POSSIBLE
     assert meaning.similarity(ours, theirs, base=base) < meaning.POSSIBLE
+
+
+def test_a_helper_counts_only_when_the_patch_calls_it():
+    renames = {"_merge": ("_union_ids", "m.py:1"), "maybe_update_config": ("_hook", "m.py:9")}
+    group = stmts("ids = self._merge(a, b)")
+    assert meaning.used_by(renames, group) == {"_merge": ("_union_ids", "m.py:1")}
+
+
+def test_upstream_merging_the_same_name_in_another_form_is_not_apart():
+    base = BASE.replace("    sizes = [g.size for g in groups]\n",
+                        "    sizes = [g.size for g in groups]\n    stop = cfg.stop\n")
+    ours = base.replace("    stop = cfg.stop\n",
+                        "    stop = cfg.stop\n    stop = list(set(stop) | set(cfg.defaults))\n")
+    theirs = base.replace("    log(sizes)\n",
+                          "    log(sizes)\n    stop = list(dict.fromkeys([*stop, *cfg.defaults]))\n")
+    assert rules(base, ours, theirs) == ["names"]  # the dict.fromkeys merge of the issue: blocking
