@@ -25,7 +25,8 @@ only when none of these holds (:func:`findings`), each rule naming the upstream 
     a name the patch's change reads or writes is written by upstream's change, or a name
     the patch writes is read by it (bare names per enclosing function, attribute chains
     like ``self.x`` across the definition; a subscript store or a mutating method call,
-    ``x.append(...)``, writes ``x``);
+    ``x.append(...)``, writes ``x``); a hunk that only renames locals the patch does not
+    use (:func:`renamed_locals`) keeps the meaning and is not a finding;
 ``module-name``
     a module-level name the patch's added code reads (an import, a helper's signature, a
     constant) is bound differently in the target's module than in the base's;
@@ -43,6 +44,7 @@ release trees and the patch.
 from __future__ import annotations
 
 import ast
+import copy
 import difflib
 import functools
 import textwrap
@@ -356,6 +358,37 @@ def _clash(reads: set, writes: set) -> set:
     return out
 
 
+class _Blank(ast.NodeTransformer):
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.Name(id="_", ctx=node.ctx)
+
+
+def _shape_nodes(e: Elem) -> list[ast.AST]:
+    return [e.node] if e.kind == "stmt" else _header_nodes(e.node) if e.kind in ("head", "def") else []
+
+
+def renamed_locals(base: Sequence[Elem], theirs: Sequence[Elem], u: Hunk) -> dict[str, str] | None:
+    """old -> new names when upstream's hunk only renames plain names (same statements with
+    every name blanked, one new name per old one), else None."""
+    if u.i2 - u.i1 != u.j2 - u.j1 or u.i2 == u.i1:
+        return None
+    out: dict[str, str] = {}
+    for a, b in zip(base[u.i1:u.i2], theirs[u.j1:u.j2], strict=False):
+        if a.kind != b.kind:
+            return None
+        na, nb = _shape_nodes(a), _shape_nodes(b)
+        blank = _Blank()
+        dump = [ast.dump(blank.visit(copy.deepcopy(n)), include_attributes=False) for n in na]
+        if dump != [ast.dump(blank.visit(copy.deepcopy(n)), include_attributes=False) for n in nb]:
+            return None
+        for x, y in zip(na, nb, strict=False):
+            for m, n in zip(ast.walk(x), ast.walk(y), strict=False):
+                if isinstance(m, ast.Name) and isinstance(n, ast.Name) and m.id != n.id:
+                    if out.setdefault(m.id, n.id) != n.id:
+                        return None
+    return out or None
+
+
 def _enclosing(elems: Sequence[Elem], pos: int, kinds) -> list[int]:
     """Indices of elements of ``kinds`` whose extent holds base position ``pos``."""
     return [i for i, e in enumerate(elems) if isinstance(e.node, kinds) and e.kind in ("def", "head")
@@ -401,6 +434,9 @@ def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str
         for u in u_hunks:
             if u.touches(p):
                 continue  # already an overlap
+            renamed = renamed_locals(base.elems, theirs.elems, u)
+            if renamed and not ({r.split("::")[-1] for r in p_reads | p_writes} & set(renamed)):
+                continue  # upstream only renamed locals the patch does not use: same meaning
             u_reads, u_writes = _names_of(base.elems, u.i1, u.i2)
             t_reads, t_writes = _names_of(theirs.elems, u.j1, u.j2)
             u_reads |= t_reads

@@ -161,3 +161,12 @@ def test_upstream_merging_the_same_name_in_another_form_is_not_apart():
     theirs = base.replace("    log(sizes)\n",
                           "    log(sizes)\n    stop = list(dict.fromkeys([*stop, *cfg.defaults]))\n")
     assert rules(base, ours, theirs) == ["names"]  # the dict.fromkeys merge of the issue: blocking
+
+
+def test_a_local_renamed_away_from_the_patch_keeps_the_meaning():
+    ours = BASE.replace("    lcm = max(sizes)\n", "    lcm = max(sizes)\n    lcm = lcm * dcp\n")
+    theirs = BASE.replace("    sizes = [g.size for g in groups]\n", "    per_group = [g.size for g in groups]\n") \
+        .replace("    lcm = max(sizes)\n", "    lcm = max(per_group)\n")
+    # the rename rewrites `lcm = max(...)` (which the patch's lcm reads) next to nothing else
+    found = rules(BASE, ours, theirs)
+    assert "names" not in found
