@@ -698,8 +698,9 @@ def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSourc
         theirs_text = target_text(relpath) or ""
         base = _side(base_v, a.relpath, base_text, qualname)
         ours = _side(base_v, a.relpath, ours_text, qualname)
-        label = str(target.version) if target.kind in ("release", "installed") else f"{target.version} {target.kind}"
-        theirs = _side(label, relpath, theirs_text, qualname)
+        target_label = str(target.version) if target.kind in ("release", "installed") else \
+            f"{target.version} {target.kind}"
+        theirs = _side(target_label, relpath, theirs_text, qualname)
         if base is None or ours is None or theirs is None:
             problems.append(f"{qualname} is not defined once on both sides: no three-way view")
             continue
