@@ -8,6 +8,7 @@ prints the medians and the ratio new / old. The old tree is a ``git archive`` of
 directory and put first on ``PYTHONPATH``.
 
     python bench/verdicts.py --base 092239c --releases 0.26.0,0.33.0 --rounds 7
+    python bench/verdicts.py --series tests/drift/series-0.23/series --releases 0.24.0,0.26.0 --rounds 5
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ def unpack(commit: str, dest: Path) -> Path:
     return dest / "tree"
 
 
-def once(tree: Path, version: str, profile: str) -> float:
+def once(tree: Path, version: str, profile: str, series: str | None = None) -> float:
     env = dict(os.environ, PYTHONPATH=str(tree))
+    extra = ["--series", series] if series else []
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "patchq", "check", "--profile", profile, "--vllm", version,
-                          "--json"], cwd=tree, env=env, capture_output=True, text=True)
+                          "--json", *extra], cwd=tree, env=env, capture_output=True, text=True)
     took = time.perf_counter() - t
     if out.returncode not in (0, 1):
         raise SystemExit(f"{tree}: exit {out.returncode}: {out.stderr[-400:]}")
@@ -52,16 +54,19 @@ def main() -> int:
     ap.add_argument("--releases", default="0.26.0,0.33.0")
     ap.add_argument("--profile", default="dense")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--series", help="another series directory (e.g. tests/drift/series-0.23/series: drifted "
+                                     "releases, where the three-way comparison runs)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         old = unpack(args.base, Path(tmp))
         for v in args.releases.split(","):
-            once(REPO, v, args.profile)  # warm: fetch, index, plan caches
-            once(old, v, args.profile)
+            series = str(Path(args.series).resolve()) if args.series else None
+            once(REPO, v, args.profile, series)  # warm: fetch, index, plan caches
+            once(old, v, args.profile, series)
             times: dict[str, list[float]] = {"old": [], "new": []}
             for _ in range(args.rounds):
-                times["old"].append(once(old, v, args.profile))
-                times["new"].append(once(REPO, v, args.profile))
+                times["old"].append(once(old, v, args.profile, series))
+                times["new"].append(once(REPO, v, args.profile, series))
             mo, mn = statistics.median(times["old"]), statistics.median(times["new"])
             print(f"vllm {v}: check --profile {args.profile}: old {mo:.3f} s, new {mn:.3f} s (medians of "
                   f"{args.rounds}, interleaved): ratio {mn / mo:.3f}")

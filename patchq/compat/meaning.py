@@ -233,7 +233,18 @@ def helper_renames(added: Iterable[ast.AST], candidates: Iterable[tuple[ast.AST,
 def same_definition(ours: ast.AST, theirs: ast.AST, renames: Mapping[str, str] | None = None) -> bool:
     """True when two definitions are the same code up to local names, helper ``renames``
     and the constructs of the module docstring (docstrings aside)."""
+    if _statements(ours) != _statements(theirs):  # a cheap necessary condition first
+        return False
     return canonical([ours], renames, _local_names(ours)) == canonical([theirs], None, _local_names(theirs))
+
+
+def _statements(node: ast.AST) -> int:
+    """Statements under ``node``, docstrings not counted (what :func:`canonical` keeps)."""
+    return sum(1 for n in ast.walk(node) if isinstance(n, ast.stmt) and not _is_doc(n))
+
+
+def _is_doc(n: ast.AST) -> bool:
+    return isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
 
 
 def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
@@ -359,11 +370,13 @@ def _one_line(stmts: Sequence[ast.AST], limit: int = 80) -> str:
 
 
 def _inserted(base: str, text: str) -> str:
-    """What ``text`` has that ``base`` does not (inserted or replacing characters), joined."""
+    """What ``text`` has that ``base`` does not (inserted or replacing tokens), joined."""
     import difflib
+    import re
 
-    sm = difflib.SequenceMatcher(None, base, text, autojunk=False)
-    return " ".join(text[j1:j2] for tag, _i1, _i2, j1, j2 in sm.get_opcodes() if tag in ("insert", "replace"))
+    a, b = re.findall(r"\w+|\S", base), re.findall(r"\w+|\S", text)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return " ".join(" ".join(b[j1:j2]) for tag, _i1, _i2, j1, j2 in sm.get_opcodes() if tag in ("insert", "replace"))
 
 
 def similarity(a: Sequence[ast.AST], b: Sequence[ast.AST], renames: Mapping[str, str] | None = None,

@@ -97,8 +97,22 @@ class Elem:
     end: int
     scope: str
     stop: int = 0
-    reads: frozenset = frozenset()
-    writes: frozenset = frozenset()
+    #: (nodes the names come from, their scope): reads/writes are computed on first use
+    names_from: tuple = ()
+    _names: tuple | None = None
+
+    @property
+    def reads(self) -> frozenset:
+        return self._rw()[0]
+
+    @property
+    def writes(self) -> frozenset:
+        return self._rw()[1]
+
+    def _rw(self) -> tuple:
+        if self._names is None:
+            self._names = _names(*self.names_from) if self.names_from else (frozenset(), frozenset())
+        return self._names
 
     @property
     def code(self) -> str:
@@ -220,7 +234,6 @@ def flatten(defn: ast.AST) -> list[Elem]:
     out: list[Elem] = []
 
     def add(kind: str, depth: int, node: ast.AST, key: int, scope: str, names_of: list[ast.AST], inner: str) -> int:
-        reads, writes = _names(names_of, inner)
         line = getattr(node, "lineno", 0) if isinstance(node, ast.AST) else 0
         end = getattr(node, "end_lineno", line) if isinstance(node, ast.AST) else line
         if kind in ("def", "head"):
@@ -229,7 +242,8 @@ def flatten(defn: ast.AST) -> list[Elem]:
                 end = line  # a header's own lines: up to its first body statement
                 first = body[0]
                 end = max(line, getattr(first, "lineno", line) - 1)
-        out.append(Elem(hash((kind, depth, key)), kind, depth, node, line, end, scope, reads=reads, writes=writes))
+        out.append(Elem(hash((kind, depth, key)), kind, depth, node, line, end, scope,
+                        names_from=(tuple(names_of), inner) if names_of else ()))
         return len(out) - 1
 
     def walk_block(stmts: list, depth: int, scope: str) -> None:
@@ -604,14 +618,26 @@ def view(base: Side, ours: Side, theirs: Side, qualname: str) -> str:
             + "== upstream's change (base -> theirs)\n" + upstream)
 
 
-def _added(side: Side, hs: Iterable[Hunk], other: Side) -> list[ast.AST]:
-    """Statements ``other`` has in place of ``side``'s elements in the hunks (top ones)."""
+def _tops(elems: Sequence[Elem], lo: int, hi: int) -> list[ast.AST]:
+    """The outermost statements among elements ``[lo, hi)`` (an element's extent, ``stop``,
+    skips its descendants: linear, no tree walks)."""
     nodes: list[ast.AST] = []
-    for h in hs:
-        for e in other.elems[h.j1:h.j2]:
-            if e.kind == "stmt" or e.kind in ("head", "def"):
-                if not any(e.node is n or _contains(n, e.node) for n in nodes):
-                    nodes.append(e.node)
+    i = lo
+    while i < hi:
+        e = elems[i]
+        if e.kind in ("stmt", "head", "def"):
+            nodes.append(e.node)
+            i = max(e.stop, i + 1)
+        else:
+            i += 1
+    return nodes
+
+
+def _added(side: Side, hs: Iterable[Hunk], other: Side) -> list[ast.AST]:
+    """Statements ``other`` has in place of ``side``'s elements in the hunks (outermost ones)."""
+    nodes: list[ast.AST] = []
+    for h in sorted(hs, key=lambda h: h.j1):
+        nodes += [n for n in _tops(other.elems, h.j1, h.j2) if not any(n is m for m in nodes)]
     return nodes
 
 
@@ -619,14 +645,8 @@ def _replaced(base: Side, hs: Iterable[Hunk]) -> list[ast.AST]:
     """The base statements the hunks replace (outermost first, each once)."""
     nodes: list[ast.AST] = []
     for h in sorted(hs, key=lambda h: h.i1):
-        for e in base.elems[h.i1:h.i2]:
-            if e.kind in ("stmt", "head", "def") and not any(e.node is n or _contains(n, e.node) for n in nodes):
-                nodes.append(e.node)
+        nodes += [n for n in _tops(base.elems, h.i1, h.i2) if not any(n is m for m in nodes)]
     return nodes
-
-
-def _contains(outer: ast.AST, inner: ast.AST) -> bool:
-    return outer is not inner and any(n is inner for n in ast.walk(outer))
 
 
 def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: str, theirs_module: str) -> dict:

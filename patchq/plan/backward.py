@@ -158,6 +158,13 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
                               f"verified vllm {ref_version}, up to local names, helper names and equivalent "
                               f"constructs" + (f"; {'; '.join(evidence)}" if evidence else ""))
     hits, best = [], (0.0, "", "", "")
+    flats: dict[int, list] = {}
+
+    def flat(node: ast.AST) -> list:  # edits of one definition share its before and target
+        if id(node) not in flats:
+            flats[id(node)] = threeway.flatten(node)
+        return flats[id(node)]
+
     for ch in changes:
         t = targets.get((ch.relpath, ch.qualname))
         if t is None or ch.after is None or ch.before is None:
@@ -170,7 +177,7 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
             hits.append(f"{ch.anchor}: {match.what} ({match.where})")
             continue
         # how alike upstream's change (base -> target) is to the patch's (base -> ours)
-        base_e, ours_e, theirs_e = (threeway.flatten(n) for n in (ch.before, ch.after, t[1]))
+        base_e, ours_e, theirs_e = (flat(n) for n in (ch.before, ch.after, t[1]))
         p_h = threeway.hunks(base_e, ours_e)
         u_h = threeway.hunks(base_e, theirs_e)
         near = [u for u in u_h if any(u.touches(p) for p in p_h)] or u_h
