@@ -470,7 +470,9 @@ def _threeway(patch: Patch, unverified: list[engine.AnchorResult], source: CodeS
     if not drifted:
         return None
     known = {q: list(recorded_fingerprints(patch, q)) for _, q in drifted}
-    return threeway.classify(patch, drifted, source, res.text, known)
+    ws = res.ws
+    node = (lambda rel, q: ws.pristine_node(rel, q)) if ws is not None else None
+    return threeway.classify(patch, drifted, source, res.text, known, node)
 
 
 def _finish_edit(row: PatchCheck, patch: Patch, result: engine.PatchResult, tried: Variant | None,

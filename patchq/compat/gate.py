@@ -47,7 +47,8 @@ def review(plan: planned.Plan, patches: Iterable[Patch]) -> None:
         if not drifted:
             continue
         known = {q: list(recorded_fingerprints(patch, q)) for _, q in drifted}
-        verdict = threeway.classify(patch, drifted, plan.source, text, known)
+        node = (lambda rel, q: ws.pristine_node(rel, q)) if ws is not None else None
+        verdict = threeway.classify(patch, drifted, plan.source, text, known, node)
         if verdict.blocking:
             r.status, r.failure, r.reason = planned.FAILED, verdict.status, verdict.reason
             r.failed_anchor = next((a.anchor for a in r.anchors if (a.relpath, a.qualname) == drifted[0]), "")

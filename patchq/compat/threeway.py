@@ -596,12 +596,18 @@ def _base_plan(patch: Patch, variant_label: str, version: str):
     return _BASE_PLANS[key]
 
 
-def _side(version: str, relpath: str, text: str, qualname: str) -> Side | None:
-    found = (definitions.text_index(text) or {}).get(qualname) or []
-    if len(found) != 1:
-        return None
-    d = definitions.definition_from(text, relpath, found[0])
-    return Side(version, relpath, d.node, d.text, flatten(d.node))
+def _side(version: str, relpath: str, text: str, qualname: str, node: ast.AST | None = None) -> Side | None:
+    """One side: the definition ``qualname`` of ``text`` (``node``: its :mod:`ast` with the
+    file's line numbers when the caller has it; else the text is indexed here)."""
+    if node is None:
+        found = (definitions.text_index(text) or {}).get(qualname) or []
+        if len(found) != 1:
+            return None
+        d = definitions.definition_from(text, relpath, found[0])
+        return Side(version, relpath, d.node, d.text, flatten(d.node))
+    first = min([getattr(node, "lineno", 1)] + [x.lineno for x in getattr(node, "decorator_list", [])])
+    lines = definitions.split_lines(text)
+    return Side(version, relpath, node, "".join(lines[first - 1:getattr(node, "end_lineno", first)]), flatten(node))
 
 
 def view(base: Side, ours: Side, theirs: Side, qualname: str) -> str:
@@ -676,12 +682,14 @@ def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: st
 
 
 def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSource, target_text,
-             known: Mapping[str, Iterable[str]]) -> Verdict:
+             known: Mapping[str, Iterable[str]], target_node=None) -> Verdict:
     """The three-way verdict for ``patch``'s drifted definitions on ``target``.
 
     Args:
         drifted: (relpath, qualname) of each drifted definition on the target.
         target_text: relpath -> the target's pristine text.
+        target_node: (relpath, qualname) -> the target's pristine :mod:`ast` definition
+            (file line numbers) or None; default: the text is indexed here.
         known: qualname -> releases recorded as reviewed for it.
     Returns:
         A :class:`Verdict`; ``review`` (with the reason) when any definition has no
@@ -716,11 +724,15 @@ def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSourc
         base_text = plan.pristine.get(a.relpath) or plan.source.read_text(a.relpath) or ""
         ours_text = plan.patched.get(a.relpath, base_text)
         theirs_text = target_text(relpath) or ""
-        base = _side(base_v, a.relpath, base_text, qualname)
-        ours = _side(base_v, a.relpath, ours_text, qualname)
+        ws = plan.workspace
+        base = _side(base_v, a.relpath, base_text, qualname,
+                     ws.pristine_node(a.relpath, qualname) if ws is not None else None)
+        ours = _side(base_v, a.relpath, ours_text, qualname,
+                     ws.current_node(a.relpath, qualname) if ws is not None else None)
         target_label = str(target.version) if target.kind in ("release", "installed") else \
             f"{target.version} {target.kind}"
-        theirs = _side(target_label, relpath, theirs_text, qualname)
+        theirs = _side(target_label, relpath, theirs_text, qualname,
+                       target_node(relpath, qualname) if target_node is not None else None)
         if base is None or ours is None or theirs is None:
             problems.append(f"{qualname} is not defined once on both sides: no three-way view")
             continue
