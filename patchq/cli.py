@@ -458,16 +458,45 @@ def new_cmd(
 @app.command("fingerprint")
 def fingerprint_cmd(
     patch: list[str] = PatchOpt,
-    releases: str | None = opt(None, "--releases", metavar="SPEC", help="list (downloaded once) or range among the "
-                                           "cached releases (default: every cached release)"),
+    releases: str | None = opt(None, "--releases", metavar="SPEC", help="an explicit list records those releases "
+                                           "(downloaded once); a range refreshes the recorded releases in it "
+                                           "(default: every recorded release)"),
     check: bool = typer.Option(False, "--check", help="write nothing; exit 1 when a file is out of date"),
+    by: str | None = opt(None, "--by", metavar="NAME", help="who names the releases (default: $PATCHQ_REVIEWER, "
+                                                            "git user.name)"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Record each anchor's fingerprint on the releases (inside its patch's range) where it verifies."""
+    """Record each anchor's fingerprint on the releases someone named (refresh the recorded ones by default)."""
     from patchq.commands import fingerprint as cmd
 
-    doc, code = cmd.run(_series(series_dir), patch, releases, check)
+    doc, code = cmd.run(_series(series_dir), patch, releases, check, by=by)
+    _finish(doc, code, as_json, cmd.render_text)
+
+
+@app.command("review", cls=_Command)
+def review_cmd(
+    patch_id: str = typer.Argument(..., metavar="PATCH", help="the patch to review"),
+    vllm: str | None = opt(None, "--vllm", help="the release to review (a release from PyPI, cached)",
+                           metavar="VERSION"),
+    source: str | None = opt(None, "--source", help="a vLLM source tree instead", metavar="DIR"),
+    as_version: str | None = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION"),
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    accept: bool = typer.Option(False, "--accept", help="record the release as reviewed (no prompt)"),
+    by: str | None = opt(None, "--by", metavar="NAME", help="who reviews (default: $PATCHQ_REVIEWER, git user.name)"),
+    note: str = typer.Option("", "--note", help="a note kept with the review"),
+    series_dir: str | None = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Show a patch's three-way view on a release; on acceptance record it as reviewed."""
+    from patchq.commands import review as cmd
+    from patchq.compat.check import target_for
+
+    target = target_for(vllm, source, as_version, site_packages, python)
+    ask = None if (accept or as_json) else cmd.prompt
+    doc, code = cmd.run(target, _series(series_dir), patch_id, accept=True if accept else None, by=by,
+                        note=note, ask=ask)
     _finish(doc, code, as_json, cmd.render_text)
 
 

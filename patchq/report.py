@@ -141,7 +141,24 @@ def check_text(doc: dict, show_diffs: bool = True) -> str:
     if counts:
         out.append(f"{len(doc['patches'])} patch(es): {counts}")
     drift = drift_text(doc, show_diffs)
-    return "\n".join(out) + ("\n" + drift if drift else "")
+    views = threeway_text(doc) if show_diffs else ""
+    return "\n".join(out) + ("\n" + drift if drift else "") + ("\n" + views if views else "")
+
+
+def threeway_text(doc: dict) -> str:
+    """The three-way views of blocking drift (``review``, ``possibly-upstreamed``): per
+    definition its findings (rule, upstream ``path:line``) and the two diffs."""
+    parts = []
+    for p in doc["patches"]:
+        for e in p.get("threeway") or []:
+            if not e.get("findings"):
+                continue
+            lines = [f"{p['id']}: {p['status']}: {e['qualname']}"]
+            lines += [f"  [{f['rule']}] {f['upstream']}: {f['message']}" for f in e["findings"]]
+            if e.get("score") is not None:
+                lines.append(f"  similarity of upstream's change to the patch's: {e['score']:.2f}")
+            parts.append("\n".join(lines) + "\n" + e.get("view", ""))
+    return "".join(parts)
 
 
 # -- apply, revert, run ------------------------------------------------------------

@@ -154,7 +154,7 @@ def test_cli_check_vllm_0_33_dense_exits_0(cli):
     assert doc["counts"] == {"applies": 4, "upstreamed": 1}
     keys = {"id", "hash", "status", "reason", "blocking", "variant", "variant_kind", "tried_variant",
             "confirmed", "anchors", "upstream_check", "drift", "notes", "level",
-            "relations", "upstream_evidence"}
+            "relations", "upstream_evidence", "threeway", "reviewed"}  # threeway, reviewed: added fields
     assert all(set(p) == keys for p in doc["patches"])
 
 
@@ -174,14 +174,16 @@ FROZEN_EXPECT = {
     "0.15.1": {
         "fla-shmem": ("applies", False, "vllm/model_executor/layers/fla/ops/utils.py"),
         "prefix-align": ("not-applicable", False, None),  # applies >=0.20.2
-        # no variant below 0.20.2: the nearest one applies, but INCConfig differs from 0.23.0
-        "inc-hybrid-fp8": ("applies-drifted", True, "vllm/model_executor/layers/quantization/inc.py"),
+        # no variant below 0.20.2: the nearest one applies, but INCConfig differs from 0.23.0 where
+        # the patch edits it (three-way: review)
+        "inc-hybrid-fp8": ("review", True, "vllm/model_executor/layers/quantization/inc.py"),
         "int8-lmhead": ("not-applicable", False, None),  # applies >=0.17.1
     },
     "0.24.0": {
         "fla-shmem": ("applies", False, "vllm/model_executor/layers/fla/ops/utils.py"),
-        # TEXT-FAIL(AST-OK): re-indented into an if-branch; the transform still applies
-        "unify-kv-page": ("applies-drifted", True, "vllm/v1/core/kv_cache_utils.py"),
+        # TEXT-FAIL(AST-OK): re-indented into an if-branch; the transform still applies, but the
+        # re-indent touches the patch's insertion point (three-way): review
+        "unify-kv-page": ("review", True, "vllm/v1/core/kv_cache_utils.py"),
         "prefix-align": ("applies", True, "vllm/v1/core/kv_cache_utils.py"),  # no variant >=0.24
         # quantization/inc.py -> inc/ package; check_quantized branches gone
         "inc-hybrid-fp8": ("conflict", True, "vllm/model_executor/layers/quantization/inc/inc.py"),
@@ -189,14 +191,17 @@ FROZEN_EXPECT = {
     },
     "0.26.0": {
         "fla-shmem": ("moved", True, "vllm/third_party/flash_linear_attention/ops/utils.py"),
-        "unify-kv-page": ("applies-drifted", True, "vllm/v1/core/kv_cache_utils.py"),
-        "prefix-align": ("applies-drifted", True, "vllm/v1/core/kv_cache_utils.py"),  # DCP edits elsewhere
+        # upstream's new mamba branch next to the patch's insertion (three-way): review
+        "unify-kv-page": ("review", True, "vllm/v1/core/kv_cache_utils.py"),
+        # DCP edits elsewhere: the three-way comparison proves them apart
+        "prefix-align": ("applies-drifted", True, "vllm/v1/core/kv_cache_utils.py"),
         "inc-hybrid-fp8": ("conflict", True, "vllm/model_executor/layers/quantization/inc/inc.py"),
         "int8-lmhead": ("conflict", True, "vllm/model_executor/layers/logits_processor.py"),  # _apply_head
     },
     "0.33.0": {
         "fla-shmem": ("moved", True, "vllm/third_party/flash_linear_attention/ops/utils.py"),
-        "unify-kv-page": ("moved", True, "vllm/v1/core/kv_cache_planning.py"),
+        # moved to kv_cache_planning, with 0.26.0's mamba branch next to the insertion: review
+        "unify-kv-page": ("review", True, "vllm/v1/core/kv_cache_planning.py"),
         "prefix-align": ("conflict", True, "vllm/v1/core/kv_cache_utils.py"),  # rewritten at 0.28.0
         "inc-hybrid-fp8": ("conflict", True, "vllm/model_executor/layers/quantization/inc/inc.py"),
         "int8-lmhead": ("conflict", True, "vllm/model_executor/layers/logits_processor.py"),
@@ -221,7 +226,13 @@ def test_frozen_0_23_series_before_upgrade(version):
 def test_frozen_reasons_and_drift_diff():
     rows = run_check("0.24.0", FROZEN)
     unify = rows["unify-kv-page"]
-    assert "unify_kv_cache_spec_page_size (vllm/v1/core/kv_cache_utils.py:1049) changed since verified vllm 0.23.0" in unify.reason
+    assert ("upstream changed what this patch touches: upstream changed vllm/v1/core/kv_cache_utils.py:1081-1097"
+            in unify.reason)
+    (entry,) = unify.threeway
+    assert (entry["base"], entry["base_path"], entry["base_line"], entry["path"], entry["line"]) == (
+        "0.23.0", "vllm/v1/core/kv_cache_utils.py", 1029, "vllm/v1/core/kv_cache_utils.py", 1049)
+    assert [f["rule"] for f in entry["findings"]] == ["overlap"]
+    assert "+            if new_spec.page_size_bytes != max_page_size:" in entry["view"]
     (drift,) = unify.drift
     assert (drift["base"], drift["base_path"], drift["base_line"], drift["line"]) == (
         "0.23.0", "vllm/v1/core/kv_cache_utils.py", 1029, 1049)
@@ -238,7 +249,7 @@ def test_frozen_reasons_and_drift_diff():
     rows = run_check("0.33.0", FROZEN)
     unify = rows["unify-kv-page"]
     assert ("unify_kv_cache_spec_page_size is not in vllm.v1.core.kv_cache_utils any more: found in "
-            "vllm/v1/core/kv_cache_planning.py:346; the transform applies there") in unify.reason
+            "vllm/v1/core/kv_cache_planning.py:346") in unify.reason and unify.status == "review"
     assert unify.anchors[0]["moved"] is True
     assert "expected 1 match(es)" in rows["prefix-align"].reason and "found 0" in rows["prefix-align"].reason
 

@@ -300,7 +300,8 @@ def test_release_with_the_exact_change_reformatted_is_upstreamed(tmp_path):
     assert row.reason == ("every edit's change is already in vllm 0.23.0: scaled-replace: "
                           "`if new_spec.page_size_bytes != max_page_size: ...` (vllm/v1/core/kv_cache_utils.py:1065)")
     assert row.upstream_evidence == [{"anchor": "scaled-replace", "where": f"{KV}:1065",
-                                      "statement": "if new_spec.page_size_bytes != max_page_size: ..."}]
+                                      "statement": "if new_spec.page_size_bytes != max_page_size: ...",
+                                      "by": "identity", "score": 1.0}]  # by, score: added fields
     assert {r.status for pid, r in rows.items() if pid != "unify-kv-page"} == {"applies"}
     assert check.exit_code(rows.values()) == 0
 

@@ -6,17 +6,25 @@ AST of the anchored definition, docstrings dropped) is recorded per vLLM version
 ``patchq check`` calls an anchor *verified* (status ``applies``) on a target whose
 definition has a recorded fingerprint; any other fingerprint is drift to review.
 
-A version is recorded for an anchor when the patch's variant for that version edits
-with that anchor and :func:`patchq.plan.engine.plan` of the whole series on the release
-gives the patch ``ok`` (anchor resolved, count right, transform ran, result compiled).
+A recorded release is a person's word that the patch is right there (``check`` calls
+drift against it ``applies-drifted`` only when the three-way comparison proves it apart).
+So a release is recorded only where someone named it: the releases already recorded (a
+refresh), the release a patch was authored against (``record`` and ``import`` write it),
+releases named explicitly (``patchq fingerprint --releases 0.29.0,0.30.0``, each stamped
+in ``[reviews]``), and ``patchq review PATCH --vllm X --accept``. A range
+(``--releases '>=0.23'``) only refreshes the recorded releases inside it. Within what
+may be recorded, a version is recorded for an anchor when the patch's variant for that
+version edits with that anchor and :func:`patchq.plan.engine.plan` of the whole series
+on the release gives the patch ``ok`` (anchor resolved, count right, transform ran,
+result compiled).
 Recording edits each anchor file in place with :mod:`tomlkit` (:func:`rewrite`: only the
-``fingerprints`` tables change, sorted by version; comments and layout stay), and all
-changed files land in one transaction (:mod:`patchq.authoring.repowrite`). New files are
-rendered with :mod:`tomli_w` (:func:`render`: tables in file order, keys
-``module``/``qualname``/``node``/``count``), so the output is deterministic. Versions
-that were computed replace what was recorded for them (a version where the anchor no
-longer verifies is dropped); versions that were not computed (a release missing from
-the local cache) are kept.
+``fingerprints`` tables, ``format`` and ``[reviews]`` change, sorted by version; comments
+and layout stay), and all changed files land in one transaction
+(:mod:`patchq.authoring.repowrite`). New files are rendered with :mod:`tomli_w`
+(:func:`render`: tables in file order, keys ``module``/``qualname``/``node``/``count``),
+so the output is deterministic. Versions that were computed replace what was recorded
+for them (a version where the anchor no longer verifies is dropped); versions that were
+not computed (a release missing from the local cache) are kept.
 
 Run ``patchq fingerprint [--patch ID] [--releases SPEC] [--check]``, or ``python -m
 patchq.authoring.fingerprints --record`` (all cached release wheels, see
@@ -59,7 +67,8 @@ def cached_versions() -> list[str]:
 
 
 def compute(loaded: series_mod.Series, versions: Iterable[str],
-            patch_ids: Iterable[str] | None = None) -> tuple[Fingerprints, dict[str, list[str]]]:
+            patch_ids: Iterable[str] | None = None,
+            only: Mapping[str, Iterable[str]] | None = None) -> tuple[Fingerprints, dict[str, list[str]]]:
     """Fingerprints of the anchors each release verifies (see module docstring).
 
     Args:
@@ -67,6 +76,8 @@ def compute(loaded: series_mod.Series, versions: Iterable[str],
         versions: vLLM versions; each release tree is extracted from the cached wheel
             (:func:`patchq.vllmdist.sources.release_source`).
         patch_ids: record only these patches (default: all).
+        only: patch id -> the versions that may be computed for it (default: all of
+            ``versions``): a release is recorded for a patch only where a person said so.
     Returns:
         (fingerprints, patch id -> the versions computed for it: those of ``versions``
         inside its applies-range, as strings).
@@ -76,7 +87,8 @@ def compute(loaded: series_mod.Series, versions: Iterable[str],
     out: Fingerprints = {p.id: {a: {} for a in p.anchors} for p in patches if p.id in wanted}
     done: dict[str, list[str]] = {pid: [] for pid in out}
     for version in versions:
-        in_range = [p for p in patches if p.id in wanted and Version(str(version)) in p.applies]
+        in_range = [p for p in patches if p.id in wanted and Version(str(version)) in p.applies
+                    and (only is None or str(version) in set(only.get(p.id, ())))]
         if not in_range:
             continue
         plan = engine.plan(release_source(str(version)), patches)
@@ -139,22 +151,33 @@ def render(patch_id: str, data: Mapping) -> str:
         if table.get("fingerprints"):
             row["fingerprints"] = dict(table["fingerprints"])
         anchors[anchor_id] = row
-    fmt = 2 if any(t.get("qualname") == hashing.MODULE_QUALNAME for t in anchors.values()) else 1
-    head = "format = 2   # anchors format 2: module-level anchors (qualname \"<module>\")\n\n" \
-        if fmt == 2 else ""
-    text = HEADER.format(patch=patch_id) + head + _string_lines(
-        tomli_w.dumps({"anchors": anchors}, multiline_strings=True), anchors)
-    want = {"format": 2, "anchors": anchors} if fmt == 2 else {"anchors": anchors}
+    top: dict = {}
+    module_level = any(t.get("qualname") == hashing.MODULE_QUALNAME for t in anchors.values())
+    if data.get("reviews") or module_level:  # format 2: module-level anchors, [reviews]
+        top["format"] = max(2, int(data.get("format", 2)))
+    elif "format" in data:
+        top["format"] = data["format"]
+    body = _string_lines(tomli_w.dumps({"anchors": anchors}, multiline_strings=True), anchors)
+    head = tomli_w.dumps(top) + "\n" if top else ""
+    reviews = ""
+    if data.get("reviews"):
+        table = {v: dict(data["reviews"][v]) for v in sorted(data["reviews"], key=Version)}
+        reviews = "\n" + tomli_w.dumps({"reviews": table}, multiline_strings=True)
+    text = HEADER.format(patch=patch_id) + head + body + reviews
+    want = dict(top, anchors=anchors)
+    if data.get("reviews"):
+        want["reviews"] = {v: dict(data["reviews"][v]) for v in data["reviews"]}
     assert tomllib.loads(text) == want, f"{patch_id}: anchors file does not round-trip"
     return text
 
 
 def rewrite(patch_id: str, old_text: str, data: Mapping) -> str:
-    """``old_text`` (an anchors file) with each anchor's ``fingerprints`` table set to
-    ``data``'s, everything else kept as written: comments, key order, quoting and blank
-    lines (:mod:`tomlkit`). Fingerprints stay sorted by version; a table whose versions
-    must be reordered is rebuilt (its own comments go). Falls back to :func:`render`
-    when the file cannot be edited in place (it then loses its comments, never data).
+    """``old_text`` (an anchors file) with each anchor's ``fingerprints`` table, the
+    top-level ``format`` and the ``[reviews]`` table set to ``data``'s, everything else
+    kept as written: comments, key order, quoting and blank lines (:mod:`tomlkit`).
+    Fingerprints stay sorted by version; a table whose versions must be reordered is
+    rebuilt (its own comments go). Falls back to :func:`render` when the file cannot be
+    edited in place (it then loses its comments, never data).
 
     Raises:
         AssertionError: the text would not parse back to ``data`` (a bug).
@@ -181,6 +204,33 @@ def rewrite(patch_id: str, old_text: str, data: Mapping) -> str:
             for v, fp in want.items():
                 fresh[v] = fp
             node["fingerprints"] = fresh
+        want_reviews = data.get("reviews") or {}
+        module_level = any(t.get("qualname") == hashing.MODULE_QUALNAME for t in data.get("anchors", {}).values())
+        if (want_reviews or module_level) and doc.get("format", 1) < 2:
+            fresh_doc = tomlkit.parse(tomlkit.dumps(doc))  # format first: a top-level key above every table
+            doc = tomlkit.document()
+            for item in fresh_doc.body:
+                if item[0] is not None and item[0].key not in ("format",):
+                    break
+                if item[0] is None:
+                    doc.add(item[1])
+            doc.add("format", 2)
+            for key, value in fresh_doc.items():
+                if key != "format":
+                    doc.add(key, value)
+        if want_reviews:
+            reviews = doc.get("reviews")
+            if reviews is None:
+                reviews = tomlkit.table(is_super_table=True)
+                doc.add(tomlkit.nl())
+                doc.add("reviews", reviews)
+            for v in sorted(want_reviews, key=Version):
+                entry = dict(want_reviews[v])
+                if v not in reviews or dict(reviews[v]) != entry:
+                    t = tomlkit.table()
+                    for k, val in entry.items():
+                        t[k] = val
+                    reviews[v] = t
         text = tomlkit.dumps(doc)
         if tomllib.loads(text) == dict(data):
             return text
@@ -190,15 +240,18 @@ def rewrite(patch_id: str, old_text: str, data: Mapping) -> str:
 
 
 def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = True,
-           patch_ids: Iterable[str] | None = None) -> dict[Path, str]:
+           patch_ids: Iterable[str] | None = None, only: Mapping[str, Iterable[str]] | None = None,
+           review: Mapping[str, str] | None = None) -> dict[Path, str]:
     """Compute and (when ``write``) store the fingerprints; return path -> new text for changed files.
 
-    Only releases inside each patch's applies-range are computed for it; recorded
-    versions outside what was computed are kept.
+    Only releases inside each patch's applies-range (and in ``only``, see :func:`compute`)
+    are computed for it; recorded versions outside what was computed are kept.
+    ``review``: {``by``, ``at``, ``how``, ...} recorded under ``[reviews."<version>"]`` for
+    every version that was computed and verified for a patch (:data:`REVIEWS`).
     """
     from patchq.authoring import repowrite
 
-    computed, done = compute(loaded, versions, patch_ids)
+    computed, done = compute(loaded, versions, patch_ids, only)
     changed: dict[Path, str] = {}
     for patch_id, anchors in computed.items():
         path = loaded.anchors_root / f"{patch_id}.toml"
@@ -210,6 +263,12 @@ def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = 
         for anchor_id, table in data.get("anchors", {}).items():
             table["fingerprints"] = merged(table.get("fingerprints", {}), anchors.get(anchor_id, {}),
                                            done.get(patch_id, []))
+        if review:
+            got = sorted({v for fps in anchors.values() for v in fps}, key=Version)
+            for v in got:
+                data.setdefault("reviews", {})[v] = dict(review)
+            if got:
+                data["format"] = max(2, int(data.get("format", 1)))  # [reviews] is format 2
         text = rewrite(patch_id, old_text, data)
         if text != old_text:
             changed[path] = text
@@ -218,6 +277,53 @@ def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = 
             for path, text in changed.items():
                 txn.write(path, text)
     return changed
+
+
+#: The ``[reviews]`` table (anchors file ``format = 2``): ``"<version>" = {by, at, how,
+#: status, note}``: who accepted that release and when (UTC, ISO 8601), how (``review``:
+#: ``patchq review --accept``; ``fingerprint``: named explicitly to ``patchq fingerprint
+#: --releases``), the check status before acceptance (``review`` only) and a note. A
+#: release recorded in ``fingerprints`` without a review entry was recorded before format
+#: 2 and counts as reviewed. Files without ``format`` load as before.
+REVIEWS = ("by", "at", "how", "status", "note")
+
+
+def reviewer(series_root: Path | None = None) -> str:
+    """Who is recording: ``$PATCHQ_REVIEWER``, else ``git config user.name`` (of the
+    series repo), else ``$USER``, else ``unknown``."""
+    import os
+    import subprocess
+
+    name = os.environ.get("PATCHQ_REVIEWER", "").strip()
+    if name:
+        return name
+    try:
+        out = subprocess.run(["git", "config", "user.name"], cwd=series_root, capture_output=True, text=True,
+                             timeout=5)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return os.environ.get("USER", "").strip() or "unknown"
+
+
+def review_entry(how: str, by: str | None = None, status: str | None = None, note: str = "",
+                 series_root: Path | None = None) -> dict[str, str]:
+    """A ``[reviews."<version>"]`` entry (:data:`REVIEWS`), stamped now (UTC)."""
+    from datetime import datetime, timezone
+
+    entry = {"by": by or reviewer(series_root), "at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+             "how": how}
+    if status:
+        entry["status"] = status
+    if note:
+        entry["note"] = note
+    return entry
+
+
+def recorded_versions(patch) -> set[str]:
+    """Every release recorded (reviewed) for any anchor of ``patch``."""
+    return {v for spec in patch.anchors.values() for v in spec.fingerprints}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.releases:
         versions = [str(v) for v in releases.filter_releases(versions, args.releases)]
     loaded = series_mod.load(args.series)
-    changed = record(loaded, versions, write=args.record)
+    only = {pid: recorded_versions(loaded.patch(pid)) for pid in loaded.all_patch_ids()}  # refresh only
+    changed = record(loaded, versions, write=args.record, only=only)
     for path in sorted(changed):
         print(f"{'wrote' if args.record else 'out of date:'} {path}")
     return 1 if (args.check and changed) else 0

@@ -1,13 +1,24 @@
 """``patchq fingerprint [--patch ID] [--releases SPEC] [--check]``: record anchor fingerprints.
 
-Each anchor's fingerprint is recorded on every release where its patch plans ``ok``,
-only for releases inside the patch's applies-range (:mod:`patchq.authoring.fingerprints`).
-Releases: the cached release wheels (default), a range among them, or an explicit list
-(downloaded once when not cached).
+A recorded release is a person's word (:mod:`patchq.authoring.fingerprints`), so this
+records only where someone said so:
 
-``patchq.fingerprint/1``: ``ok``, ``check``, ``releases`` [versions], ``patches`` [ids],
-``changed`` [anchor files written, or out of date with ``--check``], ``series``.
-Exit 0; 1 with ``--check`` when a file is out of date; 2 for an unknown patch.
+* no ``--releases``: the releases already recorded for each patch are refreshed (its
+  fingerprints recomputed there; a release where it no longer verifies is dropped). A
+  patch with none recorded is an error naming the fix: ``--releases X`` (the release it
+  was authored against);
+* ``--releases 0.29.0,0.30.0`` (an explicit list, downloaded once when not cached): those
+  releases are recorded where the patch verifies, each with a ``[reviews]`` entry (``how
+  = "fingerprint"``, who and when);
+* ``--releases '>=0.23'`` (a range among the cached releases): only the recorded releases
+  inside it are refreshed; the others are listed under ``skipped`` (drift is blessed with
+  ``patchq review PATCH --vllm X``).
+
+``patchq.fingerprint/1``: ``ok``, ``check``, ``releases`` [versions computed], ``patches``
+[ids], ``changed`` [anchor files written, or out of date with ``--check``], ``skipped``
+{patch: [versions not recorded because nobody named them]} (added), ``series``.
+Exit 0; 1 with ``--check`` when a file is out of date; 2 for an unknown patch or nothing
+to record.
 """
 
 from __future__ import annotations
@@ -20,38 +31,68 @@ from patchq.vllmdist import releases
 SCHEMA = "patchq.fingerprint/1"
 
 
+def is_explicit(spec: str | None) -> bool:
+    """True for a comma list of versions (not a range)."""
+    return bool(spec) and not any(op in spec for op in "<>=!~")  # type: ignore[operator]
+
+
 def select_releases(spec: str | None) -> list[str]:
-    """The versions to record: cached ones, filtered by a range, or an explicit list."""
-    if spec and not any(op in spec for op in "<>=!~"):
-        return [v.strip() for v in spec.split(",") if v.strip()]
+    """The versions a spec names: an explicit list as given, else the cached ones (filtered by a range)."""
+    if is_explicit(spec):
+        return [v.strip() for v in spec.split(",") if v.strip()]  # type: ignore[union-attr]
     cached = fingerprints.cached_versions()
     return [str(v) for v in releases.filter_releases(cached, spec)] if spec else cached
 
 
-def run(series: Series, patches: list[str], spec: str | None, check: bool = False) -> tuple[dict, int]:
+def run(series: Series, patches: list[str], spec: str | None, check: bool = False,
+        by: str | None = None) -> tuple[dict, int]:
     """Record (or ``check``) fingerprints. Returns (document, exit code).
 
     Raises:
-        UsageError: an unknown patch id, or no release selected.
+        UsageError: an unknown patch id, no release selected, or (without ``--releases``)
+            a patch with no recorded release.
     """
     known = series.all_patch_ids()
     unknown = [p for p in patches if p not in known]
     if unknown:
         raise UsageError(f"unknown patch(es) {', '.join(unknown)}; known: {', '.join(known)}")
-    versions = select_releases(spec)
+    ids = patches or known
+    explicit = is_explicit(spec)
+    recorded = {pid: fingerprints.recorded_versions(series.patch(pid)) for pid in ids}
+    if not spec:
+        bare = [pid for pid in ids if not recorded[pid] and series.patch(pid).anchors]
+        if bare and patches:
+            raise UsageError(f"no reviewed release recorded for {', '.join(bare)}: name the release it was "
+                             f"authored against (--releases X.Y.Z)")
+        versions = sorted({v for vs in recorded.values() for v in vs}, key=releases.Version)
+    else:
+        versions = select_releases(spec)
     if not versions:
-        raise UsageError(f"no release selected ({spec or 'no cached release wheel'}); pass --releases X.Y.Z")
-    changed = fingerprints.record(series, versions, write=not check, patch_ids=patches or None)
-    doc = {"schema": SCHEMA, "ok": not (check and changed), "check": check, "releases": versions,
-           "patches": patches or known, "changed": sorted(str(p) for p in changed),
+        raise UsageError(f"no release selected ({spec or 'nothing recorded yet'}); pass --releases X.Y.Z")
+    if explicit:
+        only = {pid: set(versions) for pid in ids}
+        review = None if check else fingerprints.review_entry("fingerprint", by, series_root=series.root)
+    else:
+        only = {pid: recorded[pid] & set(versions) for pid in ids}
+        review = None
+    skipped = {pid: [v for v in versions if v not in only[pid]] for pid in ids} if not explicit and spec else {}
+    computed = sorted({v for vs in only.values() for v in vs}, key=releases.Version)
+    changed = fingerprints.record(series, computed, write=not check, patch_ids=ids, only=only, review=review) \
+        if computed else {}
+    doc = {"schema": SCHEMA, "ok": not (check and changed), "check": check, "releases": computed,
+           "patches": ids, "changed": sorted(str(p) for p in changed),
+           "skipped": {k: v for k, v in skipped.items() if v},
            "series": series.location.as_json() if series.location else None}
     return doc, EXIT_PATCH_FAILED if (check and changed) else EXIT_OK
 
 
 def render_text(doc: dict) -> str:
-    """What was recorded (or is out of date)."""
+    """What was recorded (or is out of date), and what was not recorded because nobody named it."""
     verb = "out of date" if doc["check"] else "wrote"
-    lines = [f"fingerprints of {', '.join(doc['patches'])} on {len(doc['releases'])} release(s) "
-             f"({doc['releases'][0]} .. {doc['releases'][-1]})"]
+    span = f" ({doc['releases'][0]} .. {doc['releases'][-1]})" if doc["releases"] else ""
+    lines = [f"fingerprints of {', '.join(doc['patches'])} on {len(doc['releases'])} release(s){span}"]
     lines += [f"  {verb} {p}" for p in doc["changed"]] or ["  up to date"]
+    for pid, vs in sorted(doc.get("skipped", {}).items()):
+        lines.append(f"  {pid}: not recorded on {', '.join(vs)} (never reviewed there: name a release with "
+                     f"--releases X, or run patchq review {pid} --vllm X)")
     return "\n".join(lines) + "\n"

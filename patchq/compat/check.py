@@ -35,11 +35,23 @@ Statuses (the rule that decides each, in this order):
     transform fails, or the result does not compile.
 ``applies``
     the transform applies and every anchored definition's fingerprint equals one recorded
-    for a verified release in ``anchors/<patch>.toml``.
+    for a verified (reviewed) release in ``anchors/<patch>.toml``.
 ``applies-drifted``
-    the transform applies and compiles but some anchored definition changed since the
-    verified releases: ``drift`` holds the unified diff of that definition's text
-    between the nearest verified release (read from patchq's release cache) and the target.
+    the transform applies and compiles, some anchored definition changed since the
+    reviewed releases, and the three-way comparison (:mod:`patchq.compat.threeway`: base
+    = the nearest reviewed release, ours = base patched, theirs = the target) proves
+    upstream's change apart from the patch's; ``drift`` holds the unified diff of that
+    definition's text between the nearest reviewed release and the target. A definition
+    with no reviewed release at all is reported here too ("no fingerprint recorded").
+``review`` (blocking)
+    the transform applies but upstream changed what the patch touches (a hunk next to the
+    patch's, a signature or name its code relies on, code its inserted jump now skips):
+    ``threeway`` holds the findings with the upstream ``path:line`` and the view; accepted
+    per release with ``patchq review``.
+``possibly-upstreamed`` (blocking)
+    upstream's change where the patch's goes is alike it but not provably the same
+    (three-way), or, for an anchor that no longer matches, the backward detection finds a
+    likeness (:mod:`patchq.compat.meaning`): both texts and the similarity.
 ``superseded``, ``interaction``, ``partially-upstreamed``
     relations between patches and generic upstream detection: see
     :mod:`patchq.compat.upstreamed` (``interaction`` and ``partially-upstreamed`` block).
@@ -85,7 +97,15 @@ JSON document ``patchq.check/1`` (``patchq check --json``)::
           "notes": ["free text"],
           "level": "source",                      # deepest level reached: null when blocking
           "relations": {"requires": [], "conflicts": [], "supersedes": [], "superseded_by": []},
-          "upstream_evidence": [{"anchor": "…", "statement": "…", "where": "path:line"}]
+          "upstream_evidence": [{"anchor": "…", "statement": "…", "where": "path:line",
+                                 "by": "identity",     # identity | meaning (added)
+                                 "score": 1.0}],       # by meaning also "evidence" (added)
+          "threeway": [{"qualname": "…", "base": "0.26.0", "base_path": "vllm/…", "base_line": 626,
+                        "path": "vllm/…", "line": 607,
+                        "findings": [{"rule": "skipped-path", "message": "…", "upstream": "path:651-655"}],
+                        "score": 0.15, "patch_text": "…", "upstream_text": "…",
+                        "view": "three-way view: the patch's and upstream's unified diffs"}],  # added
+          "reviewed": true                        # this very release reviewed for every anchor (added)
         }
       ]
     }
@@ -128,9 +148,11 @@ NOT_APPLICABLE = "not-applicable"
 SUPERSEDED = "superseded"  # relations hook (compat/upstreamed.py)
 INTERACTION = "interaction"
 PARTIAL = "partially-upstreamed"
+REVIEW = "review"  # three-way drift: upstream changed what the patch touches (compat/threeway.py)
+POSSIBLY = "possibly-upstreamed"  # three-way or backward detection: alike but not provably the same
 #: Every status, most to least favourable (report order).
 STATUSES = (APPLIES, DRIFTED, MOVED, UPSTREAMED, SUPERSEDED, ABSENT, NOT_APPLICABLE, CONFLICT, GONE,
-            INTERACTION, PARTIAL)
+            INTERACTION, PARTIAL, REVIEW, POSSIBLY)
 
 
 @dataclass
@@ -153,6 +175,12 @@ class PatchCheck:
     level: str | None = "source"
     relations: dict = field(default_factory=dict)  # relations hook (compat/upstreamed.py)
     upstream_evidence: list = field(default_factory=list)
+    #: three-way entries of drifted definitions (:mod:`patchq.compat.threeway`)
+    threeway: list = field(default_factory=list)
+    #: True when every anchored definition was reviewed on this very release (its fingerprint
+    #: recorded for this version); False when it applies by equality with another release's
+    #: or drifted; None when nothing was planned
+    reviewed: bool | None = None
     #: files this patch read or changed in the plan (for profile views; not in JSON)
     touched: set = field(default_factory=set, repr=False)
     compile_failed: bool = field(default=False, repr=False)
@@ -166,6 +194,7 @@ class PatchCheck:
             "anchors": self.anchors, "upstream_check": self.upstream_check,
             "drift": self.drift, "notes": self.notes, "level": self.level,
             "relations": self.relations, "upstream_evidence": self.upstream_evidence,
+            "threeway": self.threeway, "reviewed": self.reviewed,
         }
 
 
@@ -298,7 +327,7 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
     an ``upstreamed`` or ``absent`` variant (:func:`_classify_upstreamed`,
     :func:`_classify_absent`); else the edit variant or its trial: the relations hook
     (:func:`patchq.compat.upstreamed.classify`: superseded, interaction,
-    partially-upstreamed, generic upstream detection), else applied
+    partially-upstreamed, possibly-upstreamed, generic upstream detection), else applied
     (:func:`_classify_applied`) or failed (:func:`_classify_failure`), then the trial's and
     the upstream check's word on it (:func:`_finish_edit`).
 
@@ -399,18 +428,51 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
     for a in unverified:
         row.drift.append(drift_entry(patch.anchors[a.anchor], a, source, res.text(a.relpath),
                                      recorded_fingerprints(patch, a.qualname)))
-    if moved:
+    row.reviewed = all(a.verified == str(version) for a in result.anchors)
+    verdict = _threeway(patch, unverified, source, res)
+    where_moved = "; ".join(
+        f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {a.relpath}:{a.line}"
+        for a in moved)
+    if verdict is not None and verdict.blocking:
+        row.status, row.reason, row.blocking = verdict.status, verdict.reason, True
+        if moved:
+            row.reason = f"{where_moved}; {row.reason}"
+        row.threeway = verdict.entries
+    elif moved:
         row.status = MOVED
-        row.reason = "; ".join(
-            f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {a.relpath}:{a.line}"
-            for a in moved) + "; the transform applies there"
+        row.reason = where_moved + "; the transform applies there"
+        if verdict is not None:
+            row.threeway = verdict.entries
     elif unverified:
         row.status = DRIFTED
-        row.reason = _drift_reason(unverified, row.drift)
+        if verdict is not None:
+            row.threeway = verdict.entries
+            rest = [a for a in unverified if not recorded_fingerprints(patch, a.qualname)]
+            row.reason = verdict.reason
+            if rest:
+                row.reason += "; " + _drift_reason(rest, [d for a, d in zip(unverified, row.drift, strict=False)
+                                                          if a in rest])
+        else:
+            row.reason = _drift_reason(unverified, row.drift)
     else:
         row.status = APPLIES
         vs = sorted({a.verified for a in result.anchors}, key=Version)
         row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
+
+
+def _threeway(patch: Patch, unverified: list[engine.AnchorResult], source: CodeSource, res: _Resolver):
+    """The three-way verdict (:func:`patchq.compat.threeway.classify`) of the drifted
+    definitions that have a reviewed release recorded; None when none has (a definition
+    never reviewed is reported as drift without a base, not blocking)."""
+    from patchq.compat import threeway
+
+    drifted = [(a.relpath, a.qualname) for a in unverified if recorded_fingerprints(patch, a.qualname)]
+    if not drifted:
+        return None
+    known = {q: list(recorded_fingerprints(patch, q)) for _, q in drifted}
+    ws = res.ws
+    node = (lambda rel, q: ws.pristine_node(rel, q)) if ws is not None else None
+    return threeway.classify(patch, drifted, source, res.text, known, node)
 
 
 def _finish_edit(row: PatchCheck, patch: Patch, result: engine.PatchResult, tried: Variant | None,

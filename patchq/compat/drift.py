@@ -66,6 +66,21 @@ def _release_source(version: str) -> CodeSource | None:
         return None
 
 
+def base_release(version: str) -> CodeSource | None:
+    """A reviewed release to compare with: from patchq's cache, else fetched once (its
+    ``.py`` files, as ``check --vllm`` does); None when it cannot be had (offline, not
+    on the index)."""
+    cached = _release_source(version)
+    if cached is not None:
+        return cached
+    from patchq.vllmdist import sources
+
+    try:
+        return sources.release_source(version)
+    except Exception:  # offline or not on the index: the caller blocks and says so
+        return None
+
+
 def _definition_text(source: CodeSource, relpath: str, text: str, qualname: str) -> tuple[int, str] | None:
     """:func:`patchq.plan.definitions.definition_text` through ``source``'s index."""
     found = (definitions.for_source(source).text_index(relpath, text) or {}).get(qualname, [])

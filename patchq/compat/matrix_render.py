@@ -17,12 +17,14 @@ SHORT = {
     "applies": "applies", "applies-drifted": "drifted", "moved": "moved", "upstreamed": "upstream",
     "absent": "absent", "not-applicable": "n/a", "conflict": "CONFLICT", "gone": "GONE",
     "superseded": "superseded", "interaction": "INTERACTION", "partially-upstreamed": "PARTIAL",
+    "review": "REVIEW", "possibly-upstreamed": "POSSIBLY-UP",
 }
 LEVEL_SHORT = {"source": "src", "import": "import", "probe": "probe", "boot": "boot", None: "-"}
 COLORS = {
     "applies": "#c8e6c9", "applies-drifted": "#fff59d", "moved": "#ffe0b2", "upstreamed": "#b3e5fc",
     "absent": "#eeeeee", "not-applicable": "#fafafa", "conflict": "#ffcdd2", "gone": "#ef9a9a",
     "superseded": "#d1c4e9", "interaction": "#f48fb1", "partially-upstreamed": "#ffab91",
+    "review": "#ffcc80", "possibly-upstreamed": "#80deea",
 }
 MEANING = {
     "applies": "fingerprint identical to a verified release",
@@ -36,7 +38,13 @@ MEANING = {
     "superseded": "applied, then rewritten on purpose by a later patch that declares supersedes",
     "interaction": "another patch of the profile removed or replaced this patch's statement (or the reverse)",
     "partially-upstreamed": "some of the patch's edits are already in the release, some are not",
+    "review": "upstream changed what the patch touches (three-way view): a person must review it "
+              "(patchq review PATCH --vllm X)",
+    "possibly-upstreamed": "upstream's change is alike the patch's but not provably the same: review it",
 }
+#: marks a non-blocking cell whose release nobody reviewed (same code as a reviewed release, or
+#: drift proven apart by the three-way comparison): the matrix shows reviewed and unreviewed apart
+UNREVIEWED = "°"
 
 
 def _relations_text(row: dict) -> str:
@@ -74,8 +82,11 @@ def _wbr(text: str) -> str:
 
 
 def _flag(cell: dict) -> str:
-    """A marker for cells whose claims disagree with what was found (notes)."""
-    return " !" if cell.get("notes") else ""
+    """Markers: `` !`` for cells whose claims disagree with what was found (notes);
+    :data:`UNREVIEWED` for a cell that applies on a release nobody reviewed."""
+    mark = UNREVIEWED if (cell.get("reviewed") is False and not cell.get("blocking")
+                         and cell.get("status") in ("applies", "applies-drifted", "moved")) else ""
+    return mark + (" !" if cell.get("notes") else "")
 
 
 def _cell_md(cell: dict | None) -> str:
@@ -126,6 +137,7 @@ def markdown(doc: dict) -> str:
     out = ["# patchq compatibility matrix\n",
            f"Generated {doc['generated']}; vLLM {rel[0] if rel else '-'} .. {rel[-1] if rel else '-'} "
            f"({len(rel)} releases). Cells: status (deepest level reached: src, import, probe, boot); "
+           f"{UNREVIEWED}: applies on a release nobody reviewed; "
            f"**bold** = apply would fail; `!` = a claim disagrees with what was found.\n"]
     for name, prof in doc["profiles"].items():
         out.append(f"\n## {name}\n\n{prof['description']}\n")
@@ -260,7 +272,9 @@ def html(doc: dict) -> str:
            f"{len(doc['profiles'])} profiles). Each cell: status, the deepest level reached "
            f"(src, import, probe, boot) and where; hover for the reason, click for details. "
            f"A red outline means <code>patchq apply</code> would fail; <b>!</b> marks a claim "
-           f"that disagrees with what was found. The <i>boot</i> row lists every boot run on the GPU: "
+           f"that disagrees with what was found; <b>{UNREVIEWED}</b> marks a cell that applies on a release "
+           f"nobody reviewed (same code as a reviewed release, or drift the three-way comparison proves "
+           f"apart). The <i>boot</i> row lists every boot run on the GPU: "
            f"green served (or a negative control failed with its known error), amber <b>!</b> a negative "
            f"control served (informative: the error it looks for no longer fires), red <b>✗</b> a failure."
            f"</p>", '<p class="legend">']

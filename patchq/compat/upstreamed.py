@@ -14,9 +14,14 @@ The engine (:mod:`patchq.plan.engine`) decides; this module turns its outcomes i
 ``partially-upstreamed`` (blocking)
     some of the patch's edits are already in the release and some are not: the reason
     names which, with ``file:line`` evidence.
+``possibly-upstreamed`` (blocking)
+    an anchor no longer matches and the backward detection finds upstream's change alike
+    the patch's, not provably the same (:mod:`patchq.compat.meaning`): both texts.
 ``upstreamed`` from generic detection (not blocking)
-    every edit's added statements are already in the release (or, backwards, the
-    release's definition equals what the patch produced on its last verified release).
+    every edit's added statements are already in the release, by statement or by meaning
+    (:func:`by_meaning`, the engine's hook), or, backwards, the release's definition
+    equals what the patch produced on its last verified release (also up to local names,
+    helper names and equivalent constructs).
 
 Every row also gets ``relations`` (``requires``, ``conflicts``, ``supersedes`` as
 declared, and ``superseded_by``: the profile's patches that declare ``supersedes`` it)
@@ -35,9 +40,10 @@ from patchq.plan.relations import relations_row
 SUPERSEDED = "superseded"
 INTERACTION = "interaction"
 PARTIAL = "partially-upstreamed"
+POSSIBLY = "possibly-upstreamed"
 #: statuses this module adds to ``patchq.check/1`` (blocking ones in BLOCKING)
-STATUSES = (SUPERSEDED, INTERACTION, PARTIAL)
-BLOCKING = (INTERACTION, PARTIAL)
+STATUSES = (SUPERSEDED, INTERACTION, PARTIAL, POSSIBLY)
+BLOCKING = (INTERACTION, PARTIAL, POSSIBLY)
 
 
 def _anchor_row(a: engine.AnchorResult) -> dict:
@@ -56,7 +62,7 @@ def classify(patch: Patch, result: engine.PatchResult, row) -> bool:
         row.anchors = [_anchor_row(a) for a in result.anchors]
         row.touched = set(result.files) | {a.relpath for a in result.anchors}
         return True
-    if result.status == engine.FAILED and result.failure in (INTERACTION, PARTIAL):
+    if result.status == engine.FAILED and result.failure in (INTERACTION, PARTIAL, POSSIBLY):
         row.status, row.reason, row.blocking, row.level = result.failure, result.reason, True, None
         row.touched = set(result.files)
         return True
@@ -67,8 +73,12 @@ def evidence(plan: engine.Plan, patch_id: str) -> list[dict]:
     """What generic detection found already in the release for one patch of ``plan``."""
     out = []
     for ch in plan.changes.get(patch_id) or []:
+        by = "meaning" if getattr(ch, "meaning", None) else "identity"
         for item, where in ch.upstream:
-            out.append({"anchor": ch.anchor, "statement": item.code, "where": where})
+            row = {"anchor": ch.anchor, "statement": item.code, "where": where, "by": by, "score": 1.0}
+            if by == "meaning":
+                row["evidence"] = "; ".join(ch.meaning)
+            out.append(row)
     return out
 
 
@@ -113,3 +123,76 @@ def depends_on_others(rows: Iterable) -> bool:
     """True when a row's outcome came from another patch of the plan (superseded, or an
     interaction): a profile view taken from a larger plan is then not exact."""
     return any(r.status in (SUPERSEDED, INTERACTION) for r in rows)
+
+
+# ---------------------------------------------------------------------------
+# upstream by meaning (forwards): the engine's hook after statement identity
+
+
+def _helper_candidates(ws, relpath: str, pristine) -> list:
+    """The release's definitions a patch helper may equal: the edited definition's members
+    and the module's top-level definitions (pristine), each with ``path:line``."""
+    import ast
+
+    from patchq.compat import threeway
+    from patchq.plan.survival import member_names
+
+    out = [(n, f"{relpath}:{getattr(n, 'lineno', 0)}") for defs in member_names(pristine).values() for n in defs]
+    tree = threeway._module_tree(ws.pristine_text.get(relpath, ""))
+    if tree is not None:
+        out += [(n, f"{relpath}:{n.lineno}") for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return out
+
+
+def _module_helpers(ws, relpath: str) -> list:
+    """Top-level definitions the plan added to ``relpath`` so far (beside an edited one)."""
+    before = ws.pristine_index(relpath) or {}
+    now = ws.index(relpath) or {}
+    out = []
+    for qual in now:
+        if "." not in qual and qual not in before:
+            node = ws.current_node(relpath, qual)
+            if node is not None:
+                out.append(node)
+    return out
+
+
+def by_meaning(ws, changes) -> None:
+    """Fill ``upstream`` of each change whose added statements are not all found by
+    identity but are in the release's definition by meaning
+    (:func:`patchq.compat.meaning.group_found`, helpers matched by body under another
+    name: :func:`patchq.compat.meaning.helper_renames`). Sets ``meaning`` (evidence
+    lines, score 1.0) on those changes. Sure matches only: a likeness is never upstream."""
+    from patchq.compat import meaning
+
+    for ch in changes:
+        if not ch.added or ch.is_upstream or ch.after is None:
+            continue
+        pristine = ws.pristine_node(ch.relpath, ch.qualname)
+        if pristine is None:
+            continue
+        keys = {i.key for i in ch.added}
+        nodes = meaning.added_nodes(ch.after, keys)
+        if not nodes:
+            continue
+        names = {i.member for i in ch.added if i.member}
+        helpers = [n for n in nodes if getattr(n, "name", None) in names]
+        helpers += _module_helpers(ws, ch.relpath)
+        renames = meaning.helper_renames(helpers, _helper_candidates(ws, ch.relpath, pristine)) if helpers else {}
+        group = [n for n in nodes if getattr(n, "name", None) not in renames]
+        renames = meaning.used_by(renames, group)  # a helper only a framework calls is no evidence
+        group = [n for n in nodes if getattr(n, "name", None) not in renames]
+        if not group:
+            continue
+        evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in renames.items()]
+        after = ch.after
+        match = meaning.group_found(group, pristine, ch.relpath, {a: b for a, (b, _) in renames.items()},
+                                    keep=lambda a=after, g=group: meaning.reads_outside(a, g),
+                                    group_root=after)
+        if match is None:
+            continue
+        evidence.append(f"{match.what} ({match.where})")
+        where = match.where
+        ch.upstream = [(item, where) for item in ch.added]
+        ch.meaning = evidence

@@ -107,5 +107,102 @@ def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:
         rest = ", ".join(dict.fromkeys(c.anchor for c in changes if not c.is_upstream))
         return "partially-upstreamed", (f"partially upstreamed in vllm {source.version}: {evidence}; "
                                         f"not upstream: {rest}")
+    by_meaning = _by_meaning(patch, ref_plan, changes, targets, source, ws, str(ref_version))
+    if by_meaning is not None:
+        return by_meaning
     return "not-upstreamed", (f"generic upstream detection cannot prove {patch.id}'s change (as made on verified "
                               f"vllm {ref_version}) present in vllm {source.version}")
+
+
+def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSource, ws,
+                ref_version: str) -> tuple[str, str] | None:
+    """Step 3 of the module docstring, by meaning (:mod:`patchq.compat.meaning`): the
+    target's definitions equal what the patch produced up to local names, helper names
+    and equivalent constructs, or hold every edit's added statements so -> ``upstreamed``
+    (similarity 1.00); else upstream's change to the definition is alike the patch's
+    (:data:`patchq.compat.meaning.POSSIBLE` or more) -> ``possibly-upstreamed`` with both
+    texts (blocking); else None."""
+    from patchq.compat import meaning, threeway
+    from patchq.compat.upstreamed import _helper_candidates
+
+    ours_defs: dict[tuple[str, str], ast.AST] = {}
+    helpers: list[ast.AST] = []
+    for relpath, text in ref_plan.patched.items():
+        idx = ast_index(text)
+        before = ast_index(ref_plan.pristine.get(relpath, ""))
+        helpers += [nodes[0] for q, nodes in idx.items() if "." not in q and q not in before and len(nodes) == 1]
+        for ch in changes:
+            if ch.relpath == relpath and len(idx.get(ch.qualname, [])) == 1:
+                ours_defs[(relpath, ch.qualname)] = idx[ch.qualname][0]
+    for ch in changes:
+        if ch.after is not None:
+            keys = {i.key for i in ch.added if i.member}
+            helpers += [n for n in meaning.added_nodes(ch.after, keys) if getattr(n, "name", None)]
+    cands = []
+    for (_, _), (t_rel, t_node) in targets.items():
+        cands += _helper_candidates(ws, t_rel, t_node)
+    found_renames = meaning.helper_renames(helpers, cands)
+    patch_code = [n for ch in changes if ch.after is not None
+                  for n in meaning.added_nodes(ch.after, {i.key for i in ch.added})
+                  if getattr(n, "name", None) not in found_renames]
+    found_renames = meaning.used_by(found_renames, patch_code)  # a helper only a framework calls is no evidence
+    renames = {a: b for a, (b, _) in found_renames.items()}
+    evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in found_renames.items()]
+    same = []
+    for key, ours in ours_defs.items():
+        t = targets.get(key)
+        if t is not None and meaning.same_definition(ours, t[1], renames):
+            same.append(f"{key[1]} ({t[0]}:{t[1].lineno})")
+    if same and len(same) == len({(c.relpath, c.qualname) for c in changes}):
+        return "upstreamed", (f"by meaning (similarity 1.00): {', '.join(same)} is what {patch.id} produced on "
+                              f"verified vllm {ref_version}, up to local names, helper names and equivalent "
+                              f"constructs" + (f"; {'; '.join(evidence)}" if evidence else ""))
+    hits, best = [], (0.0, "", "", "")
+    flats: dict[int, list] = {}
+
+    def flat(node: ast.AST) -> list:  # edits of one definition share its before and target
+        if id(node) not in flats:
+            flats[id(node)] = threeway.flatten(node)
+        return flats[id(node)]
+
+    for ch in changes:
+        t = targets.get((ch.relpath, ch.qualname))
+        if t is None or ch.after is None or ch.before is None:
+            return None
+        group = [n for n in meaning.added_nodes(ch.after, {i.key for i in ch.added})
+                 if getattr(n, "name", None) not in renames]
+        match = meaning.group_found(group, t[1], t[0], renames, group_root=ch.after,
+                                    keep=lambda a=ch.after, g=group: meaning.reads_outside(a, g)) if group else None
+        if match is not None:
+            hits.append(f"{ch.anchor}: {match.what} ({match.where})")
+            continue
+        # how alike upstream's change (base -> target) is to the patch's (base -> ours)
+        base_e, ours_e, theirs_e = (flat(n) for n in (ch.before, ch.after, t[1]))
+        p_h = threeway.hunks(base_e, ours_e)
+        u_h = threeway.hunks(base_e, theirs_e)
+        near = [u for u in u_h if any(u.touches(p) for p in p_h)] or u_h
+        mine = threeway._added(threeway.Side("", ch.relpath, ch.before, ""), p_h,
+                               threeway.Side("", ch.relpath, ch.after, "", ours_e))
+        theirs = threeway._added(threeway.Side("", ch.relpath, ch.before, ""), near,
+                                 threeway.Side("", t[0], t[1], "", theirs_e))
+        replaced = threeway._replaced(threeway.Side("", ch.relpath, ch.before, "", base_e), [*p_h, *near])
+        score = meaning.similarity(mine, theirs, renames, base=replaced)
+        if score > best[0]:
+            where = ", ".join(f"{t[0]}:{theirs_e[u.j1].line}" for u in near if u.j2 > u.j1)[:120]
+            best = (score, meaning.canonical_text(mine), meaning.canonical_text(theirs), where)
+    if hits and len(hits) == len(changes):
+        return "upstreamed", (f"by meaning (similarity 1.00): every edit's change (as made on verified vllm "
+                              f"{ref_version}) is in vllm {source.version}: {'; '.join(hits)}"
+                              + (f"; {'; '.join(evidence)}" if evidence else ""))
+    if best[0] >= meaning.POSSIBLE:
+        return "possibly-upstreamed", (
+            f"possibly upstreamed in vllm {source.version}: upstream's change at {best[3]} is alike "
+            f"{patch.id}'s (as made on verified vllm {ref_version}; similarity {best[0]:.2f}): upstream "
+            f"`{_flat(best[2])}` vs the patch's `{_flat(best[1])}`; review it (patchq review {patch.id} "
+            f"--vllm {source.version})")
+    return None
+
+
+def _flat(text: str, limit: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."

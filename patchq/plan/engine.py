@@ -574,12 +574,18 @@ def _detect_upstream(ws: Workspace, changes: list[survival.EditChange]) -> None:
         pristine = _pristine_def(ws, ch.relpath, ch.qualname)
         if pristine is not None and ch.added:
             ch.upstream = survival.upstream_items(ch, pristine, ch.relpath)
+    from patchq.compat import upstreamed  # hook: the same change in another form (by meaning)
+
+    upstreamed.by_meaning(ws, changes)
 
 
 def upstream_evidence(changes: list[survival.EditChange]) -> str:
     """``anchor: `stmt` (path:line), ...`` for the upstream items of ``changes``."""
     parts = []
     for ch in changes:
+        if getattr(ch, "meaning", None):  # found by meaning (compat/upstreamed.py by_meaning)
+            parts.append(f"{ch.anchor}: by meaning, similarity 1.00: {'; '.join(ch.meaning)}")
+            continue
         for item, where in ch.upstream:
             parts.append(f"{ch.anchor}: `{item.code}` ({where})")
     if len(parts) > 4:  # the check row's upstream_evidence lists them all
@@ -823,7 +829,7 @@ def plan(
                         result.status, result.reason, result.failure, result.failed_anchor = UPSTREAMED, why, "", ""
                     elif status == UPSTREAMED:
                         result.failure, result.reason = "upstreamed", f"{why}; --strict asks patchq to apply every patch"
-                    elif status == "partially-upstreamed":
+                    elif status in ("partially-upstreamed", "possibly-upstreamed"):
                         result.failure, result.reason = status, f"{why} ({result.reason})"
                     else:
                         result.reason += f"; {why}"

@@ -157,5 +157,8 @@ def plan(source: CodeSource, patches: list[Patch], read: Callable[[str], str | N
     if cached is not None:
         return cached
     out = engine.plan(source, patches, read=read, strict=strict)
+    from patchq.compat import gate  # drift not provably apart from a patch blocks (as check says)
+
+    gate.review(out, patches)
     _store(out, key, dict(source._texts))  # every text the source handed out so far
     return out

@@ -1,0 +1,117 @@
+"""The verdict corpus: real public stacks that patch vLLM, ported to patchq, with the truth
+of every cell read from that release's code.
+
+Each stack is a directory ``tests/verdicts/<stack>/`` with ``series/`` (profiles and
+patches), ``anchors/`` (fingerprints on the release each patch was authored against
+only) and ``truth.toml``: ``[cells.<patch>."<version>"]`` with ``truth`` and ``reason``.
+
+Truth classes and the verdicts that match them:
+
+``apply``      safe without a person: ``applies``, ``applies-drifted`` or ``moved``, not blocking.
+``review``     upstream changed what the patch touches or runs past: ``review`` or
+               ``possibly-upstreamed`` (blocking).
+``upstreamed`` the release does what the patch does: ``upstreamed``.
+``conflict``   the patch cannot apply: ``conflict``, ``gone`` or ``moved`` (blocking).
+
+A **false apply** is a non-blocking verdict where the truth is ``review``, ``upstreamed``
+or ``conflict`` (applying would drop or duplicate upstream behaviour); a **false
+conflict** is a blocking verdict where the truth is ``apply``.
+
+``python tests/verdicts/verdict_corpus.py`` prints the per-stack tables and per-cell tables in
+Markdown (what ``docs/verdicts.md`` holds).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from patchq import hashing  # noqa: E402
+
+tomllib = hashing.toml_module()
+
+MATCH = {
+    "apply": lambda r: not r.blocking and r.status in ("applies", "applies-drifted", "moved"),
+    "review": lambda r: r.blocking and r.status in ("review", "possibly-upstreamed"),
+    "upstreamed": lambda r: r.status == "upstreamed",
+    "conflict": lambda r: r.blocking and r.status in ("conflict", "gone", "moved"),
+}
+#: a blocking reason names the upstream lines that caused it: ``vllm/...py:N``
+WHERE = re.compile(r"vllm/[\w/]+\.py:\d+")
+
+
+def stacks() -> list[str]:
+    """The corpus's stack names, sorted."""
+    return sorted(p.parent.name for p in HERE.glob("*/truth.toml"))
+
+
+def truth(stack: str) -> dict:
+    """``truth.toml`` of a stack."""
+    return tomllib.loads((HERE / stack / "truth.toml").read_text(encoding="utf-8"))
+
+
+def evaluate(stack: str) -> list[dict]:
+    """Every cell of ``stack``: {patch, version, truth, reason, status, blocking, verdict
+    reason, match, false_apply, false_conflict, names_lines}, in truth-file order."""
+    from patchq import series
+    from patchq.compat import check
+    from patchq.vllmdist import sources
+
+    data = truth(stack)
+    loaded = series.load(HERE / stack / "series")
+    patches = [loaded.patch(pid) for pid in loaded.all_patch_ids()]
+    versions = sorted({v for cells in data["cells"].values() for v in cells},
+                      key=lambda v: tuple(int(x) for x in v.split(".")))
+    rows = {}
+    for v in versions:
+        for r in check.check(sources.release_source(v), patches):
+            rows[(r.id, v)] = r
+    out = []
+    for pid, cells in data["cells"].items():
+        for v, cell in cells.items():
+            r = rows[(pid, v)]
+            ok = MATCH[cell["truth"]](r)
+            out.append({"patch": pid, "version": v, "truth": cell["truth"], "why": cell["reason"],
+                        "status": r.status, "blocking": r.blocking, "reason": r.reason, "match": ok,
+                        "false_apply": not r.blocking and cell["truth"] != "apply",
+                        "false_conflict": r.blocking and cell["truth"] == "apply",
+                        "names_lines": (not r.blocking) or bool(WHERE.search(r.reason))})
+    return out
+
+
+def summary(cells: list[dict]) -> dict:
+    """cells, matches, false applies, false conflicts, blocking verdicts without upstream lines."""
+    return {"cells": len(cells), "matches": sum(c["match"] for c in cells),
+            "false_applies": sum(c["false_apply"] for c in cells),
+            "false_conflicts": sum(c["false_conflict"] for c in cells),
+            "unnamed_blocking": sum(not c["names_lines"] for c in cells)}
+
+
+def markdown() -> str:
+    """The per-stack table, then one per-cell table per stack."""
+    lines = ["| stack | cells | matches | false applies | false conflicts | blocking without upstream lines |",
+             "|---|---|---|---|---|---|"]
+    per = {s: evaluate(s) for s in stacks()}
+    for s, cells in per.items():
+        m = summary(cells)
+        lines.append(f"| {s} | {m['cells']} | {m['matches']} | {m['false_applies']} | {m['false_conflicts']} | "
+                     f"{m['unnamed_blocking']} |")
+    for s, cells in per.items():
+        lines += ["", f"### {s}", "", "| patch | release | truth | verdict | match | why (truth) |",
+                  "|---|---|---|---|---|---|"]
+        for c in cells:
+            verdict = c["status"] + (" (blocking)" if c["blocking"] else "")
+            why = c["why"].replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {c['patch']} | {c['version']} | {c['truth']} | {verdict} | "
+                         f"{'yes' if c['match'] else '**no**'} | {why} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown())
