@@ -19,6 +19,9 @@ def dispatch(argv: list[str]) -> int | None:
     Raises:
         PatchqError, or anything else: :func:`patchq.edge.guard` reports it.
     """
+    from patchq.edge import hoist_json
+
+    argv = hoist_json(argv)  # `patchq --json list` is `patchq list --json`
     if argv[:1] == ["run"]:  # run execs the command: no typer, warm start parses nothing
         from patchq.commands import run
 

@@ -18,14 +18,33 @@ from collections.abc import Callable
 import typer
 
 from patchq import report
+from patchq.errors import EXIT_OK
+
+
+class _Group(typer.core.TyperGroup):
+    """A group whose command list prints each summary whole, wrapped to the terminal
+    (click cuts it with ``...`` to fit the line)."""
+
+    def format_commands(self, ctx, formatter) -> None:
+        rows = [(name, cmd.get_short_help_str(limit=10_000)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+#: Help wraps at the terminal's width (``$COLUMNS``), not at click's 80 columns.
+_CONTEXT = {"max_content_width": 10_000}
 
 app = typer.Typer(
     name="patchq",
+    cls=_Group,
     help="Keep a series of anchored libcst patches alive on an installed vLLM.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (typer's; bash, zsh, fish)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=_CONTEXT,
 )
 
 
@@ -50,8 +69,36 @@ def _nonempty(value):
     return value
 
 
+def _complete_profiles(incomplete: str) -> list[str]:
+    """Shell completion of ``--profile``: the profiles of the series found from here."""
+    from patchq import discovery, hashing
+
+    try:
+        names = hashing.profile_tables(discovery.find(None).series / "profiles.toml")
+    except Exception:  # completion never fails loudly: no series here, a broken file
+        return []
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def _complete_patches(incomplete: str) -> list[str]:
+    """Shell completion of ``--patch``: the patch ids of the series found from here."""
+    from patchq import discovery
+
+    try:
+        ids = sorted(p.stem.replace("_", "-") for p in discovery.find(None).series.glob("*.py")
+                     if not p.stem.startswith("_"))
+    except Exception:
+        return []
+    return [i for i in ids if i.startswith(incomplete)]
+
+
 def opt(default, *names: str, help: str, metavar: str | None = None, **kw):
-    """A value option whose empty value is refused (see :func:`_nonempty`)."""
+    """A value option whose empty value is refused (see :func:`_nonempty`); ``--profile``
+    and ``--patch`` complete to the series' names in the shell."""
+    if "--profile" in names:
+        kw.setdefault("autocompletion", _complete_profiles)
+    elif "--patch" in names:
+        kw.setdefault("autocompletion", _complete_patches)
     return typer.Option(default, *names, help=help, metavar=metavar, callback=_nonempty, **kw)
 
 
@@ -262,11 +309,16 @@ def check(
     With each anchor's location and the upstream drift of its definition."""
     from patchq.commands import check as cmd
     from patchq.compat.check import target_for
-    from patchq.errors import UsageError
+    from patchq.errors import TargetNotFound, UsageError
 
     if sum(map(bool, (profile, all_, patch))) != 1:
         raise UsageError("give exactly one of --profile NAME, --patch ID or --all")
-    target = target_for(vllm, source, as_version, site_packages, python)
+    try:
+        target = target_for(vllm, source, as_version, site_packages, python)
+    except TargetNotFound as exc:
+        if vllm or source or site_packages or python:
+            raise
+        raise TargetNotFound(f"{exc}; or check a release instead: --vllm X.Y.Z") from None
     if patch:  # single patches: patchq/commands/pick.py
         from patchq.commands import pick
 
@@ -304,7 +356,7 @@ def matrix(
 
 # -- upstream tracking, rebase and import (patchq/commands/upstream.py, rebase.py, import_.py)
 
-upstream_app = typer.Typer(help="A git history of vLLM releases; what changed under a patch.",
+upstream_app = typer.Typer(help="A git history of vLLM releases; what changed under a patch.", cls=_Group,
                            no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(upstream_app, name="upstream")
 UpstreamRepo = opt(None, "--repo", help="an existing vLLM clone (vX.Y.Z tags) instead of the releases history",
@@ -365,6 +417,32 @@ def rebase(
     _finish(*cmd.run(s, to, from_, cmd.check_ids(s, patch), write, workdir, resume), as_json, report.rebase_text)
 
 
+@app.command()
+def upgrade(
+    profile: str | None = opt(None, "--profile", "-p", metavar="NAME",
+                              help="profile to carry (default: the one the environment's journal names)"),
+    to: str | None = opt(None, "--to", metavar="VERSION",
+                         help="a release not installed yet: check and rebase for it, apply nothing"),
+    write: bool = typer.Option(False, "--write", help="write what the rebase proves into the series"),
+    workdir: str | None = opt(None, "--workdir", metavar="DIR",
+                              help="where conflicts go (default: .patchq-rebase/ beside series/)"),
+    site_packages: str | None = SitePackages,
+    python: str | None = Python,
+    series_dir: str | None = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """After a vLLM upgrade: check, rebase what needs it, apply; say what to do next.
+
+    Per patch of the profile: its check status on the installed release, the rebase of
+    what drifted, moved or broke (the series is written only with --write), and whether it
+    is applied. Exit 0 when the profile is applied (or ready for --to), 1 when a patch
+    needs you."""
+    from patchq.commands import upgrade as cmd
+
+    doc, code = cmd.run(_series(series_dir), _target(site_packages, python), profile, to, write, workdir)
+    _finish(doc, code, as_json, cmd.render_text)
+
+
 @app.command("import", cls=_Command)
 def import_cmd(
     file: str | None = typer.Argument(None, help="a unified diff (git, quilt or patch-package format)",
@@ -423,12 +501,15 @@ def test_cmd(
 @app.command("init", cls=_Command)
 def init_cmd(
     directory: str | None = typer.Argument(None, metavar="DIR", callback=_nonempty, help="where to write the series repo (default: here)"),
+    action: str | None = opt(None, "--action", metavar="OWNER/NAME@COMMIT",
+                             help="the patchq repository whose action.yml the CI workflow pins (default: the "
+                                  "repository variables PATCHQ_REPOSITORY and PATCHQ_COMMIT)"),
     as_json: bool = Json,
 ) -> None:
     """Write a new series repo: patchq.toml, series/, anchors/, an example patch, its test, a CI workflow."""
     from patchq.commands import init as cmd
 
-    doc, code = cmd.init(directory)
+    doc, code = cmd.init(directory, action)
     _finish(doc, code, as_json, cmd.render_init)
 
 
@@ -545,8 +626,8 @@ def record_cmd(
     _finish(doc, code, as_json, cmd.render_record)
 
 
-cache_app = typer.Typer(help="patchq's download cache: where, size per release, prune, clean.",
-                        invoke_without_command=True)
+cache_app = typer.Typer(help="patchq's download cache: where, size per release, prune, clean.", cls=_Group,
+                        invoke_without_command=True, rich_markup_mode=None)
 app.add_typer(cache_app, name="cache")
 
 
@@ -595,21 +676,62 @@ def serve_args_cmd(
     doc, code = cmd.run(_series(series_dir), profile, want_env=env)
     _finish(doc, code, as_json, lambda d: cmd.render_text(d, env))
 
+@app.command("serve", cls=_Command, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def serve_cmd(
+    profile: str | None = opt(None, "--profile", "-p", metavar="NAME",
+                              help="profile to serve (default: the one applied here)"),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="print the exports, apply and serve commands; change nothing"),
+    mode: str | None = opt(None, "--mode", metavar="apply|run",
+                           help="patch site-packages (apply) or at import time (run); "
+                                "default $PATCHQ_MODE, else apply"),
+    series_dir: str | None = SeriesDir,
+    as_json: bool = Json,
+    vllm_args: list[str] | None = typer.Argument(None, metavar="VLLM_ARGS",
+                                                 help="more `vllm serve` arguments (after --)"),
+) -> None:
+    """Apply the profile, then exec `vllm serve` with its flags.
+
+    The generic flags come from MODEL, SERVED_NAME, HOST, PORT, MAX_MODEL_LEN,
+    GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, PREFIX_CACHING and VLLM_EXTRA_ARGS; then
+    [profiles.NAME.serve] (args, env); then VLLM_ARGS. The vllm is $VLLM, else the one beside
+    this Python, else on PATH. --json prints the plan (patchq.serve/1) and serves nothing."""
+    from patchq.commands import serve as cmd
+
+    plan = cmd.serve_plan(_series(series_dir), profile, mode, vllm_args or [], series_dir,
+                          dry_run=dry_run or as_json)
+    if dry_run or as_json:
+        _finish(plan, EXIT_OK, as_json, cmd.dry_run_text)
+    raise typer.Exit(cmd.serve(plan, series_dir))
+
+
 # ========================================================================= end adoption
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the typer app on ``argv`` and return its exit code; exceptions (patchq's,
-    click's usage errors, bugs) go up to :func:`patchq.edge.guard`.
+    click's usage errors, bugs, Ctrl-C, a closed stdout) go up to :func:`patchq.edge.guard`.
 
     Called without ``argv`` (as a script), it runs inside the edge itself and exits.
+    The app is driven here rather than by typer's ``main``, which would turn Ctrl-C into
+    a silent exit 130 and a closed pipe into exit 1 (README, "Exit codes": 130 with a
+    line, 141 quietly).
     """
-    if argv is None:
-        from patchq.edge import guard
+    from patchq.edge import guard, hoist_json
 
+    if argv is None:
         sys.exit(guard(main, sys.argv[1:]))
+    argv = hoist_json(argv)
     _output.clear()
-    code = app(args=argv, prog_name="patchq", standalone_mode=False)
+    command = typer.main.get_command(app)
+    command._main_shell_completion({}, "patchq")  # exits when the shell asks for completions
+    try:
+        with command.make_context("patchq", list(argv)) as ctx:
+            code = command.invoke(ctx)
+    except Exception as exc:
+        if type(exc).__name__ != "Exit" or not isinstance(getattr(exc, "exit_code", None), int):
+            raise
+        code = exc.exit_code  # type: ignore[attr-defined]
     for doc, as_json, render, err in _output:
         report.emit_json(doc) if as_json else report.emit_text(render(doc), err=err)
     return code if isinstance(code, int) else 0

@@ -66,6 +66,20 @@ def wants_json(argv: Sequence[str]) -> bool:
     return False
 
 
+def hoist_json(argv: Sequence[str]) -> list[str]:
+    """``argv`` with a ``--json`` given before the verb (``patchq --json list``) moved to
+    the verb's options (before any ``--``), where every verb takes it."""
+    argv = list(argv)
+    hoisted = False
+    while len(argv) > 1 and argv[0] == "--json":
+        argv.pop(0)
+        hoisted = True
+    if hoisted:
+        at = argv.index("--") if "--" in argv else len(argv)
+        argv.insert(at, "--json")
+    return argv
+
+
 def cache_root() -> str:
     """patchq's cache root (as :func:`patchq.env.hookdir.cache_root`, stdlib only):
     ``$PATCHQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/patchq``, else ``~/.cache/patchq``."""
@@ -196,7 +210,14 @@ def report_error(message: str, code: int, as_json: bool) -> int:
         sys.stdout.write(json.dumps({"ok": False, "error": message, "exit_code": code}, indent=2) + "\n")
     elif message:
         flat = " ".join(part.strip() for part in message.splitlines() if part.strip())
-        sys.stderr.write(f"patchq: error: {flat}\n")  # one line, always
+        prefix = "patchq: error:"
+        try:
+            from patchq.report import paint  # red on a colour terminal (stdlib only)
+
+            prefix = paint(prefix, "bad", err=True)
+        except Exception:  # the edge must work even when patchq itself is broken
+            pass
+        sys.stderr.write(f"{prefix} {flat}\n")  # one line, always
     return code
 
 

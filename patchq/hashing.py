@@ -286,13 +286,17 @@ def series_inputs(series_root: str, anchors_root: str) -> dict[str, str]:
     return out
 
 
-def series_summary(series_root: Path, anchors_root: Path) -> dict:
+def series_summary(series_root: Path, anchors_root: Path, syntax: bool = False) -> dict:
     """What status and the no-op check need from the series, parsed once.
 
     Returns ``{"inputs": {...}, "profiles": {name: [ids]}, "ids": [...],
-    "hashes": {id: hash}, "modules": {id: [relpath, ...]}}``. ``ids`` (and ``hashes``,
-    ``modules``) hold the patches that have a series file: a profile naming an unknown
-    patch breaks only that profile (:func:`profile_hashes`), not the others.
+    "hashes": {id: hash}, "modules": {id: [relpath, ...]}, "syntax_errors": {id: message}}``.
+    ``ids`` (and ``hashes``, ``modules``) hold the patches that have a series file: a
+    profile naming an unknown patch breaks only that profile (:func:`profile_hashes`), not
+    the others. ``syntax_errors`` (only with ``syntax``: it compiles every series file, which
+    a warm ``patchq run`` must not pay): the series files that do not compile
+    (``FILE:LINE: SyntaxError: msg``, as :func:`patchq.edge.series_error` words it); they
+    break only the profiles holding them, and ``status`` reports them (exit 2).
 
     Raises:
         SeriesError: a malformed ``profiles.toml`` or anchors file (see :func:`read_toml`).
@@ -308,7 +312,7 @@ def series_summary(series_root: Path, anchors_root: Path) -> dict:
         pid = path.stem.replace("_", "-")
         if pid not in ids and not path.stem.startswith("_"):
             ids.append(pid)
-    return {
+    summary = {
         "inputs": series_inputs(str(series_root), str(anchors_root)),
         "profiles": profiles,
         "ids": ids,
@@ -316,6 +320,25 @@ def series_summary(series_root: Path, anchors_root: Path) -> dict:
                                               anchors_root / f"{pid}.toml") for pid in ids},
         "modules": {pid: anchor_modules(anchors_root / f"{pid}.toml") for pid in ids},
     }
+    if syntax:
+        summary["syntax_errors"] = syntax_errors(series_root, ids)
+    return summary
+
+
+def syntax_errors(series_root: Path, ids: list[str]) -> dict[str, str]:  # noqa: F821
+    """patch id -> ``FILE:LINE: SyntaxError: msg`` for each series file of ``ids`` that does
+    not compile (no series code runs: the file is compiled, not imported)."""
+    out = {}
+    for pid in ids:
+        path = series_root / (pid.replace("-", "_") + ".py")
+        try:
+            compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        except SyntaxError as exc:  # also IndentationError, TabError
+            line = f":{exc.lineno}" if exc.lineno else ""
+            out[pid] = f"{path}{line}: {type(exc).__name__}: {exc.msg}"
+        except ValueError as exc:  # a null byte
+            out[pid] = f"{path}: {exc}"
+    return out
 
 
 def profile_hashes(summary: dict, profile: str) -> dict[str, str]:

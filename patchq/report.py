@@ -17,6 +17,56 @@ if TYPE_CHECKING:  # the planner imports libcst; rendering must not
     from patchq.plan.engine import Plan
 
 
+# -- colour ------------------------------------------------------------------------
+
+#: SGR codes of the styles a rendering uses.
+_SGR = {"good": "32", "warn": "33", "bad": "31", "info": "36", "bold": "1"}
+#: Status words (of status, check, apply, rebase) -> style; others stay plain.
+_STYLE = {
+    **dict.fromkeys(("applied", "applies", "ok", "patched", "clean", "initialized"), "good"),
+    **dict.fromkeys(("stale", "applies-drifted", "moved", "needs-variant", "not applied"), "warn"),
+    **dict.fromkeys(("foreign", "modified", "missing", "conflict", "gone", "failed", "interaction",
+                     "partially-upstreamed", "not-in-series", "failed-at-base"), "bad"),
+    **dict.fromkeys(("upstreamed", "superseded", "absent", "not-applicable", "skipped"), "info"),
+}
+_colour: dict[bool, bool] = {}
+
+
+def colour_on(err: bool = False) -> bool:
+    """Whether text for stdout (stderr with ``err``) is coloured: ``NO_COLOR`` (non-empty)
+    turns it off, else ``FORCE_COLOR`` (non-empty) on, else only on a terminal whose
+    ``TERM`` is not ``dumb`` (no-color.org, force-color.org; as rich decides)."""
+    if err not in _colour:
+        import os
+
+        env = os.environ
+        if env.get("NO_COLOR"):
+            on = False
+        elif env.get("FORCE_COLOR"):
+            on = True
+        else:
+            stream = sys.stderr if err else sys.stdout
+            try:
+                on = stream.isatty() and env.get("TERM", "") not in ("dumb", "unknown")
+            except (AttributeError, ValueError):
+                on = False
+        _colour[err] = on
+    return _colour[err]
+
+
+def paint(text: str, style: str | None, err: bool = False) -> str:
+    """``text`` in ``style`` (``good``, ``warn``, ``bad``, ``info``, ``bold``; None: plain)
+    when colour is on for that stream (:func:`colour_on`), else unchanged."""
+    if not style or not text or not colour_on(err):
+        return text
+    return f"\x1b[{_SGR[style]}m{text}\x1b[0m"
+
+
+def status_word(word: str, pad: int = 0, err: bool = False) -> str:
+    """A status word padded to ``pad`` columns, in its colour (:data:`_STYLE`)."""
+    return paint(f"{word:<{pad}}", _STYLE.get(word.strip()), err)
+
+
 def patch_rows(plan: Plan) -> list[dict]:
     """One dict per patch result of a plan (``patches`` in every document)."""
     from dataclasses import asdict
@@ -65,6 +115,12 @@ def _wrap(text: str, indent: int, first: str = "", cols: int | None = None) -> l
                          break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
 
 
+def wrap_lines(text: str, indent: int, first: str = "") -> list[str]:
+    """``first`` + ``text`` wrapped at the terminal width, continuation lines indented by
+    ``indent``; words (paths, ``file:line``) are never broken."""
+    return _wrap(text, indent, first)
+
+
 _LOWER_FIRST = {">": 0, ">=": 0, "===": 1, "==": 1, "~=": 1, "!=": 2, "<=": 3, "<": 3}
 
 
@@ -80,6 +136,30 @@ def range_text(spec: str) -> str:
         return _LOWER_FIRST.get(op, 1)
 
     return ",".join(sorted(parts, key=key))
+
+
+def selection(doc: dict) -> str:
+    """What a command ran on, for its header: the profile, ``--patch X,Y``, or ``--all``."""
+    if doc.get("profile"):
+        return str(doc["profile"])
+    if doc.get("patch_ids"):
+        return "--patch " + ",".join(doc["patch_ids"])
+    return "--all"
+
+
+_SPEC_LIST = None
+
+
+def ranges_lower_first(text: str) -> str:
+    """``text`` with every comma-joined version range in it (``<0.26,>=0.15``, as packaging
+    prints a SpecifierSet) written lower bound first, as :func:`range_text` does."""
+    import re
+
+    global _SPEC_LIST
+    if _SPEC_LIST is None:
+        one = r"(?:===|==|~=|!=|<=|>=|<|>)\d[\w.*+!]*"
+        _SPEC_LIST = re.compile(rf"{one}(?:,{one})+")
+    return _SPEC_LIST.sub(lambda m: range_text(m.group(0)), text)
 
 
 # -- list --------------------------------------------------------------------------
@@ -126,12 +206,12 @@ def check_text(doc: dict, show_diffs: bool = True) -> str:
     """A ``patchq.check/1`` document: per patch its status, then each anchor location
     (``qualname (file:line)``) and the reason on their own lines, then the drift."""
     cols = width()
-    title = (f"check {doc['profile'] or '--all'} on vllm {doc['vllm']['version']} "
+    title = (f"check {selection(doc)} on vllm {doc['vllm']['version']} "
              f"({doc['vllm']['kind']})")
     out = _wrap(title, 2, "", cols)
     idw = max((len(p["id"]) for p in doc["patches"]), default=0)
     for p in doc["patches"]:
-        out.append(f"  {p['id']:<{idw}}  {p['status']}")
+        out.append(f"  {p['id']:<{idw}}  {status_word(p['status'])}")
         for loc in dict.fromkeys(f"{a['qualname']} ({a['path'].rsplit('/', 1)[-1]}:{a['line']})"
                                  for a in p.get("anchors", [])):
             out += _wrap(loc, 8, "      at ", cols)
@@ -142,7 +222,8 @@ def check_text(doc: dict, show_diffs: bool = True) -> str:
         out.append(f"{len(doc['patches'])} patch(es): {counts}")
     drift = drift_text(doc, show_diffs)
     views = threeway_text(doc) if show_diffs else ""
-    return "\n".join(out) + ("\n" + drift if drift else "") + ("\n" + views if views else "")
+    return "\n".join(out) + ("\n" + drift if drift else "") + ("\n" + views if views else "") + \
+        "".join(f"\n{next_line(s)}" for s in check_next(doc))
 
 
 def threeway_text(doc: dict) -> str:
@@ -161,6 +242,29 @@ def threeway_text(doc: dict) -> str:
     return "".join(parts)
 
 
+def next_line(step: str, err: bool = False) -> str:
+    """``next: STEP`` (``next:`` in bold on a colour terminal)."""
+    return f"{paint('next:', 'bold', err)} {step}"
+
+
+def check_next(doc: dict) -> list[str]:
+    """The obvious next step after a ``patchq.check/1``: rebase what blocks, record what drifted."""
+    version = doc["vllm"]["version"]
+    review = [p["id"] for p in doc["patches"] if p["status"] in ("review", "possibly-upstreamed")]
+    steps = [f"`patchq review {pid} --vllm {version}` shows what upstream changed under it; `--accept` records "
+             f"that you reviewed it" for pid in review]
+    blocking = [p["id"] for p in doc["patches"] if p["blocking"] and p["id"] not in review]
+    if blocking:
+        ids = " ".join(f"--patch {pid}" for pid in blocking)
+        return steps + [f"`patchq rebase --to {version} {ids}` carries them to vllm {version} "
+                        f"(`--write` records it; `patchq upgrade` does check, rebase and apply in one go)"]
+    drifted = [p["id"] for p in doc["patches"] if p["status"] == "applies-drifted"]
+    if drifted:  # apart from the patch, by the three-way rules; a person's word makes it `applies`
+        return steps + [f"`patchq review {pid} --vllm {version} --accept` records vllm {version} as reviewed "
+                        f"for {pid}" for pid in drifted]
+    return steps
+
+
 # -- apply, revert, run ------------------------------------------------------------
 
 
@@ -168,7 +272,7 @@ def apply_text(doc: dict) -> str:
     """Plain-text rendering of a ``patchq.apply/1`` document (no rich: apply runs at
     every server start, and its output is read in logs)."""
     lines = []
-    head = f"{doc['command']} {doc['profile'] or '--all'} on vllm {doc['vllm']['version']}"
+    head = f"{doc['command']} {selection(doc)} on vllm {doc['vllm']['version']}"
     if doc["patches"] and (not doc["ok"] or not doc["noop"]):
         lines.append(head + ":")
         width_ = max(len(p["id"]) for p in doc["patches"])
@@ -176,9 +280,14 @@ def apply_text(doc: dict) -> str:
             where = ", ".join(dict.fromkeys(f"{a['qualname']} ({a['path'].rsplit('/', 1)[-1]}:{a['line']})"
                               for a in p.get("anchors", [])))
             detail = p.get("reason") or where
-            lines.append(f"  {p['id']:<{width_}}  {p['status']:<14}  {detail}")
+            err = bool(doc["error"])
+            lines.append(f"  {p['id']:<{width_}}  {status_word(p['status'], 14, err)}  {detail}")
     if doc["error"]:
-        lines.append(f"patchq: error: {doc['error']}")
+        lines.append(f"{paint('patchq: error:', 'bad', True)} {doc['error']}")
+        if doc["patches"] and doc["command"] in ("apply", "run"):  # a plan failed: check says why per patch
+            what = f"--profile {doc['profile']}" if doc["profile"] else selection(doc)
+            lines.append(next_line(f"`patchq check {what}` shows why per patch; `patchq upgrade` rebases what "
+                                   f"moved", err=True))
     elif doc["noop"]:
         lines.append(f"{doc['command']}: nothing to do (vllm {doc['vllm']['version']} already as wanted)")
     else:
@@ -273,9 +382,9 @@ def rebase_text(doc: dict) -> str:
         head = f"{p['id']}: {p['status'].upper()}"
         if p["from"]:
             head += f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; series at {p['to']}: {p['target_variant']})"
-        out.append(head)
+        out.append(ranges_lower_first(head))
         if p["status"] == "skipped" or p["status"] == "failed-at-base":
-            out.append(f"  {p['reason']}")
+            out.append(ranges_lower_first(f"  {p['reason']}"))
             continue
         for u in p["units"]:
             where = u["base_path"]
@@ -310,7 +419,7 @@ def rebase_text(doc: dict) -> str:
             if not any(w in u["files"] for u in p["units"]):
                 out.append(f"  wrote {w}")
         for s in p["next_steps"]:
-            out.append(f"  next: {s}")
+            out.append("  " + next_line(ranges_lower_first(s)))
     counts = ", ".join(f"{n} {k}" for k, n in sorted(doc["counts"].items()))
     out.append(f"summary: {counts}" + ("" if doc["ok"] else " (exit 1: conflicts or new variants to resolve)"))
     return "\n".join(out) + "\n"
@@ -334,7 +443,11 @@ def import_text(doc: dict) -> str:
     lines += [f"  wrote {w}" for w in doc["written"]]
     if "profile" in doc:
         lines.append(f"  profile {doc['profile']}: " + ("added" if doc["added_to_profile"] else "already there"))
-    lines.append(f"  verified: applying {doc['patch']} to vllm {doc['release']} gives exactly the diff's result")
+    moved = any("relocated" in n for n in doc["notes"])
+    lines.append(f"  verified: applying {doc['patch']} to vllm {doc['release']} gives exactly the diff's result"
+                 + (" (relocated insertions aside)" if moved else ""))
+    lines.append(next_line(f"`patchq test --regen --patch {doc['patch']}` records its goldens; "
+                           f"`patchq check --patch {doc['patch']} --vllm X` tries it on another release"))
     return "\n".join(lines) + "\n"
 
 
@@ -372,21 +485,43 @@ def status_text(report: dict) -> str:
     lines = series_line(report) + [
         f"vllm {report['vllm']} at {report['site_packages']}  profile: {report['profile'] or 'none'}"]
     if report.get("note"):
-        lines.append(f"! {report['note']}")
+        lines.append(paint(f"! {report['note']}", "warn"))
     if report["pending_write"]:
-        lines.append("! an interrupted write is pending: the next apply or revert completes it")
+        lines.append(paint("! an interrupted write is pending: the next apply or revert completes it", "warn"))
     if report.get("shadowed_by"):
-        lines.append(f"! this interpreter imports vllm from {report['shadowed_by']}, not from "
+        lines.append(paint(f"! this interpreter imports vllm from {report['shadowed_by']}, not from "
                      f"{report['site_packages']}: the patches below are not what it runs (PYTHONPATH or a .pth "
-                     f"puts another vllm first)")
+                     f"puts another vllm first)", "bad"))
+    for problem in report.get("series_errors", []):
+        lines.append(paint(f"! the series file does not compile: {problem}", "bad"))
     width = max((len(p["id"]) for p in report["patches"]), default=8)
     for p in report["patches"]:
         reason = f"  ({p['reason']})" if p["reason"] else ""
-        lines.append(f"  {p['id']:<{width}}  {p['status']:<11}  {p['hash']}{reason}")
+        lines.append(f"  {p['id']:<{width}}  {status_word(p['status'], 11)}  {p['hash']}{reason}")
     lines.append("files:")
     for f in report["files"]:
-        lines.append(f"  {f['state']:<8}  {f['path']}")
-    return "\n".join(lines)
+        lines.append(f"  {status_word(f['state'], 8)}  {f['path']}")
+    return "\n".join(lines + [next_line(s) for s in status_next(report)])
+
+
+def status_next(report: dict) -> list[str]:
+    """The obvious next step after a ``patchq.status/1`` (none when all is well)."""
+    statuses = {p["status"] for p in report["patches"]}
+    if report.get("series_errors"):
+        return ["fix the series file(s) above; `patchq list` checks the whole series"]
+    if report["pending_write"]:
+        return []  # the line above says it: the next apply or revert completes it
+    if "foreign" in statuses or any(f["state"] == "modified" for f in report["files"]):
+        return ["`patchq revert --all --force` restores the files (keeping a copy of each edit), then apply again"]
+    if report.get("note"):  # upgraded or reinstalled: the patches went with the old files
+        return ["`patchq upgrade` checks every patch of the profile on this vllm, rebases what moved and applies it"]
+    if "stale" in statuses and report["profile"]:
+        return [f"`patchq apply --profile {report['profile']}` re-applies the changed patches"]
+    if "not-in-series" in statuses:
+        return ["give the series that applied them (`--series DIR`), or `patchq revert --all`"]
+    if not report["profile"] and statuses <= {"not-applied"} and report["patches"]:
+        return ["`patchq apply --profile NAME` patches this vllm (`patchq list` shows the profiles)"]
+    return []
 
 
 def runtime_status_text(report: dict) -> str:
@@ -416,4 +551,7 @@ def matrix_text(doc: dict, paths: dict) -> str:
              f"{doc['timing']['wall_s']} s; {blocking} blocking cell(s); "
              f"{len(doc['errors'])} release(s) not checked"]
     lines += [f"  {kind}: {path}" for kind, path in paths.items()]
+    if blocking:
+        lines.append(next_line("each blocking cell's reason is in matrix.html / matrix.md; "
+                               "`patchq rebase --to VERSION` carries the series to a release"))
     return "\n".join(lines)

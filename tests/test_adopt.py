@@ -19,7 +19,7 @@ def _init(tmp_path):
     assert {os.path.relpath(w, repo) for w in res.json["written"]} == {
         "patchq.toml", "series/profiles.toml", "series/example_quiet_logger.py",
         "anchors/example-quiet-logger.toml", "tests/test_patches.py", ".github/workflows/patchq.yml",
-        "README.md", ".gitignore"}
+        "README.md", ".gitignore", ".pre-commit-config.yaml"}
     return repo
 
 

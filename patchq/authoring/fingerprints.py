@@ -56,7 +56,7 @@ Fingerprints = dict[str, dict[str, dict[str, str]]]
 
 HEADER = (
     "# Anchors of patch {patch}: where its edits go, by structure (see patchq/model.py AnchorSpec).\n"
-    "# [anchors.<id>.fingerprints] is written by `python -m patchq.authoring.fingerprints --record`.\n\n"
+    "# [anchors.<id>.fingerprints] is written by `patchq fingerprint --patch {patch}`.\n\n"
 )
 _KEY_ORDER = ("module", "qualname", "node", "count")
 

@@ -283,46 +283,106 @@ def test_patch(case, patchq_regen):
     testing.assert_case(case, regen=patchq_regen)
 '''
 
-WORKFLOW = """\
-# The series on every vLLM release in range: goldens, then the compatibility matrix.
+#: The pinned actions the generated workflow uses (the same commits as ci/github/ and action.yml).
+CHECKOUT = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683  # v4.2.2"
+
+_WORKFLOW_HEAD = f"""\
+# The series on every vLLM release in range: `patchq test` (verdicts and goldens per
+# release), then the compatibility matrix (artifact and run summary), through patchq's
+# reusable action (action.yml of the patchq repository, pinned to a full commit hash).
 name: patchq
 on:
   push:
   pull_request:
   schedule:
     - cron: "0 6 * * 1"   # weekly: new vLLM releases show up in the matrix
+permissions:
+  contents: read
+concurrency:
+  group: patchq-${{{{ github.ref }}}}
+  cancel-in-progress: true
 jobs:
-  matrix:
+  patchq:
+    name: patchq test and matrix
     runs-on: ubuntu-latest
+    timeout-minutes: 60
     steps:
-      - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
+      - uses: {CHECKOUT}
         with:
-          python-version: "3.11"
-      - uses: actions/cache@v4
+          persist-credentials: false
+"""
+
+_ACTION_WITH = """\
         with:
-          path: ~/.cache/patchq
-          key: patchq-vllm-wheels-${{ hashFiles('tests/goldens/**/expect.toml') }}
-          restore-keys: patchq-vllm-wheels-
-      # patchq is not on PyPI: set the repository variable PATCHQ_SPEC to what pip should
-      # install (a wheel URL, or "patchq @ git+https://<host>/<owner>/patchq@<commit>")
-      - run: pip install "$PATCHQ_SPEC" pytest
+          releases: ">=0.23.0"       # the matrix's releases
+          fail-on-blocking: "true"   # a blocking cell fails the run
+"""
+
+#: Without ``--action``: the action is checked out from the repository variables
+#: PATCHQ_REPOSITORY (owner/name of patchq) and PATCHQ_COMMIT (a full commit hash), which
+#: the repository's settings hold; patchq is not on PyPI and has no fixed public home.
+WORKFLOW = _WORKFLOW_HEAD + f"""\
+      - name: the patchq to use
         env:
-          PATCHQ_SPEC: ${{ vars.PATCHQ_SPEC }}
-      - run: pytest -q tests
-      - run: patchq matrix --releases ">=0.23.0" --out matrix   # every profile of the series
-      - uses: actions/upload-artifact@v4
-        if: always()
+          PATCHQ_REPOSITORY: ${{{{ vars.PATCHQ_REPOSITORY }}}}
+          PATCHQ_COMMIT: ${{{{ vars.PATCHQ_COMMIT }}}}
+        run: |
+          if [ -z "$PATCHQ_REPOSITORY" ] || ! [[ "$PATCHQ_COMMIT" =~ ^[0-9a-f]{{40}}$ ]]; then
+            echo "::error::set the repository variables PATCHQ_REPOSITORY (owner/name of the patchq repository)" \\
+                 "and PATCHQ_COMMIT (a full commit hash of it), or write the action's reference here:" \\
+                 "patchq init --action OWNER/NAME@COMMIT"
+            exit 1
+          fi
+      - uses: {CHECKOUT}
         with:
-          name: matrix
-          path: matrix/
+          repository: ${{{{ vars.PATCHQ_REPOSITORY }}}}
+          ref: ${{{{ vars.PATCHQ_COMMIT }}}}
+          path: .patchq-action
+          persist-credentials: false
+      # patchq's checkout, not this repository (the `$/` self syntax would name this one)
+      - uses: ./.patchq-action  # zizmor: ignore[self-repository]
+""" + _ACTION_WITH
+
+_ACTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+@[0-9a-f]{40}$")
+
+
+def workflow(action: str | None = None) -> str:
+    """The CI workflow ``patchq init`` writes: the reusable action pinned to ``action``
+    (``OWNER/NAME@<40 hex>``), or without it, from the repository variables (:data:`WORKFLOW`).
+
+    Raises:
+        UsageError: ``action`` is not ``OWNER/NAME@`` a full commit hash.
+    """
+    if action is None:
+        return WORKFLOW
+    if not _ACTION_RE.match(action):
+        raise UsageError(f"--action {action!r}: give OWNER/NAME@COMMIT, the commit as a full 40-hex hash "
+                         f"(a tag or branch can move; zizmor calls that unpinned)")
+    return _WORKFLOW_HEAD + f"      - uses: {action}  # patchq\n" + _ACTION_WITH
+
+
+PRE_COMMIT = """\
+# pre-commit (https://pre-commit.com) runs patchq's checks of this series before a commit.
+# `repo: local` uses the patchq installed here; to pin one, use the patchq repository
+# (its .pre-commit-hooks.yaml has the same hooks) with `rev:` a commit of it.
+repos:
+  - repo: local
+    hooks:
+      - id: patchq-test
+        name: patchq test (verdicts and goldens per release)
+        entry: patchq test
+        language: system
+        pass_filenames: false
+        files: ^(patchq\\.toml|series/|anchors/|tests/goldens/)
 """
 
 REPO_README = """\
 # {name}: a patchq series
 
-Runtime patches for vLLM, kept alive release after release by
-[patchq](https://pypi.org/project/patchq/).
+Runtime patches for vLLM, kept alive release after release by patchq. patchq is not
+on PyPI: install it from its wheel (`pip install patchq-X.Y.Z-py3-none-any.whl`, built
+from a patchq checkout with `pip wheel --no-deps -w dist CHECKOUT`) or from the checkout
+itself (`pip install CHECKOUT`).
 
     patchq list                                   # profiles and patches (this series)
     patchq check --profile default --vllm 0.23.0  # what each patch would do on a release
@@ -333,8 +393,8 @@ Runtime patches for vLLM, kept alive release after release by
 """
 
 
-def init_files(name: str) -> dict[str, str]:
-    """relpath -> text of a new series repo (see ``patchq init``)."""
+def init_files(name: str, action: str | None = None) -> dict[str, str]:
+    """relpath -> text of a new series repo (see ``patchq init``; ``action``: :func:`workflow`)."""
     from patchq.authoring.fingerprints import render
 
     return {
@@ -343,7 +403,8 @@ def init_files(name: str) -> dict[str, str]:
         "series/example_quiet_logger.py": EXAMPLE_MODULE,
         "anchors/example-quiet-logger.toml": render("example-quiet-logger", {"anchors": EXAMPLE_ANCHORS}),
         "tests/test_patches.py": TEST_MODULE,
-        ".github/workflows/patchq.yml": WORKFLOW,
+        ".github/workflows/patchq.yml": workflow(action),
+        ".pre-commit-config.yaml": PRE_COMMIT,
         "README.md": REPO_README.format(name=name),
         ".gitignore": ".patchq-edit/\n.patchq-rebase/\n.patchq-txn/\nmatrix/\n__pycache__/\n",
     }

@@ -37,7 +37,7 @@ def summary(series: Series) -> dict:
     """The series summary cached in the journal (see :func:`patchq.hashing.series_summary`)."""
     from patchq.hashing import series_summary
 
-    return series_summary(series.root, series.anchors_root)
+    return series_summary(series.root, series.anchors_root, syntax=True)  # status reads syntax_errors from it
 
 
 def apply(target: CodeSource, series: Series, profile: str, strict: bool = False) -> tuple[dict, int]:

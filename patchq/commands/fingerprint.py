@@ -24,6 +24,7 @@ to record.
 from __future__ import annotations
 
 from patchq.authoring import fingerprints
+from patchq.commands import version_arg
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.series import Series
 from patchq.vllmdist import releases
@@ -37,11 +38,23 @@ def is_explicit(spec: str | None) -> bool:
 
 
 def select_releases(spec: str | None) -> list[str]:
-    """The versions a spec names: an explicit list as given, else the cached ones (filtered by a range)."""
+    """The versions to record: an explicit list as given, else the cached ones (filtered by a range).
+
+    Raises:
+        UsageError: a malformed version or range (exit 2, as for ``matrix``).
+    """
     if is_explicit(spec):
-        return [v.strip() for v in spec.split(",") if v.strip()]  # type: ignore[union-attr]
+        listed = [v.strip() for v in spec.split(",") if v.strip()]  # type: ignore[union-attr]
+        for v in listed:
+            version_arg(v, "--releases")
+        return listed
     cached = fingerprints.cached_versions()
-    return [str(v) for v in releases.filter_releases(cached, spec)] if spec else cached
+    if not spec:
+        return cached
+    try:
+        return [str(v) for v in releases.filter_releases(cached, spec)]
+    except releases.ReleaseError as exc:  # a malformed range is the user's input, not a missing release
+        raise UsageError(str(exc)) from None
 
 
 def run(series: Series, patches: list[str], spec: str | None, check: bool = False,
@@ -95,4 +108,8 @@ def render_text(doc: dict) -> str:
     for pid, vs in sorted(doc.get("skipped", {}).items()):
         lines.append(f"  {pid}: not recorded on {', '.join(vs)} (never reviewed there: name a release with "
                      f"--releases X, or run patchq review {pid} --vllm X)")
+    if doc["check"] and doc["changed"]:
+        from patchq.report import next_line
+
+        lines.append(next_line("`patchq fingerprint` (without --check) writes them"))
     return "\n".join(lines) + "\n"

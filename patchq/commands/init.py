@@ -1,6 +1,8 @@
 """``patchq init [DIR]`` and ``patchq new ID --at MODULE:QUALNAME [--node STATEMENT]``.
 
-``patchq.init/1``: ``dir``, ``written`` [paths], ``series`` (as in ``list``).
+``patchq.init/1``: ``dir``, ``written`` [paths], ``series`` (as in ``list``), ``git`` (an
+added field: ``initialized`` when init ran ``git init``, ``inside REPO`` when the directory
+is already in a git work tree, ``no git`` when git is not installed).
 ``patchq.new/1``: ``patch``, ``anchor`` {``module``, ``qualname``, ``node``}, ``profile``,
 ``added_to_profile`` (false when it was there already), ``written`` [paths], ``series``.
 Exit 0; 2 when a file exists (nothing is overwritten) or an argument is malformed.
@@ -19,14 +21,18 @@ INIT_SCHEMA = "patchq.init/1"
 NEW_SCHEMA = "patchq.new/1"
 
 
-def init(directory: str | None) -> tuple[dict, int]:
+def init(directory: str | None, action: str | None = None) -> tuple[dict, int]:
     """Write a new series repo in ``directory`` (default: the working directory).
 
+    ``action``: ``OWNER/NAME@COMMIT`` of the patchq repository, whose reusable action the CI
+    workflow uses (default: from the repository variables PATCHQ_REPOSITORY and
+    PATCHQ_COMMIT; :func:`patchq.authoring.scaffold.workflow`).
+
     Raises:
-        UsageError: one of its files exists already (nothing is written).
+        UsageError: one of its files exists already (nothing is written); a malformed ``action``.
     """
     root = Path(directory or ".").resolve()
-    files = scaffold.init_files(root.name)
+    files = scaffold.init_files(root.name, action)
     clash = [rel for rel in files if (root / rel).exists()]
     if clash:
         raise UsageError(f"{root} already has {', '.join(clash)}; nothing written (init writes a new series repo)")
@@ -39,14 +45,48 @@ def init(directory: str | None) -> tuple[dict, int]:
     loc = discovery.find_config(root)
     assert loc is not None
     doc = {"schema": INIT_SCHEMA, "dir": str(root), "written": written,
-           "series": discovery.from_config(*loc).as_json()}
+           "series": discovery.from_config(*loc).as_json(), "git": git_init(root)}
     return doc, EXIT_OK
+
+
+def git_init(root: Path) -> str:
+    """``git init`` ``root`` unless it is inside a git work tree already (a series repo is
+    a git repo: CI, pre-commit and ``rebase`` work on its history).
+
+    Returns:
+        ``initialized``, ``inside <top level>`` or ``no git`` (git is not installed).
+    Raises:
+        PatchqError: ``git init`` failed (exit 1; the files are written).
+    """
+    import shutil
+    import subprocess
+
+    from patchq.errors import PatchqError
+
+    git = shutil.which("git")
+    if git is None:
+        return "no git"
+    top = subprocess.run([git, "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if top.returncode == 0 and top.stdout.strip():
+        return f"inside {top.stdout.strip()}"
+    done = subprocess.run([git, "init", "-q", str(root)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PatchqError(f"wrote the series repo in {root}, but `git init` failed: "
+                          f"{(done.stderr or done.stdout).strip()}")
+    return "initialized"
 
 
 def render_init(doc: dict) -> str:
     """What was written and what to do next."""
     lines = [f"initialized a patchq series repo in {doc['dir']}:"]
     lines += [f"  wrote {w}" for w in doc["written"]]
+    git = doc.get("git", "")
+    lines.append("  git: " + ("ran `git init`" if git == "initialized" else
+                              f"already in the git repository at {git[7:]}" if git.startswith("inside ") else
+                              "git is not installed: run `git init` there once it is"))
+    if "PATCHQ_REPOSITORY" in Path(doc["dir"], ".github/workflows/patchq.yml").read_text(encoding="utf-8"):
+        lines.append("  CI: set the repository variables PATCHQ_REPOSITORY (owner/name of the patchq repository) and "
+                     "PATCHQ_COMMIT (a full commit hash), or re-run with --action OWNER/NAME@COMMIT")
     lines += ["next (in that directory):",
               "  patchq check --profile example --vllm 0.23.0     # the example patch on a release",
               "  patchq new ID --at vllm.module:Qualname --node 'statement'   # or: patchq edit ID --file vllm/x.py",

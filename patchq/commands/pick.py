@@ -5,7 +5,8 @@ carry the patches it carries now plus X, ``revert --patch X`` the ones it carrie
 X (series order either way; the journal records the profile when the result is exactly
 one, else none). ``diff --patch X`` and ``check --patch X`` look at X alone (on the
 pristine files). The documents are those of the commands (``patchq.apply/1``,
-``patchq.diff/1``, ``patchq.check/1``); ``profile`` is null.
+``patchq.diff/1``, ``patchq.check/1``); ``profile`` is null and ``patch_ids`` (an added
+field) lists the ids given, which the text header names (``check --patch X``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ def _profile_of(series: Series, ids: list[str]) -> str | None:
 
 def push_pop(command: str, target: CodeSource, series: Series, ids: list[str], force: bool = False) -> tuple[dict, int]:
     """``apply --patch`` (``command`` ``apply``) or ``revert --patch`` (``revert``)."""
+    doc, code = _push_pop(command, target, series, ids, force)
+    doc["patch_ids"] = list(ids)
+    return doc, code
+
+
+def _push_pop(command: str, target: CodeSource, series: Series, ids: list[str], force: bool) -> tuple[dict, int]:
     from patchq.commands import apply as apply_cmd
     from patchq.env.converge import PlanFailed, converge
     from patchq.env.state import StateDir
@@ -72,4 +79,5 @@ def check(target: CodeSource, series: Series, ids: list[str]) -> tuple[dict, int
     from patchq.compat import check as checking
 
     doc = checking.document(target, None, checking.check(target, chosen(series, ids)))
+    doc["patch_ids"] = list(ids)
     return doc, doc["exit_code"]

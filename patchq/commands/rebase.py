@@ -25,6 +25,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from patchq.authoring import diffstore, merge, rangediff, seriesedit
+from patchq.commands import version_arg
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.model import Patch
 from patchq.series import Series, module_file
@@ -221,7 +222,9 @@ def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] 
         UsageError: an unknown patch id, or no release to rebase from.
         TargetNotFound: a release cannot be had.
     """
-    target = Version(to)
+    target = version_arg(to, "--to")
+    if from_ is not None:
+        version_arg(from_, "--from")
     workdir = Path(workdir) if workdir else series.root.parent / ".patchq-rebase"
     ids = patch_ids or series.all_patch_ids()
     to_source = release_source(to)

@@ -200,7 +200,10 @@ def main(argv: list[str]) -> int:
         if opts.as_json:
             report.emit_json(exc.doc)
         else:
-            report.emit_text(exc.text + "\npatchq run: nothing was run", err=True)
+            lines = exc.text.rstrip("\n").splitlines()
+            at = max((i for i, ln in enumerate(lines) if "patchq: error:" in ln), default=len(lines) - 1)
+            lines[at] += "; nothing was run"
+            report.emit_text("\n".join(lines), err=True)
         return exc.exit_code
     env = environment(manifest, dict(os.environ))
     if opts.print_env:
@@ -213,6 +216,6 @@ def main(argv: list[str]) -> int:
     try:
         os.execvpe(opts.command[0], opts.command, env)
     except OSError as exc:
-        sys.stderr.write(f"patchq run: cannot run {opts.command[0]}: {exc.strerror}\n")
+        sys.stderr.write(f"patchq: error: cannot run {opts.command[0]}: {exc.strerror}\n")
         return EXIT_COMMAND_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_CANNOT_RUN
     return EXIT_OK  # not reached

@@ -1,4 +1,5 @@
-"""``patchq serve-args --profile NAME``: the ``vllm serve`` flags a profile declares.
+"""``patchq serve-args --profile NAME`` (the ``vllm serve`` flags a profile declares) and
+``patchq serve --profile NAME [-- VLLM_ARGS...]`` (apply the profile, then exec ``vllm serve``).
 
 A profile of ``series/profiles.toml`` may carry a ``serve`` table::
 
@@ -6,27 +7,46 @@ A profile of ``series/profiles.toml`` may carry a ``serve`` table::
     args = ["--speculative-config", '{"method":"dflash","model":"${DRAFTER:-/drafter}","num_speculative_tokens":${NUM_SPEC_TOKENS:-12}}']
     env = {VLLM_USE_V1 = "1"}
 
-``args`` are appended to ``vllm serve MODEL ...`` by ``runtime/serve.sh``; ``env`` is
-exported first. ``${NAME}`` and ``${NAME:-default}`` in either are expanded from the
-environment (``$$`` is a literal ``$``), so a profile's defaults stay overridable. A
-profile without a ``serve`` table serves with the generic flags only.
+``args`` are appended to ``vllm serve MODEL ...``; ``env`` is exported first. ``${NAME}``
+and ``${NAME:-default}`` in either are expanded from the environment (``$$`` is a literal
+``$``), so a profile's defaults stay overridable. A profile without a ``serve`` table
+serves with the generic flags only.
 
-Output: one argument per line; with ``--env``, ``NAME=value`` lines instead. The JSON
-document ``patchq.serve-args/1``: ``profile``, ``args`` [text], ``env`` {name: value},
-``env_withheld`` (null, or why ``env`` is empty: :func:`env_withheld`), ``series``. Exit
-0; 2 for an unknown profile or a malformed table, and for ``--env`` when the env of a
-series found by walking up is withheld.
+``serve-args`` output: one argument per line; with ``--env``, ``NAME=value`` lines
+instead. The JSON document ``patchq.serve-args/1``: ``profile``, ``args`` [text], ``env``
+{name: value}, ``env_withheld`` (null, or why ``env`` is empty: :func:`env_withheld`),
+``series``. Exit 0; 2 for an unknown profile or a malformed table, and for ``--env`` when
+the env of a series found by walking up is withheld.
+
+``serve`` (what ``runtime/serve.sh`` runs): the generic flags (:data:`GENERIC`, each
+overridable from the environment), then the profile's, then ``$VLLM_EXTRA_ARGS``, then the
+arguments after ``--``. It exports ``PATCHQ_EXPECT_PROFILE`` and ``PATCHQ_STRICT`` (the
+``patchq`` vLLM plugin checks the profile is live in every process) and the profile's
+``env``, applies the profile (the no-op fast path when it is applied already; with
+``PATCHQ_MODE=run`` / ``--mode run`` it goes through ``patchq run`` instead and leaves
+site-packages untouched), then replaces itself with ``vllm serve``. The ``vllm`` is
+``$VLLM``, else the script beside this interpreter (the environment patchq patches),
+else ``vllm`` on ``PATH``; none: exit 127 before anything is written. ``--dry-run`` prints
+the exports, the apply command and the serve command, and changes nothing; ``--json``
+prints that plan as ``patchq.serve/1``: ``profile``, ``mode``, ``vllm``, ``env`` {name:
+value}, ``apply`` (argv or null), ``exec`` (argv), ``series``. A profile whose ``env`` is
+withheld (:func:`env_withheld`) is not served, dry run included: exit 2, naming
+``--series`` / ``SERIES=``. Exit codes: apply's (1, 4,
+5, ...) when the profile does not apply (nothing is served), 2 usage, 127 no vllm, 126
+a vLLM installed without torch (``--no-deps``: enough to patch, not to serve).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 
-from patchq.errors import EXIT_OK, SeriesError, UsageError
+from patchq.errors import EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, PatchqError, SeriesError, UsageError
 from patchq.series import Series
 
 SCHEMA = "patchq.serve-args/1"
+SERVE_SCHEMA = "patchq.serve/1"
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -101,3 +121,193 @@ def render_text(doc: dict, env: bool = False) -> str:
     """One argument (or ``NAME=value``) per line."""
     rows = [f"{k}={v}" for k, v in doc["env"].items()] if env else doc["args"]
     return "".join(r + "\n" for r in rows)
+
+
+# --------------------------------------------------------------------------- patchq serve
+
+#: The generic ``vllm serve`` flags: (environment variable, default, flag). MODEL is the
+#: positional argument; PREFIX_CACHING=1 gives --enable-prefix-caching, else
+#: --no-enable-prefix-caching. The defaults are the Spark stack's (they were serve.sh's).
+GENERIC = (("SERVED_NAME", "qwen", "--served-model-name"), ("HOST", "0.0.0.0", "--host"),
+           ("PORT", "8000", "--port"), ("MAX_MODEL_LEN", "16384", "--max-model-len"),
+           ("GPU_MEMORY_UTILIZATION", "0.85", "--gpu-memory-utilization"), ("MAX_NUM_SEQS", "4", "--max-num-seqs"))
+
+
+class VllmNotFound(PatchqError):
+    """No ``vllm`` executable to serve with (exit 127, as a shell's command not found)."""
+
+    exit_code = EXIT_COMMAND_NOT_FOUND
+
+
+def find_vllm(environ: dict, required: bool = True) -> str | None:
+    """The ``vllm`` to exec: ``$VLLM``, else the one beside this interpreter, else on PATH;
+    None when there is none and not ``required``.
+
+    Raises:
+        VllmNotFound: none of them exists (and ``required``).
+    """
+    import shutil
+    from pathlib import Path
+
+    if environ.get("VLLM"):
+        found = shutil.which(environ["VLLM"])
+        if found is None and required:
+            raise VllmNotFound(f"VLLM={environ['VLLM']} is not an executable; nothing was applied or served")
+        return found
+    beside = Path(sys.executable).parent / "vllm"
+    if os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("vllm", path=environ.get("PATH"))
+    if found is None and required:
+        raise VllmNotFound(f"vllm not found: no vllm beside {sys.executable} and none on PATH; install vllm "
+                           f"in this environment (`{sys.executable} -m pip install vllm==X.Y.Z`) or set "
+                           f"VLLM=/path/to/vllm; nothing was applied or served")
+    return found
+
+
+def serve_plan(series: Series, profile: str | None, mode: str | None, extra: list[str],
+               series_dir: str | None = None, environ: dict | None = None, dry_run: bool = False) -> dict:
+    """The ``patchq.serve/1`` document: what ``patchq serve`` exports, applies and execs.
+
+    ``profile`` None: the profile the environment carries (the journal). ``mode``: ``apply``
+    or ``run`` (None: ``$PATCHQ_MODE``, default ``apply``). ``series_dir``: the ``--series``
+    given, passed on to the printed commands. ``dry_run``: a missing vllm is not an error
+    (``vllm`` is null and the command names ``vllm``).
+
+    Raises:
+        UsageError: no profile given or applied, an unknown profile or mode, or the
+            profile's env is withheld (a series found by walking up).
+        VllmNotFound: no vllm to exec. SeriesError: a malformed serve table.
+    """
+    import shlex
+
+    env = dict(os.environ if environ is None else environ)
+    mode = mode or env.get("PATCHQ_MODE") or "apply"
+    if mode not in ("apply", "run"):
+        raise UsageError(f"--mode {mode!r} (or PATCHQ_MODE): give apply or run")
+    if profile is None:
+        profile = _applied_profile()
+        if profile is None:
+            raise UsageError(f"no profile is applied here: give --profile NAME (known: {', '.join(series.profiles)})")
+    own = run(series, profile, env, want_env=True)[0]  # never serve without the profile's env
+    vllm = find_vllm(env, required=not dry_run)
+    argv = [vllm or "vllm", "serve", env.get("MODEL") or "/model"]
+    for var, default, flag in GENERIC:
+        argv += [flag, env.get(var) or default]
+    caching = (env.get("PREFIX_CACHING") or "1") == "1"
+    argv.append("--enable-prefix-caching" if caching else "--no-enable-prefix-caching")
+    argv += own["args"] + shlex.split(env.get("VLLM_EXTRA_ARGS", "")) + list(extra)
+    exports = {"PATCHQ_EXPECT_PROFILE": profile, "PATCHQ_STRICT": env.get("PATCHQ_STRICT") or "1", **own["env"]}
+    series_opt = ["--series", series_dir] if series_dir else []
+    patchq = _patchq_script()
+    if mode == "run":
+        apply_argv, exec_argv = None, [patchq, "run", "--profile", profile, *series_opt, "--", *argv]
+    else:
+        apply_argv, exec_argv = [patchq, "apply", "--profile", profile, *series_opt], argv
+    return {"schema": SERVE_SCHEMA, "profile": profile, "mode": mode, "vllm": vllm, "env": exports,
+            "apply": apply_argv, "exec": exec_argv, "series": own["series"]}
+
+
+def _applied_profile() -> str | None:
+    """The profile the journal of this environment's vLLM names. Raises TargetNotFound."""
+    from patchq.env import layout
+    from patchq.env.status import read_journal
+    from patchq.vllmdist.sources import installed
+
+    return read_journal(layout.state_root(str(installed().root))).get("profile") or None
+
+
+def _patchq_script() -> str:
+    """The ``patchq`` script of this environment (for the printed commands), else ``patchq``."""
+    from pathlib import Path
+
+    beside = Path(sys.executable).parent / "patchq"
+    return str(beside) if os.access(beside, os.X_OK) else "patchq"
+
+
+def dry_run_text(plan: dict) -> str:
+    """``export`` lines, the apply command and ``exec ...``, shell-quoted (``--dry-run``)."""
+    import shlex
+
+    lines = [f"export {shlex.quote(f'{k}={v}')}" for k, v in plan["env"].items()]
+    if plan["apply"]:
+        lines.append(shlex.join(plan["apply"]))
+    lines.append("exec " + shlex.join(plan["exec"]))
+    return "\n".join(lines) + "\n"
+
+
+class VllmCannotRun(PatchqError):
+    """vLLM is installed without what it imports at start (exit 126: found, cannot run)."""
+
+    exit_code = EXIT_CANNOT_RUN
+
+
+def require_torch() -> None:
+    """Refuse to serve a vLLM installed without torch (``pip install --no-deps vllm``: enough
+    to patch, check and diff, not to serve), found from dist-info as vLLM is, never imported.
+
+    Raises:
+        VllmCannotRun: no ``torch-*.dist-info`` where vllm is installed nor on ``sys.path``.
+    """
+    from pathlib import Path
+
+    from patchq.vllmdist.sources import installed
+
+    target = installed()
+    roots = [target.root] + [Path(p) for p in sys.path if p]
+    if any(next(r.glob("torch-*.dist-info"), None) is not None for r in roots if r.is_dir()):
+        return
+    raise VllmCannotRun(f"vllm {target.version} in {target.root} has no torch beside it (installed with "
+                        f"--no-deps?): `{sys.executable} -m pip install vllm=={target.version}` installs what it "
+                        f"needs to serve; nothing was applied or served")
+
+
+def serve(plan: dict, series_dir: str | None) -> int:
+    """Export, apply (mode ``apply``) and exec ``plan`` (:func:`serve_plan`); returns only
+    when the profile does not apply (apply's exit code; its report is printed).
+
+    ``$PATCHQ_SERVE_NO_TORCH_CHECK=1`` skips :func:`require_torch` (a vLLM whose torch comes
+    from elsewhere).
+
+    Raises:
+        VllmCannotRun: vLLM cannot serve here (no torch). PatchqError: apply refused (a
+        foreign edit, a read-only target, ...): nothing served.
+    """
+    if os.environ.get("PATCHQ_SERVE_NO_TORCH_CHECK", "") in ("", "0"):
+        require_torch()
+    os.environ.update(plan["env"])
+    if plan["mode"] == "apply":
+        code = _apply(plan["profile"], series_dir)
+        if code != EXIT_OK:
+            sys.stderr.write(f"patchq: error: profile {plan['profile']} was not applied (report above); "
+                             f"not serving\n")
+            return code
+    else:
+        from patchq.commands import run as run_cmd
+
+        return run_cmd.main(plan["exec"][2:])  # execs vllm with the import hook
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(plan["exec"][0], plan["exec"])
+    except OSError as exc:
+        raise VllmNotFound(f"cannot run {plan['exec'][0]}: {exc.strerror}") from None
+    return EXIT_OK  # not reached
+
+
+def _apply(profile: str, series_dir: str | None) -> int:
+    """``patchq apply --profile`` in this process: the no-op fast path, else a real apply."""
+    from patchq import fastpath
+
+    argv = ["apply", "--profile", profile] + (["--series", series_dir] if series_dir else [])
+    code = fastpath.try_fast(argv)
+    if code is not None:
+        return code
+    from patchq import report
+    from patchq import series as series_mod
+    from patchq.commands import apply as apply_cmd
+    from patchq.vllmdist import sources
+
+    doc, code = apply_cmd.apply(sources.installed(), series_mod.load(series_dir), profile)
+    report.emit_text(report.apply_text(doc), err=bool(doc["error"]))
+    return code

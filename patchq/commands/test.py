@@ -78,4 +78,13 @@ def render_text(doc: dict) -> str:
     failed = sum(not r["ok"] for r in doc["cases"])
     warned = sum(len(r.get("warnings", [])) for r in doc["cases"])
     lines.append(f"{len(doc['cases'])} case(s), {failed} failed" + (f", {warned} warning(s)" if warned else ""))
+    if failed and not doc["regen"]:
+        bad = [r for r in doc["cases"] if not r["ok"]]
+        ids = " ".join(f"--patch {p}" for p in dict.fromkeys(r["patch"] for r in bad))
+        from patchq.report import next_line
+
+        if all(r["release"] is None for r in bad):  # no goldens yet
+            lines.append(next_line(f"`patchq test --regen {ids}` records the goldens"))
+        else:
+            lines.append(next_line(f"fix the patch, or when the change is intended `patchq test --regen {ids}`"))
     return "\n".join(lines) + "\n"

@@ -451,9 +451,9 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
             row.reason = verdict.reason
             if rest:
                 row.reason += "; " + _drift_reason(rest, [d for a, d in zip(unverified, row.drift, strict=False)
-                                                          if a in rest])
+                                                          if a in rest], patch.id)
         else:
-            row.reason = _drift_reason(unverified, row.drift)
+            row.reason = _drift_reason(unverified, row.drift, patch.id)
     else:
         row.status = APPLIES
         vs = sorted({a.verified for a in result.anchors}, key=Version)
@@ -491,7 +491,7 @@ def _finish_edit(row: PatchCheck, patch: Patch, result: engine.PatchResult, trie
     return row
 
 
-def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict]) -> str:
+def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict], patch_id: str = "ID") -> str:
     """One phrase per drifted definition (``unverified`` and ``drift`` align), then what still holds."""
     parts, unrecorded = [], []
     for a, d in zip(unverified, drift, strict=False):
@@ -503,7 +503,8 @@ def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict]) -> s
         else:
             parts.append(f"{where} changed since verified vllm {d['base']}")
     if unrecorded:
-        parts.append("no fingerprint recorded for " + ", ".join(unrecorded))
+        parts.append("no fingerprint recorded for " + ", ".join(unrecorded)
+                     + f" (`patchq fingerprint --patch {patch_id}` records them)")
     return "; ".join(parts) + "; the transform applies and the result compiles"
 
 

@@ -103,19 +103,33 @@ def check_release(version: str, profiles: list[str], series_dir: str | None = No
 
 def _pool(workers: int) -> ProcessPoolExecutor:
     # fork: workers inherit the imported modules (libcst, patchq), a second each saved
+    from patchq.progress import silence  # the parent's bar is the one on the terminal
+
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=silence)
 
 
 def run_releases(releases: list[str], profiles: list[str], series_dir: str | None = None,
                  workers: int = 2) -> list[dict]:
-    """:func:`check_release` for every release, ``workers`` processes at a time (1: in-process)."""
-    if workers <= 1 or len(releases) <= 1:
-        return [check_release(v, profiles, series_dir) for v in releases]
-    with _pool(min(workers, len(releases))) as pool:
-        futures = [pool.submit(check_release, v, profiles, series_dir) for v in releases]
-        return [f.result() for f in futures]
+    """:func:`check_release` for every release, ``workers`` processes at a time (1: in-process);
+    a bar on stderr counts the releases done (on a terminal: :mod:`patchq.progress`)."""
+    from concurrent.futures import as_completed
+
+    from patchq.progress import Bar
+
+    with Bar(f"matrix: {len(releases)} release(s)", total=len(releases)) as bar:
+        if workers <= 1 or len(releases) <= 1:
+            out = []
+            for v in releases:
+                out.append(check_release(v, profiles, series_dir))
+                bar.advance(1, f"matrix: {v} checked")
+            return out
+        with _pool(min(workers, len(releases))) as pool:
+            futures = {pool.submit(check_release, v, profiles, series_dir): v for v in releases}
+            for f in as_completed(futures):
+                bar.advance(1, f"matrix: {futures[f]} checked")
+            return [f.result() for f in futures]
 
 
 # ---------------------------------------------------------------------------

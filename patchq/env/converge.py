@@ -264,12 +264,15 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
     new_journal.series = summary or journal.series
     if leftover is not None:
         _refuse_leftovers(target, modules, writes, set(leftover) - set(new_journal.patches))
-    applied_before = set(journal.patches)
+    # live before this run: journalled and its files still as patchq left them (after a
+    # `pip install --force-reinstall` the journal names patches whose files are pristine again)
+    live_before = {p for p, e in journal.patches.items()
+                   if all(_file_state(target, state, journal, f)[0] == "patched" for f in e.files)}
     result = ConvergeResult(
         plan=plan, journal=new_journal,
         added=[p for p, e in new_journal.patches.items() if e.outcome != "upstreamed" and  # relations hook
-               (p not in applied_before or journal.patches[p].hash != e.hash)],
-        removed=[p for p in journal.patches if p not in new_journal.patches],
+               (p not in live_before or journal.patches[p].hash != e.hash)],
+        removed=[p for p in journal.patches if p not in new_journal.patches and p in live_before],
     )
     result.restored = sorted(r for r in writes if r not in new_journal.files)
     result.written = sorted(writes)
@@ -372,13 +375,12 @@ def _require_runtime(target: CodeSource) -> None:
         return
     if target.root.resolve() == current_site_packages().resolve():
         return  # this interpreter runs patchq, whose distribution carries patchq_runtime
-    from pathlib import Path
+    from patchq.origin import install_hint
 
-    checkout = Path(__file__).resolve().parents[2]
-    spec = str(checkout) if (checkout / "pyproject.toml").is_file() else "patchq"
+    how = install_hint("<that environment's python>")
     raise ReadOnlyError(
         f"patched vllm imports patchq_runtime, which is not installed in {target.root}; nothing was written. "
-        f"Install it there first: `<that environment's python> -m pip install {spec}`")
+        f"Install patchq there first: {how}")
 
 
 def _roll_back(target: CodeSource, previous: dict[str, bytes | None]) -> None:

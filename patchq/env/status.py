@@ -118,13 +118,14 @@ def _confine(site: str, root: str, relpaths, recorded: dict) -> None:
 
 
 def summary_for(journal: dict, series_root: str, anchors_root: str) -> dict:
-    """The journal's cached series summary when still valid, else a fresh one."""
+    """The journal's cached series summary when still valid (and it says which series
+    files do not compile), else a fresh one."""
     cached = journal.get("series") or {}
-    if cached and cached.get("inputs") == series_inputs(series_root, anchors_root):
+    if cached and "syntax_errors" in cached and cached.get("inputs") == series_inputs(series_root, anchors_root):
         return cached
     from patchq.hashing import series_summary
 
-    return series_summary(series_root, anchors_root)
+    return series_summary(series_root, anchors_root, syntax=True)
 
 
 def collect(site, series_root, anchors_root) -> dict:
@@ -231,13 +232,20 @@ def collect(site, series_root, anchors_root) -> dict:
         "shadowed_by": shadowing(site),
         "patches": patches,
         "files": files,
+        # series files that do not compile (compiled once per series content, cached in the journal)
+        "series_errors": sorted((summary.get("syntax_errors") or {}).values()),
     }
 
 
 def exit_code(report: dict) -> int:
     """0 when every patch is applied or not-applied and no file is modified; else 7 (also
     for a journalled patch the series does not know: it was applied from another series,
-    and when this interpreter would import vllm from elsewhere: ``shadowed_by``)."""
+    and when this interpreter would import vllm from elsewhere: ``shadowed_by``);
+    2 when a series file does not compile (malformed series data, README "Exit codes")."""
+    if report.get("series_errors"):
+        from patchq.errors import EXIT_USAGE
+
+        return EXIT_USAGE
     bad = any(p["status"] in ("stale", "foreign", "not-in-series") for p in report["patches"])
     bad = bad or any(f["state"] == "modified" for f in report["files"]) or report["pending_write"]
     bad = bad or bool(report.get("shadowed_by"))  # this interpreter would import another vllm

@@ -684,8 +684,13 @@ _MISSING = object()
 
 
 def for_source(source) -> SourceIndex:
-    """The :class:`SourceIndex` of ``source`` (one per CodeSource object, this process)."""
-    got = getattr(source, "_patchq_defindex", None)
+    """The :class:`SourceIndex` of ``source`` (one per CodeSource object, this process).
+
+    Looked up in the object's own attributes: a view that delegates attribute access to
+    another source (the planner's pristine view) reads other text, so it must not share
+    that source's index (its line numbers would cut the view's text in the wrong places).
+    """
+    got = getattr(source, "__dict__", {}).get("_patchq_defindex")
     if got is None:
         got = SourceIndex(source)
         try:

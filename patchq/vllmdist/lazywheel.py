@@ -33,7 +33,6 @@ import io
 import json
 import os
 import re
-import sys
 import threading
 import time
 import urllib.error
@@ -344,39 +343,30 @@ def record_digests(record: bytes) -> dict[str, str]:
 
 
 class _Progress:
-    """A rich progress bar on a terminal, else one line on stderr when done."""
+    """Download progress: a bar on stderr on a terminal (:class:`patchq.progress.Bar`), and
+    its summary line after it; nothing when stderr is not a terminal."""
 
     def __init__(self, label: str, total: int | None):
-        self.label, self.total, self.done = label, total, 0
-        self._bar = None
-        self._lock = threading.Lock()
-        if os.environ.get("PATCHQ_PROGRESS", "1") != "0" and sys.stderr.isatty():
-            try:
-                from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+        from patchq.progress import Bar
 
-                self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                     TransferSpeedColumn(), transient=True)
-                self._bar.start()
-                self._task = self._bar.add_task(label, total=total)
-            except Exception:  # pragma: no cover - rich missing or no terminal
-                self._bar = None
+        self.label, self.total, self.done = label, total, 0
+        self._lock = threading.Lock()
+        self._bar = Bar(label, total, unit="bytes").__enter__()
 
     def __call__(self, n: int) -> None:
         with self._lock:
             self.done += n
-            if self._bar is not None:
-                self._bar.update(self._task, advance=n)
+        self._bar.advance(n)
 
     def set_total(self, total: int) -> None:
         self.total = total
-        if self._bar is not None:
-            self._bar.update(self._task, total=total)
+        self._bar.set_total(total)
 
-    def finish(self, line: str) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-        if os.environ.get("PATCHQ_PROGRESS", "1") != "0":
-            print(f"patchq: {line}", file=sys.stderr, flush=True)
+    def finish(self, line: str | None = None) -> None:
+        """Stop the bar (idempotent), leaving ``line`` on a terminal."""
+        if line:
+            self._bar.note(line)
+        self._bar.__exit__(None, None, None)
 
 
 def human(n: float) -> str:
@@ -420,13 +410,20 @@ def fetch_members(
         RangeUnsupported: fall back to a full download.
         IntegrityError: a member disagrees with RECORD (nothing usable was written).
     """
+    progress = _Progress(f"{package} {version} sources", None)  # from the index lookup on
+    try:
+        return _fetch_members(progress, version, dest, want, safe_relpath, package, remote, max_gap)
+    finally:
+        progress.finish()
+
+
+def _fetch_members(progress: _Progress, version, dest, want, safe_relpath, package, remote, max_gap) -> dict:
     started = time.perf_counter()
     remote = remote or locate(version, package)
     stats = FetchStats()
     size = remote.size
     if size is None:
         size = _content_length(remote.url)
-    progress = _Progress(f"{package} {version} sources", None)
     lazy = HttpRangeFile(remote.url, size, stats=stats, progress=progress)
     # the end of the central directory, and usually the whole central directory
     lazy.prefetch([(max(0, size - _TAIL), size)])
@@ -510,8 +507,13 @@ def download(remote: RemoteWheel, dest: Path) -> Path:
                 out.write(block)
                 progress(len(block))
     except (OSError, ValueError) as exc:
+        progress.finish()
         raise RangeUnsupported(f"download {remote.url}: {exc}") from None
+    except BaseException:  # Ctrl-C: the bar goes, the terminal is left as it was
+        progress.finish()
+        raise
     if remote.sha256 and h.hexdigest() != remote.sha256:
+        progress.finish()
         raise IntegrityError(f"{remote.filename}: sha256 differs from the index's")
     progress.finish(f"downloaded {remote.filename}: {human(progress.done)} in "
                     f"{time.perf_counter() - started:.1f} s")
