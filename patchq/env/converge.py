@@ -100,7 +100,8 @@ def converge(
             fast path.
         restore_foreign: with ``force``, further relpaths (the series' target modules) to
             restore from the release wheel when someone else edited them (e.g. the old
-            sentinel scripts); a copy of each edit is kept.
+            sentinel scripts; a copy of each edit is kept), deleted them or put a FIFO or
+            device in their place (nothing to keep; RECORD names the file).
         modules: the series' target modules: their directories are swept for temp files
             a killed patchq left.
         leftover: patch ids that must not be left in any of ``modules`` (revert): a file
@@ -250,7 +251,11 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
 
     if force:  # files edited by someone else outside the journal: back to the release's bytes
         for relpath in restore_foreign:
-            if relpath in writes or relpath in wanted or target.read_bytes(relpath) is None:
+            if relpath in writes or relpath in wanted:
+                continue
+            if target.read_bytes(relpath) is None:  # deleted, or a FIFO/device in its place: nothing to keep
+                if relpath in record and not target.path(relpath).is_dir():
+                    writes[relpath] = (None, _release_bytes(target, relpath))
                 continue
             kind, now = _file_state(target, state, journal, relpath)
             if kind == "foreign":
