@@ -173,7 +173,8 @@ def add_sentinel(tree: DefNode, patch_id: str, patch_hash: str) -> DefNode:
     is marked.
     """
     if isinstance(tree, cst.FlattenSentinel):
-        return cst.FlattenSentinel([add_sentinel(n, patch_id, patch_hash) if isinstance(n, (cst.FunctionDef, cst.ClassDef))
+        defs = (cst.FunctionDef, cst.ClassDef)
+        return cst.FlattenSentinel([add_sentinel(n, patch_id, patch_hash) if isinstance(n, defs)
                                     else n for n in tree.nodes])  # type: ignore[return-value]
     text = sentinel_comment(patch_id, patch_hash)
     if isinstance(tree, cst.Module):  # a module-level edit: the sentinel ends the module's header comments
@@ -212,7 +213,8 @@ def replace_each(tree: DefNode, targets: Sequence[cst.CSTNode], make: Callable[[
     return new  # type: ignore[return-value]
 
 
-def prepend_to_block(compound: cst.BaseCompoundStatement, new: Sequence[cst.BaseStatement]) -> cst.BaseCompoundStatement:
+def prepend_to_block(compound: cst.BaseCompoundStatement,
+                     new: Sequence[cst.BaseStatement]) -> cst.BaseCompoundStatement:
     """``compound`` (an ``if``/``for``/``with``...) with ``new`` at the start of its body."""
     body = compound.body
     if not isinstance(body, cst.IndentedBlock):

@@ -381,7 +381,8 @@ def rebase_text(doc: dict) -> str:
     for p in doc["patches"]:
         head = f"{p['id']}: {p['status'].upper()}"
         if p["from"]:
-            head += f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; series at {p['to']}: {p['target_variant']})"
+            head += (f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; "
+                     f"series at {p['to']}: {p['target_variant']})")
         out.append(ranges_lower_first(head))
         if p["status"] == "skipped" or p["status"] == "failed-at-base":
             out.append(ranges_lower_first(f"  {p['reason']}"))

@@ -192,7 +192,8 @@ class Series:
                                           f"(no {module_file(self.root, dep).name} in {self.root})")
             unknown = [a for a in declared.removes if a not in anchors]
             if unknown:
-                raise SeriesError(f"{patch_id}: removes= names unknown anchors {unknown} (define them in {anchor_file})")
+                raise SeriesError(f"{patch_id}: removes= names unknown anchors {unknown} "
+                                  f"(define them in {anchor_file})")
             for v in declared.variants:
                 missing = [a for a in v.edits if a not in anchors]
                 if missing:

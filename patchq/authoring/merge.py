@@ -533,7 +533,8 @@ def _next_steps(res: PatchRebase) -> None:
             res.next_steps.append(f"anchors/{res.patch_id}.toml: qualname {u.qualname} -> {u.target_qualname} "
                                   f"(similarity {u.candidates[0].score:g})")
         if u.merge == GONE:
-            res.next_steps.append(f"{u.qualname} is gone at vllm {tv}: add a variant (absent/upstreamed) or new anchors")
+            res.next_steps.append(f"{u.qualname} is gone at vllm {tv}: "
+                                  f"add a variant (absent/upstreamed) or new anchors")
     if res.merge == CLEAN and res.transform != "carries-forward":
         res.next_steps.append(f"the transform does not give the merge at vllm {tv}: add a variant for it "
                               f"(--write puts the merged definitions in the work directory)")

@@ -137,5 +137,6 @@ def render_text(doc: dict) -> str:
     for name, size in doc["other"].items():
         lines.append(f"  {name + '/':<13} {_human(size):>10}")
     if doc["removed"]:
-        lines.append(f"removed {len(doc['removed'])} path(s)" + (f"; kept {', '.join(doc['kept'])}" if doc["kept"] else ""))
+        kept = f"; kept {', '.join(doc['kept'])}" if doc["kept"] else ""
+        lines.append(f"removed {len(doc['removed'])} path(s)" + kept)
     return "\n".join(lines) + "\n"

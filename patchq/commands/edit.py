@@ -33,9 +33,9 @@ Documents: ``patchq.edit/1``: ``patch``, ``mode`` (``copy`` | ``in-place``), ``d
 ``profile``, ``added_to_profile``, ``import`` {``release``, ``anchors`` [{``id``, ``path``,
 ``qualname``, ``fingerprint``, ``ops``}], ``notes``}, ``environment`` {``action``
 (``applied`` | ``restored`` | ``untouched`` | ``failed``), ``apply`` ({``ok``, ``error``,
-``exit_code``, ``profile``, ``written``, ``added``, ``removed``, ``foreign_kept``} or null)}. Exit codes: 0; 1 the edit cannot become an
-anchored patch (nothing written); 2 usage (no edit found, patch exists); 3 no vLLM;
-4 a target file is modified by someone else (``edit``).
+``exit_code``, ``profile``, ``written``, ``added``, ``removed``, ``foreign_kept``} or null)}.
+Exit codes: 0; 1 the edit cannot become an anchored patch (nothing written); 2 usage (no
+edit found, patch exists); 3 no vLLM; 4 a target file is modified by someone else (``edit``).
 """
 
 from __future__ import annotations
@@ -394,7 +394,8 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
                                  f"then "
                                  f"`patchq edit {patch_id} --file {on_patched[0]}` and redo it on the working copy")
             raise UsageError(f"no edit to record: no `patchq edit {patch_id}` in progress ({wd}) and no installed "
-                             f"vllm file differs from RECORD; edit one, or run `patchq edit {patch_id} --file vllm/x.py`")
+                             f"vllm file differs from RECORD; edit one, "
+                             f"or run `patchq edit {patch_id} --file vllm/x.py`")
         from patchq.env.state import StateDir
 
         journalled = set(StateDir(target.root).read().files)

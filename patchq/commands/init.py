@@ -197,10 +197,10 @@ def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
     """Scaffold ``series/<id>.py`` + ``anchors/<id>.toml`` and add the id to ``profile``.
 
     Everything is checked first against the target release (``vllm``, else the installed
-    vLLM of ``site_packages``/``python`` or of this interpreter, else ``source``): the applies-range parses, the module exists, the qualname is a
-    definition of it (or a module-level name: a module-level anchor, anchors format 2), the
-    pattern matches exactly one statement. A refusal names the nearest candidates and
-    writes nothing.
+    vLLM of ``site_packages``/``python`` or of this interpreter, else ``source``): the
+    applies-range parses, the module exists, the qualname is a definition of it (or a
+    module-level name: a module-level anchor, anchors format 2), the pattern matches exactly
+    one statement. A refusal names the nearest candidates and writes nothing.
 
     Raises:
         UsageError: a malformed ``--at``, id or ``--applies``, a check above fails, no vLLM
@@ -213,7 +213,8 @@ def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
     except InvalidSpecifier:
         raise UsageError(f"--applies {applies!r} is not a version range (e.g. '>=0.23' or '>=0.20,<0.30')") from None
     if ":" not in at:
-        raise UsageError(f"--at {at!r}: give MODULE:QUALNAME (e.g. vllm.v1.core.kv_cache_utils:unify_kv_cache_spec_page_size)")
+        raise UsageError(f"--at {at!r}: give MODULE:QUALNAME "
+                         f"(e.g. vllm.v1.core.kv_cache_utils:unify_kv_cache_spec_page_size)")
     module, qualname = at.split(":", 1)
     if not module.replace(".", "").replace("_", "").isalnum() or not qualname:
         raise UsageError(f"--at {at!r}: MODULE is a dotted module path, QUALNAME a (Class.)name")

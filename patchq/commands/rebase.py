@@ -126,7 +126,8 @@ def _record_carried(res: merge.PatchRebase, series: Series, txn, tv: Version, fv
                                                 txn=txn)
             res.written.append(str(module_file(series.root, patch.id)))
             res.next_steps = [s for s in res.next_steps if not s.startswith("widen the variant")]
-            res.next_steps.append(f"widened variant \"{old}\" to \"{new}\" in {module_file(series.root, patch.id).name}: "
+            res.next_steps.append(f"widened variant \"{old}\" to \"{new}\" in "
+                                  f"{module_file(series.root, patch.id).name}: "
                                   f"review it; it also covers the releases between {fv} and {tv} "
                                   f"(`patchq check`/`matrix` verifies them)")
             covers = True

@@ -4,7 +4,8 @@
 A profile of ``series/profiles.toml`` may carry a ``serve`` table::
 
     [profiles.dflash.serve]
-    args = ["--speculative-config", '{"method":"dflash","model":"${DRAFTER:-/drafter}","num_speculative_tokens":${NUM_SPEC_TOKENS:-12}}']
+    args = ["--speculative-config",
+            '{"method":"dflash","model":"${DRAFTER:-/drafter}","num_speculative_tokens":${NUM_SPEC_TOKENS:-12}}']
     env = {VLLM_USE_V1 = "1"}
 
 ``args`` are appended to ``vllm serve MODEL ...``; ``env`` is exported first. ``${NAME}``

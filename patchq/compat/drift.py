@@ -109,7 +109,8 @@ def _find_reference(spec: AnchorSpec, ref: CodeSource, prefer: str) -> tuple[str
     for rel, entries in per_file.items():
         if len(entries) == 1:
             e = entries[0]
-            hits.append((rel, e.start, textwrap.dedent(definitions.span_text(ref.read_text(rel) or "", e.start, e.end))))
+            span = definitions.span_text(ref.read_text(rel) or "", e.start, e.end)
+            hits.append((rel, e.start, textwrap.dedent(span)))
     return hits[0] if len(hits) == 1 else None
 
 

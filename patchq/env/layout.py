@@ -300,7 +300,8 @@ def journal_problem(data) -> str | None:
         bad = relpath_problem(rel)
         if bad:
             return f"files: {bad}"
-        if not isinstance(entry, dict) or set(entry) - {"record_sha256", "pristine_sha256", "patched_sha256", "patches"}:
+        known = {"record_sha256", "pristine_sha256", "patched_sha256", "patches"}
+        if not isinstance(entry, dict) or set(entry) - known:
             return f"files[{rel}] is not a file entry"
         if not (_sha(entry.get("record_sha256"), True) and _sha(entry.get("pristine_sha256"))
                 and _sha(entry.get("patched_sha256")) and _str_list(entry.get("patches", []))):

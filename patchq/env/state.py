@@ -295,7 +295,8 @@ class StateDir:
         self.check_usable()
         owner = layout.read_owner(str(self.root))
         if owner != os.path.realpath(self.site):
-            _state_write(Path(layout.owner_path(str(self.root))), layout.owner_json(str(self.site)).encode(), mode=0o644)
+            _state_write(Path(layout.owner_path(str(self.root))), layout.owner_json(str(self.site)).encode(),
+                         mode=0o644)
 
     def _migrate(self) -> None:
         """Move a flat (pre-keyed) ``$PATCHQ_STATE_DIR`` into ``env-<key>/``, under the

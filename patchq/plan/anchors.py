@@ -73,7 +73,8 @@ def _normalize(node: object, strip_docstrings: bool = False) -> object:
             if name in _SKIP_FIELDS:
                 continue
             value = getattr(node, name, None)
-            if strip_docstrings and name == "body" and isinstance(node, _DOC_OWNERS) and value and _is_docstring(value[0]):
+            if (strip_docstrings and name == "body" and isinstance(node, _DOC_OWNERS) and value
+                    and _is_docstring(value[0])):
                 value = value[1:] or [ast.Pass()]
             if value is None or value == []:
                 continue

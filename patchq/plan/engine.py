@@ -738,7 +738,8 @@ def plan(
         """A pristine definition elsewhere (e.g. a base class hook), read-only."""
         spec = AnchorSpec(id="lookup", module=module, qualname=qualname)
         try:
-            relpath, _ = locate_definition(spec, source, lambda p: ws.pristine_index(p) if ws.current(p) is not None else None,
+            relpath, _ = locate_definition(spec, source,
+                                           lambda p: ws.pristine_index(p) if ws.current(p) is not None else None,
                                            ws.package)
         except AnchorError:
             return None
@@ -754,7 +755,8 @@ def plan(
                                            failure="uncovered"))
             else:
                 results.append(PatchResult(patch.id, patch.hash, NOT_APPLICABLE,
-                                           f"vllm {source.version} is outside {patch.id}'s applies-range {patch.applies}"))
+                                           f"vllm {source.version} is outside {patch.id}'s "
+                                           f"applies-range {patch.applies}"))
             continue
         label = str(variant.applies) or "all"
         if variant.kind != "edit":
@@ -828,7 +830,8 @@ def plan(
                     if status == UPSTREAMED and not strict:
                         result.status, result.reason, result.failure, result.failed_anchor = UPSTREAMED, why, "", ""
                     elif status == UPSTREAMED:
-                        result.failure, result.reason = "upstreamed", f"{why}; --strict asks patchq to apply every patch"
+                        result.failure = "upstreamed"
+                        result.reason = f"{why}; --strict asks patchq to apply every patch"
                     elif status in ("partially-upstreamed", "possibly-upstreamed"):
                         result.failure, result.reason = status, f"{why} ({result.reason})"
                     else:
