@@ -212,6 +212,17 @@ def _pythonpath(root: Path, site: Path) -> str:
     return os.pathsep.join(str(p) for p in parts)
 
 
+def preflight(root: Path, release: str) -> dict[str, str]:
+    """Every module patchq and its runtime package import (``lab/deps.py``, read from the
+    sources, never a hand-kept list) that the release's lab ``PYTHONPATH`` cannot import:
+    {module: missing name}. Checked before any server starts, so a stale deps set fails in
+    seconds with the names instead of every boot failing at ``patchq apply``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import deps
+
+    return deps.missing(list(deps.imported_modules()), _pythonpath(root, root / "rel" / release / "site"))
+
+
 def write_plugin_dist(root: Path) -> Path:
     """``root/pqsite``: symlinks ``patchq`` and ``patchq_runtime`` to the repo's packages, and a
     ``patchq-<version>.dist-info`` (METADATA + entry_points.txt from pyproject.toml).
@@ -682,6 +693,12 @@ def cmd_run(a) -> int:
         return 0
     if a.triton_in:
         triton_restore(Path(a.triton_in))
+    lacking = preflight(root, a.release)
+    if lacking:
+        _log(f"release {a.release}: not starting any server: the lab cannot import "
+             + ", ".join(f"{m} (missing {why})" if m != why else m for m, why in sorted(lacking.items()))
+             + "; add the wheels of `python lab/deps.py download` to the deps (lab/BOOT.md)")
+        return 3
     plan = json.loads(Path(a.plan).read_text()) if a.plan else default_plan(a.release)
     if a.only:
         want = a.only.split(",")

@@ -293,7 +293,8 @@ def test_wheel_path_downloads_once_with_pip(cache, monkeypatch):
     assert plats == list(R.PLATFORMS) and "manylinux_2_35_x86_64" in plats
     assert R.wheel_path("0.99.0") == got and len(seen) == 1
     # the temporary download dir is gone, the decoy was not kept
-    assert sorted(p.name for p in (cache / "wheels").iterdir() if not p.name.endswith(".lock")) == [got.name]
+    assert sorted(p.name for p in (cache / "wheels").iterdir() if not p.name.endswith(".lock")) == [
+        f".{got.name}.sha256", got.name]  # the wheel and its recorded sha256 (checked on every later read)
 
 
 def test_wheel_path_pip_failure_is_one_line(cache, monkeypatch):
@@ -385,7 +386,8 @@ def test_release_tree_concurrent_processes(cache):
     assert sorted(int(r[1]) for r in results) == [0, 1]  # exactly one extraction
     root = Path(results[0][0])
     info = json.loads((root / ".patchq-extracted-v1").read_text())
-    n_files = sum(1 for p in root.rglob("*") if p.is_file()) - 1
+    assert (root / R.VERIFIED).is_file()
+    n_files = sum(1 for p in root.rglob("*") if p.is_file()) - 2  # the extraction marker and R.VERIFIED
     assert n_files == info["files"] > 1900
     assert not [p for p in (cache / "releases").iterdir() if ".tmp-" in p.name]
 

@@ -1,0 +1,64 @@
+"""The boot lab cannot rot: what it ships for patchq is derived from patchq's own files.
+
+``lab/deps.py`` reads ``pyproject.toml``'s requirements and the imports of ``patchq/`` and
+``runtime/patchq_runtime``; ``lab/boot.py run`` checks them before any server starts. The
+lab's old hand-kept wheel list missed pyflakes, unidiff, gitpython, rapidfuzz and tomli-w,
+and every boot failed at ``patchq apply`` (issue 29). Offline: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import site
+import sys
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from support import REPO
+
+sys.path.insert(0, str(REPO / "lab"))
+import deps  # noqa: E402
+
+
+def _providers(module: str) -> set[str]:
+    return {canonicalize_name(d) for d in md.packages_distributions().get(module, [])}
+
+
+def test_every_module_patchq_imports_comes_from_one_of_its_requirements():
+    required = {canonicalize_name(r.name) for r in deps.requirements()}
+    modules = deps.imported_modules()
+    assert {"libcst", "pyflakes", "unidiff", "git", "rapidfuzz", "tomli_w"} <= set(modules)
+    undeclared = {m: files for m, files in modules.items() if not _providers(m) & required}
+    assert not undeclared, f"imported by patchq but no requirement in pyproject.toml provides it: {undeclared}"
+    # tomli only before 3.11: a requirement with that marker provides it, and the lab (3.12) needs none
+    assert set(deps.imported_modules(gated=True)) == {"tomli"}
+    assert "tomli" in {canonicalize_name(r.name) for r in deps.requirements(python="3.10")}
+    assert "tomli" not in required
+
+
+def test_the_download_command_resolves_every_requirement_for_the_lab_interpreter():
+    cmd = deps.download_command("/tmp/whl")
+    assert cmd[:4] == [sys.executable, "-m", "pip", "download"] and "--no-deps" not in cmd  # the closure
+    assert cmd[cmd.index("--python-version") + 1] == deps.LAB_PYTHON
+    assert [str(r) for r in deps.requirements()] == cmd[-len(deps.requirements()):]
+
+
+def _lab_site(tmp_path: Path, leave_out: set[str]) -> str:
+    """A PYTHONPATH dir of symlinks to this environment's top-level packages but ``leave_out``."""
+    lab = tmp_path / "deps-site"
+    lab.mkdir(parents=True)
+    for sp in map(Path, site.getsitepackages()):
+        for entry in sp.iterdir():
+            name = entry.name.split(".")[0] if entry.suffix in (".py", ".so") else entry.name
+            if entry.name.endswith((".dist-info", ".pth")) or name in leave_out or (lab / entry.name).exists():
+                continue
+            (lab / entry.name).symlink_to(entry)
+    return str(lab)
+
+
+def test_preflight_names_what_the_lab_would_not_ship(tmp_path):
+    modules = list(deps.imported_modules())
+    assert deps.missing(modules, _lab_site(tmp_path / "full", set())) == {}
+    # the rot of issue 29: pyflakes not shipped; and a requirement's own dependency missing
+    got = deps.missing(modules, _lab_site(tmp_path / "stale", {"pyflakes", "gitdb"}))
+    assert got == {"pyflakes": "pyflakes", "git": "gitdb"}, got
