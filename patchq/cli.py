@@ -706,6 +706,10 @@ def serve_cmd(
     plan = cmd.serve_plan(_series(series_dir), profile, mode, vllm_args or [], series_dir,
                           dry_run=dry_run or as_json)
     if dry_run or as_json:
+        plan["warnings"] = cmd.dry_run_warnings(plan)
+        if not as_json:
+            for line in plan["warnings"]:
+                sys.stderr.write(f"patchq: warning: {line}\n")
         _finish(plan, EXIT_OK, as_json, cmd.dry_run_text)
     raise typer.Exit(cmd.serve(plan, series_dir))
 

@@ -62,6 +62,13 @@ def paint(text: str, style: str | None, err: bool = False) -> str:
     return f"\x1b[{_SGR[style]}m{text}\x1b[0m"
 
 
+def _where(anchor: dict) -> str:
+    """``qualname (file.py:line)``; a module-level anchor has no line: ``<module> (file.py)``."""
+    name = anchor["path"].rsplit("/", 1)[-1]
+    line = anchor.get("line")
+    return f"{anchor['qualname']} ({name}:{line})" if line is not None else f"{anchor['qualname']} ({name})"
+
+
 def status_word(word: str, pad: int = 0, err: bool = False) -> str:
     """A status word padded to ``pad`` columns, in its colour (:data:`_STYLE`)."""
     return paint(f"{word:<{pad}}", _STYLE.get(word.strip()), err)
@@ -212,7 +219,7 @@ def check_text(doc: dict, show_diffs: bool = True) -> str:
     idw = max((len(p["id"]) for p in doc["patches"]), default=0)
     for p in doc["patches"]:
         out.append(f"  {p['id']:<{idw}}  {status_word(p['status'])}")
-        for loc in dict.fromkeys(f"{a['qualname']} ({a['path'].rsplit('/', 1)[-1]}:{a['line']})"
+        for loc in dict.fromkeys(_where(a)
                                  for a in p.get("anchors", [])):
             out += _wrap(loc, 8, "      at ", cols)
         if p.get("reason"):
@@ -277,7 +284,7 @@ def apply_text(doc: dict) -> str:
         lines.append(head + ":")
         width_ = max(len(p["id"]) for p in doc["patches"])
         for p in doc["patches"]:
-            where = ", ".join(dict.fromkeys(f"{a['qualname']} ({a['path'].rsplit('/', 1)[-1]}:{a['line']})"
+            where = ", ".join(dict.fromkeys(_where(a)
                               for a in p.get("anchors", [])))
             detail = p.get("reason") or where
             err = bool(doc["error"])
@@ -498,7 +505,7 @@ def status_text(report: dict) -> str:
     width = max((len(p["id"]) for p in report["patches"]), default=8)
     for p in report["patches"]:
         reason = f"  ({p['reason']})" if p["reason"] else ""
-        lines.append(f"  {p['id']:<{width}}  {status_word(p['status'], 11)}  {p['hash']}{reason}")
+        lines.append(f"  {p['id']:<{width}}  {status_word(p['status'], 11)}  {p['hash'] or '-'}{reason}")
     lines.append("files:")
     for f in report["files"]:
         lines.append(f"  {status_word(f['state'], 8)}  {f['path']}")

@@ -163,7 +163,9 @@ def default_releases(patch) -> list[str]:
     return sorted(out, key=Version)
 
 
-#: check statuses that are not a failure of apply (everything else is blocking)
+#: check statuses that are never a failure of apply. Kept for series repos that import it;
+#: the regen warning reads the check row's own ``blocking`` (``moved`` is blocking only
+#: when apply cannot follow the move, e.g. a renamed qualname)
 NON_BLOCKING = frozenset({"applies", "applies-drifted", "upstreamed", "superseded", "absent", "not-applicable"})
 
 
@@ -201,12 +203,19 @@ def observe(patch, release: str) -> tuple[str, dict[str, str]]:
     """The check status of ``patch`` alone on pristine ``release`` and its golden texts
     (``<qualname>.before.py`` / ``.after.py`` -> text, one pair per anchored definition
     however many anchors it holds; empty unless the patch applies)."""
+    status, _, texts = _observe(patch, release)
+    return status, texts
+
+
+def _observe(patch, release: str) -> tuple[str, bool, dict[str, str]]:
+    """:func:`observe` plus the check row's ``blocking`` (apply would fail there)."""
     from patchq.compat import check as checking
     from patchq.plan import engine
     from patchq.vllmdist.sources import release_source
 
     source = release_source(release)
-    status = checking.check(source, [patch])[0].status
+    row = checking.check(source, [patch])[0]
+    status = row.status
     texts: dict[str, str] = {}
     plan = engine.plan(source, [patch])
     result = plan.results[0]
@@ -219,7 +228,7 @@ def observe(patch, release: str) -> tuple[str, dict[str, str]]:
                 texts[f"{a.qualname}.before.py"] = before
             if after is not None:
                 texts[f"{a.qualname}.after.py"] = after
-    return status, texts
+    return status, row.blocking, texts
 
 
 def run_case(case: Case, regen: bool = False, releases: list[str] | None = None) -> Outcome:
@@ -246,10 +255,10 @@ def run_case(case: Case, regen: bool = False, releases: list[str] | None = None)
             out.warnings += done.warnings
         _settle_goldens(case, out)
         return out
-    status, texts = observe(patch, case.release)
+    status, blocking, texts = _observe(patch, case.release)
     out.status = status
     rdir = case.dir / case.release
-    if regen and status not in NON_BLOCKING:
+    if regen and blocking:
         out.warnings.append(f"{case.patch_id} on vllm {case.release}: the recorded expected verdict is `{status}`, "
                             f"which is blocking (apply fails there); `patchq check --patch {case.patch_id} --vllm "
                             f"{case.release}` says why")

@@ -188,6 +188,15 @@ def test_sdist_and_wheel_build_pass_twine_and_the_wheel_serves_a_new_user(tmp_pa
     assert dry.returncode == 0 and dry.stdout.splitlines()[-1].startswith("exec vllm serve /model "), dry
     served = user("serve", "--profile", "dense")
     assert served.returncode == 127 and "vllm not found" in served.stderr, served
+    # authoring outside a series repo never writes into the install's bundled series
+    (bundled,) = venv.glob("lib/python*/site-packages/patchq/_bundled")
+    before = sorted((str(p), p.read_bytes()) for p in bundled.rglob("*") if p.is_file())
+    for verb in (("new", "my-fix", "--at", "vllm.logger:_DATE_FORMAT", "--vllm", "0.23.0"),
+                 ("test", "--regen", "--releases", "0.23.0")):
+        refused = user(*verb)
+        assert refused.returncode == 2 and "inside the bundled series" in refused.stderr, (verb, refused)
+        assert "Traceback" not in refused.stderr
+    assert sorted((str(p), p.read_bytes()) for p in bundled.rglob("*") if p.is_file()) == before
     # `pip install --no-deps vllm` (enough to patch, not to serve): named before anything is written
     fake = tmp_path / "nodeps-site"
     (fake / "vllm").mkdir(parents=True)

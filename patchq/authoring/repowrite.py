@@ -59,7 +59,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from patchq.errors import RepoWriteError, StateError
+from patchq.errors import RepoWriteError, StateError, UsageError
 
 #: The journal directory of an open (or interrupted) transaction, in the repo root.
 JOURNAL_DIR = ".patchq-txn"
@@ -129,9 +129,33 @@ def read_regular(path: Path | str, limit: int | None = None) -> bytes | None:
         os.close(fd)
 
 
+#: the series a patchq wheel carries (``patchq/_bundled``; absent in a checkout, whose
+#: editable install reads the checkout's own series/ and anchors/)
+BUNDLED_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "_bundled")
+
+
+def refuse_bundled(path: Path | str) -> None:
+    """Refuse any write at or under the bundled series of an installed patchq: the next
+    install replaces it, and every user of that environment would see the change as "the
+    bundled Spark series".
+
+    Raises:
+        UsageError: ``path`` resolves inside :data:`BUNDLED_ROOT` (exit 2, as ``upgrade
+            --write`` on the bundled series); nothing is written.
+    """
+    real = os.path.realpath(path)
+    root = os.path.realpath(BUNDLED_ROOT)
+    if real == root or real.startswith(root + os.sep):
+        raise UsageError(f"this would write {real} inside the bundled series of the patchq install, which the next "
+                         f"install replaces; nothing was written. Make a series repo (`patchq init DIR`; copy the "
+                         f"bundled series/ and anchors/ there to start from them) and work in it or pass --series DIR")
+
+
 def _check_target(path: Path) -> None:
     """Refuse to replace anything but a regular file (or nothing): a symlink, a directory,
-    a FIFO or a device in the way is named, never followed or replaced."""
+    a FIFO or a device in the way is named, never followed or replaced; and any path of
+    the bundled series (:func:`refuse_bundled`)."""
+    refuse_bundled(path)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -218,6 +242,7 @@ def remove_file(path: Path | str) -> bool:
         RepoWriteError: it is a directory, or the environment refuses.
     """
     path = Path(path)
+    refuse_bundled(path)
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -310,6 +335,7 @@ class Transaction:
     """
 
     def __init__(self, repo: Path | str, what: str, roots: Iterable[Path | str] = ()) -> None:
+        refuse_bundled(repo)  # its journal, and every file it stages, would land in the install
         self.repo = Path(os.path.abspath(repo))
         self.what = what
         self.roots = [os.path.abspath(r) for r in roots] or [str(self.repo)]
@@ -322,6 +348,7 @@ class Transaction:
     # -- staging ---------------------------------------------------------------------
 
     def _check(self, path: Path) -> Path:
+        refuse_bundled(path)
         path = Path(os.path.abspath(path))
         if not _inside(str(path), self.roots):
             raise RepoWriteError(f"{path} is outside the series repo ({', '.join(self.roots)}); refusing to write it")

@@ -30,7 +30,8 @@ site-packages untouched), then replaces itself with ``vllm serve``. The ``vllm``
 else ``vllm`` on ``PATH``; none: exit 127 before anything is written. ``--dry-run`` prints
 the exports, the apply command and the serve command, and changes nothing; ``--json``
 prints that plan as ``patchq.serve/1``: ``profile``, ``mode``, ``vllm``, ``env`` {name:
-value}, ``apply`` (argv or null), ``exec`` (argv), ``series``. A profile whose ``env`` is
+value}, ``apply`` (argv or null), ``exec`` (argv), ``series``, ``warnings`` (what would stop the
+real serve: :func:`dry_run_warnings`; also printed on stderr). A profile whose ``env`` is
 withheld (:func:`env_withheld`) is not served, dry run included: exit 2, naming
 ``--series`` / ``SERIES=``. Exit codes: apply's (1, 4,
 5, ...) when the profile does not apply (nothing is served), 2 usage, 127 no vllm, 126
@@ -160,10 +161,46 @@ def find_vllm(environ: dict, required: bool = True) -> str | None:
         return str(beside)
     found = shutil.which("vllm", path=environ.get("PATH"))
     if found is None and required:
-        raise VllmNotFound(f"vllm not found: no vllm beside {sys.executable} and none on PATH; install vllm "
-                           f"in this environment (`{sys.executable} -m pip install vllm==X.Y.Z`) or set "
-                           f"VLLM=/path/to/vllm; nothing was applied or served")
+        raise VllmNotFound(_no_vllm_script())
     return found
+
+
+def _no_vllm_script() -> str:
+    """Why there is no ``vllm`` to exec: not installed, or installed without its script."""
+    from patchq.errors import TargetNotFound
+    from patchq.vllmdist.sources import installed
+
+    try:
+        target = installed()
+    except (TargetNotFound, OSError):
+        return (f"vllm not found: no vllm beside {sys.executable} and none on PATH; install vllm in this "
+                f"environment (`{sys.executable} -m pip install vllm==X.Y.Z`) or set VLLM=/path/to/vllm; "
+                f"nothing was applied or served")
+    return (f"vllm {target.version} is installed in {target.root} but has no `vllm` script beside "
+            f"{sys.executable} nor on PATH (installed with --target, or the script was removed?): reinstall it "
+            f"(`{sys.executable} -m pip install --force-reinstall --no-deps vllm=={target.version}`) or set "
+            f"VLLM=/path/to/vllm; nothing was applied or served")
+
+
+def dry_run_warnings(plan: dict) -> list[str]:
+    """What would stop ``patchq serve`` from running ``plan`` that a dry run does not check:
+    no ``vllm`` to exec (exit 127), a vLLM without torch (exit 126). One line each."""
+    out = []
+    if plan["vllm"] is None:
+        out.append(f"{_no_vllm_script().replace('; nothing was applied or served', '')}: "
+                   f"`patchq serve` would exit {EXIT_COMMAND_NOT_FOUND}")
+    if os.environ.get("PATCHQ_SERVE_NO_TORCH_CHECK", "") in ("", "0"):
+        from patchq.errors import TargetNotFound
+
+        try:
+            require_torch()
+        except TargetNotFound as exc:  # no vllm distribution: said above when there is no script either
+            if plan["vllm"] is not None:
+                out.append(f"{exc}: `patchq serve` would exit {exc.exit_code}")
+        except PatchqError as exc:
+            out.append(f"{str(exc).replace('; nothing was applied or served', '')}: `patchq serve` would exit "
+                       f"{getattr(exc, 'exit_code', EXIT_CANNOT_RUN)}")
+    return out
 
 
 def serve_plan(series: Series, profile: str | None, mode: str | None, extra: list[str],
