@@ -31,7 +31,7 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 import libcst as cst
 
@@ -42,6 +42,7 @@ from patchq.report import clip
 from patchq.vllmdist.sources import CodeSource
 
 DefNode = cst.FunctionDef | cst.ClassDef
+_Found = TypeVar("_Found")  # what an index holds per definition (an ast node, an Entry, a libcst node)
 
 # ---------------------------------------------------------------------------
 # normalized AST
@@ -370,9 +371,9 @@ def find_definitions(
     source: CodeSource,
     qualname: str,
     hints: Sequence[str],
-    index_of: Callable[[str], Mapping[str, Sequence[object]] | None],
+    index_of: Callable[[str], Mapping[str, Sequence[_Found]] | None],
     package: Callable[[str], Iterable[str]] | None = None,
-) -> tuple[list[tuple[str, object]], bool]:
+) -> tuple[list[tuple[str, _Found]], bool]:
     """Every definition of ``qualname``: those of the first ``hints`` file that has any,
     else those of every other ``.py`` file of ``source`` whose text declares the first
     name component (module docstring).
@@ -396,7 +397,7 @@ def find_definitions(
         if found:
             return [(relpath, node) for node in found], False
     first = qualname.split(".")[0]
-    hits: list[tuple[str, object]] = []
+    hits: list[tuple[str, _Found]] = []
     for relpath in (package(qualname) if package is not None else source.py_files()):
         if relpath in hints:
             continue
