@@ -181,6 +181,7 @@ def apply(
 
         doc, code = pick.push_pop("apply", _target(site_packages, python), _series(series_dir), patch)
     else:
+        assert profile  # exactly one of the two (checked above)
         doc, code = cmd.apply(_target(site_packages, python), _series(series_dir), profile, strict=strict)
     _finish(doc, code, as_json, report.apply_text, err=bool(doc["error"]))
 

@@ -280,10 +280,13 @@ def find(explicit=None, cwd=None) -> Location:
         loc = _explicit(os.environ["PATCHQ_SERIES"], "PATCHQ_SERIES")
     else:
         found = find_config(cwd)
-        loc = from_config(*found) if found else bundled()
+        shipped = None if found else bundled()
         if found:
+            loc = from_config(*found)
             check_trusted(loc)
-        if loc is None:
+        elif shipped is not None:
+            loc = shipped
+        else:
             here = os.path.realpath(str(cwd) if cwd is not None else os.getcwd())
             raise SeriesError(
                 f"no patch series found: no --series, no $PATCHQ_SERIES, no {CONFIG_NAME} or "

@@ -162,10 +162,10 @@ def _click_usage(exc: BaseException) -> tuple[str, int] | None:
     shape), else None."""
     if type(exc).__name__ == "Abort":  # click's form of Ctrl-C inside a command
         return "interrupted", EXIT_INTERRUPTED
-    if type(exc).__name__ == "NoArgsIsHelpError":  # a bare `patchq` / `patchq upstream`: the help
-        sys.stderr.write(exc.format_message().rstrip("\n") + "\n")
-        return "", EXIT_USAGE
     fmt = getattr(exc, "format_message", None)
+    if type(exc).__name__ == "NoArgsIsHelpError" and fmt is not None:  # a bare `patchq` / `patchq upstream`: the help
+        sys.stderr.write(fmt().rstrip("\n") + "\n")
+        return "", EXIT_USAGE
     code = getattr(exc, "exit_code", None)
     if fmt is None or not isinstance(code, int):
         return None

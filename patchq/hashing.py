@@ -143,7 +143,8 @@ def read_regular(path) -> bytes:
 
 
 def _kind(value: object) -> str:
-    return {dict: "a table", list: "an array", str: "a string"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {dict: "a table", list: "an array", str: "a string"}
+    return names.get(type(value), type(value).__name__)
 
 
 def profile_tables(path) -> dict[str, dict]:
@@ -286,7 +287,7 @@ def series_inputs(series_root: str, anchors_root: str) -> dict[str, str]:
     return out
 
 
-def series_summary(series_root: Path, anchors_root: Path, syntax: bool = False) -> dict:
+def series_summary(series_root: str | Path, anchors_root: str | Path, syntax: bool = False) -> dict:
     """What status and the no-op check need from the series, parsed once.
 
     Returns ``{"inputs": {...}, "profiles": {name: [ids]}, "ids": [...],

@@ -94,7 +94,8 @@ def patch(
     return Patch(
         id=id, summary=summary, why=" ".join(why.split()), applies=spec(applies),
         variants=tuple(variants), upstream=tuple(upstream),
-        upstream_check=upstream_check, probe=probe, **rel,
+        upstream_check=upstream_check, probe=probe, requires=rel["requires"], conflicts=rel["conflicts"],
+        supersedes=rel["supersedes"], runtime_names=rel["runtime_names"], removes=rel["removes"],
     )
 
 

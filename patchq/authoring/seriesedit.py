@@ -30,7 +30,8 @@ def widened(spec_text: str, version: Version) -> str:
         SeriesError: a lower bound or an exclusion excludes ``version``.
     """
     clauses = [c.strip() for c in spec_text.split(",") if c.strip()]
-    keep, drop = [], []
+    keep: list[str] = []
+    drop: list[str] = []
     for c in clauses:
         (keep if Specifier(c).contains(version, prereleases=True) else drop).append(c)
     if not drop:
@@ -128,8 +129,10 @@ class _Verdict(cst.CSTTransformer):
             text = self._matches(el.value)
             if text is None:
                 continue
-            call = el.value
+            call = el.value  # _matches checked its shape: variant("<spec>", ...)
+            assert isinstance(call, cst.Call)
             first = call.args[0].value
+            assert isinstance(first, cst.SimpleString)
             quote = first.value[0]
             capped = ",".join([c for c in text.split(",") if c.strip()] + [f"<{self.version}"])
             # the new element goes on its own line: it takes the separator the list uses

@@ -157,7 +157,9 @@ def open_upstream(repo: str | Path | None = None) -> Upstream:
             r = git.Repo(Path(repo).expanduser(), search_parent_directories=False)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise TargetNotFound(f"{repo} is not a git repository") from None
-        return Upstream(Path(r.git_dir if r.bare else r.working_tree_dir), "clone", r)
+        top = r.git_dir if r.bare else r.working_tree_dir
+        assert top is not None  # GitPython: None only for a bare repository
+        return Upstream(Path(top), "clone", r)
     path = default_path()
     if not (path / "HEAD").is_file():
         raise TargetNotFound(f"no upstream history at {path}: run `patchq upstream sync --releases SPEC` "
@@ -234,7 +236,8 @@ def _wheel_date(version: Version) -> str:
     date = releases.build_date(version)
     if date is None:
         return _FALLBACK_DATE
-    return datetime(*date, tzinfo=timezone.utc).isoformat()
+    year, month, day, hour, minute, second = date  # a zip entry's date_time
+    return datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc).isoformat()
 
 
 def release_py_files(tree: Path) -> list[str]:
@@ -307,7 +310,7 @@ def sync(versions: Iterable[Version | str], path: Path | None = None) -> SyncRes
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
         repo = git.Repo(path) if (path / "HEAD").is_file() else git.Repo.init(path, bare=True)
-        tagged = {version_of_tag(t.name): t for t in repo.tags if version_of_tag(t.name)}
+        tagged = {ver: t for t in repo.tags if (ver := version_of_tag(t.name))}
         wanted = sorted(set(tagged) | {Version(str(v)) for v in versions})
         result = SyncResult(path=path, releases=[str(v) for v in wanted])
         parent: str | None = None
@@ -385,7 +388,7 @@ def definition_history(up: Upstream, spec: AnchorSpec, versions: Sequence[Versio
             last = None
             continue
         if len(found) > 1:
-            states[v] = "ambiguous: " + ", ".join(f"{p}:{n.lineno}" for p, n in found)  # type: ignore[attr-defined]
+            states[v] = "ambiguous: " + ", ".join(f"{p}:{n.lineno}" for p, n in found)
             last = None
             continue
         relpath, entry = found[0]

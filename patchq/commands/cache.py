@@ -69,7 +69,7 @@ def info(removed: list[str] | None = None, kept: list[str] | None = None) -> dic
     """The ``patchq.cache/1`` document for the cache as it is now."""
     root = releases.cache_dir()
     per = _per_release(root)
-    rows = []
+    rows: list[dict] = []
     for version in sorted(per, key=Version):
         kinds = per[version]
         sizes = {k: sum(_size(p) for p in paths) for k, paths in kinds.items()}
@@ -120,7 +120,7 @@ def clean() -> tuple[dict, int]:
     return info(removed), EXIT_OK
 
 
-def _human(n: int) -> str:
+def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -66,7 +66,11 @@ def run(series, profile: str | None, *, site_packages: str | None = None, python
     profile = profile or applied_profile(site_packages, python)
     patches = series.patches_of(profile)
     if vllm or source:
-        target = sources.release_source(vllm) if vllm else sources.source_tree(source)
+        if vllm:
+            target = sources.release_source(vllm)
+        else:
+            assert source  # vllm or source
+            target = sources.source_tree(source)
         plan = engine.plan(target, patches)
         if not plan.ok:
             raise PlanFailed(plan)

@@ -43,9 +43,12 @@ from __future__ import annotations
 import difflib
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from patchq.errors import EXIT_OK, ForeignEditError, PatchqError, UsageError
+from patchq.model import Patch
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource, sha256_hex
 
@@ -327,7 +330,7 @@ def _release_pristine(target: CodeSource, rel: str) -> bytes:
 
 
 def _diff(pairs: dict[str, tuple[bytes, bytes]]) -> str:
-    out = []
+    out: list[str] = []
     for rel, (old, new) in sorted(pairs.items()):
         if old == new:
             continue
@@ -471,14 +474,14 @@ def _settle(series: Series, target: CodeSource, profile: str, mode: str, rels: l
     if not apply and not loadable:
         raise UsageError(f"the environment carries patches of another series ({', '.join(sorted(journal.patches))}); "
                          f"record with --apply, or restore {', '.join(rels)} with `patchq revert --all --force`")
-    steps = []
+    steps: list[tuple[list[Patch], str | None, Sequence[str]]] = []  # (patches, profile, files to restore)
     if mode == "in-place":  # first the hand edit goes back to RECORD-verified bytes; the rest stays
         keep = [fresh.patch(pid) for pid in fresh.all_patch_ids() if pid in journal.patches] if loadable else []
         steps.append((keep, journal.profile if loadable else None, rels))
     if apply:
         steps.append((fresh.patches_of(profile), profile, ()))
-    doc = {"ok": True, "error": None, "exit_code": EXIT_OK, "profile": None, "written": [], "added": [],
-           "removed": [], "foreign_kept": {}}
+    doc: dict[str, Any] = {"ok": True, "error": None, "exit_code": EXIT_OK, "profile": None, "written": [],
+                           "added": [], "removed": [], "foreign_kept": {}}
     for patches, name, restore in steps:
         try:
             result = converge(target, patches, profile=name, force=bool(restore), restore_foreign=restore,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import TypeGuard
 
 from patchq import hashing
 from patchq import series as series_mod
@@ -73,10 +74,11 @@ def _row(s: series_mod.Series, pid: str) -> dict:
                           "reason": v.upstreamed or v.absent or ""} for v in p.variants]}
 
 
-def _literal(node: ast.AST, kind: type):
+def _literal(node: ast.AST, kind: type | tuple[type, ...]):
     value = ast.literal_eval(node)
     if not isinstance(value, kind):
-        raise ValueError(f"not a {kind.__name__}")
+        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ValueError(f"not a {name}")
     return value
 
 
@@ -116,7 +118,7 @@ def _declared(path: Path, pid: str) -> dict | None:
         return None
 
 
-def _is_call(node: ast.AST, name: str) -> bool:
+def _is_call(node: ast.AST, name: str) -> TypeGuard[ast.Call]:
     if not isinstance(node, ast.Call):
         return False
     f = node.func
@@ -136,7 +138,7 @@ def _variant(node: ast.AST) -> dict | None:
     if "edits" in kw:
         if not isinstance(kw["edits"], ast.Dict) or None in kw["edits"].keys:
             return None
-        anchors = [_literal(k, str) for k in kw["edits"].keys]
+        anchors = [_literal(k, str) for k in kw["edits"].keys if k is not None]  # None: refused above
         return {"applies": applies, "kind": "edit", "anchors": anchors, "reason": ""}
     reason = _literal(kw[set_[0]], str)
     return {"applies": applies, "kind": set_[0], "anchors": [], "reason": reason}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from patchq.compat import matrix
@@ -9,7 +10,7 @@ from patchq.errors import UsageError
 
 
 def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: str | None = None,
-        workers: int = 2, levels: list[str] = (), boot: list[str] = ()) -> tuple[dict, dict, int]:
+        workers: int = 2, levels: Sequence[str] = (), boot: Sequence[str] = ()) -> tuple[dict, dict, int]:
     """Resolve the releases, build the matrix, write matrix.json/.md/.html into ``out_dir``.
 
     Args:

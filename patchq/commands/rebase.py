@@ -122,8 +122,9 @@ def _record_carried(res: merge.PatchRebase, series: Series, txn, tv: Version, fv
             res.next_steps.append(f"vllm {tv} is outside {patch.id}'s applies-range {patch.applies}: widen it by hand")
             covers = False
         else:
-            old, new = seriesedit.widen_variant(module_file(series.root, patch.id), res.variant_obj.applies, tv,
-                                                txn=txn)
+            carried = res.variant_obj
+            assert carried is not None  # record() passes only a rebase that was planned (merge set it)
+            old, new = seriesedit.widen_variant(module_file(series.root, patch.id), carried.applies, tv, txn=txn)
             res.written.append(str(module_file(series.root, patch.id)))
             res.next_steps = [s for s in res.next_steps if not s.startswith("widen the variant")]
             res.next_steps.append(f"widened variant \"{old}\" to \"{new}\" in "
@@ -214,7 +215,7 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
 
 
 def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] | None = None,
-        write: bool = False, workdir: Path | None = None, resume: bool = False) -> tuple[dict, int]:
+        write: bool = False, workdir: str | Path | None = None, resume: bool = False) -> tuple[dict, int]:
     """Rebase the series' patches to ``to``. Returns (``patchq.rebase/1`` document, exit code).
 
     ``resume`` (``--continue``) takes conflicts resolved by hand in the work directory.

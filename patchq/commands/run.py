@@ -117,8 +117,11 @@ def prepare(opts: RunOptions) -> dict:
     target = sources.installed(opts.site_packages, opts.python)
     root = series_mod.series_dir(opts.series)
     summary = series_summary(root, series_mod.anchors_dir(root))
-    digest = profile_digest(profile_hashes(summary, opts.profile))  # only this profile must resolve
-    hook_dir = hookdir.hook_dir_for(target.root, str(target.version), opts.profile, digest)
+    profile = opts.profile
+    if not profile:  # parse() refuses this; prepare() may be given options built by hand
+        raise UsageError(f"--profile NAME is required; {USAGE_LINE}")
+    digest = profile_digest(profile_hashes(summary, profile))  # only this profile must resolve
+    hook_dir = hookdir.hook_dir_for(target.root, str(target.version), profile, digest)
     manifest = hookdir.load_warm(hook_dir, target.root)
     if manifest is not None:
         manifest["hook_dir"] = str(hook_dir)
@@ -127,7 +130,7 @@ def prepare(opts: RunOptions) -> dict:
     from patchq.env.converge import PlanFailed
 
     try:
-        manifest = hookdir.build(target, series_mod.load(opts.series), opts.profile, summary)
+        manifest = hookdir.build(target, series_mod.load(opts.series), profile, summary)
     except PlanFailed as exc:
         from patchq import report
         from patchq.commands.apply import document

@@ -456,7 +456,8 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
             row.reason = _drift_reason(unverified, row.drift, patch.id)
     else:
         row.status = APPLIES
-        vs = sorted({a.verified for a in result.anchors}, key=Version)
+        # no anchor is unverified here: every ``verified`` is a version string
+        vs = sorted({a.verified for a in result.anchors if a.verified is not None}, key=Version)
         row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
 
 
@@ -510,7 +511,7 @@ def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict], patc
 
 def _locate_all(patch: Patch, variant: Variant | None, res: _Resolver, row: PatchCheck) -> list[dict]:
     """Resolve the definitions of ``variant``'s anchors; found ones go to ``row.anchors``."""
-    found = []
+    found: list[dict] = []
     for anchor_id in _edit_anchor_ids(patch, variant):
         spec = patch.anchors.get(anchor_id)
         if spec is None:

@@ -34,6 +34,7 @@ only controls has no primary (``result`` null).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from patchq.report import clip
 
@@ -54,6 +55,8 @@ def row_profile(profile: str) -> str:
 
 
 def _secs(value: object) -> str:
+    if not isinstance(value, (int, float, str)):  # None, or not a number in the record's JSON
+        return "? s"
     try:
         return f"{float(value):.0f} s"
     except (TypeError, ValueError):
@@ -73,7 +76,8 @@ def summarize(rec: dict, release: str, series=None) -> dict:
     profile = str(rec.get("profile") or "")
     row = row_profile(profile)
     control = profile != row
-    exp = rec.get("expected") if isinstance(rec.get("expected"), dict) else {}
+    given = rec.get("expected")
+    exp = given if isinstance(given, dict) else {}
     expected = str(exp.get("result") or ("fails" if control else "serves"))
     result = "serves" if serves(rec.get("result")) else "fails"
     error_line = str(rec.get("error_line") or "")
@@ -84,7 +88,7 @@ def summarize(rec: dict, release: str, series=None) -> dict:
         verdict = "serves" if expected == "serves" else "serves-unexpectedly"
     else:
         verdict = "fails-as-expected" if expected == "fails" and as_expected else "fails"
-    run = {
+    run: dict[str, Any] = {
         "run": str(rec.get("run") or profile), "profile": profile,
         "mode": "runtime" if rec.get("mode") == "run" or "site_pristine" in rec else "disk",
         "control": control, "reverted": [], "prefix_caching": rec.get("prefix_caching"),

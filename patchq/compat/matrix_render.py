@@ -328,7 +328,7 @@ def html(doc: dict) -> str:
     for prof in doc["profiles"].values():
         patch_ids += [p for p in prof["patches"] if p not in patch_ids]
     for pid in patch_ids:
-        changes = next((doc["changes"][n][pid] for n in doc["profiles"] if pid in doc["changes"][n]), [])
+        changes: list[dict] = next((doc["changes"][n][pid] for n in doc["profiles"] if pid in doc["changes"][n]), [])
         summary = ", ".join(f"{c['release']}: {c['from']} → {c['to']}" for c in changes) or "no change"
         out.append(f'<details id="p-{_e(pid)}" open><summary><b>{_e(pid)}</b> — {_e(summary)}</summary>')
         out.append('<table class="detail"><tr><th>release</th><th>status</th><th>level</th><th>where</th>'

@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from patchq import __version__
 from patchq.env.fsutil import atomic_write
@@ -238,7 +239,7 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
             "pristine_sha256": pristine_sha, "patched_sha256": patched_sha,
             "source": str(src), "patches": pids,
         }
-    manifest = {
+    manifest: dict[str, Any] = {
         "schema": hook_mod.SCHEMA,
         "key": hook_dir.name,
         "profile": profile,

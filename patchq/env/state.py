@@ -184,7 +184,7 @@ class StateDir:
         self.site = Path(site_packages)
         self.root = Path(layout.state_root(str(self.site)))
         base = layout.shared_base()
-        self.legacy = bool(base) and os.path.abspath(self.root) == os.path.abspath(base)
+        self.legacy = bool(base and os.path.abspath(self.root) == os.path.abspath(base))
 
     @property
     def journal_path(self) -> Path:

@@ -31,6 +31,7 @@ import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import libcst as cst
 
@@ -41,6 +42,7 @@ from patchq.report import clip
 from patchq.vllmdist.sources import CodeSource
 
 DefNode = cst.FunctionDef | cst.ClassDef
+_Found = TypeVar("_Found")  # what an index holds per definition (an ast node, an Entry, a libcst node)
 
 # ---------------------------------------------------------------------------
 # normalized AST
@@ -97,7 +99,7 @@ def fingerprint_code(code: str) -> str:
 
 def node_code(node: cst.CSTNode) -> str:
     """Source of a libcst statement or definition, rendered at column 0."""
-    if isinstance(node, cst.BaseStatement):
+    if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):  # every BaseStatement
         return cst.Module(body=[node]).code
     return cst.Module(body=[]).code_for_node(node)
 
@@ -249,7 +251,7 @@ class _StatementCollector(cst.CSTVisitor):
     """Statements of a definition in source order: (statement, line to edit)."""
 
     def __init__(self) -> None:
-        self.items: list[tuple[cst.CSTNode, cst.CSTNode]] = []
+        self.items: list[tuple[cst.CSTNode, cst.BaseStatement | cst.BaseSmallStatement]] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.SimpleStatementLine):
@@ -284,9 +286,9 @@ def find_statements(defn: DefNode, pattern: Pattern, tree: ast.AST | None = None
     defn.visit(collector)
     ast_stmts = _ast_statements(tree if tree is not None else ast.parse(node_code(defn)))
     if len(ast_stmts) != len(collector.items):  # pragma: no cover - defensive
-        ast_stmts = [ast.parse(node_code(line) if isinstance(line, cst.BaseStatement) else
-                               cst.Module(body=[cst.SimpleStatementLine(body=[small])]).code).body[0]
-                     for small, line in collector.items]
+        ast_stmts = [ast.parse(node_code(line) if isinstance(line, cst.BaseStatement) else  # else: small is line
+                               cst.Module(body=[cst.SimpleStatementLine(body=[line])]).code).body[0]
+                     for _small, line in collector.items]
     out: list[cst.CSTNode] = []
     for ast_stmt, (_small, line) in zip(ast_stmts, collector.items, strict=False):
         if ast_stmt is not None and pattern.matches(ast_stmt) and line is not defn:
@@ -369,9 +371,9 @@ def find_definitions(
     source: CodeSource,
     qualname: str,
     hints: Sequence[str],
-    index_of: Callable[[str], Mapping[str, Sequence[object]] | None],
+    index_of: Callable[[str], Mapping[str, Sequence[_Found]] | None],
     package: Callable[[str], Iterable[str]] | None = None,
-) -> tuple[list[tuple[str, object]], bool]:
+) -> tuple[list[tuple[str, _Found]], bool]:
     """Every definition of ``qualname``: those of the first ``hints`` file that has any,
     else those of every other ``.py`` file of ``source`` whose text declares the first
     name component (module docstring).
@@ -395,7 +397,7 @@ def find_definitions(
         if found:
             return [(relpath, node) for node in found], False
     first = qualname.split(".")[0]
-    hits: list[tuple[str, object]] = []
+    hits: list[tuple[str, _Found]] = []
     for relpath in (package(qualname) if package is not None else source.py_files()):
         if relpath in hints:
             continue
@@ -453,14 +455,14 @@ def locate_definition(
 # definitions as text segments (the engine parses only these with libcst)
 
 
-def ast_index(text: str) -> dict[str, list[ast.AST]]:
+def ast_index(text: str) -> dict[str, list[ast.stmt]]:
     """qualname -> :mod:`ast` definitions of a module's text (same rules as
     :func:`index_definitions`, at C-parser speed).
 
     Raises:
         SyntaxError: the text does not parse.
     """
-    out: dict[str, list[ast.AST]] = {}
+    out: dict[str, list[ast.stmt]] = {}
 
     def walk(body: list[ast.stmt], prefix: str) -> None:
         for stmt in body:
@@ -490,7 +492,7 @@ def definition_span(node) -> tuple[int, int]:
     return start, node.end_lineno  # type: ignore[attr-defined]
 
 
-def fingerprint_ast(node: ast.AST) -> str:
+def fingerprint_ast(node: ast.stmt) -> str:
     """:func:`fingerprint` of an :mod:`ast` definition (the same value, without libcst)."""
     tree = ast.Module(body=[node], type_ignores=[])
     return hashlib.sha256(repr(_normalize(tree, strip_docstrings=True)).encode()).hexdigest()[:16]
@@ -544,9 +546,9 @@ class Segment:
             return new.code
         nodes = list(new.nodes) if isinstance(new, cst.FlattenSentinel) else [new]
         if self.wrapped:
-            cls = self.module.body[0]
-            block = cls.body.with_changes(body=nodes)  # type: ignore[attr-defined]
-            code = self.module.with_changes(body=[cls.with_changes(body=block)]).code  # type: ignore[attr-defined]
+            cls = cast(cst.ClassDef, self.module.body[0])  # the _WRAPPER class
+            block = cls.body.with_changes(body=nodes)
+            code = self.module.with_changes(body=[cls.with_changes(body=block)]).code
             return code[len(_WRAPPER):]
         return self.module.with_changes(body=[self.module.body[0], *nodes]).code[len(_LEAD):]
 
@@ -588,14 +590,15 @@ def cut_segment(text: str, relpath: str, qualname: str, node) -> Segment:
         seg += "\n"
     if indent:
         module = cst.parse_module(_WRAPPER + seg)
-        defn = module.body[0].body.body[0]  # type: ignore[attr-defined]
+        defn = cast(cst.ClassDef, module.body[0]).body.body[0]  # the def inside the _WRAPPER class
     else:
         module = cst.parse_module(_LEAD + seg)
         defn = module.body[1]
     def_text = "".join(lines[first:end])
     if not def_text.endswith("\n"):
         def_text += "\n"
-    return Segment(relpath, qualname, start, end, bool(indent), module, defn, first, def_text)
+    # the lines of an ast def/class (decorators included) parse as that definition
+    return Segment(relpath, qualname, start, end, bool(indent), module, cast(DefNode, defn), first, def_text)
 
 
 def splice(text: str, segment: Segment, new_text: str) -> str:

@@ -50,7 +50,7 @@ def cached_release(version: str) -> CodeSource | None:
         return None
 
 
-def _target_def(source: CodeSource, ws, spec: AnchorSpec) -> tuple[str, ast.AST] | None:
+def _target_def(source: CodeSource, ws, spec: AnchorSpec) -> tuple[str, ast.stmt] | None:
     def index(relpath):
         return ws.pristine_index(relpath) if ws.current(relpath) is not None else None
 

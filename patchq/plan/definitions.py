@@ -231,7 +231,7 @@ def span_text(text: str, start: int, end: int, lines: Sequence[str] | None = Non
     return "".join((lines if lines is not None else split_lines(text))[start - 1:end])
 
 
-def parse_definition(seg: str, start: int) -> ast.AST:
+def parse_definition(seg: str, start: int) -> ast.stmt:
     """The :mod:`ast` node of one definition's lines ``seg`` (from :func:`span_text`, first
     line ``start`` of its file), with the line numbers it has in the whole file.
 
@@ -301,7 +301,7 @@ class Definition:
     text: str
     fingerprint: str
     kind: str
-    node: ast.AST = field(repr=False, compare=False)
+    node: ast.stmt = field(repr=False, compare=False)
     line: int = 0
     sentinels: tuple[str, ...] = ()
     version: object = None

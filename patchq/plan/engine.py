@@ -95,7 +95,7 @@ class Workspace:
         self._index: dict[str, tuple[str, list, dict]] = {}
         self._pristine_index: dict[str, dict | None] = {}
         self._modules: dict[str, tuple[str, cst.Module]] = {}
-        self._pristine_nodes: dict[tuple[str, str], ast.AST | None] = {}
+        self._pristine_nodes: dict[tuple[str, str], ast.stmt | None] = {}
         #: relpath -> 1-based inclusive line spans of the current text that edits wrote
         self.dirty: dict[str, list[tuple[int, int]]] = {}
         #: True once a definition was searched for in the whole package
@@ -255,7 +255,7 @@ class Workspace:
         """Back to a :meth:`snapshot` (a failed patch leaves no trace)."""
         self.text, self._index, self.dirty = dict(state[0]), dict(state[1]), dict(state[2])
 
-    def pristine_node(self, relpath: str, qualname: str) -> ast.AST | None:
+    def pristine_node(self, relpath: str, qualname: str) -> ast.stmt | None:
         """The :mod:`ast` node of the one pristine definition ``qualname`` of ``relpath``
         (line numbers of the whole file), or None (no such file or definition, or it is
         defined more than once). Parsed from the definition's own lines, once.
@@ -417,12 +417,16 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
     deferred: list[survival.EditChange] = []  # the segment's last change, summarised from its render
 
     def finish(change: survival.EditChange, after: ast.AST | None) -> None:
+        before = change.before
+        # node_ast is never None where an EditChange is made: the segment's tree, or the
+        # previous edit's result (a definition or module once check_result passed it)
+        assert before is not None
         change.after = after
         if after is None:
-            change.removed = [survival.Item(survival.statement_key(change.before), change.qualname)]
+            change.removed = [survival.Item(survival.statement_key(before), change.qualname)]
         else:
-            change.added, change.removed = survival.diff_definition(change.before, after)
-            change.duplicates = survival.duplicate_members(change.before, after)  # refused after upstream detection
+            change.added, change.removed = survival.diff_definition(before, after)
+            change.duplicates = survival.duplicate_members(before, after)  # refused after upstream detection
 
     def flush() -> None:
         if seg is None:
@@ -453,6 +457,7 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
         if node is cst.RemovalSentinel.REMOVE:
             raise AnchorError(f"anchor {anchor_id}: {spec.qualname} was removed by an earlier edit of "
                               f"{patch.id}", kind="invalid", anchor=anchor_id)
+        assert node is not None  # set with seg, then each edit's checked result
         fp = ws.pristine_fingerprint(relpath, spec.qualname) or fingerprint(seg.node)
         try:
             matches = match_anchor(spec, node, tree)
@@ -617,6 +622,8 @@ def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes
                 exc.anchor = ch.anchor
                 raise
             continue
+        # a definition's ast (the module's own was handled above)
+        assert isinstance(old, ast.stmt) and isinstance(new, ast.stmt)
         owner = None
         if "." in qualname:
             found = _index_of(text_before).get(qualname.rsplit(".", 1)[0])
@@ -693,7 +700,7 @@ class _PristineView:
         return self._ws.pristine_text[relpath]
 
 
-def _hand_check(patch: Patch, source: CodeSource) -> tuple[str, str] | None:
+def _hand_check(patch: Patch, source: CodeSource | _PristineView) -> tuple[str, str] | None:
     """(verdict, reason) of the patch's own ``upstream_check``; None when it has none."""
     if patch.upstream_check is None:
         return None
@@ -743,7 +750,9 @@ def plan(
                                            ws.package)
         except AnchorError:
             return None
-        node = ws.pristine_index(relpath)[qualname][0]
+        index = ws.pristine_index(relpath)
+        assert index is not None  # locate_definition found qualname in this (cached) index
+        node = index[qualname][0]
         return cut_segment(ws.pristine_text[relpath], relpath, qualname, node).node
 
     for patch in patches:
@@ -844,11 +853,11 @@ def plan(
     patched: dict[str, str] = {}
     for relpath in ws.changed():
         code = ws.text[relpath]
-        exc = ws.compile_error(relpath)
-        if exc is not None:
+        err = ws.compile_error(relpath)
+        if err is not None:
             for r in results:
                 if relpath in r.files and r.status == OK:
-                    r.status, r.reason = FAILED, f"{relpath}: result does not compile: line {exc.lineno}: {exc.msg}"
+                    r.status, r.reason = FAILED, f"{relpath}: result does not compile: line {err.lineno}: {err.msg}"
                     r.failure = "conflict"
             continue
         pristine[relpath] = ws.pristine_text[relpath]

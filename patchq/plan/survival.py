@@ -75,6 +75,9 @@ class EditChange:
     #: the definition's :mod:`ast` before and after the edit (None after a removal)
     before: ast.AST | None = field(default=None, repr=False, compare=False)
     after: ast.AST | None = field(default=None, repr=False, compare=False)
+    #: evidence when the added items were found upstream by meaning
+    #: (:func:`patchq.compat.upstreamed.by_meaning`); empty when not
+    meaning: list[str] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def is_upstream(self) -> bool:
@@ -184,17 +187,17 @@ def statement_key(stmt: ast.AST) -> int:
 
 def statement_keys(defn: ast.AST) -> dict[int, ast.stmt]:
     """key -> statement for every statement in ``defn`` (itself included)."""
-    out: dict[str, ast.stmt] = {}
+    out: dict[int, ast.stmt] = {}
     for node in ast.walk(defn):
         if isinstance(node, ast.stmt):
             out.setdefault(_key(node), node)
     return out
 
 
-def member_names(defn: ast.AST) -> dict[str, list[ast.AST]]:
+def member_names(defn: ast.AST) -> dict[str, list[ast.stmt]]:
     """name -> ``def``/``class`` statements directly in ``defn``'s body (also under
     ``if``/``try`` there, as :func:`patchq.plan.anchors.ast_index` counts them)."""
-    out: dict[str, list[ast.AST]] = {}
+    out: dict[str, list[ast.stmt]] = {}
 
     def walk(body: list) -> None:
         for stmt in body:

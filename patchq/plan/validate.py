@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 from collections.abc import Iterable
 
 import libcst as cst
@@ -126,7 +127,9 @@ def _context(text: str, top: str) -> tuple[str, int] | None:
     return code, code.count("\n")
 
 
-def _messages(code: str, first_line: int) -> list[tuple[str, tuple]]:
+def _messages(code: str, first_line: int) -> list[tuple[str, tuple[str, ...], str]]:
+    """(message class name, its first string argument or (), message text) of each
+    refused pyflakes message after line ``first_line``."""
     from pyflakes import checker
 
     try:
@@ -134,7 +137,7 @@ def _messages(code: str, first_line: int) -> list[tuple[str, tuple]]:
     except SyntaxError:
         return []
     w = checker.Checker(tree, filename="<patchq>")
-    out = []
+    out: list[tuple[str, tuple[str, ...], str]] = []
     for m in w.messages:
         if m.lineno > first_line and type(m).__name__ in _REFUSED:
             args = tuple(a for a in m.message_args if isinstance(a, str))
@@ -145,7 +148,7 @@ def _messages(code: str, first_line: int) -> list[tuple[str, tuple]]:
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _stub(node: ast.stmt) -> ast.stmt:
+def _stub(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> ast.stmt:
     """``class Name: pass`` or ``def name(): pass`` (the name stays bound, nothing else)."""
     if isinstance(node, ast.ClassDef):
         return ast.ClassDef(name=node.name, bases=[], keywords=[], body=[ast.Pass()], decorator_list=[])
@@ -157,7 +160,7 @@ def _stub(node: ast.stmt) -> ast.stmt:
 def _with_body(cls: ast.ClassDef, body: list) -> ast.ClassDef:
     new = ast.ClassDef(name=cls.name, bases=cls.bases, keywords=cls.keywords, body=body or [ast.Pass()],
                        decorator_list=cls.decorator_list)
-    if hasattr(cls, "type_params"):  # Python 3.12+
+    if sys.version_info >= (3, 12) and hasattr(cls, "type_params"):  # Python 3.12+
         new.type_params = cls.type_params
     return new
 
@@ -210,9 +213,11 @@ def check_names(patch_id: str, qualname: str, module_text_before: str, before: a
         AnchorError: kind ``invalid``, naming the check, the patch and each new message.
     """
     parts = qualname.split(".")
-    if len(parts) > 2 or len(parts) == 2 and owner is None:
+    if len(parts) > 2:
         return
     if len(parts) == 2:
+        if owner is None:
+            return
         before, after = _in_class(owner, parts[1], before), _in_class(owner, parts[1], after)
     before, after = _shrink_pair(before, after)
     old_code = ast.unparse(ast.fix_missing_locations(ast.Module(body=[before], type_ignores=[]))) + "\n"

@@ -36,6 +36,7 @@ import re
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Callable
@@ -167,7 +168,7 @@ def pick_wheel(simple_json: dict, version: Version, package: str, base_url: str)
     if best is None:
         raise NotOnIndex(f"the index has no Linux x86_64 wheel of {package}=={version}")
     entry = best[1]
-    url = urllib.request.urljoin(base_url, entry["url"])
+    url = urllib.parse.urljoin(base_url, entry["url"])
     size = entry.get("size")
     return RemoteWheel(entry["filename"], url.split("#", 1)[0], (entry.get("hashes") or {}).get("sha256"),
                        int(size) if isinstance(size, int) else None)

@@ -933,6 +933,6 @@ def build_date(version: str | Version, *, package: str = "vllm") -> tuple[int, .
             for info in zf.infolist():
                 if info.filename.endswith(".dist-info/METADATA") and info.filename.count("/") == 1:
                     return tuple(info.date_time)
-    info = tree_info(ver, package=package) or {}
-    date = info.get("metadata_date")
+    marker = tree_info(ver, package=package) or {}
+    date = marker.get("metadata_date")
     return tuple(date) if date else None
