@@ -264,6 +264,8 @@ def render_new(doc: dict) -> str:
              + (f" (node {doc['anchor']['node']!r})" if doc["anchor"]["node"] else "")]
     lines += [f"  wrote {w}" for w in doc["written"]]
     lines.append(f"  profile {doc['profile']}: " + ("added" if doc["added_to_profile"] else "already there"))
-    lines.append(f"next: write the change in {doc['written'][0]}, then "
-                 f"`patchq diff --profile {doc['profile']} --vllm X` and `patchq test --regen --patch {doc['patch']}`")
+    pid, rel = doc["patch"], doc["vllm"]
+    lines.append(f"next: write the change in {doc['written'][0]}, then `patchq diff --profile {doc['profile']} "
+                 f"--vllm {rel}`, `patchq fingerprint --patch {pid} --releases {rel}` (vllm {rel}, where the "
+                 f"anchor was checked, becomes its reviewed release) and `patchq test --regen --patch {pid}`")
     return "\n".join(lines) + "\n"
