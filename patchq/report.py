@@ -206,8 +206,9 @@ def check_text(doc: dict, show_diffs: bool = True) -> str:
     """A ``patchq.check/1`` document: per patch its status, then each anchor location
     (``qualname (file:line)``) and the reason on their own lines, then the drift."""
     cols = width()
+    dist = doc["vllm"].get("dist")
     title = (f"check {selection(doc)} on vllm {doc['vllm']['version']} "
-             f"({doc['vllm']['kind']})")
+             f"({doc['vllm']['kind']}{'' if dist in (None, 'vllm') else ', distribution ' + dist})")
     out = _wrap(title, 2, "", cols)
     idw = max((len(p["id"]) for p in doc["patches"]), default=0)
     for p in doc["patches"]:

@@ -147,7 +147,7 @@ def test_cli_check_vllm_0_33_dense_exits_0(cli):
     doc = json.loads(res.stdout)
     assert doc["schema"] == "patchq.check/1" and doc["ok"] and doc["exit_code"] == 0
     assert doc["vllm"] == {"version": "0.33.0", "kind": "release",
-                           "root": str(releases.release_tree("0.33.0"))}
+                           "root": str(releases.release_tree("0.33.0")), "dist": "vllm"}
     assert [p["id"] for p in doc["patches"]] == list(series.load().profile("dense").patches)
     assert {p["id"]: p["status"] for p in doc["patches"]} == {
         pid: v[0] for pid, v in CURRENT["0.33.0"].items()}

