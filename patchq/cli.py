@@ -502,7 +502,8 @@ def test_cmd(
 
 @app.command("init", cls=_Command)
 def init_cmd(
-    directory: str | None = typer.Argument(None, metavar="DIR", callback=_nonempty, help="where to write the series repo (default: here)"),
+    directory: str | None = typer.Argument(None, metavar="DIR", callback=_nonempty,
+                                           help="where to write the series repo (default: here)"),
     action: str | None = opt(None, "--action", metavar="OWNER/NAME@COMMIT",
                              help="the patchq repository whose action.yml the CI workflow pins (default: the "
                                   "repository variables PATCHQ_REPOSITORY and PATCHQ_COMMIT)"),
@@ -519,8 +520,10 @@ def init_cmd(
 def new_cmd(
     patch_id: str = typer.Argument(..., metavar="ID", callback=_nonempty, help="the new patch's id (kebab-case)"),
     at: str = opt(..., "--at", metavar="MODULE:QUALNAME", help="MODULE:QUALNAME of the definition to change"),
-    node: str | None = opt(None, "--node", metavar="STATEMENT", help="a statement inside it to anchor on (default: the definition)"),
-    profile: str = opt("default", "--profile", "-p", metavar="NAME", help="profile to add the patch to (created if missing)"),
+    node: str | None = opt(None, "--node", metavar="STATEMENT",
+                           help="a statement inside it to anchor on (default: the definition)"),
+    profile: str = opt("default", "--profile", "-p", metavar="NAME",
+                       help="profile to add the patch to (created if missing)"),
     applies: str = opt(">=0.15", "--applies", metavar="SPEC", help="the vLLM versions the patch applies to"),
     summary: str | None = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
     vllm: str | None = opt(None, "--vllm", metavar="VERSION", help="the release to check the anchor against "
@@ -583,13 +586,15 @@ def review_cmd(
     _finish(doc, code, as_json, cmd.render_text)
 
 
-EditDir = opt(None, "--dir", metavar="DIR", help="the working copy's directory (default: .patchq-edit/ID beside series/)")
+EditDir = opt(None, "--dir", metavar="DIR",
+              help="the working copy's directory (default: .patchq-edit/ID beside series/)")
 
 
 @app.command("edit", cls=_Command)
 def edit_cmd(
     patch_id: str = typer.Argument(..., metavar="ID", callback=_nonempty, help="patch id (new or existing)"),
-    file: list[str] = opt([], "--file", "-f", metavar="FILE", help="vllm/x.py or vllm.x (repeatable; default: the patch's modules)"),
+    file: list[str] = opt([], "--file", "-f", metavar="FILE",
+                          help="vllm/x.py or vllm.x (repeatable; default: the patch's modules)"),
     in_place: bool = typer.Option(False, "--in-place", help="edit the installed file itself instead of a copy"),
     directory: str | None = EditDir,
     site_packages: str | None = SitePackages,
