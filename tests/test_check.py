@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from patchq import series
 from patchq.compat import check
 from patchq.vllmdist import releases, sources
-from patchq import series
 
 REPO = Path(__file__).resolve().parents[1]
 DRIFT = REPO / "tests" / "drift"
@@ -83,7 +83,8 @@ CURRENT = {
         "unify-kv-page": ("applies", "vllm/v1/core/kv_cache_planning.py", "unify_kv_cache_spec_page_size", 346),
         "prefix-align": ("upstreamed", "vllm/v1/core/kv_cache_utils.py", "resolve_kv_cache_block_sizes", 816),
         "inc-hybrid-fp8": ("applies", "vllm/model_executor/layers/quantization/inc/inc.py", "INCConfig.__init__", 71),
-        "int8-lmhead": ("applies", "vllm/model_executor/layers/logits_processor.py", "LogitsProcessor._apply_head", 136),
+        "int8-lmhead": ("applies", "vllm/model_executor/layers/logits_processor.py", "LogitsProcessor._apply_head",
+                        136),
     },
 }
 
@@ -147,7 +148,7 @@ def test_cli_check_vllm_0_33_dense_exits_0(cli):
     doc = json.loads(res.stdout)
     assert doc["schema"] == "patchq.check/1" and doc["ok"] and doc["exit_code"] == 0
     assert doc["vllm"] == {"version": "0.33.0", "kind": "release",
-                           "root": str(releases.release_tree("0.33.0"))}
+                           "root": str(releases.release_tree("0.33.0")), "dist": "vllm"}
     assert [p["id"] for p in doc["patches"]] == list(series.load().profile("dense").patches)
     assert {p["id"]: p["status"] for p in doc["patches"]} == {
         pid: v[0] for pid, v in CURRENT["0.33.0"].items()}
@@ -243,7 +244,8 @@ def test_frozen_reasons_and_drift_diff():
     assert "-            new_spec = replace(layer_spec, block_size=new_block_size)\n" in diff
     assert "+                new_spec = replace(layer_spec, block_size=new_block_size)\n" in diff
     inc = rows["inc-hybrid-fp8"]
-    assert "expected at least 2 match(es) of `if not self.check_quantized(weight_bits): ...` in INCConfig, found 0" in inc.reason
+    assert ("expected at least 2 match(es) of `if not self.check_quantized(weight_bits): ...` in INCConfig, found 0"
+            in inc.reason)
     assert inc.tried_variant == "<0.24,>=0.20.2"
 
     rows = run_check("0.33.0", FROZEN)

