@@ -40,6 +40,7 @@ app = typer.Typer(
     name="patchq",
     cls=_Group,
     help="Keep a series of anchored libcst patches alive on an installed vLLM.",
+    epilog="--json (every command) may also come before the command: patchq --json list.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (typer's; bash, zsh, fish)
     pretty_exceptions_enable=False,
@@ -678,7 +679,7 @@ def serve_args_cmd(
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """The vllm serve flags a profile declares (one per line; runtime/serve.sh reads them)."""
+    """The vllm serve flags a profile declares (one per line; `patchq serve` adds them)."""
     from patchq.commands import serve as cmd
 
     doc, code = cmd.run(_series(series_dir), profile, want_env=env)

@@ -42,6 +42,15 @@ class UsageError(PatchqError):
     exit_code = EXIT_USAGE
 
 
+def did_you_mean(name: str, known) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known`` (difflib's ratio >= 0.6, the
+    stdlib rule, cheap enough for the fast path), else ``""``."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 class SeriesError(PatchqError):
     """The series or anchors data is malformed (a bug in series/ or anchors/).
 

@@ -348,10 +348,11 @@ def profile_hashes(summary: dict, profile: str) -> dict[str, str]:
     Raises:
         UsageError: unknown profile, or the profile names a patch with no series file.
     """
-    from patchq.errors import UsageError
+    from patchq.errors import UsageError, did_you_mean
 
     if profile not in summary["profiles"]:
-        raise UsageError(f"unknown profile {profile!r}; known: {', '.join(summary['profiles'])}")
+        raise UsageError(f"unknown profile {profile!r}; known: {', '.join(summary['profiles'])}"
+                         f"{did_you_mean(profile, summary['profiles'])}")
     ids = summary["profiles"][profile]
     unknown = [pid for pid in ids if pid not in summary["hashes"]]
     if unknown:

@@ -28,7 +28,7 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchq import discovery, hashing
-from patchq.errors import SeriesError, UnsafeConfig, UsageError
+from patchq.errors import SeriesError, UnsafeConfig, UsageError, did_you_mean
 from patchq.model import AnchorSpec, Patch, Profile, Variant
 
 tomllib = hashing.toml_module()
@@ -224,7 +224,8 @@ class Series:
         try:
             return self.profiles[name]
         except KeyError:
-            raise UsageError(f"unknown profile {name!r}; known: {', '.join(self.profiles)}") from None
+            raise UsageError(f"unknown profile {name!r}; known: {', '.join(self.profiles)}"
+                             f"{did_you_mean(name, self.profiles)}") from None
 
     def patches_of(self, profile: str) -> list[Patch]:
         """The profile's patches, in order, validated against their declared relations.

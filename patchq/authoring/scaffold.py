@@ -205,7 +205,7 @@ goldens = "tests/goldens"   # patchq.testing: expected verdicts and golden defin
 PROFILES_TOML = """\
 # Profiles: ordered patch ids. `patchq apply --profile NAME` makes the environment carry
 # exactly this list. `patchq new` / `patchq record` add patches to a profile (--profile).
-# An optional [profiles.NAME.serve] table gives runtime/serve.sh its vllm serve flags:
+# An optional [profiles.NAME.serve] table gives `patchq serve` its vllm serve flags:
 #   args = ["--enforce-eager"]            (appended to `vllm serve MODEL ...`)
 #   env = {VLLM_LOGGING_LEVEL = "${LOG_LEVEL:-INFO}"}   (${VAR:-default} expands from the environment)
 

@@ -262,8 +262,9 @@ def release_source(version: str, dist: str = PACKAGE) -> CodeSource:
     if di is None or _dist_of(di) != record.canonical_name(dist):
         raise TargetNotFound(f"the {dist} {version} wheel's tree ({tree}) holds no {dist} dist-info owning "
                              f"{PACKAGE}/ (found {di.name if di else 'none'})")
-    return CodeSource(root=tree, version=Version(version), kind="release", dist_info=di, verify=True,
-                      dist=_dist_of(di))
+    # the release's own version (PEP 427 dist-info name): `--vllm 0.23` reports 0.23.0
+    return CodeSource(root=tree, version=Version(di.name[: -len(".dist-info")].split("-", 1)[1]), kind="release",
+                      dist_info=di, verify=True, dist=_dist_of(di))
 
 
 def _source_text(data: bytes, source: CodeSource, relpath: str) -> str:

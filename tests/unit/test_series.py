@@ -64,8 +64,10 @@ def test_count_forms(tmp_path):
 def test_errors_name_the_problem(tmp_path):
     series = write_series(tmp_path)
     loaded = S.load(series)
-    with pytest.raises(UsageError, match="unknown profile 'nope'; known: base, none"):
+    with pytest.raises(UsageError, match="unknown profile 'nope'; known: base, none; did you mean 'none'"):
         loaded.profile("nope")
+    with pytest.raises(UsageError, match=r"unknown profile 'xyz'; known: base, none$"):
+        loaded.profile("xyz")
     with pytest.raises(UsageError, match="unknown patch 'nope'"):
         loaded.patch("nope")
     with pytest.raises(SeriesError, match="no series there"):
