@@ -26,7 +26,7 @@ _STYLE = {
     **dict.fromkeys(("applied", "applies", "ok", "patched", "clean", "initialized"), "good"),
     **dict.fromkeys(("stale", "applies-drifted", "moved", "needs-variant", "not applied"), "warn"),
     **dict.fromkeys(("foreign", "modified", "missing", "conflict", "gone", "failed", "interaction",
-                     "partially-upstreamed", "not-in-series", "failed-at-base"), "bad"),
+                     "partially-upstreamed", "not-in-series", "failed-at-base", "unsupported"), "bad"),
     **dict.fromkeys(("upstreamed", "superseded", "absent", "not-applicable", "skipped"), "info"),
 }
 _colour: dict[bool, bool] = {}
@@ -392,7 +392,7 @@ def rebase_text(doc: dict) -> str:
             head += (f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; "
                      f"series at {p['to']}: {p['target_variant']})")
         out.append(ranges_lower_first(head))
-        if p["status"] == "skipped" or p["status"] == "failed-at-base":
+        if p["status"] in ("skipped", "failed-at-base", "unsupported"):
             out.append(ranges_lower_first(f"  {p['reason']}"))
             continue
         for u in p["units"]:

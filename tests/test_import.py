@@ -200,3 +200,24 @@ def test_a_comment_at_the_end_of_a_block_is_a_footer_operation(empty_series):
     assert importer.verify(plan, series_mod.load(empty_series)) == (True, "")
     later = engine.plan(release_source("0.24.0"), [series_mod.load(empty_series).patch("x")]).results[0]
     assert later.status == "ok", later.reason
+
+
+def test_rebase_of_a_module_level_patch_is_unsupported_not_an_internal_error(empty_series, cli):
+    """A changed module constant imports as a module-level anchor; rebase cannot merge it
+    three-way and says so (status unsupported, exit 1, nothing written), where it used to
+    stop on an AssertionError (exit 70) after writing other patches' results."""
+    logger = "vllm/logger.py"
+    pristine = release_source("0.23.0").read_text(logger)
+    edited = pristine.replace('_DATE_FORMAT = "%m-%d %H:%M:%S"', '_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"', 1)
+    assert edited != pristine
+    (empty_series / "profiles.toml").write_text('[profiles.imported]\npatches = ["date-fmt"]\n')
+    importer.write(importer.build(diffs.unified(logger, pristine, edited), "date-fmt", "0.23.0"), empty_series,
+                   empty_series.parent / "anchors")
+    before = {p: p.read_bytes() for p in empty_series.parent.rglob("*") if p.is_file()}
+    res = cli("rebase", "--to", "0.26.0", "--from", "0.23.0", "--series", empty_series, "--write", "--json")
+    assert res.rc == 1, (res.rc, res.stderr)
+    (row,) = res.json["patches"]
+    assert row["status"] == "unsupported" and "module-level edits are not merged three-way" in row["reason"], row
+    assert {p: p.read_bytes() for p in empty_series.parent.rglob("*") if p.is_file()} == before
+    text = cli("rebase", "--to", "0.26.0", "--from", "0.23.0", "--series", empty_series)
+    assert text.rc == 1 and "date-fmt: UNSUPPORTED" in text.stdout and "internal error" not in text.stderr, text

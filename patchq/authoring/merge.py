@@ -55,6 +55,8 @@ SIMILARITY_MIN = 85.0
 CLEAN = "clean"
 CONFLICT = "conflict"
 GONE = "gone"
+#: a patch status: the patch has a unit rebase cannot merge (a module-level anchor)
+UNSUPPORTED = "unsupported"
 
 
 # --------------------------------------------------------------------------- definitions
@@ -352,7 +354,14 @@ def rebase_patch(patch: Patch, from_source: CodeSource, to_source: CodeSource,
         res.units.append(unit)
         base = cut(plan_f.pristine[rel], rel, q)
         ours = cut(plan_f.patched[rel], rel, q)
-        assert base is not None and ours is not None, (rel, q)
+        if base is None or ours is None:  # a module-level anchor (<module>): no definition to merge three-way
+            res.units = []
+            res.status = UNSUPPORTED
+            res.reason = (f"{q} in {rel} is not a definition: module-level edits are not merged three-way; "
+                          f"`patchq check --patch {patch.id} --vllm {tv}` says whether the patch applies there, "
+                          f"and a variant for vllm {tv} is written by hand (or re-record the patch there)")
+            res.next_steps.append(f"check {patch.id} on vllm {tv}; if it fails, add a variant by hand")
+            return res
         unit.base_fingerprint = base.fingerprint
         theirs = _resolve_target(unit, base, patch, to_source, index_t, from_source)
         if theirs is None:

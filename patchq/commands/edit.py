@@ -417,6 +417,8 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
         raise UsageError(f"patch {patch_id} exists; `patchq edit {patch_id}` to change it, or pick another id")
     from patchq.authoring import repowrite
 
+    if replaces:
+        _refuse_narrowing(series.patch(patch_id), str(target.version))
     plan = importer.build(text, patch_id, str(target.version), source_name=f"patchq record ({mode} edit)")
     old_anchors = series.anchors_root / f"{patch_id}.toml"
     raw_anchors = repowrite.read_regular(old_anchors) if replaces else None
@@ -451,6 +453,37 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
            "series": series.location.as_json() if series.location else None}
     code = env["apply"]["exit_code"] if env["apply"] and not env["apply"]["ok"] else EXIT_OK
     return doc, code
+
+
+def _refuse_narrowing(old, release: str) -> None:
+    """Refuse a re-record that would lose what the patch says about other releases.
+
+    ``record`` of an existing patch writes one variant made on ``release``, applying from
+    it (``>=release``). A patch with several variants, or one that applies before
+    ``release``, would lose those silently (a user's series is never lost).
+
+    Raises:
+        UsageError: ``old`` has more than one variant or an applies-range other than
+            ``>=release``; nothing is written and the working copy stays.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    own = f">={release}"
+    variants = [str(v.applies) or "all" for v in old.variants]
+    specs = list(old.applies)
+    try:
+        same_start = (len(specs) == 1 and specs[0].operator == ">="
+                      and Version(specs[0].version) == Version(release))
+    except InvalidVersion:
+        same_start = False
+    if len(variants) <= 1 and same_start:
+        return
+    raise UsageError(
+        f"patch {old.id} applies {old.applies or 'everywhere'} with {len(variants)} variant(s) "
+        f"({', '.join(variants)}); recording this edit would replace them with one variant applying {own} "
+        f"(made on vllm {release}) and lose the others; nothing was written, the edit stays. Carry the patch "
+        f"with `patchq rebase --to {release} --continue --write`, edit the variant in "
+        f"{old.source_file or 'its series file'} by hand, or record the edit under a new id")
 
 
 def _settle(series: Series, target: CodeSource, profile: str, mode: str, rels: list[str],

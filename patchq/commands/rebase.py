@@ -38,7 +38,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SCHEMA = "patchq.rebase/1"
-FAILING = ("conflict", "gone", "failed-at-base", "needs-variant")
+FAILING = ("conflict", "gone", "failed-at-base", "needs-variant", "unsupported")
 
 
 def default_from(patch: Patch, target: Version) -> Version | None:
