@@ -134,7 +134,7 @@ class _Verdict(cst.CSTTransformer):
             first = call.args[0].value
             assert isinstance(first, cst.SimpleString)
             quote = first.value[0]
-            capped = ",".join([c for c in text.split(",") if c.strip()] + [f"<{self.version}"])
+            capped, new_range = _split_range(text, self.version)
             # the new element goes on its own line: it takes the separator the list uses
             # between elements, and the matched element's own comma moves after it
             sep = next((e.comma for e in updated.elements if isinstance(e.comma, cst.Comma)
@@ -143,8 +143,10 @@ class _Verdict(cst.CSTTransformer):
             out[-1] = el.with_changes(value=call.with_changes(
                 args=[call.args[0].with_changes(value=cst.SimpleString(f"{quote}{capped}{quote}")), *call.args[1:]]),
                 comma=sep)
-            new = cst.parse_expression(self.element or f"variant({json.dumps(f'>={self.version}')}, "
-                                                      f"{self.kind}={json.dumps(self.reason)})")
+            element = (self.element.replace(json.dumps(f">={self.version}"), json.dumps(new_range), 1)
+                       if self.element else None)
+            new = cst.parse_expression(element or f"variant({json.dumps(new_range)}, "
+                                                  f"{self.kind}={json.dumps(self.reason)})")
             out.append(el.with_changes(value=new))
             self.hits.append((text, capped))
         return updated.with_changes(elements=out)
@@ -172,6 +174,39 @@ def add_verdict_variant(path: Path, applies: SpecifierSet, version: Version, kin
     if write and new.code != text:
         _write(Path(path), new.code, txn)
     return tr.hits[0]
+
+
+def _split_range(text: str, version) -> tuple[str, str]:
+    """Split the variant range ``text`` at ``version``: (the old variant capped before it, the
+    new variant's range from it). The new one keeps the old one's upper bounds, so it never
+    overlaps a later variant (the first matching variant wins: ``Patch.variant_for``); the
+    capped one drops upper bounds that ``<version`` already implies.
+
+    ``">=0.23.0,<0.33.0"`` at 0.30.0 -> (``">=0.23.0,<0.30.0"``, ``">=0.30.0,<0.33.0"``).
+    """
+    from packaging.specifiers import InvalidSpecifier, Specifier
+    from packaging.version import Version
+
+    cut = Version(str(version))
+    kept, later, tighter = [], [], False
+    for part in (c.strip() for c in text.split(",")):
+        if not part:
+            continue
+        try:
+            spec = Specifier(part)
+            bound = Version(spec.version) if spec.operator in ("<", "<=") else None
+        except (InvalidSpecifier, ValueError):
+            kept.append(part)
+            continue
+        if bound is None:
+            kept.append(part)
+        elif bound > cut or (spec.operator == "<=" and bound == cut):
+            later.append(part)  # an upper bound past the cut: implied by <version, and the new one's
+        else:
+            kept.append(part)  # the old range already ends at or before the cut
+            tighter = True
+    capped = ",".join(kept if tighter else [*kept, f"<{version}"])
+    return capped, ",".join([f">={version}", *later])
 
 
 def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: dict[str, list[dict]],

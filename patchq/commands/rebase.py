@@ -188,8 +188,9 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
     try:
         # module and anchors land together; a variant that does not give the merge rolls both back
         with repowrite.series_transaction(series, f"patchq rebase --to {tv} --continue --write") as txn:
-            seriesedit.add_edit_variant(mod, res.variant_obj.applies, tv, ops,  # type: ignore[union-attr]
-                                        f"written by `patchq rebase --write` from the {how}", txn=txn)
+            old_range, _ = seriesedit.add_edit_variant(mod, res.variant_obj.applies, tv,  # type: ignore[union-attr]
+                                                       ops, f"written by `patchq rebase --write` from the {how}",
+                                                       txn=txn)
             txn.write(anchors_path, fingerprints.render(res.patch_id, data))
             txn.apply()
             sys.modules.pop("patchq_series_" + res.patch_id.replace("-", "_"), None)
@@ -209,7 +210,8 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
     res.written += [str(mod), str(anchors_path)]
     res.status = "clean"
     res.next_steps = [s for s in res.next_steps if "add a variant" not in s]
-    res.next_steps.append(f"wrote variant \">={tv}\" in {mod.name} (statement operations from the merge; "
+    new_range = seriesedit._split_range(old_range, tv)[1]
+    res.next_steps.append(f"wrote variant \"{new_range}\" in {mod.name} (statement operations from the merge; "
                           f"{importer.summary_line(plan)}); review it")
     return None
 
