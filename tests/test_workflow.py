@@ -422,3 +422,18 @@ def test_status_with_nothing_applied_names_apply(tiny):
     out = run_cli("status", "--site-packages", tiny["site"], env=tiny["env"])
     assert out.rc == 0 and out.stdout.splitlines()[-1] == (
         "next: `patchq apply --profile NAME` patches this vllm (`patchq list` shows the profiles)"), out
+
+
+def test_upgrade_in_another_series_names_where_the_profile_came_from(tiny, tmp_path):
+    """The journal's profile comes from another series (the tiny one): upgrade run with a
+    different series says so and how to name it, not just "unknown profile"."""
+    site = str(tiny["site"])
+    assert run_cli("apply", "--profile", "good", "--site-packages", site, env=tiny["env"]).rc == 0
+    other = tmp_path / "other"
+    (other / "series").mkdir(parents=True)
+    (other / "anchors").mkdir()
+    (other / "series" / "profiles.toml").write_text('[profiles.mine]\npatches = []\n')
+    env = {**tiny["env"], "PATCHQ_SERIES": str(other / "series"), "PATCHQ_ANCHORS": str(other / "anchors")}
+    out = run_cli("upgrade", "--site-packages", site, env=env)
+    assert out.rc == 2 and "the applied profile 'good' is not a profile of series" in out.stderr, out
+    assert "--series DIR" in out.stderr and "internal error" not in out.stderr

@@ -58,10 +58,16 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
     from patchq.vllmdist.sources import release_source
 
     journal = StateDir(target.root).read()
+    from_journal = profile is None
     profile = profile or journal.profile
     if not profile:
         raise UsageError(f"no profile is applied in {target.root}: give --profile NAME "
                          f"(known: {', '.join(series.profiles)})")
+    if from_journal and profile not in series.profiles:
+        where = series.location.describe() if series.location else str(series.root)
+        raise UsageError(f"the applied profile {profile!r} is not a profile of {where} (known: "
+                         f"{', '.join(series.profiles)}): another series applied it; run patchq upgrade in that "
+                         f"series repo or give its --series DIR")
     series.profile(profile)  # an unknown profile: UsageError naming the known ones
     if write:
         _refuse_bundled(series)
