@@ -158,6 +158,7 @@ def test_edit_working_copy_then_record_and_refine(tmp_path, site):
     rec = run_cli("record", "tune", "-p", "extra", "--site-packages", str(site), "--series", str(repo), "--json")
     assert rec.rc == 0, rec.stdout + rec.stderr
     assert rec.json["environment"]["action"] == "untouched" and not copy.exists()
+    assert rec.json["profile_created"] and "extra" not in rec.json["known_profiles"]  # said, as a typo would be
     assert sha256_path(site / "vllm/logger.py") == record_hashes(site)["vllm/logger.py"]
     # refine: the working copy starts from the patch's result; recording replaces the patch
     again = run_cli("edit", "tune", "--site-packages", str(site), "--series", str(repo), "--json")

@@ -30,8 +30,9 @@ Documents: ``patchq.edit/1``: ``patch``, ``mode`` (``copy`` | ``in-place``), ``d
 ``vllm``, ``files`` [{``path``, ``edit`` (the file to edit), ``base`` (``pristine`` |
 ``patched``)}], ``series``. ``patchq.record/1``: ``patch``, ``mode`` (``copy`` |
 ``in-place``), ``vllm``, ``files``, ``diff`` (the recorded diff), ``written``,
-``profile``, ``added_to_profile``, ``import`` {``release``, ``anchors`` [{``id``, ``path``,
-``qualname``, ``fingerprint``, ``ops``}], ``notes``}, ``environment`` {``action``
+``profile``, ``added_to_profile``, ``profile_created`` (the profile is new: a typo shows
+as a new profile, with the nearest known one), ``known_profiles``, ``import`` {``release``,
+``anchors`` [{``id``, ``path``, ``qualname``, ``fingerprint``, ``ops``}], ``notes``}, ``environment`` {``action``
 (``applied`` | ``restored`` | ``untouched`` | ``failed``), ``apply`` ({``ok``, ``error``,
 ``exit_code``, ``profile``, ``written``, ``added``, ``removed``, ``foreign_kept``} or null)}.
 Exit codes: 0; 1 the edit cannot become an anchored patch (nothing written); 2 usage (no
@@ -47,7 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from patchq.errors import EXIT_OK, ForeignEditError, PatchqError, UsageError
+from patchq.errors import EXIT_OK, ForeignEditError, PatchqError, UsageError, did_you_mean
 from patchq.model import Patch
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource, sha256_hex
@@ -431,6 +432,7 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
         applied = StateDir(target.root).read().profile
         profile = applied if applied in owners else (owners[0] if owners else "default")
     profile = profile or "default"
+    known_profiles = list(series.profiles)
     # the patch module, its anchors and the profile entry land together, verified, or not at all
     with repowrite.series_transaction(series, f"patchq record {patch_id}") as txn:
         written = importer.write_verified(plan, series, summary, replaces, "the edit", after_write=keep, txn=txn)
@@ -450,6 +452,7 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     doc = {"schema": RECORD_SCHEMA, "patch": patch_id, "mode": mode, "vllm": str(target.version),
            "files": sorted(pairs), "diff": text, "written": written, "profile": profile,
            "added_to_profile": added, "import": import_doc, "environment": env,
+           "profile_created": profile not in known_profiles, "known_profiles": known_profiles,
            "series": series.location.as_json() if series.location else None}
     code = env["apply"]["exit_code"] if env["apply"] and not env["apply"]["ok"] else EXIT_OK
     return doc, code
@@ -540,7 +543,9 @@ def render_record(doc: dict) -> str:
                      f"on {imp['release']}: {', '.join(a['ops'])}")
     lines += [f"  note: {n}" for n in imp["notes"]]
     lines += [f"  wrote {w}" for w in doc["written"]]
-    lines.append(f"  profile {doc['profile']}: " + ("added" if doc["added_to_profile"] else "already there"))
+    lines.append(f"  profile {doc['profile']}: " + ("added" if doc["added_to_profile"] else "already there")
+                 + (f" (a new profile{did_you_mean(doc['profile'], doc['known_profiles'])})"
+                    if doc.get("profile_created") else ""))
     env = doc["environment"]
     if env["action"] == "untouched":
         lines.append("  environment untouched (the edit was a working copy); "
