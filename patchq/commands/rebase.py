@@ -212,7 +212,9 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
     res.next_steps = [s for s in res.next_steps if "add a variant" not in s]
     new_range = seriesedit._split_range(old_range, tv)[1]
     res.next_steps.append(f"wrote variant \"{new_range}\" in {mod.name} (statement operations from the merge; "
-                          f"{importer.summary_line(plan)}); review it")
+                          f"{importer.summary_line(plan)}); review it. Releases after {res.from_version} and before "
+                          f"{tv} keep the capped variant, verified on neither side: `patchq check --patch "
+                          f"{res.patch_id} --vllm X` (or `patchq matrix`) shows where it still applies")
     return None
 
 
