@@ -197,6 +197,8 @@ def test_sdist_and_wheel_build_pass_twine_and_the_wheel_serves_a_new_user(tmp_pa
         assert refused.returncode == 2 and "inside the bundled series" in refused.stderr, (verb, refused)
         assert "Traceback" not in refused.stderr
     assert sorted((str(p), p.read_bytes()) for p in bundled.rglob("*") if p.is_file()) == before
+    tested = user("test")  # no goldens ship in the wheel: said, not five FAILs
+    assert tested.returncode == 2 and "ships without goldens" in tested.stderr, tested
     # `pip install --no-deps vllm` (enough to patch, not to serve): named before anything is written
     fake = tmp_path / "nodeps-site"
     (fake / "vllm").mkdir(parents=True)

@@ -13,6 +13,8 @@ Exit 0 when every case passes (or was regenerated), 1 when one fails.
 
 from __future__ import annotations
 
+import os
+
 from patchq import testing
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 
@@ -23,10 +25,15 @@ def run(series_dir: str | None, patches: list[str], regen: bool, releases: str |
     """Verify (or regenerate) the goldens of ``patches`` (default: all). Returns (document, exit code).
 
     Raises:
-        UsageError: an unknown patch id, or ``--releases`` without ``--regen``.
+        UsageError: an unknown patch id, ``--releases`` without ``--regen``, or the bundled
+            series of a wheel (no goldens ship with it).
         SeriesError: no series.
     """
     loc = testing.locate(None, series_dir)
+    if not regen and getattr(loc, "origin", None) == "bundled" and not os.path.isdir(testing.goldens_root(loc)):
+        raise UsageError("the bundled series ships without goldens (they live in the patchq checkout's "
+                         "tests/golden/patches): run patchq test in a series repo (`patchq init DIR`), or in the "
+                         "checkout, or pass --series DIR")
     loaded = testing.load_series(loc)
     known = loaded.all_patch_ids()
     unknown = [p for p in patches if p not in known]
