@@ -438,3 +438,29 @@ def test_upgrade_in_another_series_names_where_the_profile_came_from(tiny, tmp_p
     out = run_cli("upgrade", "--site-packages", site, env=env)
     assert out.rc == 2 and "the applied profile 'good' is not a profile of series" in out.stderr, out
     assert "--series DIR" in out.stderr and "internal error" not in out.stderr
+
+
+def test_run_warns_when_this_vllm_has_no_torch(tiny, tmp_path):
+    """vLLM installed with --no-deps (the tiny site: no torch beside it): `patchq run` still
+    runs the command (it may not import vllm) but says first why an import would fail. The
+    interpreter runs with -S and this environment's packages minus torch (symlinked)."""
+    import site as site_mod
+    from pathlib import Path
+
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    for sp in map(Path, site_mod.getsitepackages()):
+        for entry in sp.iterdir():
+            if entry.name.startswith(("torch", "_distutils_hack")) or entry.suffix == ".pth" or \
+                    (libs / entry.name).exists():
+                continue
+            (libs / entry.name).symlink_to(entry)
+    path = os.pathsep.join([str(tiny["site"]), str(REPO), str(REPO / "runtime"), str(libs)])
+    env = {**tiny["env"], "PYTHONPATH": path, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    cmd = [sys.executable, "-S", "-m", "patchq", "run", "--profile", "good", "--", "true"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out
+    assert "patchq: warning: vllm" in out.stderr and "has no torch beside it" in out.stderr, out.stderr
+    quiet = subprocess.run(cmd, env={**env, "PATCHQ_SERVE_NO_TORCH_CHECK": "1"}, capture_output=True, text=True,
+                           cwd=tmp_path)
+    assert quiet.returncode == 0 and "warning" not in quiet.stderr, quiet

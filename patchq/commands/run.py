@@ -34,7 +34,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from patchq.errors import EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, RunPlanFailed, UsageError
+from patchq.errors import EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, PatchqError, RunPlanFailed, UsageError
 
 #: One line for error messages (the rest of the usage is in ``patchq run --help``).
 USAGE_LINE = "usage: patchq run --profile NAME [options] [--] COMMAND [ARG...] (see `patchq run --help`)"
@@ -179,6 +179,21 @@ def env_document(manifest: dict, env: dict[str, str]) -> dict:
             "env": {name: env[name] for name in VARIABLES}}
 
 
+def _warn_without_torch() -> None:
+    """Say so on stderr when this environment's vLLM has no torch (``pip install --no-deps``):
+    the command may not import vllm, so it still runs; if it does, its own traceback follows."""
+    from patchq.commands.serve import VllmCannotRun, require_torch
+
+    try:
+        require_torch()
+    except VllmCannotRun as exc:
+        why = str(exc).split(": `", 1)[0]
+        sys.stderr.write(f"patchq: warning: {why}: a command that imports vllm fails there "
+                         f"(PATCHQ_SERVE_NO_TORCH_CHECK=1 silences this)\n")
+    except PatchqError:
+        pass  # no vllm to look at: prepare() would have said so
+
+
 def main(argv: list[str]) -> int:
     """Run ``patchq run ARGV``; returns an exit status, or does not return (exec).
 
@@ -214,6 +229,9 @@ def main(argv: list[str]) -> int:
         report.emit_json(doc) if opts.as_json else report.emit_text(report.run_env_text(doc))
         return EXIT_OK
     sys.stderr.write(report.run_summary_text(manifest, env) + "\n")
+    if opts.site_packages is None and opts.python is None and \
+            os.environ.get("PATCHQ_SERVE_NO_TORCH_CHECK", "") in ("", "0"):
+        _warn_without_torch()
     sys.stderr.flush()
     sys.stdout.flush()
     try:
