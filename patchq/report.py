@@ -562,7 +562,8 @@ def diff_text(doc: dict) -> str:
 def matrix_text(doc: dict, paths: dict) -> str:
     """A ``patchq.matrix/1`` document: one summary line and the files written."""
     blocking = sum(c["blocking"] for per in doc["cells"].values() for row in per.values() for c in row.values())
-    lines = [f"matrix: {len(doc['releases'])} releases x {len(doc['profiles'])} profiles in "
+    nr, npr = len(doc["releases"]), len(doc["profiles"])
+    lines = [f"matrix: {nr} release{'s' * (nr != 1)} x {npr} profile{'s' * (npr != 1)} in "
              f"{doc['timing']['wall_s']} s; {blocking} blocking cell(s); "
              f"{len(doc['errors'])} release(s) not checked"]
     lines += [f"  {kind}: {path}" for kind, path in paths.items()]
