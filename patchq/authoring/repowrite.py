@@ -131,22 +131,23 @@ def read_regular(path: Path | str, limit: int | None = None) -> bytes | None:
 
 #: the series a patchq wheel carries (``patchq/_bundled``; absent in a checkout, whose
 #: editable install reads the checkout's own series/ and anchors/)
-BUNDLED_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "_bundled")
+BUNDLED_ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
+                                             "_bundled"))
 
 
-def refuse_bundled(path: Path | str) -> None:
+def refuse_bundled(path: Path | str, what: str = "this") -> None:
     """Refuse any write at or under the bundled series of an installed patchq: the next
     install replaces it, and every user of that environment would see the change as "the
     bundled Spark series".
 
+    ``what`` names the cause in the message (``upgrade`` passes ``--write``).
+
     Raises:
-        UsageError: ``path`` resolves inside :data:`BUNDLED_ROOT` (exit 2, as ``upgrade
-            --write`` on the bundled series); nothing is written.
+        UsageError: ``path`` resolves inside :data:`BUNDLED_ROOT` (exit 2); nothing is written.
     """
     real = os.path.realpath(path)
-    root = os.path.realpath(BUNDLED_ROOT)
-    if real == root or real.startswith(root + os.sep):
-        raise UsageError(f"this would write {real} inside the bundled series of the patchq install, which the next "
+    if real == BUNDLED_ROOT or real.startswith(BUNDLED_ROOT + os.sep):
+        raise UsageError(f"{what} would write {real} inside the bundled series of the patchq install, which the next "
                          f"install replaces; nothing was written. Make a series repo (`patchq init DIR`; copy the "
                          f"bundled series/ and anchors/ there to start from them) and work in it or pass --series DIR")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
@@ -107,10 +108,11 @@ def widen_variant(path: Path, applies: SpecifierSet, version: Version, *, write:
 
 class _Verdict(cst.CSTTransformer):
     def __init__(self, applies: SpecifierSet, version: Version, kind: str, reason: str,
-                 element: str | None = None) -> None:
+                 element: Callable[[str], str] | None = None) -> None:
         self.applies, self.version, self.kind, self.reason = applies, version, kind, reason
-        self.element = element  # the new variant's source; default: the verdict variant
+        self.element = element  # the new variant's source for its range; default: the verdict variant
         self.hits: list[tuple[str, str]] = []
+        self.new_ranges: list[str] = []  # the range of each variant added, beside its hit
 
     def _matches(self, node: cst.BaseExpression) -> str | None:
         if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "variant"
@@ -143,12 +145,11 @@ class _Verdict(cst.CSTTransformer):
             out[-1] = el.with_changes(value=call.with_changes(
                 args=[call.args[0].with_changes(value=cst.SimpleString(f"{quote}{capped}{quote}")), *call.args[1:]]),
                 comma=sep)
-            element = (self.element.replace(json.dumps(f">={self.version}"), json.dumps(new_range), 1)
-                       if self.element else None)
-            new = cst.parse_expression(element or f"variant({json.dumps(new_range)}, "
-                                                  f"{self.kind}={json.dumps(self.reason)})")
+            new = cst.parse_expression(self.element(new_range) if self.element else
+                                       f"variant({json.dumps(new_range)}, {self.kind}={json.dumps(self.reason)})")
             out.append(el.with_changes(value=new))
             self.hits.append((text, capped))
+            self.new_ranges.append(new_range)
         return updated.with_changes(elements=out)
 
 
@@ -184,9 +185,6 @@ def _split_range(text: str, version) -> tuple[str, str]:
 
     ``">=0.23.0,<0.33.0"`` at 0.30.0 -> (``">=0.23.0,<0.30.0"``, ``">=0.30.0,<0.33.0"``).
     """
-    from packaging.specifiers import InvalidSpecifier, Specifier
-    from packaging.version import Version
-
     cut = Version(str(version))
     kept, later, tighter = [], [], False
     for part in (c.strip() for c in text.split(",")):
@@ -210,7 +208,7 @@ def _split_range(text: str, version) -> tuple[str, str]:
 
 
 def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: dict[str, list[dict]],
-                     note: str, *, write: bool = True, txn=None) -> tuple[str, str]:
+                     note: str, *, write: bool = True, txn=None) -> tuple[str, str, str]:
     """End the variant whose range equals ``applies`` before ``version`` and add an edit
     variant from ``version`` on: statement operations (:mod:`patchq.statements`) per
     anchor id, stored as ``OPS_<version>`` above ``PATCH``, the ``statement_edit`` import
@@ -218,7 +216,7 @@ def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: d
     :class:`~patchq.authoring.repowrite.Transaction` ``txn``).
 
     Returns:
-        (old range text, capped range text).
+        (old range text, capped range text, the new variant's range text: :func:`_split_range`).
     Raises:
         SeriesError: no such ``variant("...")`` call in a list, or more than one; no ``PATCH =``.
     """
@@ -226,8 +224,10 @@ def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: d
 
     text = _read(Path(path), txn)
     name = "OPS_" + str(version).replace(".", "_").replace("-", "_")
-    element = (f"variant({json.dumps(f'>={version}')}, edits={{anchor: statement_edit(ops) "
-               f"for anchor, ops in {name}.items()}})")
+    def element(applies_range: str) -> str:
+        return (f"variant({json.dumps(applies_range)}, edits={{anchor: statement_edit(ops) "
+                f"for anchor, ops in {name}.items()}})")
+
     tr = _Verdict(applies, version, "upstreamed", "", element)
     new = cst.parse_module(text).visit(tr).code
     if len(tr.hits) != 1:
@@ -242,7 +242,7 @@ def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: d
             _after_docstring(new, "from patchq.statements import statement_edit\n")
     if write:
         _write(Path(path), new, txn)
-    return tr.hits[0]
+    return (*tr.hits[0], tr.new_ranges[0])
 
 
 def _after_docstring(text: str, line: str) -> str:

@@ -458,7 +458,7 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     return doc, code
 
 
-def _refuse_narrowing(old, release: str) -> None:
+def _refuse_narrowing(old: Patch, release: str) -> None:
     """Refuse a re-record that would lose what the patch says about other releases.
 
     ``record`` of an existing patch writes one variant made on ``release``, applying from

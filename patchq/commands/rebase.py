@@ -188,7 +188,7 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
     try:
         # module and anchors land together; a variant that does not give the merge rolls both back
         with repowrite.series_transaction(series, f"patchq rebase --to {tv} --continue --write") as txn:
-            old_range, _ = seriesedit.add_edit_variant(mod, res.variant_obj.applies, tv,  # type: ignore[union-attr]
+            _, _, new_range = seriesedit.add_edit_variant(mod, res.variant_obj.applies, tv,  # type: ignore[union-attr]
                                                        ops, f"written by `patchq rebase --write` from the {how}",
                                                        txn=txn)
             txn.write(anchors_path, fingerprints.render(res.patch_id, data))
@@ -210,7 +210,6 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
     res.written += [str(mod), str(anchors_path)]
     res.status = "clean"
     res.next_steps = [s for s in res.next_steps if "add a variant" not in s]
-    new_range = seriesedit._split_range(old_range, tv)[1]
     res.next_steps.append(f"wrote variant \"{new_range}\" in {mod.name} (statement operations from the merge; "
                           f"{importer.summary_line(plan)}); review it. Releases after {res.from_version} and before "
                           f"{tv} keep the capped variant, verified on neither side: `patchq check --patch "

@@ -182,16 +182,15 @@ def env_document(manifest: dict, env: dict[str, str]) -> dict:
 def _warn_without_torch() -> None:
     """Say so on stderr when this environment's vLLM has no torch (``pip install --no-deps``):
     the command may not import vllm, so it still runs; if it does, its own traceback follows."""
-    from patchq.commands.serve import VllmCannotRun, require_torch
+    from patchq.commands.serve import torch_missing
 
     try:
-        require_torch()
-    except VllmCannotRun as exc:
-        why = str(exc).split(": `", 1)[0]
+        why = torch_missing()
+    except PatchqError:
+        return  # no vllm to look at: prepare() would have said so
+    if why:
         sys.stderr.write(f"patchq: warning: {why}: a command that imports vllm fails there "
                          f"(PATCHQ_SERVE_NO_TORCH_CHECK=1 silences this)\n")
-    except PatchqError:
-        pass  # no vllm to look at: prepare() would have said so
 
 
 def main(argv: list[str]) -> int:

@@ -44,11 +44,21 @@ import os
 import re
 import sys
 
-from patchq.errors import EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, PatchqError, SeriesError, UsageError
+from patchq.errors import (
+    EXIT_CANNOT_RUN,
+    EXIT_COMMAND_NOT_FOUND,
+    EXIT_OK,
+    PatchqError,
+    SeriesError,
+    TargetNotFound,
+    UsageError,
+)
 from patchq.series import Series
 
 SCHEMA = "patchq.serve-args/1"
 SERVE_SCHEMA = "patchq.serve/1"
+#: how serve's refusals end: they come before anything is written
+NOTHING_DONE = "nothing was applied or served"
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -154,32 +164,30 @@ def find_vllm(environ: dict, required: bool = True) -> str | None:
     if environ.get("VLLM"):
         found = shutil.which(environ["VLLM"])
         if found is None and required:
-            raise VllmNotFound(f"VLLM={environ['VLLM']} is not an executable; nothing was applied or served")
+            raise VllmNotFound(f"VLLM={environ['VLLM']} is not an executable; {NOTHING_DONE}")
         return found
     beside = Path(sys.executable).parent / "vllm"
     if os.access(beside, os.X_OK):
         return str(beside)
     found = shutil.which("vllm", path=environ.get("PATH"))
     if found is None and required:
-        raise VllmNotFound(_no_vllm_script())
+        raise VllmNotFound(f"{_no_vllm_script()}; {NOTHING_DONE}")
     return found
 
 
 def _no_vllm_script() -> str:
     """Why there is no ``vllm`` to exec: not installed, or installed without its script."""
-    from patchq.errors import TargetNotFound
     from patchq.vllmdist.sources import installed
 
     try:
         target = installed()
     except (TargetNotFound, OSError):
         return (f"vllm not found: no vllm beside {sys.executable} and none on PATH; install vllm in this "
-                f"environment (`{sys.executable} -m pip install vllm==X.Y.Z`) or set VLLM=/path/to/vllm; "
-                f"nothing was applied or served")
+                f"environment (`{sys.executable} -m pip install vllm==X.Y.Z`) or set VLLM=/path/to/vllm")
     return (f"vllm {target.version} is installed in {target.root} but has no `vllm` script beside "
             f"{sys.executable} nor on PATH (installed with --target, or the script was removed?): reinstall it "
             f"(`{sys.executable} -m pip install --force-reinstall --no-deps vllm=={target.version}`) or set "
-            f"VLLM=/path/to/vllm; nothing was applied or served")
+            f"VLLM=/path/to/vllm")
 
 
 def dry_run_warnings(plan: dict) -> list[str]:
@@ -187,19 +195,16 @@ def dry_run_warnings(plan: dict) -> list[str]:
     no ``vllm`` to exec (exit 127), a vLLM without torch (exit 126). One line each."""
     out = []
     if plan["vllm"] is None:
-        out.append(f"{_no_vllm_script().replace('; nothing was applied or served', '')}: "
-                   f"`patchq serve` would exit {EXIT_COMMAND_NOT_FOUND}")
+        out.append(f"{_no_vllm_script()}: `patchq serve` would exit {EXIT_COMMAND_NOT_FOUND}")
     if os.environ.get("PATCHQ_SERVE_NO_TORCH_CHECK", "") in ("", "0"):
-        from patchq.errors import TargetNotFound
-
         try:
-            require_torch()
+            why = torch_missing()
         except TargetNotFound as exc:  # no vllm distribution: said above when there is no script either
             if plan["vllm"] is not None:
                 out.append(f"{exc}: `patchq serve` would exit {exc.exit_code}")
-        except PatchqError as exc:
-            out.append(f"{str(exc).replace('; nothing was applied or served', '')}: `patchq serve` would exit "
-                       f"{getattr(exc, 'exit_code', EXIT_CANNOT_RUN)}")
+        else:
+            if why:
+                out.append(f"{why}: `patchq serve` would exit {EXIT_CANNOT_RUN}")
     return out
 
 
@@ -280,13 +285,19 @@ class VllmCannotRun(PatchqError):
     exit_code = EXIT_CANNOT_RUN
 
 
-def require_torch() -> None:
-    """Refuse to serve a vLLM installed without torch (``pip install --no-deps vllm``: enough
-    to patch, check and diff, not to serve), found from dist-info as vLLM is, never imported.
+def torch_missing() -> str | None:
+    """Why this environment's vLLM cannot import torch (installed with ``--no-deps``), or
+    None: a ``torch-*.dist-info`` where vllm is installed or on ``sys.path`` (found from
+    dist-info as vLLM is, never imported).
 
     Raises:
-        VllmCannotRun: no ``torch-*.dist-info`` where vllm is installed nor on ``sys.path``.
+        TargetNotFound: no vLLM installed here.
     """
+    return _torch_check()[1]
+
+
+def _torch_check():
+    """(the installed vLLM, :func:`torch_missing`'s answer). Raises TargetNotFound."""
     from pathlib import Path
 
     from patchq.vllmdist.sources import installed
@@ -294,10 +305,21 @@ def require_torch() -> None:
     target = installed()
     roots = [target.root] + [Path(p) for p in sys.path if p]
     if any(next(r.glob("torch-*.dist-info"), None) is not None for r in roots if r.is_dir()):
-        return
-    raise VllmCannotRun(f"vllm {target.version} in {target.root} has no torch beside it (installed with "
-                        f"--no-deps?): `{sys.executable} -m pip install vllm=={target.version}` installs what it "
-                        f"needs to serve; nothing was applied or served")
+        return target, None
+    return target, f"vllm {target.version} in {target.root} has no torch beside it (installed with --no-deps?)"
+
+
+def require_torch() -> None:
+    """Refuse to serve a vLLM installed without torch (``pip install --no-deps vllm``: enough
+    to patch, check and diff, not to serve).
+
+    Raises:
+        VllmCannotRun: :func:`torch_missing` says why. TargetNotFound: no vLLM here.
+    """
+    target, why = _torch_check()
+    if why:
+        raise VllmCannotRun(f"{why}: `{sys.executable} -m pip install vllm=={target.version}` installs what it "
+                            f"needs to serve; {NOTHING_DONE}")
 
 
 def serve(plan: dict, series_dir: str | None) -> int:

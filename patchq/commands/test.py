@@ -30,7 +30,7 @@ def run(series_dir: str | None, patches: list[str], regen: bool, releases: str |
         SeriesError: no series.
     """
     loc = testing.locate(None, series_dir)
-    if not regen and getattr(loc, "origin", None) == "bundled" and not os.path.isdir(testing.goldens_root(loc)):
+    if not regen and loc.origin == "bundled" and not os.path.isdir(testing.goldens_root(loc)):
         raise UsageError("the bundled series ships without goldens (they live in the patchq checkout's "
                          "tests/golden/patches): run patchq test in a series repo (`patchq init DIR`), or in the "
                          "checkout, or pass --series DIR")

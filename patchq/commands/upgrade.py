@@ -69,8 +69,10 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
                          f"{', '.join(series.profiles)}): another series applied it; run patchq upgrade in that "
                          f"series repo or give its --series DIR")
     series.profile(profile)  # an unknown profile: UsageError naming the known ones
-    if write:
-        _refuse_bundled(series)
+    if write:  # refused before any check runs, by the rule every series write follows
+        from patchq.authoring.repowrite import refuse_bundled
+
+        refuse_bundled(series.root, "--write")
     wanted = version_arg(to, "--to") if to else target.version
     installed = wanted == target.version
     source = target if installed else release_source(str(wanted))
@@ -96,17 +98,6 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
            "apply": apply_doc, "series": series.location.as_json() if series.location else None}
     doc["next"] = _next_steps(doc, work)
     return doc, code
-
-
-def _refuse_bundled(series: Series) -> None:
-    import sysconfig
-
-    loc = series.location
-    inside = Path(sysconfig.get_paths()["purelib"]).resolve()
-    if loc is not None and loc.origin == "bundled" and series.root.resolve().is_relative_to(inside):
-        raise UsageError(f"--write would change the bundled series inside the patchq install ({series.root}), "
-                         f"which the next install replaces: make a series repo (`patchq init DIR`, then copy "
-                         f"series/ and anchors/ there) and upgrade from it")
 
 
 def _row(check: object, rebased: dict | None, apply_doc: dict | None) -> dict:
