@@ -27,6 +27,27 @@ that interpreter with ``PYTHONPATH`` naming the checkout and this venv's site-pa
 ``--baseline DIR``: also time another checkout of patchq (``PYTHONPATH=DIR``, run from a
 temporary directory so the checkout under test does not shadow it) for the Ns in
 ``--baseline-ns``, interleaved with the same rounds: same-run before/after ratios.
+
+``--kind realistic`` (issue 25) times series from ``bench/realistic.py`` instead
+(statement-anchored edits of several kinds in methods and functions spread over modules,
+fingerprints on 0.23.0; on later releases some anchors drift, move or are gone), each
+implementation with a cache directory of its own (``PATCHQ_CACHE_DIR``: release trees and
+wheels linked from the shared cache; definition index, plans and verdicts its own).
+Cases, for each N (default 5, 50, 100, 200, 400):
+
+* ``check cold 0.33.0``: a fresh cache directory (no definition index, nothing cached:
+  the first index build of the release is included);
+* ``check warm R`` for R in 0.20.2, 0.23.0, 0.33.0 (the implementation's cache, warm after
+  the untimed warm-up round);
+* ``matrix 17 warm``: the 17 releases 0.20.2-0.33.0, profile ``all`` (``--workers`` as the
+  command defaults);
+* ``cold apply`` (plans deleted first), ``no-op apply``, ``status`` on a hard-linked pristine
+  copy of vLLM 0.23.0; ``list`` and ``--help``.
+
+Then the growth ratios (median at N over median at the smallest N) per case::
+
+    python bench/scale.py --kind realistic --ns 5,50,100,200,400 --repeat 3 \
+        --baseline /work/wt/perf-before --baseline-ns 5,50,100,200 --baseline-repeat 1 --json out.json
 """
 
 from __future__ import annotations
@@ -47,10 +68,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 sys.path.insert(0, str(REPO / "bench"))
+import realistic  # noqa: E402
 import synth  # noqa: E402
 
 CHECK_RELEASES = ["0.23.0", "0.26.0", "0.33.0"]
 MATRIX_RELEASES = ["0.15.1", "0.17.1", "0.19.1", "0.23.0", "0.24.0", "0.26.0", "0.28.0", "0.33.0"]
+#: the 17 releases of the realistic matrix (issue 25; the Spark profiles' range)
+REAL_17 = ["0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0",
+           "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"]
+REAL_CHECK = ["0.20.2", "0.23.0", "0.33.0"]
 RELEASES_17 = ["0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0",
                "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.33.0"]
 
@@ -83,8 +109,25 @@ class Impl:
         self.cwd = work
         self.cmd = [python, "-m", "patchq"]
 
-    def run(self, *args: str) -> tuple[float, float, int]:
-        return timed([*self.cmd, *args], self.env, self.cwd)
+    def run(self, *args: str, cache: Path | None = None) -> tuple[float, float, int]:
+        env = self.env if cache is None else dict(self.env, PATCHQ_CACHE_DIR=str(cache))
+        return timed([*self.cmd, *args], env, self.cwd)
+
+
+def private_cache(dest: Path) -> Path:
+    """A fresh cache directory whose release trees and wheels are the shared cache's
+    (symlinks: nothing is fetched or extracted again); everything else starts empty."""
+    from patchq.vllmdist import cache
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "index").mkdir(parents=True)
+    for name in ("releases", "wheels"):
+        os.symlink(cache.root() / name, dest / name)
+    listing = cache.index() / "vllm.json"
+    if listing.is_file():
+        shutil.copy(listing, dest / "index" / "vllm.json")
+    return dest
 
 
 def link_copy(src: Path, dst: Path) -> Path:
@@ -153,8 +196,8 @@ def plan_cache_file(series: Path) -> Path:
         from packaging.version import Version
 
         from patchq import series as series_mod
-        from patchq.vllmdist import cache
         from patchq.plan import plancache
+        from patchq.vllmdist import cache
 
         class _V:  # plan_key needs only the version
             version = Version("0.23.0")
@@ -186,7 +229,7 @@ def plot(rows: list[dict], path: str) -> bool:
         return False
     cases = sorted({r["case"] for r in rows if isinstance(r["n"], int) and r["n"] in (5, 20, 50, 100, 200)})
     fig, axes = plt.subplots(1, len(cases), figsize=(4 * len(cases), 3.6))
-    for ax, case in zip(axes, cases):
+    for ax, case in zip(axes, cases, strict=False):
         for impl in sorted({r["impl"] for r in rows}):
             pts = sorted((r["n"], r["median_s"]) for r in rows if r["case"] == case and r["impl"] == impl)
             if pts:
@@ -200,6 +243,113 @@ def plot(rows: list[dict], path: str) -> bool:
     return True
 
 
+def real_round(impl: Impl, series: Path, n: int, site: Path, work: Path, samples: dict, cases: set[str]) -> None:
+    """One round of the realistic cases for ``impl`` (module docstring); appends (wall, cpu)."""
+    s = str(series)
+    warm = work / f"cache-{impl.name}"
+
+    def add(case: str, value: tuple) -> None:
+        if case in cases:
+            samples.setdefault((impl.name, n, case), []).append(value[:2])
+
+    if "check cold 0.33.0" in cases:
+        cold = private_cache(work / f"cold-{impl.name}")
+        add("check cold 0.33.0", impl.run("check", "--series", s, "--profile", "all", "--vllm", "0.33.0",
+                                          "--json", cache=cold))
+        shutil.rmtree(cold)
+    for v in REAL_CHECK:
+        add(f"check warm {v}", impl.run("check", "--series", s, "--profile", "all", "--vllm", v, "--json",
+                                        cache=warm))
+    if "matrix 17 warm" in cases:
+        add("matrix 17 warm", impl.run("matrix", "--series", s, "--profiles", "all", "--releases",
+                                       ",".join(REAL_17), "--out", str(work / f"m-{impl.name}-{n}"), "--json",
+                                       cache=warm))
+    copy = link_copy(site, work / f"site-{impl.name}-{n}")
+    shutil.rmtree(warm / "plans", ignore_errors=True)  # a cold plan
+    add("cold apply", impl.run("apply", "--series", s, "--profile", "all", "--site-packages", str(copy),
+                               cache=warm))
+    add("no-op apply", impl.run("apply", "--series", s, "--profile", "all", "--site-packages", str(copy),
+                                cache=warm))
+    add("status", impl.run("status", "--series", s, "--site-packages", str(copy), cache=warm))
+    shutil.rmtree(copy)
+    add("list", impl.run("list", "--series", s, cache=warm))
+    add("--help", impl.run("--help", cache=warm))
+
+
+REAL_CASES = ["check cold 0.33.0", *(f"check warm {v}" for v in REAL_CHECK), "matrix 17 warm", "cold apply",
+              "no-op apply", "status", "list", "--help"]
+
+
+def growth(rows: list[dict]) -> list[dict]:
+    """Per (impl, case): the median at each N over the median at the smallest N."""
+    out = []
+    by: dict[tuple, dict[int, float]] = {}
+    for r in rows:
+        by.setdefault((r["impl"], r["case"]), {})[r["n"]] = r["median_s"]
+    for (impl, case), per in sorted(by.items()):
+        n0 = min(per)
+        out.append({"impl": impl, "case": case, "base_n": n0,
+                    "ratios": {n: round(v / per[n0], 2) for n, v in sorted(per.items())}})
+    return out
+
+
+def main_realistic(args: argparse.Namespace) -> int:
+    """``--kind realistic`` (module docstring)."""
+    ns = [int(x) for x in args.ns.split(",")]
+    base_ns = [int(x) for x in args.baseline_ns.split(",")] if args.baseline else []
+    skip = set(filter(None, (args.skip or "").split(",")))
+    cases = {c for c in REAL_CASES if c not in skip}
+    started = time.time()
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="patchq-scale-") as tmp:
+        work = Path(tmp)
+        site = pristine_site(work, args.site)
+        py = clean_python(work)
+        impls = [Impl("patchq", REPO, work, py)] + ([Impl("baseline", Path(args.baseline).resolve(), work, py)]
+                                                   if args.baseline else [])
+        for impl in impls:
+            private_cache(work / f"cache-{impl.name}")
+        gen = Path(args.series_dir) if args.series_dir else work
+        series = {}
+        for n in sorted(set(ns) | set(base_ns)):
+            out = gen / f"real{n}"
+            series[n] = out / "series" if (out / "series" / "profiles.toml").is_file() else realistic.generate(out, n)
+        samples: dict = {}
+        pys: list[float] = []
+        rounds = max(args.repeat, args.baseline_repeat if args.baseline else 0)
+        for rnd in range(rounds + 1):  # round 0: warm-up, not recorded
+            keep = samples if rnd else {}
+            for n in ns if rnd else sorted(set(ns) | set(base_ns)):
+                if rnd:
+                    pys.append(timed([py, "-c", "pass"], os.environ.copy(), work)[0])
+                if n in ns and rnd <= args.repeat:
+                    real_round(impls[0], series[n], n, site, work, keep, cases)
+                if args.baseline and n in base_ns and rnd <= args.baseline_repeat:
+                    real_round(impls[1], series[n], n, site, work, keep, cases)
+                print(f"round {rnd} N={n} done, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+        base = statistics.median(pys)
+        rows = summarize(samples, base)
+    doc = {
+        "schema": "patchq.bench.scale/2", "kind": "realistic", "python": platform.python_version(),
+        "cpus": os.cpu_count(), "machine": platform.machine(), "load_before": load_before,
+        "load_after": os.getloadavg(), "python_start_median_s": round(base, 4),
+        "clean_interpreter": "python -c pass in a fresh `python -m venv --without-pip` venv",
+        "seconds": round(time.time() - started, 1), "rows": rows, "growth": growth(rows),
+    }
+    print(f"python -c pass (clean venv): median {base * 1000:.1f} ms; load {load_before[0]:.1f} -> "
+          f"{doc['load_after'][0]:.1f}; {os.cpu_count()} CPUs")
+    print(f"{'impl':9} {'N':>4} {'case':20} {'median':>9} {'min':>9} {'CPU':>8} {'x py':>8}")
+    for r in rows:
+        print(f"{r['impl']:9} {r['n']:>4} {r['case']:20} {r['median_s']:>8.3f}s {r['min_s']:>8.3f}s "
+              f"{r['cpu_median_s']:>7.2f}s {r['x_python']:>8.2f}")
+    print("growth (median at N / median at the smallest N):")
+    for g in doc["growth"]:
+        print(f"{g['impl']:9} {g['case']:20} " + "  ".join(f"N={n}: {v}" for n, v in g["ratios"].items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ns", default="5,20,50,100,200")
@@ -211,7 +361,14 @@ def main() -> int:
     ap.add_argument("--big", action="store_true", help="also 200 patches x 17 releases")
     ap.add_argument("--json")
     ap.add_argument("--png")
+    ap.add_argument("--kind", choices=("synth", "realistic"), default="synth")
+    ap.add_argument("--series-dir", help="realistic: where the series real<N>/ are (generated when missing)")
+    ap.add_argument("--skip", help="realistic: comma-separated cases to leave out")
     args = ap.parse_args()
+    if args.kind == "realistic":
+        if args.ns == "5,20,50,100,200":
+            args.ns = "5,50,100,200,400"
+        return main_realistic(args)
     ns = [int(x) for x in args.ns.split(",")]
     base_ns = [int(x) for x in args.baseline_ns.split(",")] if args.baseline else []
     started = time.time()

@@ -114,6 +114,7 @@ JSON document ``patchq.check/1`` (``patchq check --json``)::
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,37 +226,55 @@ def _pattern_count(spec: AnchorSpec, node: ast.AST) -> int:
     return len(lines)
 
 
+def _parse_alone(seg: str) -> ast.stmt:
+    """The :mod:`ast` of one definition's lines parsed alone (line numbers relative to
+    the segment: enough to count matching statements, cheaper than
+    :func:`patchq.plan.definitions.parse_definition`)."""
+    seg = seg if seg.endswith("\n") else seg + "\n"
+    if seg.lstrip("\n")[:1] in (" ", "\t"):
+        return ast.parse("class _patchq_segment_:\n" + seg).body[0].body[0]  # type: ignore[attr-defined]
+    return ast.parse(seg).body[0]
+
+
 def renamed_candidates(spec: AnchorSpec, source: CodeSource) -> list[tuple[str, str, int]]:
     """Definitions named like the anchor's last qualname component under another qualname
     whose statements match the anchor's pattern with the expected count.
 
-    Candidates come from the release's definition index (:mod:`patchq.plan.definitions`);
-    only those whose text spells every identifier of the pattern are parsed (their own
-    lines only), since no other can match it.
+    Bounded by the release's definition index (:mod:`patchq.plan.definitions`): the files
+    whose text declares the last component (the index's names, no parsing), then only
+    those whose text spells every identifier of the pattern (no statement of another file
+    can match it), then their indexed entries; a candidate's own lines are parsed only
+    when they spell every identifier too.
 
     Returns:
         [(relpath, qualname, line)], sorted. A gone anchor with exactly one is ``moved``.
     """
     last = spec.qualname.rsplit(".", 1)[-1]
-    per_file: dict[str, dict[str, list]] = {}
-    for rel, entry in definitions.for_source(source).named(last):
-        per_file.setdefault(rel, {}).setdefault(entry.qualname, []).append(entry)
+    index = definitions.for_source(source)
     need = _pattern_names(Pattern.compile(spec.node)) if spec.node is not None and not spec.count_ok(0) else set()
+    spelled = [(name, re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")) for name in sorted(need)]
+
+    def spells(text: str) -> bool:  # every identifier as a whole word (a substring test first: cheap)
+        return all(name in text for name, _ in spelled) and all(r.search(text) for _, r in spelled)
+
     out = []
-    for rel, quals in per_file.items():
-        for qual, entries in quals.items():
-            if qual == spec.qualname or len(entries) != 1:
+    for rel in index.declaring(last):
+        text = source.read_text(rel) or ""
+        if not spells(text):
+            continue  # every count here would be 0, which the anchor does not accept
+        per_qual: dict[str, list] = {}
+        for qual, entries in (index.file(rel) or {}).items():
+            if qual != spec.qualname and qual.rsplit(".", 1)[-1] == last:
+                per_qual[qual] = entries
+        lines = definitions.split_lines(text) if per_qual and spec.node is not None else None
+        for qual, entries in per_qual.items():
+            if len(entries) != 1:
                 continue
             e = entries[0]
-            if spec.node is None:
-                count = 1
-            else:
-                seg = definitions.span_text(source.read_text(rel) or "", e.start, e.end)
-                if any(name not in seg for name in need):
-                    count = 0
-                else:
-                    count = _pattern_count(spec, definitions.parse_definition(
-                        seg if seg.endswith("\n") else seg + "\n", e.start))
+            count = 1
+            if spec.node is not None:
+                seg = definitions.span_text(text, e.start, e.end, lines)
+                count = _pattern_count(spec, _parse_alone(seg)) if spells(seg) else 0
             if spec.count_ok(count):
                 out.append((rel, qual, e.line))
     return sorted(out)
@@ -590,9 +609,18 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     An installed vLLM is checked as ``apply`` would plan it: from the pristine copies of
     files patchq changed (:func:`pristine_reader`).
 
+    A release from patchq's cache is checked once per content: a later check of the same
+    patches (every input in :func:`patchq.compat.verdictcache.key`) takes the rows from
+    the verdict cache and parses nothing.
+
     Returns:
         One :class:`PatchCheck` per patch, in order.
     """
+    from patchq.compat import verdictcache
+
+    cached, key = verdictcache.load(source, patches)
+    if cached is not None:
+        return cached
     planned, tried = effective_patches(patches, source.version)
     plan = engine.plan(source, planned, read=pristine_reader(source))
     res = _Resolver(plan)
@@ -600,6 +628,7 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
     upstreamed.annotate(rows, patches, plan)
     definitions.save_all()  # what drift and the rename search indexed
+    verdictcache.store(source, patches, rows, key)
     return rows
 
 

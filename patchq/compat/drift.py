@@ -53,9 +53,11 @@ def nearest_verified(known_versions: Iterable[str], version: Version) -> str | N
     return known[0] if known else None
 
 
+_BROKEN: set[str] = set()  # cached releases that could not be read (the verdict cache must not keep the answer)
+
+
 @functools.lru_cache(maxsize=32)
-def _release_source(version: str) -> CodeSource | None:
-    """A release from patchq's cache only (never downloads); None when not cached."""
+def _cached_source(version: str) -> CodeSource | None:
     from patchq.vllmdist import releases, sources
 
     if Version(version) not in releases.cached_releases():  # a whole wheel or a (partial-fetch) tree
@@ -63,13 +65,25 @@ def _release_source(version: str) -> CodeSource | None:
     try:
         return sources.release_source(version)
     except Exception:  # a broken cache entry must not break a check
+        _BROKEN.add(version)
         return None
+
+
+def _release_source(version: str) -> CodeSource | None:
+    """A release from patchq's cache only (never downloads); None when not cached (or
+    cached but unreadable: :func:`patchq.compat.verdictcache.note_unreadable`)."""
+    got = _cached_source(version)
+    if got is None and version in _BROKEN:
+        from patchq.compat.verdictcache import note_unreadable
+
+        note_unreadable(version)
+    return got
 
 
 def base_release(version: str) -> CodeSource | None:
     """A reviewed release to compare with: from patchq's cache, else fetched once (its
     ``.py`` files, as ``check --vllm`` does); None when it cannot be had (offline, not
-    on the index)."""
+    on the index: :func:`patchq.compat.verdictcache.note_unreadable`)."""
     cached = _release_source(version)
     if cached is not None:
         return cached
@@ -78,6 +92,9 @@ def base_release(version: str) -> CodeSource | None:
     try:
         return sources.release_source(version)
     except Exception:  # offline or not on the index: the caller blocks and says so
+        from patchq.compat.verdictcache import note_unreadable
+
+        note_unreadable(version)
         return None
 
 

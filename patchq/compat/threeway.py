@@ -590,7 +590,7 @@ def _base_plan(patch: Patch, variant_label: str, version: str):
         if src is None:
             return None
         variant = next(v for v in patch.variants if str(v.applies) == variant_label)
-        if len(_BASE_PLANS) > 64:
+        if len(_BASE_PLANS) > 1024:  # a matrix of a long series asks for one per drifted patch
             _BASE_PLANS.clear()
         _BASE_PLANS[key] = engine.plan(src, [_as_edit(patch, variant)], backward=False)
     return _BASE_PLANS[key]

@@ -37,16 +37,26 @@ def last_verified(patch: Patch, version: Version) -> str | None:
     return below[-1] if below else None
 
 
+_SOURCES: dict[str, CodeSource] = {}
+
+
 def cached_release(version: str) -> CodeSource | None:
-    """A release from patchq's cache only (never downloads); None when not cached."""
+    """A release from patchq's cache only (never downloads); None when not cached. One
+    source per release and process (its texts and definition index are read once)."""
     from patchq.vllmdist import releases, sources
 
+    if version in _SOURCES:
+        return _SOURCES[version]
     try:
         tree = releases.cache_dir() / "releases" / releases.version_key(version)
         if not (tree / "vllm").is_dir() and Version(version) not in releases.cached_wheels():
             return None
-        return sources.release_source(version)
+        _SOURCES[version] = sources.release_source(version)
+        return _SOURCES[version]
     except Exception:  # a broken cache entry must not break a plan
+        from patchq.compat.verdictcache import note_unreadable  # the answer may change: not kept
+
+        note_unreadable(version)
         return None
 
 

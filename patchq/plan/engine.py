@@ -100,6 +100,7 @@ class Workspace:
         self.dirty: dict[str, list[tuple[int, int]]] = {}
         #: True once a definition was searched for in the whole package
         self.searched = False
+        self._spans_ok: dict[str, tuple[str, bool]] = {}
 
     def current(self, relpath: str) -> str | None:
         """The current (possibly edited) text, or None when the file does not exist."""
@@ -150,9 +151,13 @@ class Workspace:
 
     def package(self, qualname: str) -> list[str]:
         """Files that can hold ``qualname`` (for the package-wide search): those the
-        source's index says define it, and every file this plan has read."""
+        source's index says define it, and every file this plan has read whose text is not
+        the one the index looked at (edited, or read from elsewhere than the source)."""
         self.searched = True
-        return self.defs.candidates(qualname, self.text)
+        seen = getattr(self.source, "_texts", {})
+        loaded = [rel for rel, text in self.text.items()
+                  if not (text is self.pristine_text.get(rel) and text is seen.get(rel))]
+        return self.defs.candidates(qualname, loaded)
 
     def locate(self, spec: AnchorSpec) -> tuple[str, bool]:
         """(relpath, moved) of the anchor's definition in the current texts."""
@@ -185,58 +190,19 @@ class Workspace:
         text = splice(old_text, segment, new_seg)
         self.text[relpath] = text
         n_new = len(definitions.split_lines(new_seg)) if new_seg else 0
-        delta = n_new - (segment.end - segment.start)
-        lo, hi = segment.start + 1, segment.end  # 1-based inclusive lines replaced
-        # the entries of the new segment, then the others shifted
-        prefix = segment.qualname.rsplit(".", 1)[0] + "." if "." in segment.qualname else ""
-        try:
-            if not new_seg:
-                fresh = []
-            elif segment.wrapped:
-                tree = ast.parse("class _patchq_segment_:\n" + new_seg)
-                inner = ast.Module(body=tree.body[0].body, type_ignores=[])  # type: ignore[attr-defined]
-                fresh = definitions.entries_of_tree(inner, prefix, segment.start - 1, with_fingerprints=False)
-            else:
-                fresh = definitions.entries_of_tree(ast.parse(new_seg), prefix, segment.start,
-                                                    with_fingerprints=False)
-        except SyntaxError:
+        fresh = _segment_entries(segment, new_seg)
+        if fresh is None:
             self._index.pop(relpath, None)
-            fresh = None
-        if fresh is not None:
-            out, placed = [], False
-            for e in old_entries:
-                if e.start >= lo and e.end <= hi:  # inside the replaced lines
-                    if not placed:
-                        out += fresh
-                        placed = True
-                    continue
-                if e.start > hi:
-                    e = e._replace(line=e.line + delta, start=e.start + delta, end=e.end + delta)
-                elif e.end >= hi:  # encloses the segment
-                    e = e._replace(end=e.end + delta)
-                out.append(e)
-            if not placed:  # pragma: no cover - a segment always holds its definition
+        else:
+            out = _shifted(old_entries, fresh, segment, n_new)
+            if out is None:  # pragma: no cover - a segment always holds its definition
                 out = list(definitions.file_entries(text) or ())
             self._index[relpath] = (text, out, definitions.group(out))
         n_lines = len(definitions.split_lines(text))
         if removed and segment.wrapped:  # the enclosing block may be left empty: compile it all
             self.dirty[relpath] = [(1, n_lines)]
             return new_seg
-        spans = []
-        whole = False
-        for a, b in self.dirty.get(relpath, []):
-            if b < lo:
-                spans.append((a, b))
-            elif a > hi:
-                spans.append((a + delta, b + delta))
-            elif a >= lo and b <= hi:
-                pass  # inside the replaced lines: covered by the new span
-            elif a <= lo and b >= hi:  # encloses them (an earlier edit of the owner class)
-                spans.append((a, b + delta))
-            else:  # pragma: no cover - overlaps partially: compile the whole file
-                whole = True
-        spans.append((lo, lo + n_new - 1))
-        self.dirty[relpath] = [(1, n_lines)] if whole else sorted(spans)
+        self.dirty[relpath] = _dirty_after(self.dirty.get(relpath, []), segment, n_new, n_lines)
         return new_seg
 
     def _entries(self, relpath: str) -> list:
@@ -315,6 +281,23 @@ class Workspace:
         file gives.
         """
         text = self.text[relpath]
+        if relpath in self.dirty and self.spans_compile(relpath):
+            return None
+        try:
+            compile(text, relpath, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return exc
+        return None
+
+    def spans_compile(self, relpath: str) -> bool:
+        """True when every span edits wrote in the current text compiles alone (an
+        indented one inside a dummy class); then the whole file compiles
+        (:meth:`compile_error`). Memoized per text."""
+        text = self.text[relpath]
+        got = self._spans_ok.get(relpath)
+        if got is not None and got[0] is text:
+            return got[1]
+        ok = True
         lines = definitions.split_lines(text)
         for a, b in self.dirty.get(relpath, []):
             seg = "".join(lines[a - 1:b])
@@ -323,15 +306,92 @@ class Workspace:
             try:
                 compile(code, relpath, "exec", dont_inherit=True)
             except SyntaxError:
+                ok = False
                 break
-        else:
-            if relpath in self.dirty:
+        self._spans_ok[relpath] = (text, ok)
+        return ok
+
+    def context_entries(self, relpath: str) -> list | None:
+        """The definition entries of the current text of ``relpath`` when they are known to
+        describe a text that parses (pristine, or every edited span compiles), else None
+        (the caller then parses the text itself)."""
+        text = self.current(relpath)
+        if text is None:
+            return None
+        if text is not self.pristine_text[relpath] and not (relpath in self.dirty and self.spans_compile(relpath)):
+            return None
+        return self._entries(relpath)
+
+    def owner_class(self, relpath: str, text: str, qualname: str) -> ast.ClassDef | None:
+        """The :mod:`ast` of the one class ``qualname`` in ``text`` (a text of ``relpath``),
+        or None (absent, defined more than once, not a class, or the text does not parse).
+        For the pristine text only the class's own lines are parsed."""
+        if text is self.pristine_text.get(relpath):
+            found = (self.pristine_index(relpath) or {}).get(qualname)
+            if not found or len(found) != 1 or found[0].kind != "class":
                 return None
-        try:
-            compile(text, relpath, "exec", dont_inherit=True)
-        except SyntaxError as exc:
-            return exc
+            node = self.pristine_node(relpath, qualname)
+            return node if isinstance(node, ast.ClassDef) else None
+        nodes = _index_of(text).get(qualname)
+        return nodes[0] if nodes and len(nodes) == 1 and isinstance(nodes[0], ast.ClassDef) else None
+
+
+def _segment_entries(segment: Segment, new_seg: str) -> list | None:
+    """The definition entries of a rendered segment (line numbers of the whole file,
+    no fingerprints); [] for a removal; None when it does not parse alone."""
+    if not new_seg:
+        return []
+    prefix = segment.qualname.rsplit(".", 1)[0] + "." if "." in segment.qualname else ""
+    try:
+        if segment.wrapped:
+            tree = ast.parse("class _patchq_segment_:\n" + new_seg)
+            inner = ast.Module(body=tree.body[0].body, type_ignores=[])  # type: ignore[attr-defined]
+            return definitions.entries_of_tree(inner, prefix, segment.start - 1, with_fingerprints=False)
+        return definitions.entries_of_tree(ast.parse(new_seg), prefix, segment.start, with_fingerprints=False)
+    except SyntaxError:
         return None
+
+
+def _shifted(old_entries: list, fresh: list, segment: Segment, n_new: int) -> list | None:
+    """The file's entries after the segment's lines became ``fresh``'s: the segment's own
+    entries replaced, those below shifted, those enclosing it stretched; None when no old
+    entry lay inside the segment."""
+    delta = n_new - (segment.end - segment.start)
+    lo, hi = segment.start + 1, segment.end  # 1-based inclusive lines replaced
+    out, placed = [], False
+    for e in old_entries:
+        if e.start >= lo and e.end <= hi:  # inside the replaced lines
+            if not placed:
+                out += fresh
+                placed = True
+            continue
+        if e.start > hi:
+            e = e._replace(line=e.line + delta, start=e.start + delta, end=e.end + delta)
+        elif e.end >= hi:  # encloses the segment
+            e = e._replace(end=e.end + delta)
+        out.append(e)
+    return out if placed else None
+
+
+def _dirty_after(spans: list[tuple[int, int]], segment: Segment, n_new: int, n_lines: int) -> list[tuple[int, int]]:
+    """The dirty spans of a file after a segment edit (earlier spans shifted, the new
+    segment's lines added); the whole file when an earlier span overlaps it partially."""
+    delta = n_new - (segment.end - segment.start)
+    lo, hi = segment.start + 1, segment.end
+    out = []
+    for a, b in spans:
+        if b < lo:
+            out.append((a, b))
+        elif a > hi:
+            out.append((a + delta, b + delta))
+        elif a >= lo and b <= hi:
+            pass  # inside the replaced lines: covered by the new span
+        elif a <= lo and b >= hi:  # encloses them (an earlier edit of the owner class)
+            out.append((a, b + delta))
+        else:  # pragma: no cover - overlaps partially: compile the whole file
+            return [(1, n_lines)]
+    out.append((lo, lo + n_new - 1))
+    return sorted(out)
 
 
 def _verified(spec: AnchorSpec, fp: str) -> str | None:
@@ -624,12 +684,10 @@ def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes
             continue
         # a definition's ast (the module's own was handled above)
         assert isinstance(old, ast.stmt) and isinstance(new, ast.stmt)
-        owner = None
-        if "." in qualname:
-            found = _index_of(text_before).get(qualname.rsplit(".", 1)[0])
-            owner = found[0] if found and len(found) == 1 and isinstance(found[0], ast.ClassDef) else None
+        owner = ws.owner_class(relpath, text_before, qualname.rsplit(".", 1)[0]) if "." in qualname else None
+        entries = ws.context_entries(relpath) if context_text is ws.text.get(relpath) else None
         try:
-            validate.check_names(patch.id, qualname, context_text, old, new, owner, patch.runtime_names)
+            validate.check_names(patch.id, qualname, context_text, old, new, owner, patch.runtime_names, entries)
         except AnchorError as exc:
             exc.anchor = ch.anchor
             raise
@@ -740,12 +798,28 @@ def plan(
     all_changes: dict[str, list[survival.EditChange]] = {}
     hand_checks: dict[str, tuple[str, str]] = {}
     done: dict[str, list[survival.EditChange]] = {}
+    lookup = _lookup(ws)
+    for patch in patches:
+        result = _outside_variants(patch, source.version)
+        if result is None:
+            result = _plan_patch(ws, patch, lookup, all_changes, hand_checks, done, results, strict, backward)
+        if result.status in (OK, SUPERSEDED):
+            done[patch.id] = all_changes.get(patch.id, [])
+        results.append(result)
+    pristine, patched = _compiled_texts(ws, results)
+    definitions.save_all()
+    return Plan(source, results, pristine, patched, workspace=ws, changes=all_changes,
+                hand_checks=hand_checks)
+
+
+def _lookup(ws: Workspace) -> Callable[[str, str], object]:
+    """The ``lookup`` of an :class:`EditContext`: a pristine definition elsewhere (e.g. a
+    base class hook), read-only; None when it does not resolve."""
 
     def lookup(qualname: str, module: str):
-        """A pristine definition elsewhere (e.g. a base class hook), read-only."""
         spec = AnchorSpec(id="lookup", module=module, qualname=qualname)
         try:
-            relpath, _ = locate_definition(spec, source,
+            relpath, _ = locate_definition(spec, ws.source,
                                            lambda p: ws.pristine_index(p) if ws.current(p) is not None else None,
                                            ws.package)
         except AnchorError:
@@ -755,100 +829,136 @@ def plan(
         node = index[qualname][0]
         return cut_segment(ws.pristine_text[relpath], relpath, qualname, node).node
 
-    for patch in patches:
-        variant = patch.variant_for(source.version)
-        if variant is None:
-            if source.version in patch.applies:
-                results.append(PatchResult(patch.id, patch.hash, FAILED,
-                                           f"no variant of {patch.id} covers vllm {source.version}",
-                                           failure="uncovered"))
-            else:
-                results.append(PatchResult(patch.id, patch.hash, NOT_APPLICABLE,
-                                           f"vllm {source.version} is outside {patch.id}'s "
-                                           f"applies-range {patch.applies}"))
-            continue
-        label = str(variant.applies) or "all"
-        if variant.kind != "edit":
-            results.append(PatchResult(patch.id, patch.hash, variant.kind,
-                                       variant.upstreamed or variant.absent or "", label))
-            continue
-        before = ws.snapshot()
-        result = PatchResult(patch.id, patch.hash, OK, variant=label)
-        ctx = EditContext(patch.id, patch.hash, source.version, source, lookup)
-        hand = _hand_check(patch, _PristineView(source, ws))
-        if hand is not None:
-            hand_checks[patch.id] = hand
-        if hand is not None and hand[0] == "upstreamed":
-            result.status, result.reason = UPSTREAMED, f"upstream check: {hand[1]}"
-            if strict:
-                result.status, result.failure = FAILED, "upstreamed"
-                result.reason += "; --strict asks patchq to apply every patch"
-            results.append(result)
-            continue
-        changes: list[survival.EditChange] = []
-        all_changes[patch.id] = changes
-        try:
-            _run_edits(ws, patch, variant, ctx, result, changes, done)
-            _detect_upstream(ws, changes)
-            up = [c for c in changes if c.is_upstream]
-            if up and hand is not None:
-                raise AnchorError(f"generic upstream detection finds the change already in vllm {source.version} "
-                                  f"({upstream_evidence(up)}) but the patch's upstream_check does not: "
-                                  f"applying it would add it a second time", kind="conflict", anchor=up[0].anchor)
-            if up and len(up) == len(changes):
-                ws.restore(before)
-                result.status = UPSTREAMED
-                result.reason = f"every edit's change is already in vllm {source.version}: {upstream_evidence(up)}"
-                result.files.clear()  # nothing of it is written
-                if strict:
-                    result.status, result.failure = FAILED, "upstreamed"
-                    result.reason += "; --strict asks patchq to apply every patch"
-                    result.anchors.clear()
-                    result.files.clear()
-                results.append(result)
-                continue
-            if up:
-                rest = [c.anchor for c in changes if not c.is_upstream]
-                raise AnchorError(f"partially upstreamed in vllm {source.version}: {upstream_evidence(up)}; "
-                                  f"not upstream: {', '.join(dict.fromkeys(rest))}", kind="partially-upstreamed",
-                                  anchor=up[0].anchor)
-            for ch in changes:
-                if ch.duplicates:
-                    raise AnchorError(f"duplicate-member check: patch {patch.id}, anchor {ch.anchor}: the edit gives "
-                                      f"{ch.qualname} a second definition of {', '.join(ch.duplicates)}",
-                                      kind="invalid", anchor=ch.anchor)
-            _validate_names(ws, patch, before[0], changes)  # the texts before this patch
-            _survival(ws, patch, results, done, changes)
-        except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
-            ws.restore(before)
-            result.status, result.reason = FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            result.failure = getattr(exc, "kind", "conflict")
-            result.failed_anchor = getattr(exc, "anchor", "") or ""
+    return lookup
+
+
+def _outside_variants(patch: Patch, version) -> PatchResult | None:
+    """The result of a patch with no edit variant for ``version`` (out of range, uncovered,
+    an ``upstreamed`` or ``absent`` variant), or None when an edit variant covers it."""
+    variant = patch.variant_for(version)
+    if variant is None:
+        if version in patch.applies:
+            return PatchResult(patch.id, patch.hash, FAILED, f"no variant of {patch.id} covers vllm {version}",
+                               failure="uncovered")
+        return PatchResult(patch.id, patch.hash, NOT_APPLICABLE,
+                           f"vllm {version} is outside {patch.id}'s applies-range {patch.applies}")
+    if variant.kind != "edit":
+        return PatchResult(patch.id, patch.hash, variant.kind, variant.upstreamed or variant.absent or "",
+                           str(variant.applies) or "all")
+    return None
+
+
+def _plan_patch(ws: Workspace, patch: Patch, lookup, all_changes: dict, hand_checks: dict, done: dict,
+                results: list[PatchResult], strict: bool, backward: bool) -> PatchResult:
+    """Plan one patch's edit variant on the workspace (a failure restores it)."""
+    source = ws.source
+    variant = patch.variant_for(source.version)
+    assert variant is not None
+    before = ws.snapshot()
+    result = PatchResult(patch.id, patch.hash, OK, variant=str(variant.applies) or "all")
+    ctx = EditContext(patch.id, patch.hash, source.version, source, lookup)
+    hand = _hand_check(patch, _PristineView(source, ws))
+    if hand is not None:
+        hand_checks[patch.id] = hand
+    if hand is not None and hand[0] == "upstreamed":
+        result.status, result.reason = UPSTREAMED, f"upstream check: {hand[1]}"
+        if strict:
+            result.status, result.failure = FAILED, "upstreamed"
+            result.reason += "; --strict asks patchq to apply every patch"
+        return result
+    changes: list[survival.EditChange] = []
+    all_changes[patch.id] = changes
+    try:
+        _run_edits(ws, patch, variant, ctx, result, changes, done)
+        _detect_upstream(ws, changes)
+        if _all_upstream(ws, patch, changes, hand, result, before, strict):
+            return result
+        _validate_names(ws, patch, before[0], changes)  # the texts before this patch
+        _survival(ws, patch, results, done, changes)
+    except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
+        ws.restore(before)
+        _failed(result, exc)
+        if backward and result.failure in ("conflict", "gone"):
+            _backward(ws, patch, hand, result, strict)
+    return result
+
+
+def _all_upstream(ws: Workspace, patch: Patch, changes: list[survival.EditChange], hand, result: PatchResult,
+                  before: tuple, strict: bool) -> bool:
+    """The generic upstream detection's word on a planned patch: True when every edit is
+    upstream (``result`` is then ``upstreamed``, or failed with ``strict``, and the
+    workspace restored).
+
+    Raises:
+        AnchorError: the hand-written check disagrees (``conflict``), some but not all
+            edits are upstream (``partially-upstreamed``), or an edit gives a definition a
+            second member (``invalid``).
+    """
+    version = ws.source.version
+    up = [c for c in changes if c.is_upstream]
+    if up and hand is not None:
+        raise AnchorError(f"generic upstream detection finds the change already in vllm {version} "
+                          f"({upstream_evidence(up)}) but the patch's upstream_check does not: "
+                          f"applying it would add it a second time", kind="conflict", anchor=up[0].anchor)
+    if up and len(up) == len(changes):
+        ws.restore(before)
+        result.status = UPSTREAMED
+        result.reason = f"every edit's change is already in vllm {version}: {upstream_evidence(up)}"
+        result.files.clear()  # nothing of it is written
+        if strict:
+            result.status, result.failure = FAILED, "upstreamed"
+            result.reason += "; --strict asks patchq to apply every patch"
             result.anchors.clear()
-            result.files.clear()
-            if backward and result.failure in ("conflict", "gone"):
-                from patchq.plan import backward as bw
+        return True
+    if up:
+        rest = [c.anchor for c in changes if not c.is_upstream]
+        raise AnchorError(f"partially upstreamed in vllm {version}: {upstream_evidence(up)}; "
+                          f"not upstream: {', '.join(dict.fromkeys(rest))}", kind="partially-upstreamed",
+                          anchor=up[0].anchor)
+    for ch in changes:
+        if ch.duplicates:
+            raise AnchorError(f"duplicate-member check: patch {patch.id}, anchor {ch.anchor}: the edit gives "
+                              f"{ch.qualname} a second definition of {', '.join(ch.duplicates)}",
+                              kind="invalid", anchor=ch.anchor)
+    return False
 
-                verdict = bw.detect(patch, source, ws)
-                if verdict is not None and hand is not None:  # the hand-written check wins
-                    if verdict[0] != "not-upstreamed":
-                        result.reason += (f"; generic detection: {verdict[1]}, but the patch's upstream_check "
-                                          f"does not find it upstream")
-                elif verdict is not None:
-                    status, why = verdict
-                    if status == UPSTREAMED and not strict:
-                        result.status, result.reason, result.failure, result.failed_anchor = UPSTREAMED, why, "", ""
-                    elif status == UPSTREAMED:
-                        result.failure = "upstreamed"
-                        result.reason = f"{why}; --strict asks patchq to apply every patch"
-                    elif status in ("partially-upstreamed", "possibly-upstreamed"):
-                        result.failure, result.reason = status, f"{why} ({result.reason})"
-                    else:
-                        result.reason += f"; {why}"
-        if result.status in (OK, SUPERSEDED):
-            done[patch.id] = changes
-        results.append(result)
 
+def _failed(result: PatchResult, exc: Exception) -> None:
+    """``result`` failed with ``exc`` (its first line; the kind and anchor it names)."""
+    result.status, result.reason = FAILED, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    result.failure = getattr(exc, "kind", "conflict")
+    result.failed_anchor = getattr(exc, "anchor", "") or ""
+    result.anchors.clear()
+    result.files.clear()
+
+
+def _backward(ws: Workspace, patch: Patch, hand, result: PatchResult, strict: bool) -> None:
+    """The backward upstream detection's word on a failed patch (:mod:`patchq.plan.backward`)."""
+    from patchq.plan import backward as bw
+
+    verdict = bw.detect(patch, ws.source, ws)
+    if verdict is None:
+        return
+    if hand is not None:  # the hand-written check wins
+        if verdict[0] != "not-upstreamed":
+            result.reason += (f"; generic detection: {verdict[1]}, but the patch's upstream_check "
+                              f"does not find it upstream")
+        return
+    status, why = verdict
+    if status == UPSTREAMED and not strict:
+        result.status, result.reason, result.failure, result.failed_anchor = UPSTREAMED, why, "", ""
+    elif status == UPSTREAMED:
+        result.failure = "upstreamed"
+        result.reason = f"{why}; --strict asks patchq to apply every patch"
+    elif status in ("partially-upstreamed", "possibly-upstreamed"):
+        result.failure, result.reason = status, f"{why} ({result.reason})"
+    else:
+        result.reason += f"; {why}"
+
+
+def _compiled_texts(ws: Workspace, results: list[PatchResult]) -> tuple[dict[str, str], dict[str, str]]:
+    """(pristine, patched) texts of every changed file whose result compiles; a file that
+    does not compile fails every patch that changed it, and is not written at all."""
     pristine: dict[str, str] = {}
     patched: dict[str, str] = {}
     for relpath in ws.changed():
@@ -867,6 +977,4 @@ def plan(
     for relpath in bad:
         pristine.pop(relpath, None)
         patched.pop(relpath, None)
-    definitions.save_all()
-    return Plan(source, results, pristine, patched, workspace=ws, changes=all_changes,
-                hand_checks=hand_checks)
+    return pristine, patched
