@@ -22,7 +22,6 @@ reaches the terminal. Standard library only: the fast path runs inside it.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -207,6 +206,8 @@ def _quiet_stdout() -> None:
 def report_error(message: str, code: int, as_json: bool) -> int:
     """Print one error line (or the JSON error document) and return ``code``."""
     if as_json:
+        import json  # here: the fast path's no-op never reports an error
+
         sys.stdout.write(json.dumps({"ok": False, "error": message, "exit_code": code}, indent=2) + "\n")
     elif message:
         flat = " ".join(part.strip() for part in message.splitlines() if part.strip())

@@ -12,7 +12,6 @@ profile of ``profiles.toml`` does not stop this one. Errors go up to :func:`patc
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -45,12 +44,14 @@ def _parse(argv: list[str]) -> dict | None:
 
 
 def _roots(opts: dict) -> tuple[str, str, str] | None:
-    import sysconfig
-
     from patchq import discovery
     from patchq.errors import SeriesError
 
-    site = opts.get("site_packages") or sysconfig.get_paths()["purelib"]
+    site = opts.get("site_packages")
+    if not site:
+        import sysconfig
+
+        site = sysconfig.get_paths()["purelib"]
     try:
         loc = discovery.find(opts.get("series"))
     except SeriesError:
@@ -88,7 +89,7 @@ def try_fast(argv: list[str]) -> int | None:
             loc = opts.get("location")
             doc["series"] = loc.as_json() if loc else None
         else:
-            noop = _noop_apply(site, series, anchors, opts["profile"])
+            noop = _noop_apply(site, series, anchors, opts["profile"], opts["json"])
     except Exception:
         return None
     if argv[0] == "status":
@@ -101,28 +102,67 @@ def try_fast(argv: list[str]) -> int | None:
     return _emit_noop(noop, opts["json"])
 
 
-def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | None:
+def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: bool = False) -> dict | None:
     """The ``patchq.apply/1`` document of a no-op apply of ``profile``, or None when
-    apply may have something to do (parses nothing)."""
-    from patchq.env import layout
-    from patchq.env.status import read_journal
-    from patchq.hashing import series_inputs, sha256_file
-    from patchq.vllmdist.record import dist_info_name, project_of, version_of
+    apply may have something to do (parses nothing).
+
+    Nothing to do when the journal says ``profile`` is applied on this vLLM from series
+    files byte-identical to those it recorded, and every file it patched still has the
+    bytes it wrote. That is verified by hashing every series, anchors and patched file;
+    once verified, a stat stamp (:mod:`patchq.env.stamp`) remembers it, and a later run
+    whose inputs all stat as stamped skips the hashing (as safe as hashing: see there).
+    """
+    from patchq.env import layout, stamp
+    from patchq.env.shadow import shadowing
+    from patchq.vllmdist.record import dist_info_name
 
     root = layout.state_root(site)
-    if layout.has_pending(root):
+    if layout.has_pending(root) or layout.symlink_problem(root):
         return None
-    from patchq.env.status import shadowing
-
     if shadowing(site):  # another vllm would be imported: the full apply says so
         return None
-    journal = read_journal(root)
     di = dist_info_name(site, exhaustive=False)  # vllm-*.dist-info by name costs one listdir
-    cached = journal.get("series") or {}
-    if not journal or di is None or journal.get("profile") != profile or not cached:
+    if di is None:
         return None
-    version = version_of(di)
-    if journal.get("vllm") != version or cached.get("inputs") != series_inputs(series, anchors):
+    key = {"command": "noop-apply", "profile": profile, "site": site, "state": root, "series": series,
+           "anchors": anchors, "dist_info": di, "patchq": _version()}
+    if stamp.load(key) is not None:
+        return _noop_doc(site, root, profile, di, _journal_results(root) if as_json else None)
+    taken = stamp.now()
+    journal = _verified_noop(site, root, series, anchors, profile, di)
+    if journal is None:
+        return None
+    inputs = [layout.journal_path(root), os.path.join(site, di, "RECORD")]
+    inputs += [os.path.join(series, n[len("series/"):]) if n.startswith("series/") else
+               os.path.join(anchors, n[len("anchors/"):]) for n in journal["series"]["inputs"]]
+    inputs += [os.path.join(site, rel) for rel in journal.get("files", {})]
+    stamp.save(key, inputs, [(series, (".py", ".toml")), (anchors, (".toml",))], "noop", taken)
+    return _noop_doc(site, root, profile, di, journal.get("results", []))
+
+
+def _journal_results(root: str) -> list:
+    from patchq.env.status import read_journal
+
+    return read_journal(root).get("results", [])
+
+
+def _version() -> str:
+    from patchq import __version__
+
+    return __version__
+
+
+def _verified_noop(site: str, root: str, series: str, anchors: str, profile: str, di: str) -> dict | None:
+    """The journal when hashing proves a no-op of ``profile`` (:func:`_noop_apply`), else None."""
+    from patchq.env.status import read_journal
+    from patchq.hashing import series_inputs, sha256_file
+    from patchq.vllmdist.record import version_of
+
+    journal = read_journal(root)
+    cached = journal.get("series") or {}
+    if not journal or journal.get("profile") != profile or not cached:
+        return None
+    if journal.get("vllm") != version_of(di) or cached.get("inputs") != series_inputs(series, anchors):
         return None
     ids = cached["profiles"].get(profile)
     if ids is None or {pid: cached["hashes"][pid] for pid in ids} != journal.get("profile_hashes"):
@@ -133,16 +173,25 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | No
     for relpath, entry in journal.get("files", {}).items():
         if sha256_file(os.path.join(site, relpath)) != entry["patched_sha256"]:
             return None
+    return journal
+
+
+def _noop_doc(site: str, root: str, profile: str, di: str, results: list | None) -> dict:
+    """The ``patchq.apply/1`` document of a no-op (``results``: the journal's, for JSON)."""
+    from patchq.vllmdist.record import project_of, version_of
+
     return {
         "schema": "patchq.apply/1", "command": "apply", "ok": True, "error": None, "noop": True,
-        "profile": profile, "vllm": {"version": version, "site_packages": site, "dist": project_of(di)},
-        "patches": journal.get("results", []), "written": [], "restored": [], "added": [], "removed": [],
-        "foreign_kept": {}, "recovered": [],
+        "profile": profile, "vllm": {"version": version_of(di), "site_packages": site, "dist": project_of(di)},
+        "patches": results if results is not None else [], "written": [], "restored": [], "added": [],
+        "removed": [], "foreign_kept": {}, "recovered": [],
     }
 
 
 def _emit_noop(doc: dict, as_json: bool) -> int:
     if as_json:
+        import json
+
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         from patchq.report import noop_apply_text

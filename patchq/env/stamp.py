@@ -1,0 +1,226 @@
+"""Stat stamps: "nothing changed since it was last verified" without hashing (stdlib only).
+
+The no-op ``apply`` and ``status`` run at every server start. Hashing every series file
+and every patched file each time costs more than the interpreter's start for a long
+series, so, once their content has been verified by hashing, what was verified is
+remembered as a **stamp**: for every input file ``(st_dev, st_ino, st_size,
+st_mtime_ns, st_ctime_ns)`` (``missing`` for a file that must stay absent), for every
+input directory the same without the size plus its entry names, and a small payload
+derived from that content (what the caller would have computed). :func:`load` gives the
+payload back only when every input's stat is what the stamp says; otherwise the caller
+hashes as before, and may :func:`save` a fresh stamp.
+
+Why equal stats mean equal content here, and where the classic holes are closed:
+
+* **Any write** to a file sets its ``st_ctime`` to the time of the write, and no system
+  call lets a user set ``ctime`` (``utime``/``touch -d`` set only ``atime`` and
+  ``mtime``): restoring an old ``mtime`` after editing does not hide the edit. A file
+  replaced by a rename (editors, ``pip``, patchq's own atomic writes) has another inode,
+  and its directory's ``mtime``/``ctime`` and entry list change too.
+* **Timestamp granularity and same-size rewrites.** Two writes within one tick of the
+  file system's clock (a few ms on Linux, 1-2 s on some file systems) can leave ``size``,
+  ``mtime`` and ``ctime`` all equal. So :func:`save` records a stamp only when every
+  input's ``mtime`` and ``ctime`` lie more than :data:`SETTLE_NS` (2 s) before the
+  moment the caller started verifying (``taken``, from :func:`now`, read *before* the
+  inputs were hashed): any write after that moment gets a ``ctime`` no earlier than
+  ``taken`` less one tick, so it cannot equal a recorded ``ctime`` that lies 2 s before
+  it. An input written less than 2 s before ``taken`` -- such as the files ``apply``
+  just wrote -- is "not settled": no stamp is saved, and the next run hashes again (and
+  saves one once the files have settled). A write during the hashing is after
+  ``taken``, so it is either seen by :func:`save` (not settled: nothing saved) or by the
+  next :func:`load` (``ctime`` differs).
+* **Clock skew.** A file time ahead of this host's clock is "not settled", never
+  stamped. The remaining hole is a file system whose clock lags this host's by more than
+  2 s (a remote server): a second same-size write within one of *its* ticks of a first
+  one, with a verification run in between, would not be seen. Hashing has no such hole;
+  git's index ("racy git") and make rely on the same stat data with less margin.
+* **The stamp itself** carries a CRC-32 of its body: a damaged stamp is ignored (the
+  caller hashes), never trusted. Its key names everything the payload depends on
+  besides the stamped files (the command, the profile, the paths, the vLLM dist-info,
+  patchq's version); a stamp of another key is ignored.
+
+Stamps are a cache: ``<cache>/stamps/<CRC-32 and Adler-32 of the key>.stamp``, one line
+per input (written atomically; an unwritable cache only costs the hashing). Reading one
+imports neither :mod:`json` nor :mod:`hashlib` (they cost more than the rest of a no-op).
+``PATCHQ_STAMPS=0`` turns them off.
+"""
+
+from __future__ import annotations
+
+import os
+
+SCHEMA = "patchq.stamp/2"
+#: An input must be older than this when a stamp is saved (module docstring).
+SETTLE_NS = 2_000_000_000
+#: A larger stamp file is not read (a stamp of a 400-patch series is about 100 KB).
+MAX_BYTES = 16 << 20
+_BAD = ("\t", "\n", "\r")  # a path or key holding one of these is never stamped
+
+
+def now() -> int:
+    """The time a verification starts (``time.time_ns()``): pass it to :func:`save`."""
+    import time
+
+    return time.time_ns()
+
+
+def enabled() -> bool:
+    """False when ``PATCHQ_STAMPS=0``."""
+    return os.environ.get("PATCHQ_STAMPS", "1") != "0"
+
+
+def _key_line(key: dict[str, str]) -> str:
+    return "K\t" + "\t".join(f"{k}={key[k]}" for k in sorted(key))
+
+
+def _path(key: dict[str, str]) -> str:
+    import zlib
+
+    from patchq.vllmdist import cache
+
+    line = _key_line(key).encode("utf-8", "surrogateescape")
+    return os.path.join(cache.root_text(), "stamps", f"{zlib.crc32(line):08x}{zlib.adler32(line):08x}.stamp")
+
+
+def _crc(text: str) -> str:
+    import zlib
+
+    return f"{zlib.crc32(text.encode('utf-8', 'surrogateescape')):08x}"
+
+
+def _file_stat(path: str) -> tuple | None:
+    """(dev, ino, size, mtime_ns, ctime_ns) of a regular file, ``None`` when it is
+    missing, or ``()`` for anything else (never equal to a stamped file)."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return ()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _dir_stat(path: str, suffixes: tuple[str, ...]) -> tuple | None:
+    """((dev, ino, mtime_ns, ctime_ns), sorted names ending with ``suffixes``) of a
+    directory, ``None`` when it is missing, ``()`` when it is not a directory."""
+    import stat
+
+    try:
+        st = os.stat(path)
+        if not stat.S_ISDIR(st.st_mode):
+            return ()
+        names = sorted(n for n in os.listdir(path) if n.endswith(suffixes))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), names
+
+
+def _read(path: str) -> list[str] | None:
+    """The lines of a stamp file after its header, when its CRC-32 is right."""
+    with open(path, "rb") as fh:
+        raw = fh.read(MAX_BYTES + 1)
+    if len(raw) > MAX_BYTES:
+        return None
+    text = raw.decode("utf-8", "surrogateescape")
+    head, _, body = text.partition("\n")
+    schema, _, crc = head.partition(" ")
+    if schema != SCHEMA or crc != _crc(body):
+        return None
+    return body.split("\n")
+
+
+def load(key: dict[str, str]) -> str | None:
+    """The payload of the stamp of ``key`` when every stamped input is as stamped, else
+    None (no stamp, a damaged one, another key, or any input changed)."""
+    if not enabled():
+        return None
+    try:
+        lines = _read(_path(key))
+        if not lines or lines[0] != _key_line(key):
+            return None
+        return _check(lines[1:])
+    except (OSError, ValueError, IndexError):
+        return None  # a damaged or foreign stamp: hash as before
+
+
+def _check(lines: list[str]) -> str | None:
+    """The payload when every ``F``/``M``/``D`` line still holds, else None."""
+    i = 0
+    while i < len(lines):
+        tag, _, rest = lines[i].partition("\t")
+        i += 1
+        if tag == "F":
+            path, *nums = rest.split("\t")
+            if _file_stat(path) != tuple(int(n) for n in nums):
+                return None
+        elif tag == "M":
+            if _file_stat(rest) is not None:
+                return None
+        elif tag == "D":
+            path, suffixes, *nums = rest.split("\t")
+            count = int(nums.pop())
+            got = _dir_stat(path, tuple(suffixes.split(",")))
+            if not got or got != (tuple(int(n) for n in nums), lines[i:i + count]):
+                return None
+            i += count
+        elif tag == "P":
+            return rest
+        else:
+            return None
+    return None
+
+
+def _settled(times: tuple, taken: int) -> bool:
+    return all(t < taken - SETTLE_NS for t in times)
+
+
+def save(key: dict[str, str], files: list[str], dirs: list[tuple[str, tuple[str, ...]]], payload: str,
+         taken: int) -> bool:
+    """Stamp ``files`` (regular files, or files that must stay absent) and ``dirs`` (with
+    their entries ending in the given suffixes) under ``key`` with ``payload`` (one line),
+    verified from ``taken`` (:func:`now`, read before the caller hashed them) on.
+
+    Returns:
+        True when the stamp was written; False when an input is not settled (written
+        less than :data:`SETTLE_NS` before ``taken``, or in the future), is neither a
+        regular file nor missing, a path holds a tab or a line break, or the stamp cannot
+        be written (nothing else happens: the next run hashes again).
+    """
+    if not enabled() or any(c in v for v in [*key.values(), *files, *(d for d, _ in dirs), payload] for c in _BAD):
+        return False
+    lines = [_key_line(key)]
+    for path in files:
+        st = _file_stat(path)
+        if st is None:
+            lines.append(f"M\t{path}")
+            continue
+        if not st or not _settled(st[3:5], taken):
+            return False
+        lines.append("F\t" + "\t".join([path, *map(str, st)]))
+    for path, suffixes in dirs:
+        got = _dir_stat(path, suffixes)
+        if not got or not _settled(got[0][2:4], taken) or any(c in n for n in got[1] for c in _BAD):
+            return False
+        lines.append("D\t" + "\t".join([path, ",".join(suffixes), *map(str, got[0]), str(len(got[1]))]))
+        lines += got[1]
+    lines.append(f"P\t{payload}")
+    body = "\n".join(lines)
+    return _write(_path(key), f"{SCHEMA} {_crc(body)}\n{body}".encode("utf-8", "surrogateescape"))
+
+
+def _write(target: str, data: bytes) -> bool:
+    tmp = f"{target}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
