@@ -489,16 +489,18 @@ def import_cmd(
 @app.command("test")
 def test_cmd(
     patch: list[str] = PatchOpt,
-    regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and golden definitions"),
+    regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and stored diffs"),
     releases: str | None = opt(None, "--releases", metavar="SPEC", help="with --regen: the releases to record "
                                            "(list, or a range among the cached ones)"),
+    migrate: bool = typer.Option(False, "--migrate", help="move goldens of an earlier patchq (tests/goldens/<patch>/) "
+                                 "into series/diffs, when they pass"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Check each patch's expected verdicts and golden definitions per release (patchq.testing)."""
+    """Check each patch's expected verdicts and stored diffs per release (patchq.testing)."""
     from patchq.commands import test as cmd
 
-    doc, code = cmd.run(series_dir, patch, regen, releases)
+    doc, code = cmd.run(series_dir, patch, regen, releases, migrate)
     _finish(doc, code, as_json, cmd.render_text)
 
 
