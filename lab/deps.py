@@ -7,7 +7,8 @@ failed before vLLM started (``patchq apply exit 70``). Now:
 - :func:`requirements` reads ``[project].dependencies`` of ``pyproject.toml`` (PEP 621),
   markers evaluated for the lab's interpreter (PEP 508);
 - :func:`imported_modules` lists the third-party top-level modules ``patchq/`` and
-  ``runtime/patchq_runtime`` import (read with :mod:`ast`, nothing is imported);
+  ``runtime/patchq_runtime`` and the series (``series/*.py``) import (read with :mod:`ast`, nothing
+  is imported);
 - :func:`download_command` is the ``pip download`` that fetches those wheels for the lab;
 - :func:`missing` (used by ``boot.py run`` before any server starts) names every module the
   lab's ``PYTHONPATH`` cannot import.
@@ -39,8 +40,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-#: the packages whose imports the lab must satisfy (the tool and its runtime package)
-SOURCES = (REPO / "patchq", REPO / "runtime" / "patchq_runtime")
+#: the code whose imports the lab must satisfy: the tool, its runtime package, and the series
+#: it applies (each patch's ``series/<id>.py`` runs in patchq's process, its probe beside vLLM)
+SOURCES = (REPO / "patchq", REPO / "runtime" / "patchq_runtime", REPO / "series")
 #: first-party names
 FIRST_PARTY = frozenset({"patchq", "patchq_runtime"})
 #: provided by the vLLM install under test (its own wheel and pins), never by patchq's requirements
