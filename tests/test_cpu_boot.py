@@ -233,3 +233,16 @@ def test_markdown_and_html_show_the_level_apart_from_boot():
     assert '<li class="run-unexp">cpu-boot 0.32.0 neg-unify: ' in page
     doc.pop("cpu_boot")  # a document of before the level renders as before
     assert "| *cpu-boot* |" not in matrix_render.markdown(doc) and 'class="cpu-boot"' not in matrix_render.html(doc)
+
+
+def test_the_evidence_table_names_each_run_and_the_greedy_comparison():
+    recs = _recs()[:5]
+    recs[0] = dict(recs[0], completion={"token_ids": [1, 2, 3]}, patchq_revert={"pristine": True})
+    recs.insert(0, dict(recs[0], run="base", profile="base", drafts=None, completion={"token_ids": [1, 2, 4]}))
+    text = cpuboot.table(recs)
+    lines = text.splitlines()
+    assert lines[2] == "| 0.32.0 | base | serves | 92.4 | 2950.0 | 1.2–2.0 |  | pristine |"
+    assert lines[3] == "| 0.32.0 | dflash | serves | 92.4 | 2950.0 | 1.2–2.0 | 40 / 480 | pristine |"
+    assert "| 0.32.0 | neg-prefix-align | serves (engine init) | 70.0 |" in text
+    assert "| 0.32.0 | dense | not-cpu-bootable |  |  | – |  |  |" in text
+    assert lines[-1] == "- 0.32.0 greedy: base differs from dflash at token 2"
