@@ -4,8 +4,8 @@ Each verb parses its options, calls one function in :mod:`patchq.commands` that 
 (document, exit code), and hands the document to :func:`_finish`; :func:`main` prints it
 (``--json``) or its rendering from :mod:`patchq.report` once click has returned. Errors
 are not handled here: every exception goes up to :func:`patchq.edge.guard`, the one
-place that turns it into a line (or the JSON error document) and an exit code (README,
-"Exit codes"; :mod:`patchq.errors`).
+place that turns it into a line (or the JSON error document) and an exit code (docs/exit-codes.md;
+:mod:`patchq.errors`).
 
 Help is plain click text (no rich): ``patchq --help`` costs an interpreter start and typer.
 """
@@ -109,7 +109,7 @@ SeriesDir = opt(None, "--series", metavar="DIR",
                 help="series directory or series repo (default: $PATCHQ_SERIES, else patchq.toml / "
                      "[tool.patchq] above the working directory, else the bundled series)")
 PatchOpt = opt([], "--patch", help="patch id (repeatable; default: every patch)", metavar="ID")
-Json = typer.Option(False, "--json", help="print the JSON document (schema in README)")
+Json = typer.Option(False, "--json", help="print the JSON document (schema: docs/json.md)")
 
 
 #: The output of the command that ran: printed by :func:`main` once click has returned,
@@ -732,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Called without ``argv`` (as a script), it runs inside the edge itself and exits.
     The app is driven here rather than by typer's ``main``, which would turn Ctrl-C into
-    a silent exit 130 and a closed pipe into exit 1 (README, "Exit codes": 130 with a
+    a silent exit 130 and a closed pipe into exit 1 (docs/exit-codes.md: 130 with a
     line, 141 quietly).
     """
     from patchq.edge import guard, hoist_json
