@@ -101,7 +101,8 @@ def _reverted(run: dict, rec: dict, row: str, release: str, series) -> None:
     except Exception:  # a row the series does not know: no patch names
         patches = []
     applied = rec.get("patches_applied")
-    status = rec.get("patchq_status") if isinstance(rec.get("patchq_status"), dict) else {}
+    given = rec.get("patchq_status")
+    status: dict = given if isinstance(given, dict) else {}
     if isinstance(applied, list):  # an upstreamed patch is in the control's profile, not reverted
         run["reverted"] = [p for p in patches if p not in applied and status.get(p) != "upstreamed"]
     notes = []
