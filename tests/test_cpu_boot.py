@@ -144,7 +144,8 @@ def _recs(release: str = "0.32.0") -> list[dict]:
              as_expected=True, prefix_caching=False, drafts=40.0, draft_tokens=480.0, accepted=0.0),
         dict(base, run="neg-unify", profile="dflash-minus-unify", result="serves", boot_s=80.0, prefix_caching=False,
              expected={"result": "fails", "error": "page_size_bytes == max_page_size"}, as_expected=False,
-             patches_applied=["fla-shmem", "prefix-align"]),
+             patches_applied=["fla-shmem"],  # as on 0.32.0, where prefix-align is upstreamed
+             patchq_status={"fla-shmem": "applied", "unify-kv-page": "not-applied", "prefix-align": "upstreamed"}),
         dict(base, run="neg-prefix-align", profile="dflash-minus-prefix-align", result="serves", boot_s=70.0,
              scope="engine-init", prefix_caching=True, as_expected=False,
              expected={"result": "fails", "error": "block_size must be divisible by hash_block_size"}),
@@ -173,6 +174,16 @@ def test_cpu_records_form_their_own_level():
     dense = cpu["dense"]["0.32.0"]
     assert (dense["result"], dense["verdict"], dense["runs"][0]["verdict"]) == ("not-cpu-bootable", "ok",
                                                                              "not-cpu-bootable")
+
+
+def test_a_control_names_only_the_patch_it_reverted_not_an_upstreamed_one():
+    from patchq import series
+
+    cpu = matrix_boot.group(_recs(), ["dflash"], series.load(), level="cpu-boot")
+    neg = next(r for r in cpu["dflash"]["0.32.0"]["runs"] if r["run"] == "neg-unify")
+    assert neg["reverted"] == ["unify-kv-page"]
+    assert neg["text"].startswith("neg-unify SERVES, not as expected: without unify-kv-page no ")
+    assert "unify-kv-page <0.33,>=0.26: upstream pads Mamba unscaled" in neg["note"]
 
 
 def test_cell_levels_put_cpu_boot_below_boot_and_never_fail_on_not_cpu_bootable():
@@ -222,3 +233,16 @@ def test_markdown_and_html_show_the_level_apart_from_boot():
     assert '<li class="run-unexp">cpu-boot 0.32.0 neg-unify: ' in page
     doc.pop("cpu_boot")  # a document of before the level renders as before
     assert "| *cpu-boot* |" not in matrix_render.markdown(doc) and 'class="cpu-boot"' not in matrix_render.html(doc)
+
+
+def test_the_evidence_table_names_each_run_and_the_greedy_comparison():
+    recs = _recs()[:5]
+    recs[0] = dict(recs[0], completion={"token_ids": [1, 2, 3]}, patchq_revert={"pristine": True})
+    recs.insert(0, dict(recs[0], run="base", profile="base", drafts=None, completion={"token_ids": [1, 2, 4]}))
+    text = cpuboot.table(recs)
+    lines = text.splitlines()
+    assert lines[2] == "| 0.32.0 | base | serves | 92.4 | 2950.0 | 1.2–2.0 |  | pristine |"
+    assert lines[3] == "| 0.32.0 | dflash | serves | 92.4 | 2950.0 | 1.2–2.0 | 40 / 480 | pristine |"
+    assert "| 0.32.0 | neg-prefix-align | serves (engine init) | 70.0 |" in text
+    assert "| 0.32.0 | dense | not-cpu-bootable |  |  | – |  |  |" in text
+    assert lines[-1] == "- 0.32.0 greedy: base differs from dflash at token 2"

@@ -93,15 +93,18 @@ def _result(value: object) -> str:
 
 
 def _reverted(run: dict, rec: dict, row: str, release: str, series) -> None:
-    """Name the patches a control reverted (the row's patches minus ``patches_applied``) and
-    their variant notes into ``run`` (``reverted``, ``note``)."""
+    """Name the patches a control reverted (the row's patches minus ``patches_applied``, less
+    those ``patchq_status`` calls ``upstreamed``) and their variant notes into ``run``
+    (``reverted``, ``note``)."""
     try:
         patches = list(series.profile(row).patches)
     except Exception:  # a row the series does not know: no patch names
         patches = []
     applied = rec.get("patches_applied")
-    if isinstance(applied, list):
-        run["reverted"] = [p for p in patches if p not in applied]
+    given = rec.get("patchq_status")
+    status: dict = given if isinstance(given, dict) else {}
+    if isinstance(applied, list):  # an upstreamed patch is in the control's profile, not reverted
+        run["reverted"] = [p for p in patches if p not in applied and status.get(p) != "upstreamed"]
     notes = []
     for pid in run["reverted"]:
         variant = series.patch(pid).variant_for(release)
