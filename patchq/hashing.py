@@ -193,7 +193,6 @@ def anchor_tables(path) -> dict[str, dict]:
         SeriesError: unreadable file, a missing key or a field of the wrong type, a newer
             format, a module-level anchor in a format-1 file.
     """
-    import re
 
     from patchq.errors import SeriesError
 
@@ -208,30 +207,42 @@ def anchor_tables(path) -> dict[str, dict]:
     if not isinstance(anchors, dict):
         raise SeriesError(f"{path}: `anchors` must be a table of [anchors.<id>] tables, not {_kind(anchors)}")
     for anchor_id, t in anchors.items():
-        where = f"{path}: anchors.{anchor_id}"
-        if not isinstance(t, dict):
-            raise SeriesError(f"{where} must be a table, not {_kind(t)}")
-        for key in ("module", "qualname"):
-            if key not in t:
-                raise SeriesError(f"{where}: missing key {key!r}")
-            if not isinstance(t[key], str) or not t[key]:
-                raise SeriesError(f"{where}.{key} must be a non-empty string, not {_kind(t[key])}")
-        if t["qualname"] == MODULE_QUALNAME and fmt < 2:
-            raise SeriesError(f"{where}: a module-level anchor (qualname \"{MODULE_QUALNAME}\") needs `format = 2` "
-                              f"at the top of the file")
-        if not re.fullmatch(MODULE_PATTERN, t["module"]):
-            raise SeriesError(f"{where}.module {t['module']!r} is not a module of the vllm package "
-                              f"(a dotted name such as vllm.v1.core.kv_cache_utils)")
-        if "node" in t and not isinstance(t["node"], str):
-            raise SeriesError(f"{where}.node must be a string (a statement pattern), not {_kind(t['node'])}")
-        try:
-            parse_count(t.get("count", 1))
-        except ValueError as exc:
-            raise SeriesError(f"{where}: {exc}") from None
-        fps = t.get("fingerprints", {})
-        if not isinstance(fps, dict) or not all(isinstance(v, str) for v in fps.values()):
-            raise SeriesError(f"{where}.fingerprints must be a table of version = \"fingerprint\" strings")
+        _check_anchor(f"{path}: anchors.{anchor_id}", t, fmt)
     return anchors
+
+
+def _check_anchor(where: str, t: object, fmt: int) -> None:
+    """One ``[anchors.<id>]`` table of an anchors file of format ``fmt`` (:func:`anchor_tables`).
+
+    Raises:
+        SeriesError: the message starts with ``where``.
+    """
+    import re
+
+    from patchq.errors import SeriesError
+
+    if not isinstance(t, dict):
+        raise SeriesError(f"{where} must be a table, not {_kind(t)}")
+    for key in ("module", "qualname"):
+        if key not in t:
+            raise SeriesError(f"{where}: missing key {key!r}")
+        if not isinstance(t[key], str) or not t[key]:
+            raise SeriesError(f"{where}.{key} must be a non-empty string, not {_kind(t[key])}")
+    if t["qualname"] == MODULE_QUALNAME and fmt < 2:
+        raise SeriesError(f"{where}: a module-level anchor (qualname \"{MODULE_QUALNAME}\") needs `format = 2` "
+                          f"at the top of the file")
+    if not re.fullmatch(MODULE_PATTERN, t["module"]):
+        raise SeriesError(f"{where}.module {t['module']!r} is not a module of the vllm package "
+                          f"(a dotted name such as vllm.v1.core.kv_cache_utils)")
+    if "node" in t and not isinstance(t["node"], str):
+        raise SeriesError(f"{where}.node must be a string (a statement pattern), not {_kind(t['node'])}")
+    try:
+        parse_count(t.get("count", 1))
+    except ValueError as exc:
+        raise SeriesError(f"{where}: {exc}") from None
+    fps = t.get("fingerprints", {})
+    if not isinstance(fps, dict) or not all(isinstance(v, str) for v in fps.values()):
+        raise SeriesError(f"{where}.fingerprints must be a table of version = \"fingerprint\" strings")
 
 
 def patch_hash_from_files(source: Path, anchor_file: Path) -> str:  # noqa: F821

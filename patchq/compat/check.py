@@ -463,21 +463,27 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
         if verdict is not None:
             row.threeway = verdict.entries
     elif unverified:
-        row.status = DRIFTED
-        if verdict is not None:
-            row.threeway = verdict.entries
-            rest = [a for a in unverified if not recorded_fingerprints(patch, a.qualname)]
-            row.reason = verdict.reason
-            if rest:
-                row.reason += "; " + _drift_reason(rest, [d for a, d in zip(unverified, row.drift, strict=False)
-                                                          if a in rest], patch.id)
-        else:
-            row.reason = _drift_reason(unverified, row.drift, patch.id)
+        _drifted(row, patch, unverified, verdict)
     else:
         row.status = APPLIES
         # no anchor is unverified here: every ``verified`` is a version string
         vs = sorted({a.verified for a in result.anchors if a.verified is not None}, key=Version)
         row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
+
+
+def _drifted(row: PatchCheck, patch: Patch, unverified: list[engine.AnchorResult], verdict) -> None:
+    """``applies-drifted``: the three-way verdict's reason (when a definition has a reviewed
+    release), then the drift of the definitions that have none."""
+    row.status = DRIFTED
+    if verdict is None:
+        row.reason = _drift_reason(unverified, row.drift, patch.id)
+        return
+    row.threeway = verdict.entries
+    rest = [a for a in unverified if not recorded_fingerprints(patch, a.qualname)]
+    row.reason = verdict.reason
+    if rest:
+        row.reason += "; " + _drift_reason(rest, [d for a, d in zip(unverified, row.drift, strict=False)
+                                                  if a in rest], patch.id)
 
 
 def _threeway(patch: Patch, unverified: list[engine.AnchorResult], source: CodeSource, res: _Resolver):

@@ -268,8 +268,40 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         lv.setdefault((_norm_release(r.get("release")), r.get("profile"), r.get("patch")), {})[r.get("level")] = r
     boots = matrix_boot.group(boot or [], profiles, series, _norm_release)  # every run, per profile row
     cpu = matrix_boot.group(boot or [], profiles, series, _norm_release, level="cpu-boot")
+    cells, errors = _cells(results, {name: meta[name].patches for name in profiles}, lv, boots, cpu)
+    changes = {name: {pid: _changes(versions, row) for pid, row in cells[name].items()} for name in profiles}
+    blocking = any(c["blocking"] for per in cells.values() for row in per.values() for c in row.values())
+    first_change = {name: {pid: (ch[0]["release"] if ch else None) for pid, ch in per.items()}
+                    for name, per in changes.items()}
+    return {
+        "schema": SCHEMA,
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "releases": versions,
+        "dist": dist,
+        "profiles": {name: {"description": meta[name].description, "patches": list(meta[name].patches)}
+                     for name in profiles},
+        "cells": cells,
+        "boot": _in_release_order(boots, profiles, versions),
+        "cpu_boot": _in_release_order(cpu, profiles, versions),
+        "changes": changes,
+        "first_change": first_change,
+        "errors": errors,
+        "exit_code": EXIT_PATCH_FAILED if blocking or errors else EXIT_OK,
+        "timing": {"wall_s": round(wall, 3), "workers": workers,
+                   "per_release_s": {r["release"]: r["seconds"] for r in results}},
+    }
 
-    cells: dict[str, dict] = {name: {pid: {} for pid in meta[name].patches} for name in profiles}
+
+def _in_release_order(runs: dict[str, dict], profiles: list[str], versions: list[str]) -> dict[str, dict]:
+    """Each profile's boot rows, the matrix's releases first in order, then the others by name."""
+    return {name: dict(sorted(runs[name].items(), key=lambda kv: _release_order(versions, kv[0])))
+            for name in profiles}
+
+def _cells(results: list[dict], patches: dict[str, Iterable[str]], lv: dict, boots: dict, cpu: dict
+           ) -> tuple[dict[str, dict], dict[str, str]]:
+    """(profile -> patch -> release -> CELL, release -> why it could not be checked) from
+    the releases' check results and the evidence records."""
+    cells: dict[str, dict] = {name: {pid: {} for pid in pids} for name, pids in patches.items()}
     errors = {}
     for res in results:
         v = res["release"]
@@ -285,29 +317,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
                     cell["pristine_probe"] = {"result": "ok" if _ok(pristine.get("result")) else
                                               str(pristine.get("result")), "detail": str(pristine.get("detail", ""))}
                 cells[name][row["id"]][v] = cell
-    changes = {name: {pid: _changes(versions, row) for pid, row in cells[name].items()} for name in profiles}
-    blocking = any(c["blocking"] for per in cells.values() for row in per.values() for c in row.values())
-    return {
-        "schema": SCHEMA,
-        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "releases": versions,
-        "dist": dist,
-        "profiles": {name: {"description": meta[name].description, "patches": list(meta[name].patches)}
-                     for name in profiles},
-        "cells": cells,
-        "boot": {name: dict(sorted(boots[name].items(), key=lambda kv: _release_order(versions, kv[0])))
-                 for name in profiles},
-        "cpu_boot": {name: dict(sorted(cpu[name].items(), key=lambda kv: _release_order(versions, kv[0])))
-                     for name in profiles},
-        "changes": changes,
-        "first_change": {name: {pid: (ch[0]["release"] if ch else None) for pid, ch in per.items()}
-                         for name, per in changes.items()},
-        "errors": errors,
-        "exit_code": EXIT_PATCH_FAILED if blocking or errors else EXIT_OK,
-        "timing": {"wall_s": round(wall, 3), "workers": workers,
-                   "per_release_s": {r["release"]: r["seconds"] for r in results}},
-    }
-
+    return cells, errors
 
 def check_out(out_dir: str | Path) -> None:
     """Refuse an ``--out`` that cannot become the matrix directory (an existing file, a

@@ -99,12 +99,40 @@ def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:
         if found is None:
             continue
         targets[(relpath, qualname)] = found
-        patched = ast_index(ref_plan.patched.get(relpath, "")).get(qualname) if relpath in ref_plan.patched else None
-        if patched and len(patched) == 1 and fingerprint_ast(patched[0]) == fingerprint_ast(found[1]):
+        patched = _patched_def(ref_plan, relpath, qualname)
+        if patched is not None and fingerprint_ast(patched) == fingerprint_ast(found[1]):
             equal.append(f"{qualname} ({found[0]}:{found[1].lineno})")
     if equal and len(equal) == len(specs):
         return engine.UPSTREAMED, (f"{', '.join(equal)} equals what {patch.id} produced on verified vllm "
                                    f"{ref_version} (normalized AST)")
+    verdict = _by_statements(patch, changes, targets, source, str(ref_version))
+    if verdict is not None:
+        return verdict
+    by_meaning = _by_meaning(patch, ref_plan, changes, targets, source, ws, str(ref_version))
+    if by_meaning is not None:
+        return by_meaning
+    return "not-upstreamed", (f"generic upstream detection cannot prove {patch.id}'s change (as made on verified "
+                              f"vllm {ref_version}) present in vllm {source.version}")
+
+
+def _patched_def(ref_plan, relpath: str, qualname: str) -> ast.stmt | None:
+    """The one definition ``qualname`` of the file the reference plan patched (parsed from
+    its own lines, through the plan's workspace), or None."""
+    if relpath not in ref_plan.patched:
+        return None
+    ws = ref_plan.workspace
+    if ws is not None and ws.text.get(relpath) is ref_plan.patched[relpath]:
+        return ws.current_node(relpath, qualname)
+    nodes = ast_index(ref_plan.patched[relpath]).get(qualname)  # pragma: no cover - plans carry their workspace
+    return nodes[0] if nodes and len(nodes) == 1 else None
+
+
+def _by_statements(patch: Patch, changes: list, targets: dict, source: CodeSource,
+                   ref_version: str) -> tuple[str, str] | None:
+    """Step 2 of the module docstring: each edit's added statements in the target's
+    definition -> ``upstreamed`` (all) or ``partially-upstreamed`` (some); else None."""
+    from patchq.plan import engine
+
     for ch in changes:
         found = targets.get((ch.relpath, ch.qualname))
         ch.upstream = survival.upstream_items(ch, found[1], found[0]) if found is not None and ch.added else []
@@ -117,11 +145,36 @@ def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:
         rest = ", ".join(dict.fromkeys(c.anchor for c in changes if not c.is_upstream))
         return "partially-upstreamed", (f"partially upstreamed in vllm {source.version}: {evidence}; "
                                         f"not upstream: {rest}")
-    by_meaning = _by_meaning(patch, ref_plan, changes, targets, source, ws, str(ref_version))
-    if by_meaning is not None:
-        return by_meaning
-    return "not-upstreamed", (f"generic upstream detection cannot prove {patch.id}'s change (as made on verified "
-                              f"vllm {ref_version}) present in vllm {source.version}")
+    return None
+
+
+def _ours_and_helpers(ref_plan, changes) -> tuple[dict[tuple[str, str], ast.AST], list[ast.AST]]:
+    """(the patched definitions of the reference plan by (relpath, qualname), the helpers
+    the patch added: new top-level definitions and new members)."""
+    from patchq.compat import meaning
+
+    ws = ref_plan.workspace
+    ours_defs: dict[tuple[str, str], ast.AST] = {}
+    helpers: list[ast.AST] = []
+    for relpath in ref_plan.patched:
+        if ws is not None:
+            before, now = ws.pristine_index(relpath) or {}, ws.index(relpath) or {}
+        else:  # pragma: no cover - plans carry their workspace
+            before, now = ast_index(ref_plan.pristine.get(relpath, "")), ast_index(ref_plan.patched[relpath])
+        for q in now:
+            node = _patched_def(ref_plan, relpath, q) if "." not in q and q not in before else None
+            if node is not None:
+                helpers.append(node)
+        for ch in changes:
+            if ch.relpath == relpath:
+                node = _patched_def(ref_plan, relpath, ch.qualname)
+                if node is not None:
+                    ours_defs[(relpath, ch.qualname)] = node
+    for ch in changes:
+        if ch.after is not None:
+            keys = {i.key for i in ch.added if i.member}
+            helpers += [n for n in meaning.added_nodes(ch.after, keys) if getattr(n, "name", None)]
+    return ours_defs, helpers
 
 
 def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSource, ws,
@@ -132,22 +185,10 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
     (similarity 1.00); else upstream's change to the definition is alike the patch's
     (:data:`patchq.compat.meaning.POSSIBLE` or more) -> ``possibly-upstreamed`` with both
     texts (blocking); else None."""
-    from patchq.compat import meaning, threeway
+    from patchq.compat import meaning
     from patchq.compat.upstreamed import _helper_candidates
 
-    ours_defs: dict[tuple[str, str], ast.AST] = {}
-    helpers: list[ast.AST] = []
-    for relpath, text in ref_plan.patched.items():
-        idx = ast_index(text)
-        before = ast_index(ref_plan.pristine.get(relpath, ""))
-        helpers += [nodes[0] for q, nodes in idx.items() if "." not in q and q not in before and len(nodes) == 1]
-        for ch in changes:
-            if ch.relpath == relpath and len(idx.get(ch.qualname, [])) == 1:
-                ours_defs[(relpath, ch.qualname)] = idx[ch.qualname][0]
-    for ch in changes:
-        if ch.after is not None:
-            keys = {i.key for i in ch.added if i.member}
-            helpers += [n for n in meaning.added_nodes(ch.after, keys) if getattr(n, "name", None)]
+    ours_defs, helpers = _ours_and_helpers(ref_plan, changes)
     cands = []
     for (_, _), (t_rel, t_node) in targets.items():
         cands += _helper_candidates(ws, t_rel, t_node)
@@ -158,6 +199,7 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
     found_renames = meaning.used_by(found_renames, patch_code)  # a helper only a framework calls is no evidence
     renames = {a: b for a, (b, _) in found_renames.items()}
     evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in found_renames.items()]
+    tail = f"; {'; '.join(evidence)}" if evidence else ""
     same = []
     for key, ours in ours_defs.items():
         t = targets.get(key)
@@ -166,7 +208,30 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
     if same and len(same) == len({(c.relpath, c.qualname) for c in changes}):
         return "upstreamed", (f"by meaning (similarity 1.00): {', '.join(same)} is what {patch.id} produced on "
                               f"verified vllm {ref_version}, up to local names, helper names and equivalent "
-                              f"constructs" + (f"; {'; '.join(evidence)}" if evidence else ""))
+                              f"constructs" + tail)
+    alike = _alike(changes, targets, renames)
+    if alike is None:
+        return None
+    hits, best = alike
+    if hits and len(hits) == len(changes):
+        return "upstreamed", (f"by meaning (similarity 1.00): every edit's change (as made on verified vllm "
+                              f"{ref_version}) is in vllm {source.version}: {'; '.join(hits)}" + tail)
+    if best[0] >= meaning.POSSIBLE:
+        return "possibly-upstreamed", (
+            f"possibly upstreamed in vllm {source.version}: upstream's change at {best[3]} is alike "
+            f"{patch.id}'s (as made on verified vllm {ref_version}; similarity {best[0]:.2f}): upstream "
+            f"`{_flat(best[2])}` vs the patch's `{_flat(best[1])}`; review it (patchq review {patch.id} "
+            f"--vllm {source.version})")
+    return None
+
+
+def _alike(changes, targets: dict, renames: dict) -> tuple[list[str], tuple] | None:
+    """(edits whose added statements are in the target by meaning, as ``anchor: what
+    (where)``; the best (similarity, the patch's text, upstream's text, where) of the
+    others: how alike upstream's change base -> target is to the patch's base -> ours);
+    None when an edit has no target or no before/after to compare."""
+    from patchq.compat import meaning, threeway
+
     hits, best = [], (0.0, "", "", "")
     flats: dict[int, list] = {}
 
@@ -186,7 +251,6 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
         if match is not None:
             hits.append(f"{ch.anchor}: {match.what} ({match.where})")
             continue
-        # how alike upstream's change (base -> target) is to the patch's (base -> ours)
         base_e, ours_e, theirs_e = (flat(n) for n in (ch.before, ch.after, t[1]))
         p_h = threeway.hunks(base_e, ours_e)
         u_h = threeway.hunks(base_e, theirs_e)
@@ -200,17 +264,7 @@ def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSour
         if score > best[0]:
             where = ", ".join(f"{t[0]}:{theirs_e[u.j1].line}" for u in near if u.j2 > u.j1)[:120]
             best = (score, meaning.canonical_text(mine), meaning.canonical_text(theirs), where)
-    if hits and len(hits) == len(changes):
-        return "upstreamed", (f"by meaning (similarity 1.00): every edit's change (as made on verified vllm "
-                              f"{ref_version}) is in vllm {source.version}: {'; '.join(hits)}"
-                              + (f"; {'; '.join(evidence)}" if evidence else ""))
-    if best[0] >= meaning.POSSIBLE:
-        return "possibly-upstreamed", (
-            f"possibly upstreamed in vllm {source.version}: upstream's change at {best[3]} is alike "
-            f"{patch.id}'s (as made on verified vllm {ref_version}; similarity {best[0]:.2f}): upstream "
-            f"`{_flat(best[2])}` vs the patch's `{_flat(best[1])}`; review it (patchq review {patch.id} "
-            f"--vllm {source.version})")
-    return None
+    return hits, best
 
 
 def _flat(text: str, limit: int = 160) -> str:

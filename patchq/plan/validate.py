@@ -54,21 +54,25 @@ def check_result(patch_id: str, anchor: str, qualname: str, old: cst.CSTNode, ne
         raise AnchorError(f"result check: patch {patch_id}, anchor {anchor}: the transform removes {qualname}; "
                           f"declare removes=['{anchor}'] in patch(...) if that is intended",
                           kind="invalid", anchor=anchor)
-    kind = type(old).__name__
     if isinstance(old, cst.Module):  # a module-level anchor gives back the module
         if isinstance(new, cst.Module):
             return
         raise AnchorError(f"result check: patch {patch_id}, anchor {anchor}: the transform of a module-level anchor "
                           f"returned {'None' if new is None else 'a ' + type(new).__name__}, not the libcst Module",
                           kind="invalid", anchor=anchor)
+    _check_definition(patch_id, anchor, qualname, old, new)
+
+
+def _check_definition(patch_id: str, anchor: str, qualname: str, old: cst.CSTNode, new: object) -> None:
+    """A definition's transform returned one definition of its kind and name (alone, or
+    in a FlattenSentinel beside other statements). Raises AnchorError (``invalid``)."""
+    kind = type(old).__name__
     name = getattr(getattr(old, "name", None), "value", None)
     if isinstance(new, (cst.FunctionDef, cst.ClassDef)):
         defs = [new]
     elif isinstance(new, cst.FlattenSentinel):
         defs = [n for n in new.nodes if isinstance(n, (cst.FunctionDef, cst.ClassDef))]
     else:
-        defs = None
-    if defs is None:
         what = "None" if new is None else f"a {type(new).__name__}"
         raise AnchorError(f"result check: patch {patch_id}, anchor {anchor}: the transform returned {what}, not a "
                           f"definition of {qualname} (a transform returns the edited libcst {kind})",
