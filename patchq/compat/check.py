@@ -258,10 +258,11 @@ def renamed_candidates(spec: AnchorSpec, source: CodeSource) -> list[tuple[str, 
         return all(name in text for name, _ in spelled) and all(r.search(text) for _, r in spelled)
 
     out = []
-    for rel in index.declaring(last):
+    # every count in a file that does not spell the pattern would be 0, which the anchor does not accept
+    files = [rel for rel in index.declaring(last) if spells(source.read_text(rel) or "")]
+    index.prefetch(files)  # the cold ones parsed together
+    for rel in files:
         text = source.read_text(rel) or ""
-        if not spells(text):
-            continue  # every count here would be 0, which the anchor does not accept
         per_qual: dict[str, list] = {}
         for qual, entries in (index.file(rel) or {}).items():
             if qual != spec.qualname and qual.rsplit(".", 1)[-1] == last:
@@ -628,7 +629,12 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     if cached is not None:
         return cached
     planned, tried = effective_patches(patches, source.version)
+    if source.kind != "installed":  # the modules the anchors name, indexed together (an installed
+        # vLLM is planned from the journal's pristine copies, which the source does not read)
+        definitions.for_source(source).prefetch(rel for p in planned for spec in p.anchors.values()
+                                                for rel in spec.module_paths)
     plan = engine.plan(source, planned, read=pristine_reader(source))
+    _prefetch_bases(plan, planned)
     res = _Resolver(plan)
     rows = [classify(p, r, plan, tried.get(p.id), res) for p, r in zip(patches, plan.results, strict=False)]
     from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
@@ -636,6 +642,28 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     definitions.save_all()  # what drift and the rename search indexed
     verdictcache.store(source, patches, rows, key)
     return rows
+
+
+def _prefetch_bases(plan: engine.Plan, patches: list[Patch]) -> None:
+    """Index together the modules of each patch whose anchored definitions drifted on its
+    three-way base release (:func:`_threeway` plans the patch there), one batch per base."""
+    from patchq.compat.drift import _release_source
+
+    per_base: dict[str, set[str]] = {}
+    for patch, result in zip(patches, plan.results, strict=False):
+        if result.status != engine.OK:
+            continue
+        for a in result.anchors:
+            recorded = recorded_fingerprints(patch, a.qualname)
+            if recorded and a.fingerprint not in recorded.values():
+                base = nearest_verified(recorded, plan.source.version)
+                if base is not None:
+                    per_base.setdefault(base, set()).update(
+                        rel for spec in patch.anchors.values() for rel in spec.module_paths)
+    for base, rels in per_base.items():
+        ref = _release_source(base)
+        if ref is not None:
+            definitions.for_source(ref).prefetch(sorted(rels))
 
 
 def exit_code(rows: Iterable[PatchCheck | dict]) -> int:

@@ -85,9 +85,9 @@ def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:
 
     ref_version = last_verified(patch, source.version)
     ref = cached_release(ref_version) if ref_version else None
-    if ref is None:
+    if ref is None or ref_version is None:
         return None
-    ref_plan = engine.plan(ref, [patch], backward=False)
+    ref_plan = _ref_plan(patch, ref, ref_version)
     result = ref_plan.results[0]
     changes = ref_plan.changes.get(patch.id) or []
     if result.status != engine.OK or not changes:
@@ -113,6 +113,24 @@ def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:
         return by_meaning
     return "not-upstreamed", (f"generic upstream detection cannot prove {patch.id}'s change (as made on verified "
                               f"vllm {ref_version}) present in vllm {source.version}")
+
+
+_REF_PLANS: dict[tuple, object] = {}
+
+
+def _ref_plan(patch: Patch, ref: CodeSource, ref_version: str):
+    """The patch planned alone on its last verified release, kept per process (a matrix
+    asks for the same one on every later release where an anchor no longer resolves)."""
+    from patchq.plan import engine
+
+    key = (patch.id, patch.hash, patch.source_file, ref_version,
+           tuple((str(v.applies), v.kind) for v in patch.variants),
+           tuple(sorted((a, tuple(sorted(s.fingerprints.items()))) for a, s in patch.anchors.items())))
+    if key not in _REF_PLANS:
+        if len(_REF_PLANS) > 1024:
+            _REF_PLANS.clear()
+        _REF_PLANS[key] = engine.plan(ref, [patch], backward=False)
+    return _REF_PLANS[key]
 
 
 def _patched_def(ref_plan, relpath: str, qualname: str) -> ast.stmt | None:

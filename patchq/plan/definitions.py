@@ -7,11 +7,14 @@ this release" (the engine, ``check``, ``rebase``, ``upstream log``, a patch's
 ``upstream_check``) asks this module:
 
 * :class:`Entry` -- one definition as the index stores it: qualname, kind, the line of its
-  keyword, its span (decorators included), indentation and fingerprint. No text, no AST.
+  keyword, its span (decorators included) and indentation. No text, no AST, and no
+  fingerprint: computing every definition's fingerprint doubled the cost of indexing a
+  file, and only anchored definitions need one (:func:`definition_from` computes it from
+  the definition's own lines).
 * :func:`file_entries` / :func:`text_index` -- the entries of one module text, in
   :func:`ast_index`'s walk order, memoized in-process by the text's sha256.
 * :class:`SourceIndex` -- every definition of a :class:`CodeSource`'s package, keyed by
-  the content of each file and persisted in ``<cache>/index/defs-2.sqlite``
+  the content of each file and persisted in ``<cache>/index/defs-3.sqlite``
   (:mod:`patchq.vllmdist.cache`): a file is parsed once, ever, whichever release or
   installed copy holds it (consecutive releases share most files); the cold files a
   package-wide question needs are parsed in parallel processes. Which files declare
@@ -22,9 +25,9 @@ this release" (the engine, ``check``, ``rebase``, ``upstream log``, a patch's
   ``check``'s drift, ``rebase``'s merge, ``upstream log`` and :mod:`patchq.postcheck`
   hand around.
 
-The fingerprint of an entry is :func:`patchq.plan.anchors.fingerprint_ast` of the
-definition (its normalized AST, docstrings left out). Every value here equals what
-parsing the whole file with :mod:`ast` would give; only the cost differs.
+The fingerprint of a definition is :func:`patchq.plan.anchors.fingerprint_ast` of it (its
+normalized AST, docstrings left out). Every value here equals what parsing the whole file
+with :mod:`ast` would give; only the cost differs.
 """
 
 from __future__ import annotations
@@ -46,7 +49,9 @@ from patchq.vllmdist import cache
 
 #: Bump when the entry format or the fingerprint changes (old index files are ignored).
 #: 2: every row carries a checksum (a damaged row is recomputed, never used).
-INDEX_FORMAT = 2
+#: 3: entries are stored without fingerprints (computed when asked, from the definition's
+#: own lines: :func:`definition_from`, :meth:`patchq.plan.engine.Workspace.pristine_fingerprint`).
+INDEX_FORMAT = 3
 
 
 def _check(*parts: str | bytes) -> str:
@@ -69,7 +74,8 @@ class Entry(NamedTuple):
         start, end: 1-based first line (decorators included) and last line.
         col: indentation of the keyword line (``node.col_offset``).
         fingerprint: 16 hex (:func:`patchq.plan.anchors.fingerprint_ast`), or ``""`` when
-            not computed (entries of edited texts in a plan).
+            not computed (the index's entries, entries of edited texts in a plan):
+            :func:`definition_from` computes it.
     """
 
     qualname: str
@@ -175,13 +181,14 @@ def entries_of_tree(tree: ast.Module, prefix: str = "", line_offset: int = 0,
     return out
 
 
-def file_entries(text: str) -> tuple[Entry, ...] | None:
-    """The entries of a module text (walk order), or None when it does not parse."""
+def file_entries(text: str, fingerprints: bool = True) -> tuple[Entry, ...] | None:
+    """The entries of a module text (walk order), or None when it does not parse.
+    ``fingerprints``: compute them (half the cost: the index leaves them out)."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return None
-    return tuple(entries_of_tree(tree))
+    return tuple(entries_of_tree(tree, with_fingerprints=fingerprints))
 
 
 def group(entries: Iterable[Entry]) -> dict[str, list[Entry]]:
@@ -207,7 +214,7 @@ def text_index(text: str, sha: str | None = None) -> dict[str, list[Entry]] | No
     if sha in _GROUPED:
         return _GROUPED[sha]
     if sha not in _MEMO:
-        _MEMO[sha] = file_entries(text)
+        _MEMO[sha] = file_entries(text, fingerprints=False)
     ents = _MEMO[sha]
     out = None if ents is None else group(ents)
     _GROUPED[sha] = out
@@ -378,8 +385,8 @@ def declared_names(text: str) -> frozenset[str]:
 
 
 def _index_files(items: list[tuple[str, str]]) -> list[tuple[str, tuple[Entry, ...] | None]]:
-    """(sha, entries) of (sha, text) pairs (runs in worker processes)."""
-    return [(sha, file_entries(text)) for sha, text in items]
+    """(sha, entries without fingerprints) of (sha, text) pairs (runs in worker processes)."""
+    return [(sha, file_entries(text, fingerprints=False)) for sha, text in items]
 
 
 def _parallel(todo: list[tuple[str, str]], workers: int) -> list[tuple[str, tuple[Entry, ...] | None]]:
@@ -412,7 +419,7 @@ def _workers() -> int:
 
 
 class _Store:
-    """The persisted entries: ``<cache>/index/defs-2.sqlite`` (:func:`patchq.vllmdist.cache.definition_index`).
+    """The persisted entries: ``<cache>/index/defs-3.sqlite`` (:func:`patchq.vllmdist.cache.definition_index`).
 
     Table ``files``: sha256 of a module text -> its entries (content-addressed: releases
     share the entries of their unchanged files, and an installed copy those of its
@@ -613,7 +620,7 @@ class SourceIndex:
             if sha in stored:
                 got = stored[sha]
             else:
-                got = file_entries(text)
+                got = file_entries(text, fingerprints=False)
                 _STORE.put(sha, got)
             _MEMO[sha] = got
         return got  # type: ignore[return-value]
@@ -646,6 +653,29 @@ class SourceIndex:
         _MEMO.update(stored)
         todo = [(sha, self.source.read_text(rel) or "") for sha, rel in shas.items() if sha not in stored]
         for sha, ents in _parallel(todo, _workers()):
+            _MEMO[sha] = ents
+            _STORE.put(sha, ents)
+
+    def prefetch(self, rels: Iterable[str]) -> None:
+        """Index the files ``rels`` (as ``source.read_text`` gives them) now: those the
+        store does not know are parsed together, in parallel processes when there are
+        many (a check indexes the modules its anchors name at once, not one by one).
+        Missing or unreadable files are left to the caller."""
+        todo: dict[str, str] = {}
+        for rel in dict.fromkeys(rels):
+            try:
+                text = self.source.read_text(rel)
+            except (UnicodeDecodeError, SourceError):
+                continue
+            if text is not None:
+                sha = text_sha(text)
+                if sha not in _MEMO:
+                    todo[sha] = text
+        if not todo:
+            return
+        stored = _STORE.get(list(todo))
+        _MEMO.update(stored)
+        for sha, ents in _parallel([(sha, text) for sha, text in todo.items() if sha not in stored], _workers()):
             _MEMO[sha] = ents
             _STORE.put(sha, ents)
 

@@ -51,6 +51,7 @@ from patchq.plan.anchors import (
     ast_index,
     cut_segment,
     fingerprint,
+    fingerprint_ast,
     locate_definition,
     match_anchor,
     module_fingerprint,
@@ -266,7 +267,12 @@ class Workspace:
         if qualname == MODULE_QUALNAME:
             return module_fingerprint(self.pristine_text[relpath]) if self.current(relpath) is not None else None
         found = (self.pristine_index(relpath) or {}).get(qualname)
-        return found[0].fingerprint if found and len(found) == 1 else None
+        if not found or len(found) != 1:
+            return None
+        if found[0].fingerprint:
+            return found[0].fingerprint
+        node = self.pristine_node(relpath, qualname)  # the index leaves fingerprints out: from its own lines
+        return fingerprint_ast(node) if node is not None else None
 
     def changed(self) -> list[str]:
         """Relpaths whose text differs from the pristine one, sorted."""

@@ -10,7 +10,7 @@ Layout under the root (who writes each entry)::
     wheels/                 release wheels, one file each        (dist/releases.py)
     releases/<version>/     extracted vllm/**/*.py + dist-info   (dist/releases.py)
     index/<package>.json    the release list from PyPI           (dist/releases.py)
-    index/defs-2.sqlite     definition index, by file content    (plan/definitions.py)
+    index/defs-3.sqlite     definition index, by file content    (plan/definitions.py)
     plans/                  planned texts, content-addressed     (plan/plancache.py)
     upstream/vllm.git       the releases history                 (authoring/upstream.py)
     procs/                  <pid>.json of running `patchq run`   (env/hookdir.py)
@@ -74,8 +74,8 @@ def index() -> Path:
 
 
 def definition_index() -> Path:
-    """``<root>/index/defs-2.sqlite``: the persisted definition index (:mod:`patchq.plan.definitions`)."""
-    return index() / "defs-2.sqlite"  # format 2 (checksummed rows); an older patchq keeps defs.sqlite
+    """``<root>/index/defs-3.sqlite``: the persisted definition index (:mod:`patchq.plan.definitions`)."""
+    return index() / "defs-3.sqlite"  # format 3 (no fingerprints in rows); an older patchq keeps defs-2.sqlite
 
 
 def plans() -> Path:
