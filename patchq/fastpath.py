@@ -202,11 +202,51 @@ def _emit_noop(doc: dict, as_json: bool) -> int:
 
 def _list(opts: dict) -> int:
     from patchq import report
+
+    doc = _listed(opts.get("series"))
+    report.emit_json(doc) if opts["json"] else report.emit_text(report.list_text(doc))
+    return EXIT_OK
+
+
+def _listed(series_dir: str | None) -> dict:
+    """The ``patchq.list/1`` document (:func:`patchq.commands.list_.run`), from a stat stamp
+    (:mod:`patchq.env.stamp`) while every file of the series and anchors directories stats
+    as when it was last listed; a listing that had to import a series module (its
+    declaration is not plain literals, or relations are declared) is never stamped.
+
+    Raises:
+        PatchqError: from :func:`patchq.commands.list_.run`.
+    """
+    import marshal
+    import sys
+
+    from patchq import discovery
+    from patchq.env import stamp
+
+    loc = discovery.find(series_dir)
+    key = {"command": "list", "series": loc.series_str, "anchors": loc.anchors_str, "patchq": _version(),
+           "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}  # marshal's format is per Python
+    hit = stamp.load(key)
+    if hit is not None:
+        try:
+            doc = marshal.loads(bytes.fromhex(hit))  # the stamp's CRC-32 was checked
+        except (ValueError, EOFError, TypeError):
+            doc = None
+        if isinstance(doc, dict) and doc.get("schema") == "patchq.list/1":
+            doc["series"] = loc.as_json()
+            return doc
     from patchq.commands import list_
 
-    doc, code = list_.run(opts.get("series"))
-    report.emit_json(doc) if opts["json"] else report.emit_text(report.list_text(doc))
-    return code
+    taken = stamp.now()
+    loaded = {m for m in sys.modules if m.startswith("patchq_series_")}
+    doc, _code = list_.run(series_dir)
+    if {m for m in sys.modules if m.startswith("patchq_series_")} == loaded:  # no series code ran
+        files = [os.path.join(d, n) for d, suffixes in ((loc.series_str, (".py", ".toml")),
+                                                         (loc.anchors_str, (".toml",)))
+                 if os.path.isdir(d) for n in sorted(os.listdir(d)) if n.endswith(suffixes)]
+        stamp.save(key, files, [(loc.series_str, (".py", ".toml")), (loc.anchors_str, (".toml",))],
+                   marshal.dumps(dict(doc)).hex(), taken)
+    return doc
 
 
 def _apply(opts: dict, series_root: str) -> int:

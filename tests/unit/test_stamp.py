@@ -168,3 +168,25 @@ def test_status_is_stamped_and_sees_a_change(applied: dict, cache: Path) -> None
     after = st.collect(applied["site"], applied["series"], applied["anchors"])
     assert [f["state"] for f in after["files"]] == ["modified"]
     assert st.exit_code(after) != 0
+
+
+def test_list_is_stamped_and_sees_a_change(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_series.write_series(tmp_path / "repo")
+    monkeypatch.setattr(stamp, "now", _later)
+    series = str(tmp_path / "repo" / "series")
+    from patchq.commands import list_
+
+    fresh, _ = list_.run(series)
+    first = fastpath._listed(series)
+    assert first == fresh and list(first) == list(fresh) and len(_stamps(cache)) == 1
+    monkeypatch.setattr(list_, "run", lambda *a: pytest.fail("listed again although stamped"))
+    assert fastpath._listed(series) == fresh
+    monkeypatch.undo()
+    monkeypatch.setenv("PATCHQ_CACHE_DIR", str(cache))
+    monkeypatch.setattr(stamp, "now", _later)
+    py = tmp_path / "repo" / "series" / "bump_default.py"
+    old = os.stat(py)
+    py.write_text(py.read_text().replace("GB10 gets", "GB11 gets"))
+    os.utime(py, ns=(old.st_atime_ns, old.st_mtime_ns))
+    changed = fastpath._listed(series)
+    assert changed["patches"][0]["hash"] != fresh["patches"][0]["hash"]
