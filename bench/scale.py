@@ -41,6 +41,9 @@ Cases, for each N (default 5, 50, 100, 200, 400):
   the untimed warm-up round);
 * ``matrix 17 warm``: the 17 releases 0.20.2-0.33.0, profile ``all`` (``--workers`` as the
   command defaults);
+* this checkout only: ``check 0.33.0 index-warm`` and ``matrix 17 index-warm``, the same with
+  ``PATCHQ_VERDICT_CACHE=0`` (the definition index warm, no verdict cached: what a changed
+  series, a new patchq or a CI run without the verdict cache pays);
 * ``cold apply`` (plans deleted first), ``no-op apply``, ``status`` on a hard-linked pristine
   copy of vLLM 0.23.0; ``list`` and ``--help``.
 
@@ -109,8 +112,10 @@ class Impl:
         self.cwd = work
         self.cmd = [python, "-m", "patchq"]
 
-    def run(self, *args: str, cache: Path | None = None) -> tuple[float, float, int]:
-        env = self.env if cache is None else dict(self.env, PATCHQ_CACHE_DIR=str(cache))
+    def run(self, *args: str, cache: Path | None = None, **extra: str) -> tuple[float, float, int]:
+        env = dict(self.env, **extra)
+        if cache is not None:
+            env["PATCHQ_CACHE_DIR"] = str(cache)
         return timed([*self.cmd, *args], env, self.cwd)
 
 
@@ -260,10 +265,16 @@ def real_round(impl: Impl, series: Path, n: int, site: Path, work: Path, samples
     for v in REAL_CHECK:
         add(f"check warm {v}", impl.run("check", "--series", s, "--profile", "all", "--vllm", v, "--json",
                                         cache=warm))
+    matrix = ("matrix", "--series", s, "--profiles", "all", "--releases", ",".join(REAL_17),
+              "--out", str(work / f"m-{impl.name}-{n}"), "--json")
     if "matrix 17 warm" in cases:
-        add("matrix 17 warm", impl.run("matrix", "--series", s, "--profiles", "all", "--releases",
-                                       ",".join(REAL_17), "--out", str(work / f"m-{impl.name}-{n}"), "--json",
-                                       cache=warm))
+        add("matrix 17 warm", impl.run(*matrix, cache=warm))
+    if impl.name == "patchq":  # the index warm, no verdict cached (what a changed series or patchq pays)
+        if "check 0.33.0 index-warm" in cases:
+            add("check 0.33.0 index-warm", impl.run("check", "--series", s, "--profile", "all", "--vllm", "0.33.0",
+                                                    "--json", cache=warm, PATCHQ_VERDICT_CACHE="0"))
+        if "matrix 17 index-warm" in cases:
+            add("matrix 17 index-warm", impl.run(*matrix, cache=warm, PATCHQ_VERDICT_CACHE="0"))
     copy = link_copy(site, work / f"site-{impl.name}-{n}")
     shutil.rmtree(warm / "plans", ignore_errors=True)  # a cold plan
     add("cold apply", impl.run("apply", "--series", s, "--profile", "all", "--site-packages", str(copy),
@@ -276,8 +287,8 @@ def real_round(impl: Impl, series: Path, n: int, site: Path, work: Path, samples
     add("--help", impl.run("--help", cache=warm))
 
 
-REAL_CASES = ["check cold 0.33.0", *(f"check warm {v}" for v in REAL_CHECK), "matrix 17 warm", "cold apply",
-              "no-op apply", "status", "list", "--help"]
+REAL_CASES = ["check cold 0.33.0", *(f"check warm {v}" for v in REAL_CHECK), "check 0.33.0 index-warm",
+              "matrix 17 warm", "matrix 17 index-warm", "cold apply", "no-op apply", "status", "list", "--help"]
 
 
 def growth(rows: list[dict]) -> list[dict]:
@@ -324,7 +335,9 @@ def main_realistic(args: argparse.Namespace) -> int:
                     pys.append(timed([py, "-c", "pass"], os.environ.copy(), work)[0])
                 if n in ns and rnd <= args.repeat:
                     real_round(impls[0], series[n], n, site, work, keep, cases)
-                if args.baseline and n in base_ns and rnd <= args.baseline_repeat:
+                # the baseline keeps nothing per series: one warm-up at the largest N (the series
+                # are nested) builds the definition index every later round reads
+                if args.baseline and n in base_ns and rnd <= args.baseline_repeat and (rnd or n == max(base_ns)):
                     real_round(impls[1], series[n], n, site, work, keep, cases)
                 print(f"round {rnd} N={n} done, load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
         base = statistics.median(pys)
