@@ -62,6 +62,7 @@ def merge(docs: list[dict]) -> dict:
     versions = sorted({v for d in docs for v in d["releases"]}, key=Version)
     cells: dict = {name: {pid: {} for pid in meta["patches"]} for name, meta in first["profiles"].items()}
     boot: dict = {name: {} for name in first["profiles"]}
+    cpu_boot: dict = {name: {} for name in first["profiles"]}
     errors, per_release, wall = {}, {}, 0.0
     for d in docs:
         for name, per in d["cells"].items():
@@ -69,6 +70,8 @@ def merge(docs: list[dict]) -> dict:
                 cells[name].setdefault(pid, {}).update(row)
         for name, rows in d.get("boot", {}).items():
             boot[name].update(rows)
+        for name, rows in d.get("cpu_boot", {}).items():  # the cpu-boot level's rows (issue 29), as boot's
+            cpu_boot[name].update(rows)
         errors.update(d.get("errors", {}))
         per_release.update(d.get("timing", {}).get("per_release_s", {}))
         wall = max(wall, d.get("timing", {}).get("wall_s", 0.0))
@@ -82,6 +85,8 @@ def merge(docs: list[dict]) -> dict:
         "releases": versions,
         "cells": cells,
         "boot": {name: dict(sorted(rows.items(), key=lambda kv: Version(kv[0]))) for name, rows in boot.items()},
+        **({"cpu_boot": {name: dict(sorted(rows.items(), key=lambda kv: Version(kv[0])))
+                         for name, rows in cpu_boot.items()}} if "cpu_boot" in first else {}),
         "changes": changes,
         "first_change": {name: {pid: (ch[0]["release"] if ch else None) for pid, ch in per.items()}
                          for name, per in changes.items()},

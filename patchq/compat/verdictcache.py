@@ -34,7 +34,9 @@ not be read for another reason than its absence from the cache (offline, a damag
 entry that could not be fetched again: :func:`note_unreadable`), since that answer may
 change without any input changing. Installed vLLMs and source trees are never cached
 (their files change in place). ``PATCHQ_VERDICT_CACHE=0`` turns the cache off. Any error
-of the cache itself falls back to checking: the cache is only a speed-up.
+of the cache itself falls back to checking: the cache is only a speed-up. An entry unused
+for 30 days is removed when another is stored beside it (``patchq cache clean`` removes
+them all).
 """
 
 from __future__ import annotations
@@ -194,6 +196,10 @@ def load(source: CodeSource, patches: Sequence[Patch]) -> tuple[list[Any] | None
             return None, k
     except Exception:  # noqa: BLE001 - any damaged or missing entry is only a miss
         return None, k
+    try:
+        os.utime(_path(k))  # in use: kept by the pruning in store()
+    except OSError:
+        pass
     return rows, k
 
 
@@ -213,8 +219,27 @@ def store(source: CodeSource, patches: Sequence[Patch], rows: list[Any], k: str 
         payload = pickle.dumps({"format": FORMAT, "key": k, "reads": reads, "rows": rows},
                                protocol=pickle.HIGHEST_PROTOCOL)
         _write(_path(k), hashlib.sha256(payload).digest() + payload)
+        _prune(_path(k).parent)
     except Exception:  # noqa: BLE001 - the cache is only a speed-up
         return
+
+
+#: An entry neither stored nor used for this long is removed (by the next store in its shard).
+MAX_AGE_S = 30 * 86400
+
+
+def _prune(shard: Path) -> None:
+    """Remove the entries of one shard (1/256 of the cache) unused for :data:`MAX_AGE_S`:
+    a series edited or a patchq upgraded leaves entries no key names any more."""
+    import time
+
+    limit = time.time() - MAX_AGE_S
+    for path in shard.glob("*.pickle"):
+        try:
+            if path.stat().st_mtime < limit:
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _write(path: Path, data: bytes) -> None:
