@@ -387,51 +387,62 @@ def rebase_text(doc: dict) -> str:
     """The human report: per patch its status, units, range-diff and next steps."""
     out = [f"rebase to vllm {doc['to']}" + (f" from {doc['from']}" if doc["from"] else "") + ":"]
     for p in doc["patches"]:
-        head = f"{p['id']}: {p['status'].upper()}"
-        if p["from"]:
-            head += (f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; "
-                     f"series at {p['to']}: {p['target_variant']})")
-        out.append(ranges_lower_first(head))
-        if p["status"] in ("skipped", "failed-at-base", "unsupported"):
-            out.append(ranges_lower_first(f"  {p['reason']}"))
-            continue
-        for u in p["units"]:
-            where = u["base_path"]
-            if u["target_path"] and u["target_path"] != u["base_path"]:
-                where += f" -> {u['target_path']}"
-            up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
-            merged = "resolved by hand" if u["resolution"] == "resolved" else u["merge"]
-            line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {merged}"
-            if u["conflicts"]:
-                line += f" ({u['conflicts']} conflict block(s))"
-            if u["transform"]:
-                line += f"; transform {u['transform'].replace('-', ' ')}"
-            out.append(line)
-            for c in u["candidates"]:
-                out.append(f"      similar: {c['qualname']} in {c['relpath']} (score {c['score']:g})")
-            if u["transform"] == "fails" and u["transform_reason"]:
-                out.append(f"      transform: {u['transform_reason']}")
-            if u["merge"] == "gone":
-                out.append(f"      {u['reason']}")
-            for f in u["files"]:
-                out.append(f"      wrote {f}")
-        if p["status"] in ("upstreamed", "absent"):
-            out.append(f"  {p['reason']}")
-        rd = p["range_diff"]
-        if rd["rows"]:
-            c = rd["counts"]
-            src = f" (new rendering from the {p['new_diff_source']})" if p["new_diff_source"] else " (no new rendering)"
-            out.append(f"  range-diff {p['from']} -> {p['to']}: {c['same']} same, {c['changed']} changed, "
-                       f"{c['removed']} removed, {c['added']} added{src}")
-            out += [f"    {row}" for row in rd["rows"]]
-        for w in p["written"]:
-            if not any(w in u["files"] for u in p["units"]):
-                out.append(f"  wrote {w}")
-        for s in p["next_steps"]:
-            out.append("  " + next_line(ranges_lower_first(s)))
+        out += _rebase_patch_lines(p)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(doc["counts"].items()))
     out.append(f"summary: {counts}" + ("" if doc["ok"] else " (exit 1: conflicts or new variants to resolve)"))
     return "\n".join(out) + "\n"
+
+
+def _rebase_patch_lines(p: dict) -> list[str]:
+    """One patch of ``patchq.rebase/1``: its head line, units, range-diff, writes and next steps."""
+    head = f"{p['id']}: {p['status'].upper()}"
+    if p["from"]:
+        head += (f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; "
+                 f"series at {p['to']}: {p['target_variant']})")
+    out = [ranges_lower_first(head)]
+    if p["status"] in ("skipped", "failed-at-base", "unsupported"):
+        return out + [ranges_lower_first(f"  {p['reason']}")]
+    for u in p["units"]:
+        out += _rebase_unit_lines(u)
+    if p["status"] in ("upstreamed", "absent"):
+        out.append(f"  {p['reason']}")
+    rd = p["range_diff"]
+    if rd["rows"]:
+        c = rd["counts"]
+        src = f" (new rendering from the {p['new_diff_source']})" if p["new_diff_source"] else " (no new rendering)"
+        out.append(f"  range-diff {p['from']} -> {p['to']}: {c['same']} same, {c['changed']} changed, "
+                   f"{c['removed']} removed, {c['added']} added{src}")
+        out += [f"    {row}" for row in rd["rows"]]
+    for w in p["written"]:
+        if not any(w in u["files"] for u in p["units"]):
+            out.append(f"  wrote {w}")
+    for s in p["next_steps"]:
+        out.append("  " + next_line(ranges_lower_first(s)))
+    return out
+
+
+def _rebase_unit_lines(u: dict) -> list[str]:
+    """One unit (definition) of a rebased patch: where, how it merged, the transform."""
+    where = u["base_path"]
+    if u["target_path"] and u["target_path"] != u["base_path"]:
+        where += f" -> {u['target_path']}"
+    up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
+    merged = "resolved by hand" if u["resolution"] == "resolved" else u["merge"]
+    line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {merged}"
+    if u["conflicts"]:
+        line += f" ({u['conflicts']} conflict block(s))"
+    if u["transform"]:
+        line += f"; transform {u['transform'].replace('-', ' ')}"
+    out = [line]
+    for c in u["candidates"]:
+        out.append(f"      similar: {c['qualname']} in {c['relpath']} (score {c['score']:g})")
+    if u["transform"] == "fails" and u["transform_reason"]:
+        out.append(f"      transform: {u['transform_reason']}")
+    if u["merge"] == "gone":
+        out.append(f"      {u['reason']}")
+    for f in u["files"]:
+        out.append(f"      wrote {f}")
+    return out
 
 
 def import_text(doc: dict) -> str:

@@ -96,12 +96,8 @@ def _declared(path: Path, pid: str) -> dict | None:
         raise SeriesError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except SyntaxError as exc:
         raise SeriesError(f"{path}:{exc.lineno}: SyntaxError: {exc.msg}") from None
-    calls = [n.value for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
-             and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "PATCH"]
-    if len(calls) != 1 or not _is_call(calls[0], "patch") or calls[0].args:
-        return None
-    kw = {k.arg: k.value for k in calls[0].keywords}
-    if None in kw or not set(kw) <= _PATCH_KEYS or not {"id", "summary", "applies", "variants"} <= set(kw):
+    kw = _patch_keywords(tree)
+    if kw is None:
         return None
     try:
         if _literal(kw["id"], str) != pid or not isinstance(kw["variants"], (ast.List, ast.Tuple)):
@@ -116,6 +112,19 @@ def _declared(path: Path, pid: str) -> dict | None:
                 "variants": variants}
     except (ValueError, TypeError, SyntaxError):
         return None
+
+
+def _patch_keywords(tree: ast.Module) -> dict[str, ast.expr] | None:
+    """The keyword arguments of the module's one ``PATCH = patch(...)`` when it has only
+    keywords, known ones, and the required ones; else None."""
+    calls = [n.value for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "PATCH"]
+    if len(calls) != 1 or not _is_call(calls[0], "patch") or calls[0].args:
+        return None
+    kw = {k.arg: k.value for k in calls[0].keywords}
+    if None in kw or not set(kw) <= _PATCH_KEYS or not {"id", "summary", "applies", "variants"} <= set(kw):
+        return None
+    return {k: v for k, v in kw.items() if k is not None}
 
 
 def _is_call(node: ast.AST, name: str) -> TypeGuard[ast.Call]:

@@ -58,17 +58,7 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
     from patchq.vllmdist.sources import release_source
 
     journal = StateDir(target.root).read()
-    from_journal = profile is None
-    profile = profile or journal.profile
-    if not profile:
-        raise UsageError(f"no profile is applied in {target.root}: give --profile NAME "
-                         f"(known: {', '.join(series.profiles)})")
-    if from_journal and profile not in series.profiles:
-        where = series.location.describe() if series.location else str(series.root)
-        raise UsageError(f"the applied profile {profile!r} is not a profile of {where} (known: "
-                         f"{', '.join(series.profiles)}): another series applied it; run patchq upgrade in that "
-                         f"series repo or give its --series DIR")
-    series.profile(profile)  # an unknown profile: UsageError naming the known ones
+    profile = _profile(series, target, profile, journal.profile)
     if write:  # refused before any check runs, by the rule every series write follows
         from patchq.authoring.repowrite import refuse_bundled
 
@@ -100,6 +90,27 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
     return doc, code
 
 
+def _profile(series: Series, target: CodeSource, profile: str | None, applied: str | None) -> str:
+    """The profile to carry: ``profile``, else the ``applied`` one (the journal's).
+
+    Raises:
+        UsageError: none given or applied; the applied one is not of this series; an
+            unknown profile.
+    """
+    if not profile:
+        if not applied:
+            raise UsageError(f"no profile is applied in {target.root}: give --profile NAME "
+                             f"(known: {', '.join(series.profiles)})")
+        if profile is None and applied not in series.profiles:
+            where = series.location.describe() if series.location else str(series.root)
+            raise UsageError(f"the applied profile {applied!r} is not a profile of {where} (known: "
+                             f"{', '.join(series.profiles)}): another series applied it; run patchq upgrade in "
+                             f"that series repo or give its --series DIR")
+        profile = applied
+    series.profile(profile)  # an unknown profile: UsageError naming the known ones
+    return profile
+
+
 def _row(check: object, rebased: dict | None, apply_doc: dict | None) -> dict:
     """One ``patches`` row: the check after the upgrade, the rebase, whether it is applied."""
     row = check.to_dict()  # type: ignore[attr-defined]
@@ -114,9 +125,28 @@ def _row(check: object, rebased: dict | None, apply_doc: dict | None) -> dict:
 
 def _next_steps(doc: dict, work: Path) -> list[str]:
     """What the user does next, most urgent first."""
+    out = _blocked_steps(doc, work)
+    if any(p["written"] for p in doc["patches"]) and doc["write"]:
+        out.append("review and commit the series changes (`git diff`), and `patchq test --regen` for their goldens")
+    if out:
+        return out
+    to = doc["to"]
+    if doc["installed"] != to:
+        return [f"install it (`pip install vllm=={to}`), then `patchq upgrade`"]
+    if doc["apply"] is not None and doc["apply"]["ok"]:
+        drifted = [p["id"] for p in doc["patches"] if p["check"] == "applies-drifted"]
+        if drifted:
+            out.append(f"`patchq upgrade --write` records fingerprints for {', '.join(drifted)} on vllm {to}")
+        if not doc["apply"]["noop"]:
+            out.append(f"restart the server on the patched files: `patchq serve --profile {doc['profile']}`")
+    return out
+
+
+def _blocked_steps(doc: dict, work: Path) -> list[str]:
+    """The steps for what blocks: conflicts to resolve, a rebase to write, patches to
+    change by hand, apply's refusal."""
     out: list[str] = []
-    to, profile = doc["to"], doc["profile"]
-    rows = doc["patches"]
+    to, rows = doc["to"], doc["patches"]
     conflicts = [p["id"] for p in rows if p["rebase"] in ("conflict", "gone", "needs-variant", "failed-at-base")]
     unwritten = [p["id"] for p in rows if p["rebase"] == "clean" and not doc["write"]]
     by_hand = [p["id"] for p in rows if p["blocking"] and p["id"] not in conflicts + unwritten]
@@ -131,16 +161,6 @@ def _next_steps(doc: dict, work: Path) -> list[str]:
                    f"then `patchq upgrade` again")
     if doc["apply"] is not None and not doc["apply"]["ok"]:
         out.append(f"apply refused: {doc['apply']['error']}")
-    if any(p["written"] for p in rows) and doc["write"]:
-        out.append("review and commit the series changes (`git diff`), and `patchq test --regen` for their goldens")
-    if not out and doc["installed"] != to:
-        out.append(f"install it (`pip install vllm=={to}`), then `patchq upgrade`")
-    if not out and doc["apply"] is not None and doc["apply"]["ok"]:
-        drifted = [p["id"] for p in rows if p["check"] == "applies-drifted"]
-        if drifted:
-            out.append(f"`patchq upgrade --write` records fingerprints for {', '.join(drifted)} on vllm {to}")
-        if not doc["apply"]["noop"]:
-            out.append(f"restart the server on the patched files: `patchq serve --profile {profile}`")
     return out
 
 
