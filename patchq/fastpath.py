@@ -18,30 +18,20 @@ import sys
 
 from patchq.errors import EXIT_OK
 
-_VALUE_OPTS = {"--profile": "profile", "-p": "profile", "--site-packages": "site_packages", "--series": "series"}
-_FLAG_OPTS = {"--json": "json"}
+#: The options the fast path answers (their names come from :data:`patchq.options.COMMANDS`);
+#: any other option defers to the full CLI.
+_FAST = ("profile", "site_packages", "series", "json")
 
 
-def _parse(argv: list[str]) -> dict | None:
-    """The options of ``argv``, or None for anything unrecognised or an empty value."""
-    opts: dict = {"json": False}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        key, eq, value = arg.partition("=")
-        if key in _VALUE_OPTS and (eq or i + 1 < len(argv)):
-            if not eq:
-                i += 1
-                value = argv[i]
-            if not value.strip():
-                return None  # the full CLI reports the empty value (exit 2)
-            opts[_VALUE_OPTS[key]] = value
-        elif arg in _FLAG_OPTS:
-            opts[_FLAG_OPTS[arg]] = True
-        else:
-            return None
-        i += 1
-    return opts
+def _parse(argv: list[str], command: str) -> dict | None:
+    """The options of ``command``'s ``argv``, or None for anything unrecognised or an empty value."""
+    from patchq import options
+
+    declared = [o for o in options.COMMANDS[command] if o.dest in _FAST]
+    try:
+        return options.parse(argv, declared)[0]
+    except options.Unparsed:
+        return None  # the full CLI reports it (an empty value: exit 2)
 
 
 def _roots(opts: dict) -> tuple[str, str, str] | None:
@@ -67,12 +57,10 @@ def try_fast(argv: list[str]) -> int | None:
     """
     if not argv or argv[0] not in ("apply", "status", "list"):
         return None
-    opts = _parse(argv[1:])
+    opts = _parse(argv[1:], argv[0])
     if opts is None:
         return None
     if argv[0] == "list":  # typer alone costs more than the listing
-        if set(opts) - {"json", "series"}:
-            return None
         return _list(opts)
     roots = _roots(opts)
     if roots is None:
