@@ -13,8 +13,8 @@ Help is plain click text (no rich): ``patchq --help`` costs an interpreter start
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
@@ -121,10 +121,13 @@ Json = declared(options.JSON, False)
 
 #: The output of the command that ran: printed by :func:`main` once click has returned,
 #: so that a closed stdout reaches the error edge (click would turn it into exit 1).
-_output: list[tuple[dict, bool, Callable[[dict], str], bool]] = []
+_output: list[tuple[Mapping[str, Any], bool, Callable[[Any], str], bool]] = []
+
+#: A command's document (one of :mod:`patchq.documents`).
+Doc = TypeVar("Doc", bound=Mapping[str, Any])
 
 
-def _finish(doc: dict, code: int, as_json: bool, render: Callable[[dict], str], err: bool = False):
+def _finish(doc: Doc, code: int, as_json: bool, render: Callable[[Doc], str], err: bool = False) -> NoReturn:
     """End a verb: ``doc`` is printed as JSON, or ``render(doc)`` (on stderr with ``err``),
     by :func:`main`; exit with ``code``."""
     _output.append((doc, as_json, render, err))

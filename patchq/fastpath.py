@@ -18,6 +18,10 @@ import sys
 
 from patchq.errors import EXIT_OK
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
+if TYPE_CHECKING:
+    from patchq.documents import ApplyDoc
+
 #: The options the fast path answers (their names come from :data:`patchq.options.COMMANDS`);
 #: any other option defers to the full CLI.
 _FAST = ("profile", "site_packages", "series", "json")
@@ -89,7 +93,7 @@ def try_fast(argv: list[str]) -> int | None:
     return _emit_noop(noop, opts["json"])
 
 
-def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | None:
+def _noop_apply(site: str, series: str, anchors: str, profile: str) -> ApplyDoc | None:
     """The ``patchq.apply/1`` document of a no-op apply of ``profile``, or None when
     apply may have something to do (parses nothing)."""
     from patchq.env import layout
@@ -121,15 +125,13 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | No
     for relpath, entry in journal.get("files", {}).items():
         if sha256_file(os.path.join(site, relpath)) != entry["patched_sha256"]:
             return None
-    return {
-        "schema": "patchq.apply/1", "command": "apply", "ok": True, "error": None, "noop": True,
-        "profile": profile, "vllm": {"version": version, "site_packages": site, "dist": project_of(di)},
-        "patches": journal.get("results", []), "written": [], "restored": [], "added": [], "removed": [],
-        "foreign_kept": {}, "recovered": [],
-    }
+    from patchq.documents import apply_document
+
+    return apply_document("apply", profile, {"version": version, "site_packages": site, "dist": project_of(di)},
+                          noop=True, patches=journal.get("results", []))
 
 
-def _emit_noop(doc: dict, as_json: bool) -> int:
+def _emit_noop(doc: ApplyDoc, as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:

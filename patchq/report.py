@@ -14,6 +14,21 @@ import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the planner imports libcst; rendering must not
+    from collections.abc import Mapping
+    from typing import Any
+
+    from patchq.documents import (
+        ApplyDoc,
+        CheckDoc,
+        DiffDoc,
+        ImportDoc,
+        ListDoc,
+        RebaseDoc,
+        RunEnvDoc,
+        RuntimeStatusDoc,
+        UpstreamLogDoc,
+        UpstreamSyncDoc,
+    )
     from patchq.plan.engine import Plan
 
 
@@ -88,7 +103,7 @@ def patch_rows(plan: Plan) -> list[dict]:
     return rows
 
 
-def emit_json(doc: dict) -> None:
+def emit_json(doc: Mapping[str, Any]) -> None:
     """Print a JSON document to stdout."""
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
@@ -145,7 +160,7 @@ def range_text(spec: str) -> str:
     return ",".join(sorted(parts, key=key))
 
 
-def selection(doc: dict) -> str:
+def selection(doc: Mapping[str, Any]) -> str:
     """What a command ran on, for its header: the profile, ``--patch X,Y``, or ``--all``."""
     if doc.get("profile"):
         return str(doc["profile"])
@@ -172,7 +187,7 @@ def ranges_lower_first(text: str) -> str:
 # -- list --------------------------------------------------------------------------
 
 
-def series_line(doc: dict) -> list[str]:
+def series_line(doc: Mapping[str, Any]) -> list[str]:
     """The line naming the series a command used (its document's ``series`` field, from
     :meth:`patchq.discovery.Location.as_json`), or no line when the field is absent."""
     loc = doc.get("series")
@@ -183,7 +198,7 @@ def series_line(doc: dict) -> list[str]:
     return [f"series {loc['dir']} ({how})"]
 
 
-def list_text(doc: dict) -> str:
+def list_text(doc: ListDoc) -> str:
     """A ``patchq.list/1`` document: the series used, profiles, then patches with their
     variants; each variant as range, kind, then its anchors or its reason."""
     cols = width()
@@ -209,7 +224,7 @@ def list_text(doc: dict) -> str:
 # -- check -------------------------------------------------------------------------
 
 
-def check_text(doc: dict, show_diffs: bool = True) -> str:
+def check_text(doc: CheckDoc, show_diffs: bool = True) -> str:
     """A ``patchq.check/1`` document: per patch its status, then each anchor location
     (``qualname (file:line)``) and the reason on their own lines, then the drift."""
     cols = width()
@@ -234,7 +249,7 @@ def check_text(doc: dict, show_diffs: bool = True) -> str:
         "".join(f"\n{next_line(s)}" for s in check_next(doc))
 
 
-def threeway_text(doc: dict) -> str:
+def threeway_text(doc: CheckDoc) -> str:
     """The three-way views of blocking drift (``review``, ``possibly-upstreamed``): per
     definition its findings (rule, upstream ``path:line``) and the two diffs."""
     parts = []
@@ -255,7 +270,7 @@ def next_line(step: str, err: bool = False) -> str:
     return f"{paint('next:', 'bold', err)} {step}"
 
 
-def check_next(doc: dict) -> list[str]:
+def check_next(doc: CheckDoc) -> list[str]:
     """The obvious next step after a ``patchq.check/1``: rebase what blocks, record what drifted."""
     version = doc["vllm"]["version"]
     review = [p["id"] for p in doc["patches"] if p["status"] in ("review", "possibly-upstreamed")]
@@ -276,7 +291,7 @@ def check_next(doc: dict) -> list[str]:
 # -- apply, revert, run ------------------------------------------------------------
 
 
-def apply_text(doc: dict) -> str:
+def apply_text(doc: ApplyDoc) -> str:
     """Plain-text rendering of a ``patchq.apply/1`` document (no rich: apply runs at
     every server start, and its output is read in logs)."""
     lines = []
@@ -308,12 +323,12 @@ def apply_text(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def noop_apply_text(version: str, profile: str) -> str:
+def noop_apply_text(version: str, profile: str | None) -> str:
     """The fast path's answer to an ``apply`` with nothing to do."""
     return f"apply: nothing to do (vllm {version} already carries profile {profile})"
 
 
-def run_env_text(doc: dict) -> str:
+def run_env_text(doc: RunEnvDoc) -> str:
     """A ``patchq.run-env/1`` document as ``export NAME=value`` lines (shell-quoted)."""
     import shlex
 
@@ -344,7 +359,7 @@ def plain_doc(text: str) -> str:
 # -- status, diff, and the authoring commands -----------------------------------------
 
 
-def sync_text(doc: dict) -> str:
+def sync_text(doc: UpstreamSyncDoc) -> str:
     """Human summary of a sync."""
     lines = [f"upstream ({doc['kind']}) at {doc['path']}: {len(doc['releases'])} release(s) tagged"]
     if doc["added"]:
@@ -357,7 +372,7 @@ def sync_text(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def log_text(doc: dict, show_diff: bool = True) -> str:
+def log_text(doc: UpstreamLogDoc, show_diff: bool = True) -> str:
     """Human rendering of a log: per definition, per change, its diff and commits."""
     lines = [f"{doc['patch']}: {len(doc['definitions'])} anchored definition(s) over "
              f"{len(doc['releases'])} release(s) ({doc['releases'][0]} .. {doc['releases'][-1]}, "
@@ -383,7 +398,7 @@ def log_text(doc: dict, show_diff: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rebase_text(doc: dict) -> str:
+def rebase_text(doc: RebaseDoc) -> str:
     """The human report: per patch its status, units, range-diff and next steps."""
     out = [f"rebase to vllm {doc['to']}" + (f" from {doc['from']}" if doc["from"] else "") + ":"]
     for p in doc["patches"]:
@@ -445,11 +460,11 @@ def _rebase_unit_lines(u: dict) -> list[str]:
     return out
 
 
-def import_text(doc: dict) -> str:
+def import_text(doc: ImportDoc) -> str:
     """Human summary: hunks -> definitions, anchors and their operations, notes."""
     how = {"installed": "the installed vLLM's: the diff applies to it exactly",
            "guessed": "guessed: the newest cached release it applies to exactly (no vLLM installed, or the diff "
-                      "does not apply to it)"}.get(doc.get("release_from", ""), "given")
+                      "does not apply to it)"}.get(doc["release_from"] or "", "given")
     lines = [f"import {doc['file']} as {doc['patch']} (vllm {doc['release']}, {how}): {doc.get('summary', '')}"]
     for h in doc["hunks"]:
         where = ", ".join(h["definitions"]) + (" + module level" if h["module_level"] else "")
@@ -471,7 +486,7 @@ def import_text(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def diffwrite_text(doc: dict) -> str:
+def diffwrite_text(doc: Mapping[str, Any]) -> str:
     """One line per patch: what was written and the diff's size, or why nothing was."""
     lines = [f"diffs of vllm {doc['vllm']} in {doc['dir']}:"]
     for r in doc["patches"]:
@@ -485,7 +500,7 @@ def diffwrite_text(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def drift_text(doc: dict, show_diffs: bool = True) -> str:
+def drift_text(doc: CheckDoc, show_diffs: bool = True) -> str:
     """The drift diffs and notes of a ``patchq.check/1`` document (after :func:`check_text`)."""
     out: list[str] = []
     for p in doc["patches"]:
@@ -505,7 +520,7 @@ def _dist_note(dist: str | None) -> str:
     return f" (distribution {dist})" if dist and dist != "vllm" else ""
 
 
-def status_text(report: dict) -> str:
+def status_text(report: Mapping[str, Any]) -> str:
     """A ``patchq.status/1`` document as plain text (status stays at interpreter-start cost)."""
     lines = series_line(report) + [
         f"vllm {report['vllm']}{_dist_note(report.get('vllm_dist'))} at {report['site_packages']}  "
@@ -530,7 +545,7 @@ def status_text(report: dict) -> str:
     return "\n".join(lines + [next_line(s) for s in status_next(report)])
 
 
-def status_next(report: dict) -> list[str]:
+def status_next(report: Mapping[str, Any]) -> list[str]:
     """The obvious next step after a ``patchq.status/1`` (none when all is well)."""
     statuses = {p["status"] for p in report["patches"]}
     if report.get("series_errors"):
@@ -550,7 +565,7 @@ def status_next(report: dict) -> list[str]:
     return []
 
 
-def runtime_status_text(report: dict) -> str:
+def runtime_status_text(report: RuntimeStatusDoc) -> str:
     """A ``patchq.runtime-status/1`` document: one block per live process."""
     lines = [f"runtime processes ({report['runtime_dir']}): {len(report['processes'])} live"
              + (f", {len(report['pruned'])} exited record(s) removed" if report["pruned"] else "")]
@@ -565,12 +580,12 @@ def runtime_status_text(report: dict) -> str:
     return "\n".join(lines)
 
 
-def diff_text(doc: dict) -> str:
+def diff_text(doc: DiffDoc) -> str:
     """A ``patchq.diff/1`` document: the diff itself, as ``git apply`` takes it."""
     return doc["diff"]
 
 
-def matrix_text(doc: dict, paths: dict) -> str:
+def matrix_text(doc: Mapping[str, Any], paths: dict) -> str:
     """A ``patchq.matrix/1`` document: one summary line and the files written."""
     blocking = sum(c["blocking"] for per in doc["cells"].values() for row in per.values() for c in row.values())
     nr, npr = len(doc["releases"]), len(doc["profiles"])

@@ -55,6 +55,7 @@ from patchq.vllmdist.sources import CodeSource, sha256_hex
 
 if TYPE_CHECKING:
     from patchq.authoring.importer import ImportPlan
+    from patchq.documents import EditDoc, RecordDoc
 
 EDIT_SCHEMA = "patchq.edit/1"
 RECORD_SCHEMA = "patchq.record/1"
@@ -230,7 +231,7 @@ def pristine_bytes(target: CodeSource, rel: str) -> tuple[bytes, str]:
 
 
 def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in_place: bool,
-         directory: str | None = None) -> tuple[dict, int]:
+         directory: str | None = None) -> tuple[EditDoc, int]:
     """Prepare an edit of ``patch_id`` (see module docstring). Returns (document, exit code)."""
     from patchq.authoring.scaffold import check_id
 
@@ -262,7 +263,8 @@ def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in
     from patchq.authoring import repowrite
 
     made = _prepare_dir(wd, patch_id, directory is not None)
-    manifest = {"schema": MANIFEST_SCHEMA, "patch": patch_id, "mode": "in-place" if in_place else "copy",
+    mode = "in-place" if in_place else "copy"
+    manifest = {"schema": MANIFEST_SCHEMA, "patch": patch_id, "mode": mode,
                 "vllm": str(target.version), "site_packages": str(target.root), "files": rels,
                 "replaces": exists, "made_dir": bool(made), "made": made, "complete": False}
     try:
@@ -282,13 +284,13 @@ def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in
     except BaseException:
         _remove_owned(wd, manifest)
         raise
-    doc = {"schema": EDIT_SCHEMA, "patch": patch_id, "mode": manifest["mode"], "dir": str(wd),
-           "vllm": str(target.version), "files": rows,
-           "series": series.location.as_json() if series.location else None}
+    doc: EditDoc = {"schema": EDIT_SCHEMA, "patch": patch_id, "mode": mode,
+                    "dir": str(wd), "vllm": str(target.version), "files": rows,
+                    "series": series.location.as_json() if series.location else None}
     return doc, EXIT_OK
 
 
-def render_edit(doc: dict) -> str:
+def render_edit(doc: EditDoc) -> str:
     """Where to edit, and the next command."""
     lines = [f"edit {doc['patch']} on vllm {doc['vllm']} ({doc['mode']}):"]
     lines += [f"  {r['edit']}" + ("  (the patch's current result)" if r["base"] == "patched" else "")
@@ -346,7 +348,8 @@ def _diff(pairs: dict[str, tuple[bytes, bytes]]) -> str:
 
 
 def record(series: Series, target: CodeSource, patch_id: str, files: list[str], profile: str | None,
-           apply: bool | None, summary: str | None = None, directory: str | None = None) -> tuple[dict, int]:
+           apply: bool | None, summary: str | None = None,
+           directory: str | None = None) -> tuple[RecordDoc, int]:
     """Turn the edit into patch ``patch_id`` (see module docstring). Returns (document, exit code).
 
     ``profile`` None: ``default`` for a new patch; a refined patch stays in its profiles
@@ -399,11 +402,11 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
                 wd.parent.rmdir()
             except OSError:
                 pass
-    doc = {"schema": RECORD_SCHEMA, "patch": patch_id, "mode": mode, "vllm": str(target.version),
-           "files": sorted(pairs), "diff": text, "written": written, "profile": profile,
-           "added_to_profile": added, "import": import_doc, "environment": env,
-           "profile_created": profile not in known_profiles, "known_profiles": known_profiles,
-           "series": series.location.as_json() if series.location else None}
+    doc: RecordDoc = {"schema": RECORD_SCHEMA, "patch": patch_id, "mode": mode, "vllm": str(target.version),
+                      "files": sorted(pairs), "diff": text, "written": written, "profile": profile,
+                      "added_to_profile": added, "import": import_doc, "environment": env,
+                      "profile_created": profile not in known_profiles, "known_profiles": known_profiles,
+                      "series": series.location.as_json() if series.location else None}
     code = env["apply"]["exit_code"] if env["apply"] and not env["apply"]["ok"] else EXIT_OK
     return doc, code
 
@@ -573,7 +576,7 @@ def _settle(series: Series, target: CodeSource, profile: str, mode: str, rels: l
     return {"action": "applied" if apply else "restored", "apply": doc}
 
 
-def render_record(doc: dict) -> str:
+def render_record(doc: RecordDoc) -> str:
     """What was recorded, and what happened to the environment."""
     imp = doc["import"]
     lines = [f"recorded {doc['patch']} from the {doc['mode']} edit of {', '.join(doc['files'])} "

@@ -23,11 +23,16 @@ to record.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchq.authoring import fingerprints
 from patchq.commands import version_arg
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.series import Series
 from patchq.vllmdist import releases
+
+if TYPE_CHECKING:
+    from patchq.documents import FingerprintDoc
 
 SCHEMA = "patchq.fingerprint/1"
 
@@ -58,7 +63,7 @@ def select_releases(spec: str | None) -> list[str]:
 
 
 def run(series: Series, patches: list[str], spec: str | None, check: bool = False,
-        by: str | None = None) -> tuple[dict, int]:
+        by: str | None = None) -> tuple[FingerprintDoc, int]:
     """Record (or ``check``) fingerprints. Returns (document, exit code).
 
     Raises:
@@ -83,9 +88,9 @@ def run(series: Series, patches: list[str], spec: str | None, check: bool = Fals
     computed = sorted({v for vs in only.values() for v in vs}, key=releases.Version)
     changed = fingerprints.record(series, computed, write=not check, patch_ids=ids, only=only, review=review) \
         if computed else {}
-    doc = {"schema": SCHEMA, "ok": not (check and changed), "check": check, "releases": computed,
-           "patches": ids, "changed": sorted(str(p) for p in changed), "skipped": skipped,
-           "series": series.location.as_json() if series.location else None}
+    doc: FingerprintDoc = {"schema": SCHEMA, "ok": not (check and changed), "check": check, "releases": computed,
+                           "patches": ids, "changed": sorted(str(p) for p in changed), "skipped": skipped,
+                           "series": series.location.as_json() if series.location else None}
     return doc, EXIT_PATCH_FAILED if (check and changed) else EXIT_OK
 
 
@@ -117,7 +122,7 @@ def _versions(series: Series, recorded: dict[str, set[str]], spec: str | None, n
     return versions
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: FingerprintDoc) -> str:
     """What was recorded (or is out of date), and what was not recorded because nobody named it."""
     verb = "out of date" if doc["check"] else "wrote"
     span = f" ({doc['releases'][0]} .. {doc['releases'][-1]})" if doc["releases"] else ""

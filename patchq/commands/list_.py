@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from patchq import hashing
 from patchq import series as series_mod
 from patchq.errors import EXIT_OK, SeriesError
+
+if TYPE_CHECKING:
+    from patchq.documents import ListDoc
 
 SCHEMA = "patchq.list/1"
 
@@ -30,7 +33,7 @@ _RELATIONS = ("requires", "conflicts", "supersedes")
 _VARIANT_KEYS = {"edits", "upstreamed", "absent", "note"}
 
 
-def run(series_dir: str | None = None) -> tuple[dict, int]:
+def run(series_dir: str | None = None) -> tuple[ListDoc, int]:
     """The ``patchq.list/1`` document of the series at ``series_dir`` (None: the default
     series, :func:`patchq.series.series_dir`). Returns (document, 0).
 
@@ -47,11 +50,11 @@ def run(series_dir: str | None = None) -> tuple[dict, int]:
     if any(row[k] for row in patches for k in _RELATIONS):  # relations are checked on the loaded patches
         for name in s.profiles:
             s.patches_of(name)
-    doc = {"schema": SCHEMA,
-           "series": s.location.as_json() if s.location else None,
-           "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
-                        for pr in s.profiles.values()],
-           "patches": patches}
+    doc: ListDoc = {"schema": SCHEMA,
+                    "series": s.location.as_json() if s.location else None,
+                    "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
+                                 for pr in s.profiles.values()],
+                    "patches": patches}
     return doc, EXIT_OK
 
 

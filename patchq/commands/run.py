@@ -33,8 +33,12 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from patchq.errors import EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, PatchqError, RunPlanFailed, UsageError
+
+if TYPE_CHECKING:
+    from patchq.documents import RunEnvDoc
 
 #: One line for error messages (the rest of the usage is in ``patchq run --help``).
 USAGE_LINE = "usage: patchq run --profile NAME [options] [--] COMMAND [ARG...] (see `patchq run --help`)"
@@ -159,7 +163,7 @@ def environment(manifest: dict, base: dict[str, str]) -> dict[str, str]:
 SCHEMA_ENV = "patchq.run-env/1"
 
 
-def env_document(manifest: dict, env: dict[str, str]) -> dict:
+def env_document(manifest: dict, env: dict[str, str]) -> RunEnvDoc:
     """The ``patchq.run-env/1`` document of ``--print-env --json`` (module docstring)."""
     return {"schema": SCHEMA_ENV, "ok": True, "profile": manifest["profile"], "vllm": manifest["vllm"],
             "digest": manifest["digest"], "hook_dir": manifest["hook_dir"], "warm": bool(manifest.get("warm")),

@@ -31,10 +31,15 @@ the profile (or, with ``--to`` a release not installed, when every patch is read
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource
+
+if TYPE_CHECKING:
+    from patchq.compat.check import PatchCheck
+    from patchq.documents import ApplyDoc, UpgradeDoc
 
 SCHEMA = "patchq.upgrade/1"
 
@@ -43,7 +48,7 @@ REBASE = ("applies-drifted", "moved", "conflict", "gone")
 
 
 def run(series: Series, target: CodeSource, profile: str | None, to: str | None, write: bool,
-        workdir: str | None = None) -> tuple[dict, int]:
+        workdir: str | None = None) -> tuple[UpgradeDoc, int]:
     """Check, rebase what needs it, apply (module docstring). Returns (document, exit code).
 
     Raises:
@@ -71,21 +76,23 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
     rebased: dict[str, dict] = {}
     work = Path(workdir) if workdir else series.root.parent / ".patchq-rebase"
     if needs:
-        doc, _ = rebase_cmd.run(series, str(wanted), None, needs, write, work)
-        rebased = {p["id"]: p for p in doc["patches"]}
+        rebase_doc, _ = rebase_cmd.run(series, str(wanted), None, needs, write, work)
+        rebased = {p["id"]: p for p in rebase_doc["patches"]}
         if write and any(p["written"] for p in rebased.values()):
             series = Series(series.root, series.anchors_root, series.profiles, {}, location=series.location)
             rows = checking.check(source, series.patches_of(profile))  # what the written series does now
     blocking = [r for r in rows if r.blocking]
-    apply_doc, code = None, EXIT_OK if not blocking else EXIT_PATCH_FAILED
+    apply_doc: ApplyDoc | None = None
+    code = EXIT_OK if not blocking else EXIT_PATCH_FAILED
     if installed and not blocking:
         from patchq.commands import apply as apply_cmd
 
         apply_doc, code = apply_cmd.apply(target, series, profile)
     patches = [_row(r, rebased.get(r.id), apply_doc) for r in rows]
-    doc = {"schema": SCHEMA, "ok": code == EXIT_OK, "profile": profile, "from": journal.vllm,
-           "to": str(wanted), "installed": str(target.version), "write": write, "patches": patches,
-           "apply": apply_doc, "series": series.location.as_json() if series.location else None}
+    doc: UpgradeDoc = {"schema": SCHEMA, "ok": code == EXIT_OK, "profile": profile, "from": journal.vllm,
+                       "to": str(wanted), "installed": str(target.version), "write": write, "patches": patches,
+                       "apply": apply_doc, "series": series.location.as_json() if series.location else None,
+                       "next": []}
     doc["next"] = _next_steps(doc, work)
     return doc, code
 
@@ -111,10 +118,10 @@ def _profile(series: Series, target: CodeSource, profile: str | None, applied: s
     return profile
 
 
-def _row(check: object, rebased: dict | None, apply_doc: dict | None) -> dict:
+def _row(check: PatchCheck, rebased: dict | None, apply_doc: ApplyDoc | None) -> dict:
     """One ``patches`` row: the check after the upgrade, the rebase, whether it is applied."""
-    row = check.to_dict()  # type: ignore[attr-defined]
-    outcome = next((p["status"] for p in (apply_doc or {}).get("patches", []) if p["id"] == row["id"]), None)
+    row = check.to_dict()
+    outcome = next((p["status"] for p in (apply_doc["patches"] if apply_doc else []) if p["id"] == row["id"]), None)
     applied = bool(apply_doc and apply_doc["ok"] and outcome == "ok")
     return {"id": row["id"], "check": row["status"], "reason": row["reason"], "blocking": row["blocking"],
             "rebase": rebased["status"] if rebased else None,
@@ -123,7 +130,7 @@ def _row(check: object, rebased: dict | None, apply_doc: dict | None) -> dict:
             "apply_status": outcome if apply_doc and apply_doc["ok"] else None}
 
 
-def _next_steps(doc: dict, work: Path) -> list[str]:
+def _next_steps(doc: UpgradeDoc, work: Path) -> list[str]:
     """What the user does next, most urgent first."""
     out = _blocked_steps(doc, work)
     if any(p["written"] for p in doc["patches"]) and doc["write"]:
@@ -142,7 +149,7 @@ def _next_steps(doc: dict, work: Path) -> list[str]:
     return out
 
 
-def _blocked_steps(doc: dict, work: Path) -> list[str]:
+def _blocked_steps(doc: UpgradeDoc, work: Path) -> list[str]:
     """The steps for what blocks: conflicts to resolve, a rebase to write, patches to
     change by hand, apply's refusal."""
     out: list[str] = []
@@ -164,7 +171,7 @@ def _blocked_steps(doc: dict, work: Path) -> list[str]:
     return out
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: UpgradeDoc) -> str:
     """Per patch: check status, rebase outcome, applied or not; then the next steps."""
     from patchq import report
 

@@ -20,6 +20,10 @@ import os
 from patchq.errors import EXIT_DRIFT, EXIT_OK
 from patchq_runtime.hook import start_ticks
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (standard library only)
+if TYPE_CHECKING:
+    from patchq.documents import RuntimeStatusDoc
+
 SCHEMA = "patchq.runtime-status/1"
 
 
@@ -123,7 +127,7 @@ def _process_row(rec: dict, series_hashes: dict[str, str] | None) -> dict:
 
 
 def collect(runtime_dir: str | os.PathLike[str], series_hashes: dict[str, str] | None = None,
-            prune: bool = True) -> dict:
+            prune: bool = True) -> RuntimeStatusDoc:
     """The report (a JSON-ready dict, schema ``patchq.runtime-status/1``).
 
     A record of a process that exited is removed only when it is a ``patchq.runtime/1``
@@ -138,7 +142,8 @@ def collect(runtime_dir: str | os.PathLike[str], series_hashes: dict[str, str] |
         StateError: a record is damaged (the message names it).
     """
     runtime_dir = str(runtime_dir)
-    processes, pruned = [], []
+    processes: list[dict] = []
+    pruned: list[int] = []
     if os.path.islink(runtime_dir.rstrip(os.sep) or runtime_dir):
         prune = False
     try:
@@ -149,7 +154,7 @@ def collect(runtime_dir: str | os.PathLike[str], series_hashes: dict[str, str] |
         path = os.path.join(runtime_dir, name)
         rec = _read_record(path)
         if not _alive(rec["pid"], rec.get("start_ticks")):
-            pruned.append(rec.get("pid"))
+            pruned.append(rec["pid"])
             if prune:
                 _prune(path, rec)
             continue
@@ -158,7 +163,7 @@ def collect(runtime_dir: str | os.PathLike[str], series_hashes: dict[str, str] |
     return {"schema": SCHEMA, "runtime_dir": runtime_dir, "processes": processes, "pruned": pruned}
 
 
-def exit_code(report: dict) -> int:
+def exit_code(report: RuntimeStatusDoc) -> int:
     """7 when a live process runs a stale patch set, else 0."""
     return EXIT_DRIFT if any(p["status"] == "stale" for p in report["processes"]) else EXIT_OK
 
