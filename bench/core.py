@@ -16,8 +16,8 @@ loaded machine (wall grows, CPU does not) can be told from a slow patchq.
 
 Every case runs ``--repeat`` times (at least 5), interleaved round by round so that
 machine noise hits all cases alike; the table gives the median, the minimum, and the
-median as a ratio to the interpreter start measured in the same run. Targets (README
-"Measured"): no-op apply and status at most 3x interpreter start, cold apply of dense at most
+median as a ratio to the interpreter start measured in the same run. Targets
+(docs/measured.md): no-op apply and status at most 3x interpreter start, cold apply of dense at most
 0.8 s. Exit status: 0 when every target is met, 1 otherwise.
 
 The wheel comes from :func:`patchq.vllmdist.releases.wheel_path` (downloaded only if missing);

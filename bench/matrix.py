@@ -4,7 +4,7 @@ Usage (from the repo root)::
 
     python bench/matrix.py [--releases '>=0.20.2,<=0.33.0'] [--workers 2] [--repeat 1]
 
-Target (README "Measured"): at most 30 s on a 2-core machine with warm caches (release trees
+Target (docs/measured.md): at most 30 s on a 2-core machine with warm caches (release trees
 extracted in ``~/.cache/patchq/releases``). The release list is resolved first, outside
 the timed region (it may ask PyPI). Each timed run is :func:`patchq.compat.matrix.build` (one
 plan per release of the union of the profiles' patches, releases in ``--workers``

@@ -21,7 +21,7 @@ processes, interleaving the two variants run by run so drift hits both alike:
   it needs torch).
 
 Prints the median (ms) of each variant, the difference and the ratio, and checks the
-target in README "Measured": at most 30 ms per process.
+target in docs/measured.md: at most 30 ms per process.
 """
 
 from __future__ import annotations

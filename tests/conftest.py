@@ -34,6 +34,8 @@ import pytest
 from support import REPO, link_copy, record_hashes, run_cli, sha256_path, snapshot
 
 DEFAULT_VERSION = "0.23.0"
+#: series repos kept as test data carry their own tests (what `patchq init` wrote): not ours to collect
+collect_ignore_glob = ["drift/*/tests/*"]
 #: the ``.pth`` each test site gets so that ``patchq_runtime`` is importable there
 RUNTIME_PTH = "patchq_runtime_checkout.pth"
 

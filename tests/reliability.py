@@ -44,7 +44,7 @@ LOGITS = "vllm/model_executor/layers/logits_processor.py"
 TARGETS = sorted([UTILS, KV, INC, LOGITS])
 DENSE = ["fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead"]
 DFLASH = ["fla-shmem", "unify-kv-page", "prefix-align"]
-#: documented exit codes per command (README "Exit codes")
+#: documented exit codes per command (docs/exit-codes.md)
 ALLOWED = {"status": {0, 3, 6, 7}, "apply": {0, 1, 3, 4, 5, 6}, "revert": {0, 3, 4, 5, 6}}
 HOSTILE_PATHS = ["../outside/escape.py", "/tmp/patchq-reliability-abs.py", "vllm/../../outside/escape.py",
                  "vllm/not_in_record.py", ".patchq/journal.json", "vllm//v1/core/x.py", "vllm/./x.py", "",

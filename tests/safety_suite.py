@@ -43,7 +43,7 @@ sys.path[:0] = [str(REPO_ROOT), str(HERE / "unit")]
 
 import small_series  # noqa: E402
 
-#: Exit codes the README documents.
+#: Exit codes docs/exit-codes.md documents.
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 7, 126, 127, 130, 141}
 TIMEOUT = 60.0
 PATCHED, PRISTINE = "DEFAULT = 101376", "DEFAULT = 102400"

@@ -62,3 +62,19 @@ def test_preflight_names_what_the_lab_would_not_ship(tmp_path):
     # the rot of issue 29: pyflakes not shipped; and a requirement's own dependency missing
     got = deps.missing(modules, _lab_site(tmp_path / "stale", {"pyflakes", "gitdb"}))
     assert got == {"pyflakes": "pyflakes", "git": "gitdb"}, got
+
+
+def test_the_download_command_adds_the_release_own_requirements(tmp_path):
+    """vLLM's side of the lab comes from the release's METADATA, not a hand-kept list; what the
+    image brings (torch, triton) is left to the image."""
+    import zipfile
+
+    whl = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(whl, "w") as zf:
+        zf.writestr("vllm-9.9.9.dist-info/METADATA",
+                    "Metadata-Version: 2.1\nName: vllm\nVersion: 9.9.9\nRequires-Dist: torch==2.11.0\n"
+                    "Requires-Dist: triton==3.6.0\nRequires-Dist: xgrammar==0.2.7\n"
+                    'Requires-Dist: pandas; extra == "bench"\n\n')
+    cmd = deps.download_command("/tmp/whl", release_wheel=whl)
+    assert cmd[-1] == "xgrammar==0.2.7" and not any(a.startswith(("torch", "triton", "pandas")) for a in cmd)
+    assert cmd[:-1] == deps.download_command("/tmp/whl")

@@ -1,8 +1,8 @@
-"""The Spark series' own goldens, through patchq.testing (as any series repo tests its patches).
+"""The Spark series' expected output, through patchq.testing (as any series repo tests its patches).
 
-Per patch: ``tests/golden/patches/<patch>/expect.toml`` (check status per release) and the
-anchored definitions before/after. Regenerate: ``patchq test --regen`` or
-``pytest tests/test_series_goldens.py --patchq-regen``.
+Per patch: ``series/diffs/<patch>.expect.toml`` (check status per release) and its diff on
+each release, ``series/diffs/<release>/<patch>.diff``. Regenerate: ``patchq test --regen``
+or ``pytest tests/test_series_goldens.py --patchq-regen``.
 """
 
 import pytest

