@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchq import discovery, hashing
 from patchq.errors import SeriesError, UnsafeConfig, UsageError, did_you_mean
 from patchq.model import AnchorSpec, Patch, Profile, Variant
+
+if TYPE_CHECKING:
+    from patchq.model import EditFn
 
 tomllib = hashing.toml_module()
 
@@ -62,8 +66,8 @@ def patch(
     applies: str,
     variants: Iterable[Variant],
     upstream: Iterable[str] = (),
-    upstream_check=None,
-    probe=None,
+    upstream_check: Callable | None = None,
+    probe: Callable | None = None,
     requires: Iterable[str] = (),
     conflicts: Iterable[str] = (),
     supersedes: Iterable[str] = (),
@@ -99,7 +103,7 @@ def patch(
     )
 
 
-def variant(applies: str, *, edits=None, upstreamed: str | None = None,
+def variant(applies: str, *, edits: Mapping[str, EditFn] | None = None, upstreamed: str | None = None,
             absent: str | None = None, note: str = "") -> Variant:
     """Declare a variant (see :class:`patchq.model.Variant`)."""
     if sum(x is not None for x in (edits, upstreamed, absent)) != 1:
