@@ -15,7 +15,7 @@ Order, first hit wins:
 
        series = "series"      # default "series"
        anchors = "anchors"    # default "anchors"
-       goldens = "tests/golden/patches"   # default "<series>/../goldens"
+       goldens = "tests/goldens"   # layout-1 goldens of an earlier patchq; default "<series>/../goldens"
 
 4. the bundled series: the Spark series shipped inside the patchq wheel
    (``patchq/_bundled/``), or the checkout's ``series/`` for an editable install.

@@ -133,7 +133,7 @@ WHEEL_FIXTURES = frozenset({"vllm_site", "pristine_site", "make_site", "site"})
 #: wheels): every test in them is in the wheel layer.
 WHEEL_MODULES = frozenset({
     "test_check", "test_compile_cache", "test_import", "test_matrix", "test_partial_fetch", "test_rebase",
-    "test_relations", "test_release_check", "test_releases", "test_series_diffs", "test_series_goldens",
+    "test_relations", "test_release_check", "test_releases", "test_series_goldens",
     "test_upstream", "test_variants", "test_vllm_cpu",
 })
 #: A test elsewhere that reads a release says so with ``@pytest.mark.wheel``.
