@@ -378,6 +378,39 @@ def _anchor_id(qualname: str, taken: set[str]) -> str:
     return out
 
 
+def _declare_runtime_names(plan: ImportPlan, relpath: str, pristine: str, patched: str) -> None:
+    """Declare the names undefined in the diff's own result (pyflakes) as ``runtime_names``."""
+    for name in undefined_in_result(pristine, patched):
+        if name not in plan.runtime_names:
+            plan.runtime_names.append(name)
+            plan.notes.append(f"{relpath}: `{name}` is undefined in the diff's own result (pyflakes); declared "
+                              f"runtime_names=[{name!r}] so the undefined-name check accepts it")
+
+
+def _anchor_definitions(plan: ImportPlan, relpath: str, pristine: str, patched: str, infos: list[HunkInfo],
+                        taken: set[str]) -> None:
+    """One anchor per outermost definition the hunks ``infos`` touch, with the statement
+    operations that turn its pristine text into the patched one.
+
+    Raises:
+        ImportRefused: a touched definition is not defined exactly once on both sides.
+    """
+    touched = _outermost([q for i in infos for q in i.qualnames if q])
+    old_index, new_index = ast_index(pristine), ast_index(patched)
+    for q in touched:
+        if len(old_index.get(q, [])) != 1 or len(new_index.get(q, [])) != 1:
+            raise ImportRefused(f"{relpath}: {q} is not defined exactly once in the pristine and the "
+                                f"patched file (conditional definitions): cannot anchor it")
+        old_seg = cut_segment(pristine, relpath, q, old_index[q][0])
+        new_seg = cut_segment(patched, relpath, q, new_index[q][0])
+        ops = stmtpatch.diff_definition(old_seg.node, new_seg.node)
+        if any(o["op"] == "definition" for o in ops):
+            plan.notes.append(f"{q}: replaced as a whole: no statement, expression or block operation "
+                              f"reproduces the patched text exactly; it applies only where {q} is unchanged "
+                              f"(fingerprint {fingerprint(old_seg.node)})")
+        plan.anchors.append(AnchorOut(_anchor_id(q, taken), relpath, q, fingerprint(old_seg.node), ops))
+
+
 def build(diff_text: str, patch_id: str, release: str | None = None, source_name: str = "") -> ImportPlan:
     """Turn a diff into an :class:`ImportPlan` (module docstring, steps 1-5).
 
@@ -406,27 +439,10 @@ def build(diff_text: str, patch_id: str, release: str | None = None, source_name
             raise ImportRefused(f"{fp.relpath}:{exc.lineno}: the changed file is not valid Python "
                                 f"({exc.msg}); nothing written") from None
         plan.pristine[fp.relpath], plan.patched[fp.relpath] = pristine, patched
-        for name in undefined_in_result(pristine, patched):
-            if name not in plan.runtime_names:
-                plan.runtime_names.append(name)
-                plan.notes.append(f"{fp.relpath}: `{name}` is undefined in the diff's own result (pyflakes); declared "
-                                  f"runtime_names=[{name!r}] so the undefined-name check accepts it")
+        _declare_runtime_names(plan, fp.relpath, pristine, patched)
         infos = attribute(fp.relpath, pristine, patched, fp.hunks)
         plan.hunks += infos
-        touched = _outermost([q for i in infos for q in i.qualnames if q])
-        old_index, new_index = ast_index(pristine), ast_index(patched)
-        for q in touched:
-            if len(old_index.get(q, [])) != 1 or len(new_index.get(q, [])) != 1:
-                raise ImportRefused(f"{fp.relpath}: {q} is not defined exactly once in the pristine and the "
-                                    f"patched file (conditional definitions): cannot anchor it")
-            old_seg = cut_segment(pristine, fp.relpath, q, old_index[q][0])
-            new_seg = cut_segment(patched, fp.relpath, q, new_index[q][0])
-            ops = stmtpatch.diff_definition(old_seg.node, new_seg.node)
-            if any(o["op"] == "definition" for o in ops):
-                plan.notes.append(f"{q}: replaced as a whole: no statement, expression or block operation "
-                                  f"reproduces the patched text exactly; it applies only where {q} is unchanged "
-                                  f"(fingerprint {fingerprint(old_seg.node)})")
-            plan.anchors.append(AnchorOut(_anchor_id(q, taken), fp.relpath, q, fingerprint(old_seg.node), ops))
+        _anchor_definitions(plan, fp.relpath, pristine, patched, infos, taken)
         if any(i.module_level for i in infos):
             mine = [a for a in plan.anchors if a.relpath == fp.relpath]
             plan.anchors.append(module_anchor(fp.relpath, pristine, patched, mine, taken))

@@ -568,33 +568,7 @@ def _recover_locked(repo: Path | str, roots: Iterable[Path | str] = ()) -> list[
     if os.path.islink(jdir) or not jdir.is_dir():
         raise StateError(f"{jdir} is not a directory patchq made (a symlink or a file); remove it by hand")
     doc = _read_journal(jdir)
-    todo: list[tuple[Path, bytes | None]] = []
-    edited = []
-    now: dict[str, str | None] = {}  # path -> its sha256 as the rollback so far leaves it
-    for e in reversed(doc["entries"]):  # a file changed twice is put back step by step
-        path = Path(e["path"])
-        if not path.is_absolute() or not _inside(str(path), allowed):
-            raise StateError(f"{jdir / JOURNAL_FILE} names {path}, outside the series repo; refusing it "
-                             f"(remove {jdir})")
-        old = None
-        if e["old"] is not None:
-            saved = e.get("saved") or ""
-            if "/" in saved or saved in ("", ".", ".."):
-                raise StateError(f"{jdir / JOURNAL_FILE} is damaged (saved name {saved!r}); remove {jdir}")
-            old = read_regular(jdir / saved)
-            if old is None or _sha(old) != e["old"]:
-                raise StateError(f"the saved copy of {path} in {jdir} is damaged; check {path} by hand, then "
-                                 f"remove {jdir}")
-        if str(path) not in now:
-            data = read_regular(path) if os.path.lexists(path) else None
-            now[str(path)] = None if data is None else _sha(data)
-        if now[str(path)] == e["old"]:
-            continue  # never written, or already put back
-        if now[str(path)] == e["new"]:
-            todo.append((path, old))
-            now[str(path)] = e["old"]
-        else:
-            edited.append(str(path))
+    todo, edited = _rollback(jdir, doc["entries"], allowed)
     if edited:
         raise StateError(f"an interrupted `{doc.get('what')}` left {jdir}, and {', '.join(sorted(set(edited)))} "
                          f"changed since; patchq left them as they are: check them, then remove {jdir}")
@@ -613,6 +587,55 @@ def _recover_locked(repo: Path | str, roots: Iterable[Path | str] = ()) -> list[
     fsync_dir(repo)
     shutil.rmtree(gone, ignore_errors=True)
     return done
+
+
+def _rollback(jdir: Path, entries: list[dict], allowed: list[str]) -> tuple[list[tuple[Path, bytes | None]],
+                                                                          list[str]]:
+    """What rolling back the journal's ``entries`` takes, newest first: (path, bytes to put
+    back or None to remove) for each file as the transaction left it, and the paths
+    edited since (neither before nor after). Nothing is written.
+
+    Raises:
+        StateError: a path outside ``allowed``, or a damaged saved copy.
+    """
+    todo: list[tuple[Path, bytes | None]] = []
+    edited = []
+    now: dict[str, str | None] = {}  # path -> its sha256 as the rollback so far leaves it
+    for e in reversed(entries):  # a file changed twice is put back step by step
+        path = Path(e["path"])
+        if not path.is_absolute() or not _inside(str(path), allowed):
+            raise StateError(f"{jdir / JOURNAL_FILE} names {path}, outside the series repo; refusing it "
+                             f"(remove {jdir})")
+        old = _saved(jdir, e, path)
+        if str(path) not in now:
+            data = read_regular(path) if os.path.lexists(path) else None
+            now[str(path)] = None if data is None else _sha(data)
+        if now[str(path)] == e["old"]:
+            continue  # never written, or already put back
+        if now[str(path)] == e["new"]:
+            todo.append((path, old))
+            now[str(path)] = e["old"]
+        else:
+            edited.append(str(path))
+    return todo, edited
+
+
+def _saved(jdir: Path, entry: dict, path: Path) -> bytes | None:
+    """The bytes a journal entry saved of ``path`` before the write (None: it did not exist).
+
+    Raises:
+        StateError: the saved copy's name or bytes are damaged.
+    """
+    if entry["old"] is None:
+        return None
+    saved = entry.get("saved") or ""
+    if "/" in saved or saved in ("", ".", ".."):
+        raise StateError(f"{jdir / JOURNAL_FILE} is damaged (saved name {saved!r}); remove {jdir}")
+    old = read_regular(jdir / saved)
+    if old is None or _sha(old) != entry["old"]:
+        raise StateError(f"the saved copy of {path} in {jdir} is damaged; check {path} by hand, then "
+                         f"remove {jdir}")
+    return old
 
 
 def repo_of(series_root: Path | str) -> Path:

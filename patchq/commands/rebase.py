@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
@@ -31,6 +32,9 @@ from patchq.model import Patch
 from patchq.series import Series, module_file
 from patchq.vllmdist import releases
 from patchq.vllmdist.sources import release_source
+
+if TYPE_CHECKING:
+    from patchq.documents import RebaseDoc
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -218,7 +222,7 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
 
 
 def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] | None = None,
-        write: bool = False, workdir: str | Path | None = None, resume: bool = False) -> tuple[dict, int]:
+        write: bool = False, workdir: str | Path | None = None, resume: bool = False) -> tuple[RebaseDoc, int]:
     """Rebase the series' patches to ``to``. Returns (``patchq.rebase/1`` document, exit code).
 
     ``resume`` (``--continue``) takes conflicts resolved by hand in the work directory.
@@ -269,7 +273,8 @@ def _unit_row(u: merge.UnitRebase) -> dict:
     return row
 
 
-def document(results: list[merge.PatchRebase], to: str, from_: str | None, write: bool, workdir: Path) -> dict:
+def document(results: list[merge.PatchRebase], to: str, from_: str | None, write: bool,
+             workdir: Path) -> RebaseDoc:
     """The ``patchq.rebase/1`` document."""
     patches = []
     for r in results:
