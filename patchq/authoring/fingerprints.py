@@ -349,7 +349,7 @@ def review_entry(how: str, by: str | None = None, status: str | None = None, not
     return entry
 
 
-def recorded_versions(patch) -> set[str]:
+def recorded_versions(patch: Patch) -> set[str]:
     """Every release recorded (reviewed) for any anchor of ``patch``."""
     return {v for spec in patch.anchors.values() for v in spec.fingerprints}
 

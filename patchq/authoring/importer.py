@@ -37,6 +37,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from packaging.version import Version
@@ -58,6 +59,10 @@ from patchq.plan.anchors import (
 )
 from patchq.vllmdist import releases
 from patchq.vllmdist.sources import CodeSource, release_source
+
+if TYPE_CHECKING:
+    from patchq.authoring.repowrite import Transaction
+    from patchq.series import Series
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -278,7 +283,8 @@ def _with_definitions(pristine: str, patched: str, relpath: str, qualnames: list
     return "".join(lines)
 
 
-def module_anchor(relpath: str, pristine: str, patched: str, definition_anchors: list, taken: set[str]):
+def module_anchor(relpath: str, pristine: str, patched: str, definition_anchors: list,
+                  taken: set[str]) -> AnchorOut:
     """The module-level anchor of a file (series format 2): statement operations on the
     module's own statements (imports, assignments, calls, ``__all__``, helpers added or
     removed), computed against the module as its definition anchors leave it.
@@ -522,7 +528,7 @@ def module_file_name(patch_id: str) -> str:
 
 
 def write(plan: ImportPlan, series_root: Path, anchors_root: Path, summary: str | None = None,
-          force: bool = False, txn=None) -> list[str]:
+          force: bool = False, txn: Transaction | None = None) -> list[str]:
     """Write ``series/<id>.py`` and ``anchors/<id>.toml``, both or neither
     (:mod:`patchq.authoring.repowrite`; staged in ``txn`` when given). Raises UsageError
     when they exist, RepoWriteError when the environment refuses the write."""
@@ -541,8 +547,9 @@ def write(plan: ImportPlan, series_root: Path, anchors_root: Path, summary: str 
     return [str(module), str(anchors)]
 
 
-def write_verified(plan: ImportPlan, series, summary: str | None, force: bool, what: str,
-                   after_write=None, txn=None) -> list[str]:
+def write_verified(plan: ImportPlan, series: Series, summary: str | None, force: bool, what: str,
+                   after_write: Callable[[Transaction], object] | None = None,
+                   txn: Transaction | None = None) -> list[str]:
     """Write the patch (:func:`write`), run ``after_write(txn)`` if given (it may stage
     more files), land them, then :func:`verify` it; when it does not reproduce the edit,
     every file goes back to what it was (the transaction rolls back) and it raises.
@@ -571,7 +578,7 @@ def write_verified(plan: ImportPlan, series, summary: str | None, force: bool, w
     return written
 
 
-def verify(plan: ImportPlan, series) -> tuple[bool, str]:
+def verify(plan: ImportPlan, series: Series) -> tuple[bool, str]:
     """Plan the written patch on its release: (True, "") when every file equals the diff's
     result (sentinel lines aside), else (False, why)."""
     from patchq.plan import engine

@@ -58,8 +58,13 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
 
 from patchq.errors import RepoWriteError, StateError, UsageError
+
+if TYPE_CHECKING:
+    from patchq.series import Series
 
 #: The journal directory of an open (or interrupted) transaction, in the repo root.
 JOURNAL_DIR = ".patchq-txn"
@@ -473,7 +478,8 @@ class Transaction:
         shutil.rmtree(done, ignore_errors=True)
         self._entries = []
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         try:
             if exc_type is None:
                 try:
@@ -644,7 +650,7 @@ def repo_of(series_root: Path | str) -> Path:
     return Path(os.path.abspath(series_root)).parent
 
 
-def series_roots(series) -> list[str]:
+def series_roots(series: Series) -> list[str]:
     """The directories a change of ``series`` (a :class:`patchq.series.Series`) may touch:
     its repo root, series, anchors and goldens directories."""
     roots = [repo_of(series.root), Path(series.root), Path(series.anchors_root)]
@@ -654,6 +660,6 @@ def series_roots(series) -> list[str]:
     return [os.path.abspath(r) for r in roots]
 
 
-def series_transaction(series, what: str) -> Transaction:
+def series_transaction(series: Series, what: str) -> Transaction:
     """A :class:`Transaction` over ``series``' repo (:func:`repo_of`, :func:`series_roots`)."""
     return Transaction(repo_of(series.root), what, series_roots(series))

@@ -11,9 +11,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchq import hashing
 from patchq.errors import SeriesError, UsageError
+
+if TYPE_CHECKING:
+    from patchq.authoring.repowrite import Transaction
 
 tomllib = hashing.toml_module()
 
@@ -33,7 +37,7 @@ def check_profile(profile: str) -> None:
         raise UsageError(f"profile name {profile!r}: use letters, digits, - and _")
 
 
-def write_new(path: Path, text: str, written: list[str], txn=None) -> None:
+def write_new(path: Path, text: str, written: list[str], txn: Transaction | None = None) -> None:
     """Write ``text`` to a file that must not exist yet (atomically, verified:
     :mod:`patchq.authoring.repowrite`; staged in ``txn`` when given).
 
@@ -87,7 +91,8 @@ def _appended(inner: str, patch_id: str) -> str:
     return f'{stripped}{sep} "{patch_id}"'
 
 
-def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description: str = "", txn=None) -> bool:
+def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description: str = "",
+                   txn: Transaction | None = None) -> bool:
     """Append ``patch_id`` to ``[profiles.<profile>] patches`` (creating the profile at the
     end of the file). Comments and layout are kept. Returns False when it was already there.
     The file is rewritten atomically (:mod:`patchq.authoring.repowrite`), or staged in the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from patchq import report
 from patchq.documents import APPLY_SCHEMA, apply_document
@@ -67,7 +67,7 @@ def modules_of(digest: dict) -> list[str]:
 
 
 def converge_to(command: str, target: CodeSource, asked: str | None, patches: list,
-              **options) -> tuple[ApplyDoc, int]:
+              **options: Any) -> tuple[ApplyDoc, int]:
     """:func:`converge` to ``patches`` with ``options``, as (document for the profile
     ``asked`` on the command line, exit code)."""
     try:

@@ -55,6 +55,7 @@ from patchq.vllmdist.sources import CodeSource, sha256_hex
 
 if TYPE_CHECKING:
     from patchq.authoring.importer import ImportPlan
+    from patchq.authoring.repowrite import Transaction
     from patchq.documents import EditDoc, RecordDoc
 
 EDIT_SCHEMA = "patchq.edit/1"
@@ -608,7 +609,7 @@ def render_record(doc: RecordDoc) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn) -> None:
+def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn: Transaction) -> None:
     """Carry the fingerprints a re-recorded patch had over to its new anchors file: a
     fingerprint is of the pristine definition on a release, so an anchor on the same
     qualname keeps every release it verified on (the new recording's release wins).

@@ -19,7 +19,12 @@ from patchq.errors import EXIT_OK, UsageError
 from patchq.series import Series, module_file
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import libcst as cst
+
     from patchq.documents import InitDoc, NewDoc
+    from patchq.vllmdist.sources import CodeSource
 
 INIT_SCHEMA = "patchq.init/1"
 NEW_SCHEMA = "patchq.new/1"
@@ -98,7 +103,7 @@ def render_init(doc: InitDoc) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _did_you_mean(word: str, choices, what: str) -> str:
+def _did_you_mean(word: str, choices: Iterable[str], what: str) -> str:
     """``; did you mean a, b or c?`` with the nearest of ``choices`` (rapidfuzz), or ``""``."""
     from rapidfuzz import process
 
@@ -123,7 +128,8 @@ def _module_names(text: str) -> list[str]:
     return out
 
 
-def validate_new(source, module: str, qualname: str, node: str | None) -> tuple[str, str | None, int]:
+def validate_new(source: CodeSource, module: str, qualname: str,
+                 node: str | None) -> tuple[str, str | None, int]:
     """Check a ``new`` anchor against a vLLM (module docstring of ``patchq new``).
 
     Returns:
@@ -180,13 +186,13 @@ def validate_new(source, module: str, qualname: str, node: str | None) -> tuple[
     return anchored, node, 1
 
 
-def _statements(defn) -> list:
+def _statements(defn: cst.CSTNode) -> list:
     import libcst as cst
 
     out: list = []
 
     class _V(cst.CSTVisitor):
-        def on_visit(self, n) -> bool:
+        def on_visit(self, n: cst.CSTNode) -> bool:
             if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and n is not defn:
                 out.append(n)
             return not isinstance(n, cst.SimpleStatementLine)
@@ -196,7 +202,7 @@ def _statements(defn) -> list:
 
 
 def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
-        applies: str, summary: str | None, vllm: str | None = None, source=None,
+        applies: str, summary: str | None, vllm: str | None = None, source: CodeSource | None = None,
         site_packages: str | None = None, python: str | None = None) -> tuple[NewDoc, int]:
     """Scaffold ``series/<id>.py`` + ``anchors/<id>.toml`` and add the id to ``profile``.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from patchq import hashing
 from patchq import series as series_mod
@@ -77,7 +77,7 @@ def _row(s: series_mod.Series, pid: str) -> dict:
                           "reason": v.upstreamed or v.absent or ""} for v in p.variants]}
 
 
-def _literal(node: ast.AST, kind: type | tuple[type, ...]):
+def _literal(node: ast.AST, kind: type | tuple[type, ...]) -> Any:
     value = ast.literal_eval(node)
     if not isinstance(value, kind):
         name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)

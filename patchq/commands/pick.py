@@ -19,6 +19,7 @@ from patchq.vllmdist.sources import CodeSource
 
 if TYPE_CHECKING:
     from patchq.documents import ApplyDoc, CheckDoc
+    from patchq.plan.results import Plan
 
 
 def chosen(series: Series, ids: list[str]) -> list:
@@ -73,7 +74,7 @@ def _push_pop(command: str, target: CodeSource, series: Series, ids: list[str],
     return apply_cmd.document(command, target, None, result), EXIT_OK
 
 
-def plan_alone(target: CodeSource, series: Series, ids: list[str]):
+def plan_alone(target: CodeSource, series: Series, ids: list[str]) -> Plan:
     """The plan of the chosen patches alone on ``target``'s pristine files."""
     from patchq.compat.check import pristine_reader
     from patchq.plan import engine

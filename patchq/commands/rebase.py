@@ -34,6 +34,7 @@ from patchq.vllmdist import releases
 from patchq.vllmdist.sources import release_source
 
 if TYPE_CHECKING:
+    from patchq.authoring.repowrite import Transaction
     from patchq.documents import RebaseDoc
 
 if sys.version_info >= (3, 11):
@@ -65,7 +66,8 @@ def default_from(patch: Patch, target: Version) -> Version | None:
     return None
 
 
-def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]], txn) -> str | None:
+def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]],
+                               txn: Transaction) -> str | None:
     """Merge ``fps`` (anchor -> {version: fp}) into ``anchors/<patch>.toml`` (comments kept:
     :func:`patchq.authoring.fingerprints.rewrite`), staged in ``txn``; the path when changed."""
     from patchq.authoring import fingerprints
@@ -118,7 +120,7 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool =
         _record_carried(res, series, txn, tv, fv)
 
 
-def _record_carried(res: merge.PatchRebase, series: Series, txn, tv: Version, fv) -> None:
+def _record_carried(res: merge.PatchRebase, series: Series, txn: Transaction, tv: Version, fv: str) -> None:
     patch = series.patch(res.patch_id)
     current = patch.variant_for(tv)
     if current is None:

@@ -58,6 +58,7 @@ from patchq.series import Series
 
 if TYPE_CHECKING:
     from patchq.documents import ServeArgsDoc, ServeDoc
+    from patchq.vllmdist.sources import CodeSource
 
 SCHEMA = "patchq.serve-args/1"
 SERVE_SCHEMA = "patchq.serve/1"
@@ -301,7 +302,7 @@ def torch_missing() -> str | None:
     return _torch_check()[1]
 
 
-def _torch_check():
+def _torch_check() -> tuple[CodeSource, str | None]:
     """(the installed vLLM, :func:`torch_missing`'s answer). Raises TargetNotFound."""
     from pathlib import Path
 

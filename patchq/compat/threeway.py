@@ -427,7 +427,7 @@ def renamed_locals(base: Sequence[Elem], theirs: Sequence[Elem], u: Hunk) -> dic
     return out or None
 
 
-def _enclosing(elems: Sequence[Elem], pos: int, kinds) -> list[int]:
+def _enclosing(elems: Sequence[Elem], pos: int, kinds: type | tuple[type, ...]) -> list[int]:
     """Indices of elements of ``kinds`` whose extent holds base position ``pos``."""
     return [i for i, e in enumerate(elems) if isinstance(e.node, kinds) and e.kind in ("def", "head")
             and i < pos <= e.stop]

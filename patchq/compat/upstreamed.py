@@ -35,11 +35,12 @@ import ast
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from patchq.model import Patch
+from patchq.model import Patch, Variant
 from patchq.plan import engine
 from patchq.plan.relations import relations_row
 
 if TYPE_CHECKING:
+    from patchq.compat.check import PatchCheck
     from patchq.plan.survival import EditChange
 
 SUPERSEDED = "superseded"
@@ -56,7 +57,7 @@ def _anchor_row(a: engine.AnchorResult) -> dict:
             "moved": a.moved, "matches": a.matches, "fingerprint": a.fingerprint, "verified": a.verified}
 
 
-def classify(patch: Patch, result: engine.PatchResult, row) -> bool:
+def classify(patch: Patch, result: engine.PatchResult, row: PatchCheck) -> bool:
     """Fill ``row`` for a superseded, interacting or partially upstreamed result.
 
     Returns:
@@ -115,7 +116,7 @@ def annotate(rows: Iterable, patches: list[Patch], plan: engine.Plan) -> None:
                 row.notes.append(f"{verdict[1]}: the variant's upstreamed claim is not confirmed by the code")
 
 
-def _as_edit(patch: Patch, variant) -> Patch:
+def _as_edit(patch: Patch, variant: Variant) -> Patch:
     """``patch`` with ``variant`` (an edit variant) covering every version."""
     from dataclasses import replace
 
@@ -134,7 +135,7 @@ def depends_on_others(rows: Iterable) -> bool:
 # upstream by meaning (forwards): the engine's hook after statement identity
 
 
-def _helper_candidates(ws, relpath: str, pristine) -> list:
+def _helper_candidates(ws: engine.Workspace, relpath: str, pristine: ast.AST) -> list:
     """The release's definitions a patch helper may equal: the edited definition's members
     and the module's top-level definitions (pristine), each with ``path:line``."""
     import ast
@@ -150,7 +151,7 @@ def _helper_candidates(ws, relpath: str, pristine) -> list:
     return out
 
 
-def _module_helpers(ws, relpath: str) -> list:
+def _module_helpers(ws: engine.Workspace, relpath: str) -> list:
     """Top-level definitions the plan added to ``relpath`` so far (beside an edited one)."""
     before = ws.pristine_index(relpath) or {}
     now = ws.index(relpath) or {}

@@ -36,6 +36,10 @@ import os
 import posixpath
 import re
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 ENV_VAR = "PATCHQ_STATE_DIR"
 STATE_DIRNAME = ".patchq"
 ENV_PREFIX = "env-"
@@ -64,7 +68,7 @@ def site_key(site: str) -> str:
     return hashlib.sha256(os.path.realpath(site).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-def shared_base(environ=None) -> str | None:
+def shared_base(environ: Mapping[str, str] | None = None) -> str | None:
     """``$PATCHQ_STATE_DIR`` (a base shared by environments), or None."""
     return (os.environ if environ is None else environ).get(ENV_VAR) or None
 
@@ -102,7 +106,7 @@ def is_legacy(base: str, site: str) -> bool:
     return owner is None or owner == os.path.realpath(site)
 
 
-def state_root(site: str, environ=None) -> str:
+def state_root(site: str, environ: Mapping[str, str] | None = None) -> str:
     """The state directory of ``site`` (see module docstring)."""
     base = shared_base(environ)
     if not base:
@@ -171,7 +175,7 @@ def has_pending(root: str) -> bool:
 # -- what a reader accepts ---------------------------------------------------------
 
 
-def relpath_problem(relpath) -> str | None:
+def relpath_problem(relpath: object) -> str | None:
     """Why ``relpath`` (read from state) is not an acceptable vLLM file path, or None.
 
     Acceptable: a non-empty POSIX relpath, normalized (``posixpath.normpath`` leaves it
@@ -267,16 +271,16 @@ def confined(root: str, path: str) -> str | None:
     return None
 
 
-def _sha_text(value) -> bool:
+def _sha_text(value: object) -> bool:
     """True for a hex sha256 (not None, not :data:`patchq.hashing.NOT_REGULAR`)."""
     return isinstance(value, str) and _HEX64.match(value) is not None
 
 
-def _sha(value, optional: bool = False) -> bool:
+def _sha(value: object, optional: bool = False) -> bool:
     return (optional and value is None) or (isinstance(value, str) and _HEX64.match(value) is not None)
 
 
-def _str_list(value) -> bool:
+def _str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
@@ -365,7 +369,7 @@ def series_problem(cached: dict) -> str | None:
     return None
 
 
-def manifest_problem(data) -> str | None:
+def manifest_problem(data: object) -> str | None:
     """Why ``data`` (parsed ``txn/manifest.json``) is not a transaction manifest, or None."""
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
         return "not a transaction manifest"
