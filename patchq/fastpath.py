@@ -17,30 +17,24 @@ import sys
 
 from patchq.errors import EXIT_OK
 
-_VALUE_OPTS = {"--profile": "profile", "-p": "profile", "--site-packages": "site_packages", "--series": "series"}
-_FLAG_OPTS = {"--json": "json"}
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
+if TYPE_CHECKING:
+    from patchq.documents import ApplyDoc
+
+#: The options the fast path answers (their names come from :data:`patchq.options.COMMANDS`);
+#: any other option defers to the full CLI.
+_FAST = ("profile", "site_packages", "series", "json")
 
 
-def _parse(argv: list[str]) -> dict | None:
-    """The options of ``argv``, or None for anything unrecognised or an empty value."""
-    opts: dict = {"json": False}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        key, eq, value = arg.partition("=")
-        if key in _VALUE_OPTS and (eq or i + 1 < len(argv)):
-            if not eq:
-                i += 1
-                value = argv[i]
-            if not value.strip():
-                return None  # the full CLI reports the empty value (exit 2)
-            opts[_VALUE_OPTS[key]] = value
-        elif arg in _FLAG_OPTS:
-            opts[_FLAG_OPTS[arg]] = True
-        else:
-            return None
-        i += 1
-    return opts
+def _parse(argv: list[str], command: str) -> dict | None:
+    """The options of ``command``'s ``argv``, or None for anything unrecognised or an empty value."""
+    from patchq import options
+
+    declared = [o for o in options.COMMANDS[command] if o.dest in _FAST]
+    try:
+        return options.parse(argv, declared)[0]
+    except options.Unparsed:
+        return None  # the full CLI reports it (an empty value: exit 2)
 
 
 def _roots(opts: dict) -> tuple[str, str, str] | None:
@@ -68,12 +62,10 @@ def try_fast(argv: list[str]) -> int | None:
     """
     if not argv or argv[0] not in ("apply", "status", "list"):
         return None
-    opts = _parse(argv[1:])
+    opts = _parse(argv[1:], argv[0])
     if opts is None:
         return None
     if argv[0] == "list":  # typer alone costs more than the listing
-        if set(opts) - {"json", "series"}:
-            return None
         return _list(opts)
     roots = _roots(opts)
     if roots is None:
@@ -102,7 +94,7 @@ def try_fast(argv: list[str]) -> int | None:
     return _emit_noop(noop, opts["json"])
 
 
-def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: bool = False) -> dict | None:
+def _noop_apply(site: str, series: str, anchors: str, profile: str, as_json: bool = False) -> ApplyDoc | None:
     """The ``patchq.apply/1`` document of a no-op apply of ``profile``, or None when
     apply may have something to do (parses nothing).
 
@@ -176,19 +168,16 @@ def _verified_noop(site: str, root: str, series: str, anchors: str, profile: str
     return journal
 
 
-def _noop_doc(site: str, root: str, profile: str, di: str, results: list | None) -> dict:
+def _noop_doc(site: str, root: str, profile: str, di: str, results: list | None) -> ApplyDoc:
     """The ``patchq.apply/1`` document of a no-op (``results``: the journal's, for JSON)."""
+    from patchq.documents import apply_document
     from patchq.vllmdist.record import project_of, version_of
 
-    return {
-        "schema": "patchq.apply/1", "command": "apply", "ok": True, "error": None, "noop": True,
-        "profile": profile, "vllm": {"version": version_of(di), "site_packages": site, "dist": project_of(di)},
-        "patches": results if results is not None else [], "written": [], "restored": [], "added": [],
-        "removed": [], "foreign_kept": {}, "recovered": [],
-    }
+    return apply_document("apply", profile, {"version": version_of(di), "site_packages": site, "dist": project_of(di)},
+                          noop=True, patches=results)
 
 
-def _emit_noop(doc: dict, as_json: bool) -> int:
+def _emit_noop(doc: ApplyDoc, as_json: bool) -> int:
     if as_json:
         import json
 
