@@ -19,7 +19,7 @@ from patchq.errors import EXIT_OK
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
 if TYPE_CHECKING:
-    from patchq.documents import ApplyDoc
+    from patchq.documents import ApplyDoc, ListDoc
 
 #: The options the fast path answers (their names come from :data:`patchq.options.COMMANDS`);
 #: any other option defers to the full CLI.
@@ -197,7 +197,7 @@ def _list(opts: dict) -> int:
     return EXIT_OK
 
 
-def _listed(series_dir: str | None) -> dict:
+def _listed(series_dir: str | None) -> ListDoc:
     """The ``patchq.list/1`` document (:func:`patchq.commands.list_.run`), from a stat stamp
     (:mod:`patchq.env.stamp`) while every file of the series and anchors directories stats
     as when it was last listed; a listing that had to import a series module (its
@@ -223,7 +223,7 @@ def _listed(series_dir: str | None) -> dict:
             doc = None
         if isinstance(doc, dict) and doc.get("schema") == "patchq.list/1":
             doc["series"] = loc.as_json()
-            return doc
+            return doc  # type: ignore[return-value]  # what list_.run returned when stamped
     from patchq.commands import list_
 
     taken = stamp.now()
