@@ -37,6 +37,12 @@ def dispatch(argv: list[str]) -> int | None:
     code = fastpath.try_fast(argv)
     if code is not None:
         return code
+    from patchq import helpcache  # a plain `--help` comes from a stamp when it can
+
+    return helpcache.run(argv, _cli)
+
+
+def _cli(argv: list[str]) -> int:
     from patchq.cli import main as cli_main
 
     return cli_main(argv)

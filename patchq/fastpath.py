@@ -2,8 +2,10 @@
 
 ``patchq apply --profile P`` runs at every server start; when the environment already
 carries P it must cost about an interpreter start. This module answers with the
-standard library only (os, json, hashlib): it reads the journal, hashes the series
-files and the patched files, and parses nothing. Any argument it does not recognise,
+standard library only: it reads the journal, hashes the series files and the patched
+files, and parses nothing; once that has shown a no-op, a stat stamp
+(:mod:`patchq.env.stamp`) answers the next ones without hashing (``status`` and ``list``
+likewise). Any argument it does not recognise,
 or any doubt about a no-op (no journal, a pending write, a hash mismatch) leads to a real
 apply, run without typer and rich; unrecognised arguments (or an empty value) return None
 and the full CLI takes over. Only the profile served is resolved: a mistake in another

@@ -1,0 +1,114 @@
+"""``--help`` at interpreter cost: the typer app's help text, kept in a stat stamp.
+
+Rendering help imports typer, click and rich, which costs several interpreter starts. The
+text is a function of the command words, of patchq's own sources, of the installed typer,
+click and rich, and of what the renderer looks at in the environment (the terminal's
+width and whether it is one, colour variables, the output's encoding). So the first
+``patchq [WORDS...] --help`` runs the typer app as always while keeping a copy of what it
+writes to stdout, and stores it in a stamp (:mod:`patchq.env.stamp`) whose key holds the
+command words and those environment values, and whose inputs are every ``.py`` file of
+patchq and the ``__init__.py`` of typer, click and rich; a later identical request whose
+inputs stat as stamped writes the stored text and exits 0 without importing them.
+
+Only plain requests are kept: ``--help`` last, after command words only, on a UTF-8
+stdout, exit 0, nothing written to stderr and nothing written past the copy (the binary
+buffer untouched). ``PATCHQ_STAMPS=0`` turns it off with the other stamps.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: Environment variables the renderer (rich, click, typer) or patchq's front door reads.
+_ENV = ("COLUMNS", "LINES", "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
+        "TERM_PROGRAM", "CLICOLOR", "CLICOLOR_FORCE", "JUPYTER_COLUMNS", "JUPYTER_LINES", "LANG", "LC_ALL",
+        "LC_CTYPE", "PYTHONIOENCODING")
+
+
+def is_plain_help(argv: list[str]) -> bool:
+    """True for ``[WORDS...] --help`` with command words only before it."""
+    return bool(argv) and argv[-1] == "--help" and all(a and not a.startswith("-") for a in argv[:-1])
+
+
+def _key(argv: list[str]) -> dict[str, str]:
+    from patchq import __version__
+
+    tty = sys.stdout.isatty()
+    try:
+        size = f"{os.get_terminal_size(sys.stdout.fileno())}" if tty else "-"
+    except (OSError, ValueError):
+        size = "?"
+    env = {k: v for k, v in sorted(os.environ.items()) if k in _ENV or k.startswith(("PATCHQ_", "_TYPER", "_PATCHQ"))}
+    return {"command": "help", "argv": "\x1f".join(argv), "tty": str(tty), "size": size,
+            "encoding": str(getattr(sys.stdout, "encoding", "")), "env": repr(env), "patchq": __version__,
+            "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
+
+
+def _inputs() -> list[str]:
+    """Every ``.py`` file of patchq, and the ``__init__.py`` of the renderer's packages."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    for dirpath, dirnames, filenames in os.walk(here):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+        out += [os.path.join(dirpath, n) for n in sorted(filenames) if n.endswith(".py")]
+    for name in ("typer", "click", "rich"):
+        spec = importlib.util.find_spec(name)  # found, not imported
+        out.append(spec.origin if spec is not None and spec.origin else os.path.join(here, f".no-{name}"))
+    return out
+
+
+class _Tee:
+    """sys.stdout, keeping a copy of what is written through it; it behaves as the real
+    stream (bytes raise TypeError, as click's probe expects). Anything that reaches for the
+    binary ``buffer`` may write past the copy: then the copy is ``tainted`` (never kept)."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+        self.parts: list[str] = []
+        self.tainted = False
+
+    def write(self, text: str) -> int:
+        n = self._real.write(text)  # TypeError for bytes, as the real text stream
+        self.parts.append(text)
+        return n
+
+    def __getattr__(self, name: str):
+        if name in ("buffer", "detach", "reconfigure"):
+            self.tainted = True
+        return getattr(self._real, name)
+
+
+def run(argv: list[str], render: Callable[[list[str]], int]) -> int:
+    """``render(argv)`` (the typer app), or the stamped text of the same plain ``--help``
+    request (module docstring)."""
+    if not is_plain_help(argv) or str(getattr(sys.stdout, "encoding", "")).lower().replace("-", "") != "utf8":
+        return render(argv)  # click rewraps a stream of another encoding: nothing to keep a copy of
+    from patchq.env import stamp
+
+    key = _key(argv)
+    hit = stamp.load(key)
+    if hit is not None:
+        try:
+            text = bytes.fromhex(hit).decode("utf-8")
+        except ValueError:
+            text = None
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
+    taken = stamp.now()
+    tee, err = _Tee(sys.stdout), _Tee(sys.stderr)
+    sys.stdout, sys.stderr = tee, err  # type: ignore[assignment]
+    try:
+        code = render(argv)
+    finally:
+        sys.stdout, sys.stderr = tee._real, err._real
+    if code == 0 and not err.parts and not tee.tainted and not err.tainted and tee.parts:
+        stamp.save(key, _inputs(), [], "".join(tee.parts).encode("utf-8").hex(), taken)
+    return code
