@@ -8,7 +8,7 @@ from packaging.version import Version
 from patchq import series as S
 from patchq.errors import SeriesError, UsageError
 
-from .small_series import write_series
+from testing.small_series import write_series
 
 
 def test_load_profiles_patch_anchors_and_hash(tmp_path):

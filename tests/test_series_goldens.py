@@ -9,6 +9,9 @@ import pytest
 
 from patchq import testing
 
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
 
 @pytest.mark.parametrize("case", testing.cases(__file__), ids=testing.case_id)
 def test_patch(case, patchq_regen):

@@ -29,6 +29,9 @@ from packaging.version import Version
 
 from support import REPO, definition_source
 
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
 PATCHES = ("fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead")
 PROFILES = ("base", "mtp", "dflash", "dense")
 

@@ -21,6 +21,9 @@ from patchq import series as series_mod
 from patchq.authoring.merge import strip_sentinels
 from patchq.vllmdist.sources import release_source
 
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
 REL = "vllm/v1/core/kv_cache_utils.py"
 SCALED = "            new_spec = replace(layer_spec, block_size=new_block_size)\n"
 PAD = (

@@ -9,7 +9,7 @@ repository's commits, so the corpus is data beside it: ``$PATCHQ_IMPORT_CORPUS``
 ``shared/import-corpus/`` in or beside the checkout (``manifest.json``: ``[{id, release,
 source, hunks}]`` and ``<id>.diff``). Each diff is imported on its release and must
 reproduce the patched text byte-exactly; the level each hunk lands at must be the one in
-``tests/import_corpus_levels.json`` (``{id: [level per hunk]}``), and the aggregate targets
+``tests/authoring/importer_corpus_levels.json`` (``{id: [level per hunk]}``), and the aggregate targets
 hold: >= 90% of hunks at statement level (block prepend/append counted: a statement
 insert found by its block), 0 internal errors. Without the corpus the test skips, saying
 where it looked.
@@ -31,7 +31,7 @@ from patchq.vllmdist.sources import release_source
 pytestmark = pytest.mark.wheel
 
 HERE = Path(__file__).resolve().parent
-LEVELS_FILE = HERE / "import_corpus_levels.json"
+LEVELS_FILE = HERE / "importer_corpus_levels.json"
 
 
 def _series(tmp_path: Path) -> series_mod.Series:
@@ -100,7 +100,7 @@ def test_shape_lands_at_its_level(name, tmp_path):
 def _corpus_dir() -> Path | None:
     env = os.environ.get("PATCHQ_IMPORT_CORPUS")
     cands = [Path(env)] if env else []
-    cands += [HERE.parent / "shared" / "import-corpus", HERE.parent.parent / "shared" / "import-corpus"]
+    cands += [HERE.parents[1] / "shared" / "import-corpus", HERE.parents[2] / "shared" / "import-corpus"]
     return next((c for c in cands if (c / "manifest.json").is_file()), None)
 
 

@@ -21,6 +21,9 @@ from patchq import series
 from patchq.authoring import upstream
 from patchq.model import AnchorSpec
 
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
 RELEASES = ["0.23.0", "0.24.0", "0.26.0"]
 
 

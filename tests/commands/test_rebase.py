@@ -17,6 +17,9 @@ from patchq import series as series_mod
 from patchq.commands import rebase as cmd
 from patchq.vllmdist import releases
 
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
 TARGETS = ("0.24.0", "0.26.0", "0.33.0")
 
 #: patch -> merge outcome per target (the 0.23.0 variant merged node by node).
@@ -323,7 +326,7 @@ def test_rebase_to_a_release_the_series_already_carries_merges_nothing():
     import sys
 
     r = subprocess.run([sys.executable, "-m", "patchq", "rebase", "--to", "0.24.0", "--json"],
-                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     doc = json.loads(r.stdout)
     assert r.returncode == 0, r.stderr
     assert {p["status"] for p in doc["patches"]} == {"skipped"}

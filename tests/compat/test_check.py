@@ -24,12 +24,15 @@ from patchq import series
 from patchq.compat import check
 from patchq.vllmdist import releases, sources
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DRIFT = REPO / "tests" / "drift"
 FROZEN = DRIFT / "series-0.23" / "series"
 sys.path.insert(0, str(DRIFT))
 
 import corpus  # noqa: E402
+
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
 
 
 def release(version: str) -> sources.CodeSource:

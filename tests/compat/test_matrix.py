@@ -18,7 +18,10 @@ from patchq import series
 from patchq.vllmdist import sources
 from patchq.errors import UsageError
 
-REPO = Path(__file__).resolve().parents[1]
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
+REPO = Path(__file__).resolve().parents[2]
 FROZEN = REPO / "tests" / "drift" / "series-0.23" / "series"
 
 

@@ -3,7 +3,7 @@ pre-commit hooks (.pre-commit-hooks.yaml), the workflow and pre-commit config `p
 writes, and the packages (sdist and wheel) an index would take.
 
 The static checks (zizmor, check-jsonschema, pre-commit's own validators) are in the fast
-layer. Running the action's steps (tests/action_runner.py: act is not available here),
+layer. Running the action's steps (tests/testing/action_runner.py: act is not available here),
 pre-commit on a throwaway series repo, and building and installing the wheel fetch
 releases or packages: they are in the wheel layer, marked slow.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, run_cli
-from test_release_check import _tool
+from e2e.test_release_check import _tool
 
 HEAD = "0123456789abcdef0123456789abcdef01234567"
 
@@ -98,10 +98,10 @@ def _series_repo_with_goldens(tmp_path: Path) -> Path:
 @pytest.mark.wheel
 @pytest.mark.slow
 def test_the_action_runs_tests_and_matrix_on_a_series_repo(tmp_path):
-    """action.yml's steps in a shell (tests/action_runner.py), in a fresh venv as setup-python
+    """action.yml's steps in a shell (tests/testing/action_runner.py), in a fresh venv as setup-python
     gives: it installs patchq from its own checkout, `patchq test` passes, the matrix is
     written and summarised; a broken patch fails the test step and skips the matrix."""
-    import action_runner
+    from testing import action_runner
 
     repo = _series_repo_with_goldens(tmp_path)
     env = action_runner.fresh_python(tmp_path / "venv")

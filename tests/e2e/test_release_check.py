@@ -1,7 +1,7 @@
 """ci/release_check.py end to end on a synthetic vLLM 0.33.1, the index resolver, the sharded
 matrix merge, and the GitHub workflows (schema and static audit).
 
-The end-to-end test builds 0.33.1 from the real cached 0.33.0 wheel (tests/release_fixture.py),
+The end-to-end test builds 0.33.1 from the real cached 0.33.0 wheel (tests/testing/release_fixture.py),
 serves it from a loopback PEP 503 index, and runs the turnaround in a subprocess with a
 private patchq cache (``PATCHQ_CACHE_DIR``) whose release trees are links to the shared
 cache's (warm: nothing but 0.33.1 is downloaded, and the shared cache never sees 0.33.1),
@@ -21,8 +21,11 @@ from pathlib import Path
 
 import pytest
 
-import release_fixture as rf
+from testing import release_fixture as rf
 from support import REPO
+
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
 
 CI = REPO / "ci"
 WORKFLOWS = sorted((CI / "github").glob("*.yml"))

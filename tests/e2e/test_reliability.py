@@ -1,7 +1,7 @@
 """The reliability suite: damaged and hostile state dirs, concurrent writers, kill -9.
 
 Every case runs on a real vLLM 0.23.0 install with the dense profile applied and checks
-the rules of ``tests/reliability.py`` (no traceback, a documented exit code, never exit 0
+the rules of ``tests/testing/reliability.py`` (no traceback, a documented exit code, never exit 0
 with a wrong report, nothing lost after ``revert --all --force``, nothing written outside
 site-packages). CI-sized (about two minutes); the ``slow`` variants and
 ``bench/reliability.py`` run many more cases.
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-import reliability as rel
+from testing import reliability as rel
 from conftest import RUNTIME_PTH
 from support import REPO, link_copy
 

@@ -1,7 +1,7 @@
 """A user's own files, caches, the runtime hook and hostile input (issue 28).
 
 The fast tests run in process on small files (no release). The ``suite`` tests run the
-classes of ``tests/safety_suite.py`` (the CLI in subprocesses, one fresh offline world per
+classes of ``tests/testing/safety_suite.py`` (the CLI in subprocesses, one fresh offline world per
 case); they need no release either but take a minute or two, so they are in the wheel
 layer (``@pytest.mark.wheel``); ``bench/reliability.py --safety N`` runs many more.
 """
@@ -24,13 +24,9 @@ from hypothesis import strategies as st
 from patchq import discovery, jsonsafe
 from patchq.authoring import fingerprints, repowrite
 from patchq.errors import RepoWriteError, SeriesError, StateError, UnsafeConfig, UsageError
+from testing import safety_suite, small_series
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "unit"))
-sys.path.insert(0, str(HERE))
-
-import safety_suite  # noqa: E402
-import small_series  # noqa: E402
 
 # -- item 2: atomic, verified writes and transactions ----------------------------------------
 
@@ -301,7 +297,7 @@ def test_garbage_runtime_records_are_state_errors_never_crashes(tmp_path, record
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(min_size=1, max_size=400), where=st.integers(min_value=0), bit=st.integers(0, 7))
 def test_a_flipped_hook_manifest_is_refused_before_marshal(data, where, bit):
-    sys.path.insert(0, str(HERE.parent / "runtime"))
+    sys.path.insert(0, str(HERE.parents[1] / "runtime"))
     from patchq_runtime import hook
 
     packed = bytearray(hook.pack(hook.MANIFEST_TAG, data))
@@ -325,7 +321,7 @@ def test_edit_and_record_never_take_over_a_directory_they_did_not_make(tmp_path)
     assert safety_suite.snapshot(world.repo) == before  # the repo, .git included, byte for byte
 
 
-# -- the classes of tests/safety_suite.py (a minute or two: the wheel layer) ------------------
+# -- the classes of tests/testing/safety_suite.py (a minute or two: the wheel layer) ------------------
 
 
 @pytest.mark.wheel

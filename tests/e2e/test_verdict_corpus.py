@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "verdicts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verdicts"))
 import verdict_corpus as corpus  # noqa: E402
 
 pytestmark = pytest.mark.wheel

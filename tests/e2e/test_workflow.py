@@ -16,9 +16,9 @@ import sys
 import time
 
 import pytest
-import test_front
+from e2e import test_front
 from support import REPO, run_cli
-from test_front import one_line
+from e2e.test_front import one_line
 
 
 @pytest.fixture
@@ -320,7 +320,7 @@ def test_every_verb_ends_with_its_obvious_next_step(tiny):
     assert failed.rc == 1 and failed.stderr.splitlines()[-1] == (
         "next: `patchq check --profile good` shows why per patch; `patchq upgrade` rebases what moved"), failed
     # `pip install vllm==0.24.0`: new files (here: the old pristine ones), the journal of the old release
-    from test_front import TINY
+    from e2e.test_front import TINY
 
     (site / "vllm" / "tiny.py").unlink()
     (site / "vllm" / "tiny.py").write_text(TINY)

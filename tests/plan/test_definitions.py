@@ -13,7 +13,10 @@ from patchq.vllmdist import sources
 from patchq.plan import definitions, engine, plancache
 from patchq.plan.anchors import ast_index, definition_span, fingerprint_ast
 
-REPO = Path(__file__).resolve().parents[1]
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
 # a few modules with classes, decorators, conditional and nested definitions

@@ -14,7 +14,7 @@ from patchq.plan import anchors as A, engine
 from patchq.plan.diffs import unified_all
 from patchq.sentinels import find_sentinels
 
-from .small_series import UTILS_PY, write_series, write_tree
+from testing.small_series import UTILS_PY, write_series, write_tree
 
 REL = "vllm/ops/utils.py"
 

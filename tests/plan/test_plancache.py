@@ -9,7 +9,7 @@ from patchq import series as S
 from patchq.vllmdist import cache, sources
 from patchq.plan import anchors as A, engine, plancache
 
-from .small_series import UTILS_PY, write_series, write_tree
+from testing.small_series import UTILS_PY, write_series, write_tree
 
 M = "vllm/m.py"
 TEXT = ("import os\n\nclass A:\n    def f(self):\n        return 1\n\n\n"

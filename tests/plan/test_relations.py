@@ -16,7 +16,7 @@ Evidence, all on real wheels' trees (patchq's release cache) and real libcst par
   ``--strict`` refuses it;
 * the five Spark patches without their hand-written ``upstream_check`` (a copied
   series) on real releases and on trees where each change is already merged: no verdict
-  applies a change a second time (``tests/upstream_table.py`` prints the full table).
+  applies a change a second time (``tests/testing/upstream_table.py`` prints the full table).
 """
 
 from __future__ import annotations
@@ -39,13 +39,15 @@ from patchq.vllmdist import releases, sources
 from patchq.errors import SeriesError
 from patchq.plan import engine
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "drift"))
 
 import corpus  # noqa: E402
-import upstream_table  # noqa: E402
+from testing import upstream_table  # noqa: E402
 from support import replace_file  # noqa: E402
+
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
 
 KV = "vllm/v1/core/kv_cache_utils.py"
 INC = "vllm/model_executor/layers/quantization/inc.py"

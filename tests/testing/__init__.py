@@ -1,1 +1,2 @@
-"""The fast layer: small fixtures, no vLLM release, no network (``pytest -m "not wheel"``)."""
+"""Helpers shared by the tests (not collected): small series and sites, the safety and
+reliability case generators, the release fixture, the action runner, the upstream table."""

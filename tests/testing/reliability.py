@@ -1,6 +1,6 @@
 """The reliability harness: damage a patched vLLM's state, run patchq, check the rules.
 
-Shared by ``tests/test_reliability.py`` (a few hundred cases, CI-sized) and
+Shared by ``tests/e2e/test_reliability.py`` (a few hundred cases, CI-sized) and
 ``bench/reliability.py`` (thousands, prints counts). A case is: a real vLLM 0.23.0
 site-packages with the ``dense`` profile applied, one to three :data:`MUTATIONS` of its
 state or files, a short random command sequence, then ``revert --all --force``. Every
@@ -36,7 +36,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 UTILS = "vllm/model_executor/layers/fla/ops/utils.py"
 KV = "vllm/v1/core/kv_cache_utils.py"
 INC = "vllm/model_executor/layers/quantization/inc.py"

@@ -2,7 +2,7 @@
 
 Each case builds a small world of its own (no release is downloaded, nothing is shared):
 a series repo with ``patchq.toml`` (a ``.git`` directory, comments in its TOML files, a
-user's notes), an installed vLLM-shaped site-packages (``tests/unit/small_series.py``:
+user's notes), an installed vLLM-shaped site-packages (``tests/testing/small_series.py``:
 ``vllm 0.1.0`` with a real RECORD), a patchq cache holding that release as a fetched tree,
 and an ``outside`` directory nothing may touch. Commands are the real CLI in a
 subprocess (offline, with a timeout: a command still running then is a *hang*).
@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent
-sys.path[:0] = [str(REPO_ROOT), str(HERE / "unit")]
+REPO_ROOT = HERE.parents[1]
+sys.path[:0] = [str(REPO_ROOT), str(HERE.parent)]  # also when run as a script (--inner-authoring)
 
-import small_series  # noqa: E402
+from testing import small_series  # noqa: E402
 
 #: Exit codes docs/exit-codes.md documents.
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 6, 7, 126, 127, 130, 141}

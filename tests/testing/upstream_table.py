@@ -18,7 +18,7 @@ On each release the ``dense`` profile (all five patches) is checked on
   A verdict there must never be ``applies``/``applies-drifted``/``moved`` (that would
   apply the change a second time).
 
-``python tests/upstream_table.py [VERSION ...]`` prints the Markdown table (default: every
+``python tests/testing/upstream_table.py [VERSION ...]`` prints the Markdown table (default: every
 release of 0.15.1-0.33.0 in the cache). Tests import :func:`merged_tree`,
 :func:`generic_series` and :func:`verdict`.
 """
@@ -30,7 +30,7 @@ import shutil
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "drift"))
 

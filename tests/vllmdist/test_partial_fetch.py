@@ -8,8 +8,12 @@ import os
 import zipfile
 
 import platformdirs
+import pytest
 
 from patchq.vllmdist import releases as R
+
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
 
 REAL_CACHE = os.environ.get("PATCHQ_CACHE_DIR") or platformdirs.user_cache_dir("patchq")
 

@@ -24,9 +24,12 @@ from packaging.version import Version
 from patchq.vllmdist import releases as R
 from patchq.vllmdist.releases import ReleaseError
 
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
 REAL_CACHE = Path(os.environ.get("PATCHQ_CACHE_DIR") or platformdirs.user_cache_dir("patchq"))
 REAL_WHEELS = REAL_CACHE / "wheels"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def real_wheel(version: str) -> Path:

@@ -22,7 +22,7 @@ import pytest
 from patchq.errors import TargetNotFound
 from patchq.vllmdist import record, sources
 
-from . import small_series
+from testing import small_series
 
 REPO = Path(__file__).resolve().parents[2]
 
