@@ -28,8 +28,9 @@ never as failures. How vLLM is started: ``python -m vllm.entrypoints.openai.api_
 
 Each record is ``lab/boot.py``'s (``boot.py`` module docstring) plus ``level: "cpu-boot"``,
 ``peak_rss_mb`` (the server's process group, sampled every 0.5 s), ``load`` (1-minute load
-average before and after), ``scope`` (``serve`` or ``engine-init``), ``reason`` (for
-``not-cpu-bootable``) and ``host`` (CPU model, cores, torch).
+average before and after), ``boot_timeout_s``, ``scope`` (``serve`` or ``engine-init``),
+``reason`` (for ``not-cpu-bootable``), ``host`` (CPU model, cores, torch) and
+``patchq_revert`` (``revert --all`` then ``status`` on the run's copy: byte-exact or not).
 
 Usage (the venv's interpreter runs ``run``; ``all`` does every step for several releases)::
 
@@ -146,7 +147,7 @@ class CpuRunner(boot.Runner):
 
     def _finish(self, rec: dict, spec: dict) -> dict:
         rec.update(level=LEVEL, dist=DIST, scope="engine-init" if spec.get("init_only") else "serve",
-                   host=self.host, not_proven=NOT_PROVEN)
+                   boot_timeout_s=self.boot_timeout, host=self.host, not_proven=NOT_PROVEN)
         return super()._finish(rec, spec)
 
 
