@@ -36,7 +36,7 @@ Usage (the venv's interpreter runs ``run``; ``all`` does every step for several 
 
     python3.11 lab/cpuboot.py venv --venv V --wheel W.whl          # create/refresh the venv
     python3.11 lab/cpuboot.py swap --venv V --root R --release X    # unpack X, top up the venv
-    V/bin/python lab/cpuboot.py run --root R --release X [--only base,mtp] [--out F.jsonl]
+    V/bin/python lab/cpuboot.py run --root R --release X [--only base,mtp] [--out F.jsonl] [--limits]
     python3.11 lab/cpuboot.py all --venv V --root R --releases 0.27.0,0.32.0 --out F.jsonl
     python3.11 lab/cpuboot.py plan
 
@@ -121,6 +121,22 @@ def cpu_plan(release: str) -> list[dict]:
     return runs
 
 
+def limits_plan(release: str) -> list[dict]:
+    """The runs :data:`NOT_CPU` names, made runnable on CPU (CPU env and flags, DFlash without
+    the GPU attention backend), each expected to fail: ``run --limits`` boots them once so that
+    each reason rests on a measured error line (``lab/evidence/cpu-limits.jsonl``, kept out of
+    the matrix, which records these runs as ``not-cpu-bootable``)."""
+    gpu = {r["id"]: r for r in boot.default_plan(release)}
+    out = []
+    for rid, why in NOT_CPU.items():
+        r = dict(gpu[rid], env={**gpu[rid].get("env", {}), **CPU_ENV}, expect={"result": "fails"}, limit=why)
+        r.pop("compare_to", None)
+        if r.get("spec") and r["spec"].get("method") == "dflash":
+            r["spec"] = DFLASH_CPU
+        out.append(r)
+    return out
+
+
 def host_facts(python: str = sys.executable) -> dict:
     """CPU model, logical cores, Python and torch of the boot venv (``torch`` None if absent)."""
     model = ""
@@ -146,6 +162,8 @@ class CpuRunner(boot.Runner):
         return [argv[0], "-m", "vllm.entrypoints.openai.api_server", "--model", argv[4], *flags]
 
     def _finish(self, rec: dict, spec: dict) -> dict:
+        if spec.get("limit"):
+            rec["limit"] = spec["limit"]
         rec.update(level=LEVEL, dist=DIST, scope="engine-init" if spec.get("init_only") else "serve",
                    boot_timeout_s=self.boot_timeout, host=self.host, not_proven=NOT_PROVEN)
         return super()._finish(rec, spec)
@@ -367,7 +385,7 @@ def cmd_run(a) -> int:
         print(f"cpuboot {a.release}: not starting any server: the venv lacks "
               + ", ".join(f"{k} ({v})" for k, v in sorted(lacking.items())), file=sys.stderr)
         return 3
-    plan = cpu_plan(a.release)
+    plan = limits_plan(a.release) if a.limits else cpu_plan(a.release)
     if a.only:
         want = a.only.split(",")
         plan = [r for r in plan if r["id"] in want]
@@ -537,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--boot-timeout", type=float, default=420.0)
     r.add_argument("--base-port", type=int, default=8300)
     r.add_argument("--keep-sites", action="store_true")
+    r.add_argument("--limits", action="store_true", help="boot the runs a CPU cannot boot, to record why")
     al = sub.add_parser("all")
     al.add_argument("--venv", required=True)
     al.add_argument("--root", required=True)
