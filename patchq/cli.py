@@ -13,11 +13,12 @@ Help is plain click text (no rich): ``patchq --help`` costs an interpreter start
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, TypeVar
 
 import typer
 
-from patchq import report
+from patchq import options, report
 from patchq.errors import EXIT_OK
 
 
@@ -103,21 +104,30 @@ def opt(default, *names: str, help: str, metavar: str | None = None, **kw):
     return typer.Option(default, *names, help=help, metavar=metavar, callback=_nonempty, **kw)
 
 
-SitePackages = opt(None, "--site-packages", help="site-packages directory holding vllm", metavar="DIR")
-Python = opt(None, "--python", help="interpreter of another environment", metavar="PATH")
-SeriesDir = opt(None, "--series", metavar="DIR",
-                help="series directory or series repo (default: $PATCHQ_SERIES, else patchq.toml / "
-                     "[tool.patchq] above the working directory, else the bundled series)")
+def declared(option: options.Option, default: Any) -> Any:
+    """The typer option of a declaration in :mod:`patchq.options` (read by the standard-library
+    front doors too): a flag, or a value option as :func:`opt` makes it."""
+    if option.flag:
+        return typer.Option(default, *option.names, help=option.help)
+    return opt(default, *option.names, help=option.help, metavar=option.metavar)
+
+
+SitePackages = declared(options.SITE_PACKAGES, None)
+Python = declared(options.PYTHON, None)
+SeriesDir = declared(options.SERIES, None)
 PatchOpt = opt([], "--patch", help="patch id (repeatable; default: every patch)", metavar="ID")
-Json = typer.Option(False, "--json", help="print the JSON document (schema: docs/json.md)")
+Json = declared(options.JSON, False)
 
 
 #: The output of the command that ran: printed by :func:`main` once click has returned,
 #: so that a closed stdout reaches the error edge (click would turn it into exit 1).
-_output: list[tuple[dict, bool, Callable[[dict], str], bool]] = []
+_output: list[tuple[Mapping[str, Any], bool, Callable[[Any], str], bool]] = []
+
+#: A command's document (one of :mod:`patchq.documents`).
+Doc = TypeVar("Doc", bound=Mapping[str, Any])
 
 
-def _finish(doc: dict, code: int, as_json: bool, render: Callable[[dict], str], err: bool = False):
+def _finish(doc: Doc, code: int, as_json: bool, render: Callable[[Doc], str], err: bool = False) -> NoReturn:
     """End a verb: ``doc`` is printed as JSON, or ``render(doc)`` (on stderr with ``err``),
     by :func:`main`; exit with ``code``."""
     _output.append((doc, as_json, render, err))
@@ -160,13 +170,12 @@ def list_cmd(series_dir: str | None = SeriesDir, as_json: bool = Json) -> None:
 
 @app.command()
 def apply(
-    profile: str | None = opt(None, "--profile", "-p", help="profile to apply", metavar="NAME"),
-    patch: list[str] = opt([], "--patch", help="apply this patch on top of the applied ones (repeatable)",
-                           metavar="ID"),
+    profile: str | None = declared(options.APPLY_PROFILE, None),
+    patch: list[str] = declared(options.APPLY_PATCH, []),
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
-    strict: bool = typer.Option(False, "--strict", help="fail on a patch found upstream instead of skipping it"),
+    strict: bool = declared(options.STRICT, False),
     as_json: bool = Json,
 ) -> None:
     """Apply a profile's patches (validated first; idempotent).
@@ -218,8 +227,7 @@ def status(
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
-    runtime: bool = typer.Option(False, "--runtime",
-                                 help="the patches live in running `patchq run` processes, per pid"),
+    runtime: bool = declared(options.RUNTIME, False),
     as_json: bool = Json,
 ) -> None:
     """Which patches are live, and the state of each target file.
@@ -235,11 +243,11 @@ def status(
 
 @app.command(cls=_Command, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def run(
-    profile: str = opt(..., "--profile", "-p", help="profile to make live at import time", metavar="NAME"),
+    profile: str = declared(options.RUN_PROFILE, ...),
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
-    print_env: bool = typer.Option(False, "--print-env", help="print the environment as export lines; run nothing"),
+    print_env: bool = declared(options.PRINT_ENV, False),
     as_json: bool = Json,
     command: list[str] | None = typer.Argument(None, help="the command (after --)", metavar="COMMAND"),
 ) -> None:
@@ -248,12 +256,8 @@ def run(
     site-packages is untouched; `patchq run --help` has the details."""
     from patchq.commands import run as cmd
 
-    argv = ["--profile", profile]
-    for flag, value in (("--site-packages", site_packages), ("--python", python), ("--series", series_dir)):
-        if value is not None:
-            argv += [flag, value]
-    argv += ["--print-env"] * print_env + ["--json"] * as_json + ["--", *(command or [])]
-    raise typer.Exit(cmd.main(argv))
+    opts = cmd.RunOptions(profile, site_packages, python, series_dir, print_env, as_json, list(command or []))
+    raise typer.Exit(cmd.execute(cmd.checked(opts)))
 
 
 @app.command()
@@ -492,16 +496,18 @@ def import_cmd(
 @app.command("test")
 def test_cmd(
     patch: list[str] = PatchOpt,
-    regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and golden definitions"),
+    regen: bool = typer.Option(False, "--regen", help="rewrite expected verdicts and stored diffs"),
     releases: str | None = opt(None, "--releases", metavar="SPEC", help="with --regen: the releases to record "
                                            "(list, or a range among the cached ones)"),
+    migrate: bool = typer.Option(False, "--migrate", help="move goldens of an earlier patchq (tests/goldens/<patch>/) "
+                                 "into series/diffs, when they pass"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """Check each patch's expected verdicts and golden definitions per release (patchq.testing)."""
+    """Check each patch's expected verdicts and stored diffs per release (patchq.testing)."""
     from patchq.commands import test as cmd
 
-    doc, code = cmd.run(series_dir, patch, regen, releases)
+    doc, code = cmd.run(series_dir, patch, regen, releases, migrate)
     _finish(doc, code, as_json, cmd.render_text)
 
 

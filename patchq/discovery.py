@@ -15,7 +15,7 @@ Order, first hit wins:
 
        series = "series"      # default "series"
        anchors = "anchors"    # default "anchors"
-       goldens = "tests/golden/patches"   # default "<series>/../goldens"
+       goldens = "tests/goldens"   # layout-1 goldens of an earlier patchq; default "<series>/../goldens"
 
 4. the bundled series: the Spark series shipped inside the patchq wheel
    (``patchq/_bundled/``), or the checkout's ``series/`` for an editable install.
@@ -46,6 +46,10 @@ import stat
 import sys
 
 from patchq.errors import SeriesError, UnsafeConfig
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
+if TYPE_CHECKING:
+    from patchq.documents import SeriesRef
 
 CONFIG_NAME = "patchq.toml"
 #: Directories whose walked-up config is trusted whoever owns it (``os.pathsep`` list, or ``*``).
@@ -111,7 +115,7 @@ class Location:
                "bundled": "the bundled Spark series"}.get(self.origin, f"from {self.config_str}")
         return f"series {self.series_str} ({how})"
 
-    def as_json(self) -> dict:
+    def as_json(self) -> SeriesRef:
         """The ``series`` field of command documents."""
         return {"dir": self.series_str, "anchors": self.anchors_str, "from": self.origin,
                 "config": self.config_str}

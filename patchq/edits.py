@@ -68,7 +68,7 @@ class _Replace(cst.CSTTransformer):
         self.make = make
         self.hits = 0
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:  # type: ignore[override]
         if original_node is self.target:
             self.hits += 1
             return self.make(updated_node)
@@ -127,7 +127,7 @@ def replace(tree: DefNode, target: cst.CSTNode, new: Sequence[cst.BaseStatement]
     if isinstance(new, cst.CSTNode):
         return _apply(tree, target, lambda old: new)
 
-    def make(old: cst.CSTNode):
+    def make(old: cst.CSTNode) -> cst.FlattenSentinel:
         body = list(new)
         if body and hasattr(old, "leading_lines"):
             body[0] = _with_leading(body[0], old.leading_lines)  # type: ignore[attr-defined]
@@ -144,9 +144,9 @@ def insert_after(tree: DefNode, target: cst.BaseStatement, new: Sequence[cst.Bas
 def insert_before(tree: DefNode, target: cst.BaseStatement, new: Sequence[cst.BaseStatement]) -> DefNode:
     """Insert statements right before ``target``; comments above ``target`` move above them."""
 
-    def make(old):
+    def make(old: cst.CSTNode) -> cst.FlattenSentinel:
         lead = getattr(old, "leading_lines", ())
-        body = [*new, old.with_changes(leading_lines=[]) if lead else old]
+        body: list = [*new, old.with_changes(leading_lines=[]) if lead else old]
         if lead:
             body[0] = _with_leading(body[0], lead)
         return cst.FlattenSentinel(body)
@@ -201,7 +201,7 @@ def replace_each(tree: DefNode, targets: Sequence[cst.CSTNode], make: Callable[[
     seen: set[int] = set()
 
     class _Each(cst.CSTTransformer):
-        def on_leave(self, original_node, updated_node):  # type: ignore[override]
+        def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> object:  # type: ignore[override]
             if id(original_node) in wanted:
                 seen.add(id(original_node))
                 return make(updated_node)

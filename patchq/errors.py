@@ -10,8 +10,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path imports this)
 if TYPE_CHECKING:  # the planner imports libcst; this module stays stdlib-only
-    from typing import Any
-
+    from patchq.documents import ApplyDoc
     from patchq.plan.engine import Plan
 
 # Exit codes (documented in docs/exit-codes.md; stable: CI and scripts read them).
@@ -105,7 +104,7 @@ class RunPlanFailed(PatchqError):
     ``patchq.apply/1`` report and ``text`` its rendering (importable from
     :mod:`patchq.commands.run` too)."""
 
-    def __init__(self, exc: PatchqError, doc: dict[str, Any], text: str) -> None:
+    def __init__(self, exc: PatchqError, doc: ApplyDoc, text: str) -> None:
         super().__init__(str(exc))
         self.exit_code = exc.exit_code
         self.doc, self.text = doc, text

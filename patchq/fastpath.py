@@ -18,30 +18,24 @@ import sys
 
 from patchq.errors import EXIT_OK
 
-_VALUE_OPTS = {"--profile": "profile", "-p": "profile", "--site-packages": "site_packages", "--series": "series"}
-_FLAG_OPTS = {"--json": "json"}
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
+if TYPE_CHECKING:
+    from patchq.documents import ApplyDoc
+
+#: The options the fast path answers (their names come from :data:`patchq.options.COMMANDS`);
+#: any other option defers to the full CLI.
+_FAST = ("profile", "site_packages", "series", "json")
 
 
-def _parse(argv: list[str]) -> dict | None:
-    """The options of ``argv``, or None for anything unrecognised or an empty value."""
-    opts: dict = {"json": False}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        key, eq, value = arg.partition("=")
-        if key in _VALUE_OPTS and (eq or i + 1 < len(argv)):
-            if not eq:
-                i += 1
-                value = argv[i]
-            if not value.strip():
-                return None  # the full CLI reports the empty value (exit 2)
-            opts[_VALUE_OPTS[key]] = value
-        elif arg in _FLAG_OPTS:
-            opts[_FLAG_OPTS[arg]] = True
-        else:
-            return None
-        i += 1
-    return opts
+def _parse(argv: list[str], command: str) -> dict | None:
+    """The options of ``command``'s ``argv``, or None for anything unrecognised or an empty value."""
+    from patchq import options
+
+    declared = [o for o in options.COMMANDS[command] if o.dest in _FAST]
+    try:
+        return options.parse(argv, declared)[0]
+    except options.Unparsed:
+        return None  # the full CLI reports it (an empty value: exit 2)
 
 
 def _roots(opts: dict) -> tuple[str, str, str] | None:
@@ -67,12 +61,10 @@ def try_fast(argv: list[str]) -> int | None:
     """
     if not argv or argv[0] not in ("apply", "status", "list"):
         return None
-    opts = _parse(argv[1:])
+    opts = _parse(argv[1:], argv[0])
     if opts is None:
         return None
     if argv[0] == "list":  # typer alone costs more than the listing
-        if set(opts) - {"json", "series"}:
-            return None
         return _list(opts)
     roots = _roots(opts)
     if roots is None:
@@ -101,7 +93,7 @@ def try_fast(argv: list[str]) -> int | None:
     return _emit_noop(noop, opts["json"])
 
 
-def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | None:
+def _noop_apply(site: str, series: str, anchors: str, profile: str) -> ApplyDoc | None:
     """The ``patchq.apply/1`` document of a no-op apply of ``profile``, or None when
     apply may have something to do (parses nothing)."""
     from patchq.env import layout
@@ -133,15 +125,13 @@ def _noop_apply(site: str, series: str, anchors: str, profile: str) -> dict | No
     for relpath, entry in journal.get("files", {}).items():
         if sha256_file(os.path.join(site, relpath)) != entry["patched_sha256"]:
             return None
-    return {
-        "schema": "patchq.apply/1", "command": "apply", "ok": True, "error": None, "noop": True,
-        "profile": profile, "vllm": {"version": version, "site_packages": site, "dist": project_of(di)},
-        "patches": journal.get("results", []), "written": [], "restored": [], "added": [], "removed": [],
-        "foreign_kept": {}, "recovered": [],
-    }
+    from patchq.documents import apply_document
+
+    return apply_document("apply", profile, {"version": version, "site_packages": site, "dist": project_of(di)},
+                          noop=True, patches=journal.get("results", []))
 
 
-def _emit_noop(doc: dict, as_json: bool) -> int:
+def _emit_noop(doc: ApplyDoc, as_json: bool) -> int:
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:

@@ -33,7 +33,7 @@ def definition(source: CodeSource, qualname: str, *modules: str) -> Definition |
     """
     index = definitions.for_source(source)
 
-    def index_of(relpath: str):
+    def index_of(relpath: str) -> dict[str, list[definitions.Entry]] | None:
         return index.file(relpath)
 
     hints = [p for m in modules for p in AnchorSpec(id="hint", module=m, qualname=qualname).module_paths]
@@ -43,9 +43,9 @@ def definition(source: CodeSource, qualname: str, *modules: str) -> Definition |
             return _definition(source, relpath, found[0])
     if any((index_of(p) or {}).get(qualname) for p in hints):
         return None
-    found, _ = find_definitions(source, qualname, (), index_of, index.candidates)  # one package-wide search
-    return _definition(source, *found[0]) if len(found) == 1 else None
+    anywhere, _ = find_definitions(source, qualname, (), index_of, index.candidates)  # one package-wide search
+    return _definition(source, *anywhere[0]) if len(anywhere) == 1 else None
 
 
-def _definition(source: CodeSource, relpath: str, entry) -> Definition:
+def _definition(source: CodeSource, relpath: str, entry: definitions.Entry) -> Definition:
     return definitions.definition_from(source.read_text(relpath) or "", relpath, entry)

@@ -14,6 +14,21 @@ import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:  # the planner imports libcst; rendering must not
+    from collections.abc import Mapping
+    from typing import Any
+
+    from patchq.documents import (
+        ApplyDoc,
+        CheckDoc,
+        DiffDoc,
+        ImportDoc,
+        ListDoc,
+        RebaseDoc,
+        RunEnvDoc,
+        RuntimeStatusDoc,
+        UpstreamLogDoc,
+        UpstreamSyncDoc,
+    )
     from patchq.plan.engine import Plan
 
 
@@ -88,7 +103,7 @@ def patch_rows(plan: Plan) -> list[dict]:
     return rows
 
 
-def emit_json(doc: dict) -> None:
+def emit_json(doc: Mapping[str, Any]) -> None:
     """Print a JSON document to stdout."""
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
@@ -145,7 +160,7 @@ def range_text(spec: str) -> str:
     return ",".join(sorted(parts, key=key))
 
 
-def selection(doc: dict) -> str:
+def selection(doc: Mapping[str, Any]) -> str:
     """What a command ran on, for its header: the profile, ``--patch X,Y``, or ``--all``."""
     if doc.get("profile"):
         return str(doc["profile"])
@@ -172,7 +187,7 @@ def ranges_lower_first(text: str) -> str:
 # -- list --------------------------------------------------------------------------
 
 
-def series_line(doc: dict) -> list[str]:
+def series_line(doc: Mapping[str, Any]) -> list[str]:
     """The line naming the series a command used (its document's ``series`` field, from
     :meth:`patchq.discovery.Location.as_json`), or no line when the field is absent."""
     loc = doc.get("series")
@@ -183,7 +198,7 @@ def series_line(doc: dict) -> list[str]:
     return [f"series {loc['dir']} ({how})"]
 
 
-def list_text(doc: dict) -> str:
+def list_text(doc: ListDoc) -> str:
     """A ``patchq.list/1`` document: the series used, profiles, then patches with their
     variants; each variant as range, kind, then its anchors or its reason."""
     cols = width()
@@ -209,7 +224,7 @@ def list_text(doc: dict) -> str:
 # -- check -------------------------------------------------------------------------
 
 
-def check_text(doc: dict, show_diffs: bool = True) -> str:
+def check_text(doc: CheckDoc, show_diffs: bool = True) -> str:
     """A ``patchq.check/1`` document: per patch its status, then each anchor location
     (``qualname (file:line)``) and the reason on their own lines, then the drift."""
     cols = width()
@@ -234,7 +249,7 @@ def check_text(doc: dict, show_diffs: bool = True) -> str:
         "".join(f"\n{next_line(s)}" for s in check_next(doc))
 
 
-def threeway_text(doc: dict) -> str:
+def threeway_text(doc: CheckDoc) -> str:
     """The three-way views of blocking drift (``review``, ``possibly-upstreamed``): per
     definition its findings (rule, upstream ``path:line``) and the two diffs."""
     parts = []
@@ -255,7 +270,7 @@ def next_line(step: str, err: bool = False) -> str:
     return f"{paint('next:', 'bold', err)} {step}"
 
 
-def check_next(doc: dict) -> list[str]:
+def check_next(doc: CheckDoc) -> list[str]:
     """The obvious next step after a ``patchq.check/1``: rebase what blocks, record what drifted."""
     version = doc["vllm"]["version"]
     review = [p["id"] for p in doc["patches"] if p["status"] in ("review", "possibly-upstreamed")]
@@ -276,7 +291,7 @@ def check_next(doc: dict) -> list[str]:
 # -- apply, revert, run ------------------------------------------------------------
 
 
-def apply_text(doc: dict) -> str:
+def apply_text(doc: ApplyDoc) -> str:
     """Plain-text rendering of a ``patchq.apply/1`` document (no rich: apply runs at
     every server start, and its output is read in logs)."""
     lines = []
@@ -308,12 +323,12 @@ def apply_text(doc: dict) -> str:
     return "\n".join(lines)
 
 
-def noop_apply_text(version: str, profile: str) -> str:
+def noop_apply_text(version: str, profile: str | None) -> str:
     """The fast path's answer to an ``apply`` with nothing to do."""
     return f"apply: nothing to do (vllm {version} already carries profile {profile})"
 
 
-def run_env_text(doc: dict) -> str:
+def run_env_text(doc: RunEnvDoc) -> str:
     """A ``patchq.run-env/1`` document as ``export NAME=value`` lines (shell-quoted)."""
     import shlex
 
@@ -344,7 +359,7 @@ def plain_doc(text: str) -> str:
 # -- status, diff, and the authoring commands -----------------------------------------
 
 
-def sync_text(doc: dict) -> str:
+def sync_text(doc: UpstreamSyncDoc) -> str:
     """Human summary of a sync."""
     lines = [f"upstream ({doc['kind']}) at {doc['path']}: {len(doc['releases'])} release(s) tagged"]
     if doc["added"]:
@@ -357,7 +372,7 @@ def sync_text(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def log_text(doc: dict, show_diff: bool = True) -> str:
+def log_text(doc: UpstreamLogDoc, show_diff: bool = True) -> str:
     """Human rendering of a log: per definition, per change, its diff and commits."""
     lines = [f"{doc['patch']}: {len(doc['definitions'])} anchored definition(s) over "
              f"{len(doc['releases'])} release(s) ({doc['releases'][0]} .. {doc['releases'][-1]}, "
@@ -383,62 +398,73 @@ def log_text(doc: dict, show_diff: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rebase_text(doc: dict) -> str:
+def rebase_text(doc: RebaseDoc) -> str:
     """The human report: per patch its status, units, range-diff and next steps."""
     out = [f"rebase to vllm {doc['to']}" + (f" from {doc['from']}" if doc["from"] else "") + ":"]
     for p in doc["patches"]:
-        head = f"{p['id']}: {p['status'].upper()}"
-        if p["from"]:
-            head += (f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; "
-                     f"series at {p['to']}: {p['target_variant']})")
-        out.append(ranges_lower_first(head))
-        if p["status"] in ("skipped", "failed-at-base", "unsupported"):
-            out.append(ranges_lower_first(f"  {p['reason']}"))
-            continue
-        for u in p["units"]:
-            where = u["base_path"]
-            if u["target_path"] and u["target_path"] != u["base_path"]:
-                where += f" -> {u['target_path']}"
-            up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
-            merged = "resolved by hand" if u["resolution"] == "resolved" else u["merge"]
-            line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {merged}"
-            if u["conflicts"]:
-                line += f" ({u['conflicts']} conflict block(s))"
-            if u["transform"]:
-                line += f"; transform {u['transform'].replace('-', ' ')}"
-            out.append(line)
-            for c in u["candidates"]:
-                out.append(f"      similar: {c['qualname']} in {c['relpath']} (score {c['score']:g})")
-            if u["transform"] == "fails" and u["transform_reason"]:
-                out.append(f"      transform: {u['transform_reason']}")
-            if u["merge"] == "gone":
-                out.append(f"      {u['reason']}")
-            for f in u["files"]:
-                out.append(f"      wrote {f}")
-        if p["status"] in ("upstreamed", "absent"):
-            out.append(f"  {p['reason']}")
-        rd = p["range_diff"]
-        if rd["rows"]:
-            c = rd["counts"]
-            src = f" (new rendering from the {p['new_diff_source']})" if p["new_diff_source"] else " (no new rendering)"
-            out.append(f"  range-diff {p['from']} -> {p['to']}: {c['same']} same, {c['changed']} changed, "
-                       f"{c['removed']} removed, {c['added']} added{src}")
-            out += [f"    {row}" for row in rd["rows"]]
-        for w in p["written"]:
-            if not any(w in u["files"] for u in p["units"]):
-                out.append(f"  wrote {w}")
-        for s in p["next_steps"]:
-            out.append("  " + next_line(ranges_lower_first(s)))
+        out += _rebase_patch_lines(p)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(doc["counts"].items()))
     out.append(f"summary: {counts}" + ("" if doc["ok"] else " (exit 1: conflicts or new variants to resolve)"))
     return "\n".join(out) + "\n"
 
 
-def import_text(doc: dict) -> str:
+def _rebase_patch_lines(p: dict) -> list[str]:
+    """One patch of ``patchq.rebase/1``: its head line, units, range-diff, writes and next steps."""
+    head = f"{p['id']}: {p['status'].upper()}"
+    if p["from"]:
+        head += (f"  ({p['from']} -> {p['to']}, variant {p['variant'] or '-'}; "
+                 f"series at {p['to']}: {p['target_variant']})")
+    out = [ranges_lower_first(head)]
+    if p["status"] in ("skipped", "failed-at-base", "unsupported"):
+        return out + [ranges_lower_first(f"  {p['reason']}")]
+    for u in p["units"]:
+        out += _rebase_unit_lines(u)
+    if p["status"] in ("upstreamed", "absent"):
+        out.append(f"  {p['reason']}")
+    rd = p["range_diff"]
+    if rd["rows"]:
+        c = rd["counts"]
+        src = f" (new rendering from the {p['new_diff_source']})" if p["new_diff_source"] else " (no new rendering)"
+        out.append(f"  range-diff {p['from']} -> {p['to']}: {c['same']} same, {c['changed']} changed, "
+                   f"{c['removed']} removed, {c['added']} added{src}")
+        out += [f"    {row}" for row in rd["rows"]]
+    for w in p["written"]:
+        if not any(w in u["files"] for u in p["units"]):
+            out.append(f"  wrote {w}")
+    for s in p["next_steps"]:
+        out.append("  " + next_line(ranges_lower_first(s)))
+    return out
+
+
+def _rebase_unit_lines(u: dict) -> list[str]:
+    """One unit (definition) of a rebased patch: where, how it merged, the transform."""
+    where = u["base_path"]
+    if u["target_path"] and u["target_path"] != u["base_path"]:
+        where += f" -> {u['target_path']}"
+    up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
+    merged = "resolved by hand" if u["resolution"] == "resolved" else u["merge"]
+    line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {merged}"
+    if u["conflicts"]:
+        line += f" ({u['conflicts']} conflict block(s))"
+    if u["transform"]:
+        line += f"; transform {u['transform'].replace('-', ' ')}"
+    out = [line]
+    for c in u["candidates"]:
+        out.append(f"      similar: {c['qualname']} in {c['relpath']} (score {c['score']:g})")
+    if u["transform"] == "fails" and u["transform_reason"]:
+        out.append(f"      transform: {u['transform_reason']}")
+    if u["merge"] == "gone":
+        out.append(f"      {u['reason']}")
+    for f in u["files"]:
+        out.append(f"      wrote {f}")
+    return out
+
+
+def import_text(doc: ImportDoc) -> str:
     """Human summary: hunks -> definitions, anchors and their operations, notes."""
     how = {"installed": "the installed vLLM's: the diff applies to it exactly",
            "guessed": "guessed: the newest cached release it applies to exactly (no vLLM installed, or the diff "
-                      "does not apply to it)"}.get(doc.get("release_from", ""), "given")
+                      "does not apply to it)"}.get(doc["release_from"] or "", "given")
     lines = [f"import {doc['file']} as {doc['patch']} (vllm {doc['release']}, {how}): {doc.get('summary', '')}"]
     for h in doc["hunks"]:
         where = ", ".join(h["definitions"]) + (" + module level" if h["module_level"] else "")
@@ -460,7 +486,7 @@ def import_text(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def diffwrite_text(doc: dict) -> str:
+def diffwrite_text(doc: Mapping[str, Any]) -> str:
     """One line per patch: what was written and the diff's size, or why nothing was."""
     lines = [f"diffs of vllm {doc['vllm']} in {doc['dir']}:"]
     for r in doc["patches"]:
@@ -474,7 +500,7 @@ def diffwrite_text(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def drift_text(doc: dict, show_diffs: bool = True) -> str:
+def drift_text(doc: CheckDoc, show_diffs: bool = True) -> str:
     """The drift diffs and notes of a ``patchq.check/1`` document (after :func:`check_text`)."""
     out: list[str] = []
     for p in doc["patches"]:
@@ -494,7 +520,7 @@ def _dist_note(dist: str | None) -> str:
     return f" (distribution {dist})" if dist and dist != "vllm" else ""
 
 
-def status_text(report: dict) -> str:
+def status_text(report: Mapping[str, Any]) -> str:
     """A ``patchq.status/1`` document as plain text (status stays at interpreter-start cost)."""
     lines = series_line(report) + [
         f"vllm {report['vllm']}{_dist_note(report.get('vllm_dist'))} at {report['site_packages']}  "
@@ -519,7 +545,7 @@ def status_text(report: dict) -> str:
     return "\n".join(lines + [next_line(s) for s in status_next(report)])
 
 
-def status_next(report: dict) -> list[str]:
+def status_next(report: Mapping[str, Any]) -> list[str]:
     """The obvious next step after a ``patchq.status/1`` (none when all is well)."""
     statuses = {p["status"] for p in report["patches"]}
     if report.get("series_errors"):
@@ -539,7 +565,7 @@ def status_next(report: dict) -> list[str]:
     return []
 
 
-def runtime_status_text(report: dict) -> str:
+def runtime_status_text(report: RuntimeStatusDoc) -> str:
     """A ``patchq.runtime-status/1`` document: one block per live process."""
     lines = [f"runtime processes ({report['runtime_dir']}): {len(report['processes'])} live"
              + (f", {len(report['pruned'])} exited record(s) removed" if report["pruned"] else "")]
@@ -554,12 +580,12 @@ def runtime_status_text(report: dict) -> str:
     return "\n".join(lines)
 
 
-def diff_text(doc: dict) -> str:
+def diff_text(doc: DiffDoc) -> str:
     """A ``patchq.diff/1`` document: the diff itself, as ``git apply`` takes it."""
     return doc["diff"]
 
 
-def matrix_text(doc: dict, paths: dict) -> str:
+def matrix_text(doc: Mapping[str, Any], paths: dict) -> str:
     """A ``patchq.matrix/1`` document: one summary line and the files written."""
     blocking = sum(c["blocking"] for per in doc["cells"].values() for row in per.values() for c in row.values())
     nr, npr = len(doc["releases"]), len(doc["profiles"])

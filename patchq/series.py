@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchq import discovery, hashing
 from patchq.errors import SeriesError, UnsafeConfig, UsageError, did_you_mean
 from patchq.model import AnchorSpec, Patch, Profile, Variant
+
+if TYPE_CHECKING:
+    from patchq.model import EditFn
 
 tomllib = hashing.toml_module()
 
@@ -62,8 +66,8 @@ def patch(
     applies: str,
     variants: Iterable[Variant],
     upstream: Iterable[str] = (),
-    upstream_check=None,
-    probe=None,
+    upstream_check: Callable | None = None,
+    probe: Callable | None = None,
     requires: Iterable[str] = (),
     conflicts: Iterable[str] = (),
     supersedes: Iterable[str] = (),
@@ -99,7 +103,7 @@ def patch(
     )
 
 
-def variant(applies: str, *, edits=None, upstreamed: str | None = None,
+def variant(applies: str, *, edits: Mapping[str, EditFn] | None = None, upstreamed: str | None = None,
             absent: str | None = None, note: str = "") -> Variant:
     """Declare a variant (see :class:`patchq.model.Variant`)."""
     if sum(x is not None for x in (edits, upstreamed, absent)) != 1:
@@ -145,6 +149,32 @@ def module_file(series: Path, patch_id: str) -> Path:
     return series / (patch_id.replace("-", "_") + ".py")
 
 
+def _exec_patch_module(path: Path, patch_id: str) -> Patch:
+    """Import the series module ``path`` (as ``patchq_series_<stem>``) and return its ``PATCH``.
+
+    Raises:
+        SeriesError: a NUL byte, a syntax error without a file name, or no ``PATCH`` of
+            that id. Whatever the module raises on import goes up (the edge names it).
+    """
+    name = "patchq_series_" + path.stem
+    if b"\0" in hashing.read_regular(path):
+        raise SeriesError(f"{path}: holds a NUL byte: not a Python source")
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    assert mod_spec and mod_spec.loader
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[name] = module
+    try:
+        mod_spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        if exc.filename:
+            raise  # the edge names the file and line
+        raise SeriesError(f"{path}: SyntaxError: {exc.msg}") from None
+    declared = getattr(module, "PATCH", None)
+    if not isinstance(declared, Patch) or declared.id != patch_id:
+        raise SeriesError(f"{path} must define PATCH = patch(id={patch_id!r}, ...)")
+    return declared
+
+
 @dataclass
 class Series:
     """The loaded series: profiles and patches (loaded lazily, each once)."""
@@ -158,53 +188,58 @@ class Series:
     def patch(self, patch_id: str) -> Patch:
         """Load one patch. Raises UsageError for an unknown id, SeriesError when broken."""
         if patch_id not in self._patches:
-            path = module_file(self.root, patch_id)
-            if not path.exists():
-                raise UsageError(f"unknown patch {patch_id!r} (no {path.name} in {self.root})")
-            if not path.is_file() or path.is_symlink() and not path.resolve().is_relative_to(self.root.resolve()):
-                raise SeriesError(f"{path}: not a regular file in the series directory (a directory, FIFO, "
-                                  f"device or a symlink out of it)")
-            unsafe = discovery.module_problem(self.location, str(path))
-            if unsafe:
-                raise UnsafeConfig(f"refusing to import {path}: {unsafe} (add its repo to "
-                                   f"{discovery.SAFE_ENV}, or pass --series, if you trust it)")
-            name = "patchq_series_" + path.stem
-            if b"\0" in hashing.read_regular(path):
-                raise SeriesError(f"{path}: holds a NUL byte: not a Python source")
-            mod_spec = importlib.util.spec_from_file_location(name, path)
-            assert mod_spec and mod_spec.loader
-            module = importlib.util.module_from_spec(mod_spec)
-            sys.modules[name] = module
-            try:
-                mod_spec.loader.exec_module(module)
-            except SyntaxError as exc:
-                if exc.filename:
-                    raise  # the edge names the file and line
-                raise SeriesError(f"{path}: SyntaxError: {exc.msg}") from None
-            declared = getattr(module, "PATCH", None)
-            if not isinstance(declared, Patch) or declared.id != patch_id:
-                raise SeriesError(f"{path} must define PATCH = patch(id={patch_id!r}, ...)")
+            path = self._module_path(patch_id)
+            declared = _exec_patch_module(path, patch_id)
             anchor_file = self.anchors_root / f"{patch_id}.toml"
             anchors = load_anchor_file(anchor_file) if anchor_file.is_file() else {}
-            for key in ("requires", "conflicts", "supersedes"):
-                for dep in getattr(declared, key):
-                    if not module_file(self.root, dep).is_file():
-                        raise SeriesError(f"patch {patch_id}: {key}= names unknown patch {dep} "
-                                          f"(no {module_file(self.root, dep).name} in {self.root})")
-            unknown = [a for a in declared.removes if a not in anchors]
-            if unknown:
-                raise SeriesError(f"{patch_id}: removes= names unknown anchors {unknown} "
-                                  f"(define them in {anchor_file})")
-            for v in declared.variants:
-                missing = [a for a in v.edits if a not in anchors]
-                if missing:
-                    raise SeriesError(f"{patch_id}: variant {v.applies} edits unknown anchors {missing} "
-                                      f"(define them in {anchor_file})")
+            self._check_names(declared, anchors, anchor_file)
             self._patches[patch_id] = replace(
                 declared, anchors=anchors, source_file=str(path),
                 hash=hashing.patch_hash_from_files(path, anchor_file),
             )
         return self._patches[patch_id]
+
+    def _module_path(self, patch_id: str) -> Path:
+        """The patch's module, checked before it is imported.
+
+        Raises:
+            UsageError: no such module. SeriesError: not a regular file of the series
+                directory. UnsafeConfig: the series is not trusted (:mod:`patchq.discovery`).
+        """
+        path = module_file(self.root, patch_id)
+        if not path.exists():
+            raise UsageError(f"unknown patch {patch_id!r} (no {path.name} in {self.root})")
+        if not path.is_file() or path.is_symlink() and not path.resolve().is_relative_to(self.root.resolve()):
+            raise SeriesError(f"{path}: not a regular file in the series directory (a directory, FIFO, "
+                              f"device or a symlink out of it)")
+        unsafe = discovery.module_problem(self.location, str(path))
+        if unsafe:
+            raise UnsafeConfig(f"refusing to import {path}: {unsafe} (add its repo to "
+                               f"{discovery.SAFE_ENV}, or pass --series, if you trust it)")
+        return path
+
+    def _check_names(self, declared: Patch, anchors: dict[str, AnchorSpec], anchor_file: Path) -> None:
+        """Every patch and anchor ``declared`` names exists (requires, conflicts, supersedes;
+        removes and each variant's edits).
+
+        Raises:
+            SeriesError: naming the first unknown one.
+        """
+        patch_id = declared.id
+        for key in ("requires", "conflicts", "supersedes"):
+            for dep in getattr(declared, key):
+                if not module_file(self.root, dep).is_file():
+                    raise SeriesError(f"patch {patch_id}: {key}= names unknown patch {dep} "
+                                      f"(no {module_file(self.root, dep).name} in {self.root})")
+        unknown = [a for a in declared.removes if a not in anchors]
+        if unknown:
+            raise SeriesError(f"{patch_id}: removes= names unknown anchors {unknown} "
+                              f"(define them in {anchor_file})")
+        for v in declared.variants:
+            missing = [a for a in v.edits if a not in anchors]
+            if missing:
+                raise SeriesError(f"{patch_id}: variant {v.applies} edits unknown anchors {missing} "
+                                  f"(define them in {anchor_file})")
 
     def all_patch_ids(self) -> list[str]:
         """Every patch id in the series directory, in profile order then by name."""

@@ -204,9 +204,22 @@ def mask_sentinel_hashes(text: str) -> str:
     return _SENTINEL_HASH.sub(r"\1<hash>", text)
 
 
-def golden_path(version: str, patch_id: str, qualname: str) -> Path:
-    """``tests/golden/<version>/<patch>/<qualname>.py``."""
-    return REPO / "tests" / "golden" / version / patch_id / f"{qualname}.py"
+def stored_patched(version: str, patch_id: str, pristine: dict[str, str] | None = None) -> dict[str, str]:
+    """relpath -> text of every file the stored diff ``series/diffs/<version>/<patch>.diff``
+    changes, applied to the pristine release (``pristine``: relpath -> text; default: read
+    from the release, :func:`patchq.vllmdist.sources.release_source`): what the series'
+    store says the patch alone makes of that release."""
+    from unidiff import PatchSet
+
+    from patchq.authoring import diffstore
+
+    text = diffstore.diff_path(REPO / "series", version, patch_id).read_text(encoding="utf-8")
+    if pristine is None:
+        from patchq.vllmdist.sources import release_source
+
+        src = release_source(version)
+        pristine = {pf.path: src.read_text(pf.path) or "" for pf in PatchSet(text)}
+    return diffstore.apply_diff(pristine, text)
 
 
 # -- the CLI ----------------------------------------------------------------------

@@ -40,23 +40,37 @@ def test_init_example_applies_and_its_test_passes(tmp_path):
     assert [p["status"] for p in check.json["patches"]] == ["applies"]
     regen = run_cli("test", "--regen", "--releases", "0.23.0", "--series", str(repo), "--json")
     assert regen.rc == 0 and regen.json["cases"][0]["written"]
-    golden = repo / "tests/goldens/example-quiet-logger/0.23.0/init_logger.after.py"
-    assert 'if name == "vllm.example.quiet":' in golden.read_text()
+    golden = repo / "series/diffs/0.23.0/example-quiet-logger.diff"
+    assert '+    if name == "vllm.example.quiet":  # example-quiet-logger\n' in golden.read_text()
+    assert 'applies' in (repo / "series/diffs/example-quiet-logger.expect.toml").read_text()
+    assert not (repo / "tests/goldens").exists()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
                           cwd=repo, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 passed" in proc.stdout  # 0.23.0 (named) and 0.15.1 (its authoring release: the oldest fingerprint)
-    # a changed patch fails its golden test, naming the definition
+    # an edit of the patch that changes no code changes only the sentinel's hash: still passes
     mod = repo / "series/example_quiet_logger.py"
+    mod.write_text(mod.read_text().replace("Replace it with your own.", "Replace it with yours."))
+    assert run_cli("test", "--series", str(repo)).rc == 0
+    # a changed patch fails its test, showing the change of its diff
     mod.write_text(mod.read_text().replace("logger.disabled = True", "logger.disabled = False"))
     bad = run_cli("test", "--series", str(repo), "--json")
-    assert bad.rc == 1 and "init_logger.after.py differs from its golden" in bad.json["cases"][0]["problems"][0]
+    problem = bad.json["cases"][0]["problems"][0]
+    assert bad.rc == 1 and "the diff differs from the stored" in problem and "example-quiet-logger.diff" in problem
+    assert "-+        logger.disabled = True\n++        logger.disabled = False" in problem
     # pytest --patchq-regen (the plugin's option) records the new result; then everything passes
     regen2 = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--patchq-regen", "tests"],
                             cwd=repo, capture_output=True, text=True)
     assert regen2.returncode == 0, regen2.stdout
     assert "logger.disabled = False" in golden.read_text()
     assert run_cli("test", "--series", str(repo)).rc == 0
+    # output of a patch the series no longer has is named, not ignored
+    ghost = repo / "series/diffs/0.23.0/gone-patch.diff"
+    ghost.write_text(golden.read_text())
+    stray = run_cli("test", "--series", str(repo), "--json")
+    assert stray.rc == 1 and stray.json["cases"][-1]["patch"] == "gone-patch"
+    assert stray.json["cases"][-1]["problems"] == [f"gone-patch is not a patch of this series, but the store holds "
+                                                   f"its output: {ghost} (remove them, or restore the patch)"]
 
 
 @pytest.mark.wheel  # checks and fingerprints real releases

@@ -25,7 +25,7 @@ import os
 
 import pytest
 
-from patchq_runtime.cachefold import fold, folded_root, parse_fold, profile_digest, vllm_cache_root
+from patchq.runtime.cachefold import fold, folded_root, parse_fold, profile_digest, vllm_cache_root
 
 VERSIONS = ("0.15.1", "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0",
             "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0",

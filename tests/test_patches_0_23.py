@@ -1,9 +1,10 @@
 """The five patches on the real vLLM 0.23.0 wheel: the exact source they produce.
 
-Every anchored definition, after its patch, must equal its golden file
-``tests/golden/0.23.0/<patch>/<qualname>.py`` (``tests/golden/regen.py`` writes them;
-each was reviewed against ``docs/patches.md``). Sentinel hashes are
-masked in the golden files and checked against the series' current patch hash here.
+Every anchored definition, after its patch, must equal what the series' store says:
+``series/diffs/0.23.0/<patch>.diff`` applied to the pristine release (``patchq test
+--regen`` writes it; each was reviewed against ``docs/patches.md``). Sentinel hashes are
+compared masked (the store's may be older) and checked against the series' current patch
+hash here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import RUNTIME_PTH
-from support import REPO, definition_source, golden_path, link_copy, mask_sentinel_hashes, run_cli
+from support import REPO, definition_source, link_copy, mask_sentinel_hashes, run_cli, stored_patched
 
 VERSION = "0.23.0"
 
@@ -80,32 +81,33 @@ def test_series_anchors_the_expected_definitions(single_plans):
         assert all(a.relpath == relpath and not a.moved for a in result.anchors)
 
 
-def test_golden_files_cover_exactly_the_anchors():
-    root = golden_path(VERSION, "x", "y").parents[1]
-    found = sorted(str(p.relative_to(root)) for p in root.rglob("*.py"))
-    wanted = sorted(f"{pid}/{q}.py" for pid, (_, qs) in EXPECTED.items() for q in qs)
-    assert found == wanted
+@pytest.fixture(scope="session")
+def stored(source):
+    """patch id -> relpath -> the text the store's diff gives on the pristine 0.23.0."""
+    return {pid: stored_patched(VERSION, pid, {EXPECTED[pid][0]: source.read_text(EXPECTED[pid][0])})
+            for pid in PATCH_IDS}
+
+
+def test_the_store_changes_exactly_the_anchored_files(stored):
+    assert {pid: sorted(files) for pid, files in stored.items()} == {pid: [rel] for pid, (rel, _) in EXPECTED.items()}
 
 
 @pytest.mark.parametrize("patch_id", PATCH_IDS)
-def test_exact_patched_source(patch_id, single_plans, series):
-    """Each anchored definition after the patch alone equals its golden file."""
+def test_exact_patched_source(patch_id, single_plans, series, stored):
+    """Each anchored definition after the patch alone equals the store's, whole: its
+    sentinel, and the definition's unchanged rest."""
     plan = single_plans[patch_id]
     relpath, qualnames = EXPECTED[patch_id]
     text = plan.patched[relpath]
     patch_hash = series.patch(patch_id).hash
     for qualname in qualnames:
         got = definition_source(text, qualname)
-        golden = golden_path(VERSION, patch_id, qualname).read_text(encoding="utf-8")
-        assert mask_sentinel_hashes(got) == golden, f"{patch_id} {qualname}: run tests/golden/regen.py and review"
+        want = definition_source(stored[patch_id][relpath], qualname)
+        assert mask_sentinel_hashes(got) == mask_sentinel_hashes(want), \
+            f"{patch_id} {qualname}: run `patchq test --regen --patch {patch_id}` and review"
         # the sentinel right above the definition carries the series' current hash
         assert re.search(rf"^# patchq:{patch_id}:{patch_hash} ", got, re.M), got.splitlines()[0]
-
-
-def test_goldens_compile_on_their_own():
-    root = golden_path(VERSION, "x", "y").parents[1]
-    for path in sorted(root.rglob("*.py")):
-        compile(path.read_text(encoding="utf-8"), str(path), "exec")
+        compile(want, f"{patch_id}/{qualname}", "exec")  # the stored definition stands on its own
 
 
 @pytest.mark.parametrize("patch_id", PATCH_IDS)
@@ -115,14 +117,15 @@ def test_patched_module_compiles(patch_id, single_plans):
         compile(text, relpath, "exec")
 
 
-def test_dense_on_disk_matches_goldens(dense_site, series):
-    """``apply --profile dense`` (CLI) leaves every anchored definition as its golden file,
+def test_dense_on_disk_matches_the_store(dense_site, series, stored):
+    """``apply --profile dense`` (CLI) leaves every anchored definition as the store's,
     and every patched module byte-compiles from disk."""
     for pid, (relpath, qualnames) in EXPECTED.items():
         text = (dense_site / relpath).read_text(encoding="utf-8")
         for qualname in qualnames:
-            golden = golden_path(VERSION, pid, qualname).read_text(encoding="utf-8")
-            assert mask_sentinel_hashes(definition_source(text, qualname)) == golden, (pid, qualname)
+            want = definition_source(stored[pid][relpath], qualname)
+            assert mask_sentinel_hashes(definition_source(text, qualname)) == mask_sentinel_hashes(want), \
+                (pid, qualname)
     for relpath in sorted({r for r, _ in EXPECTED.values()}):
         py_compile.compile(str(dense_site / relpath), cfile=str(dense_site / (relpath + "c.test")), doraise=True)
         (dense_site / (relpath + "c.test")).unlink()

@@ -85,7 +85,7 @@ def test_help_prints_every_summary_whole():
     out = run_cli("--help", env={"COLUMNS": "80"})
     assert out.rc == 0 and not any(line.endswith("...") for line in out.stdout.splitlines()[1:]), out.stdout
     flat = " ".join(out.stdout.split())
-    assert "test Check each patch's expected verdicts and golden definitions per release (patchq.testing)." in flat
+    assert "test Check each patch's expected verdicts and stored diffs per release (patchq.testing)." in flat
     assert all(len(line) <= 80 for line in out.stdout.splitlines())
     wide = run_cli("--help", env={"COLUMNS": "160"})
     assert any(len(line) > 80 for line in wide.stdout.splitlines())  # not cut at click's 80 columns

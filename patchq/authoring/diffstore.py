@@ -1,18 +1,29 @@
-"""Patches as diffs: ``series/diffs/<version>/<patch>.diff``, rendered, validated, committed.
+"""Patches as diffs: the series' one store of expected output, under ``series/diffs/``.
 
-Each file is one patch alone, rendered against the pristine release (not stacked on the
+::
+
+    series/diffs/<version>/<patch>.diff     the patch alone rendered on that pristine release
+    series/diffs/<patch>.expect.toml        [verdicts] "<version>" = "<check status>"
+
+Each diff is one patch alone, rendered against the pristine release (not stacked on the
 patches before it, as quilt would): every file is reviewable and appliable by itself, and
 the patches of the series are node-scoped, so they rarely touch the same lines. A diff
 is stored only when it is valid twice over: :mod:`unidiff` parses it, and
 ``git apply --check`` accepts it in the pristine release tree (the extracted wheel, see
 :func:`patchq.vllmdist.releases.release_tree`). Paths are relative to site-packages
 (``a/vllm/...``), as :mod:`patchq.plan.diffs` renders them.
+
+The expected ``patchq check`` status of the patch alone on each release it was recorded on
+sits beside the diffs, one file per patch (so adding a patch adds files and edits none).
+:mod:`patchq.testing` reads both; ``patchq test --regen`` writes both, ``patchq diff
+--release X --write`` and ``rebase --write`` the diffs.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +34,150 @@ from unidiff.errors import UnidiffParseError
 from patchq.errors import DiffInvalid, PatchqError  # noqa: F401 (DiffInvalid: importable here)
 from patchq.model import Patch
 from patchq.plan import diffs, engine
+from patchq.sentinels import SENTINEL_RE
 from patchq.vllmdist.sources import CodeSource
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
-def diffs_dir(series_root: Path, version: str) -> Path:
+#: the name of a patch's expected-verdicts file: ``series/diffs/<patch>.expect.toml``
+EXPECT_SUFFIX = ".expect.toml"
+
+
+def store_root(series_root: Path | str) -> Path:
+    """``series/diffs/``: the store of a series directory."""
+    return Path(series_root) / "diffs"
+
+
+def diffs_dir(series_root: Path | str, version: str) -> Path:
     """``series/diffs/<version>/``."""
-    return Path(series_root) / "diffs" / version
+    return store_root(series_root) / version
+
+
+def diff_path(series_root: Path | str, version: str, patch_id: str) -> Path:
+    """``series/diffs/<version>/<patch>.diff``."""
+    return diffs_dir(series_root, version) / f"{patch_id}.diff"
+
+
+def expect_path(series_root: Path | str, patch_id: str) -> Path:
+    """``series/diffs/<patch>.expect.toml``: the patch's expected check status per release."""
+    return store_root(series_root) / f"{patch_id}{EXPECT_SUFFIX}"
+
+
+def parse_verdicts(data: bytes | None) -> dict[str, str] | None:
+    """The ``[verdicts]`` table (release -> check status) of an expect file's bytes; None
+    when there is no file.
+
+    Raises:
+        SeriesError: the file is not TOML, or ``[verdicts]`` is not a table of strings
+            (the message names the problem; the caller adds the path).
+    """
+    from patchq.errors import SeriesError
+
+    if data is None:
+        return None
+    try:
+        table = tomllib.loads(data.decode("utf-8")).get("verdicts", {})
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SeriesError(f"not a TOML file: {exc}") from None
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        raise SeriesError("[verdicts] must map release strings to check statuses")
+    return dict(table)
+
+
+def read_verdicts(series_root: Path | str, patch_id: str) -> dict[str, str] | None:
+    """The patch's expected verdicts (release -> status), or None when it has no expect file.
+
+    Raises:
+        SeriesError: the file is malformed (named with the problem).
+    """
+    from patchq.authoring import repowrite
+    from patchq.errors import SeriesError
+
+    path = expect_path(series_root, patch_id)
+    try:
+        return parse_verdicts(repowrite.read_regular(path))
+    except SeriesError as exc:
+        raise SeriesError(f"{path}: {exc}") from None
+
+
+def render_verdicts(patch_id: str, verdicts: dict[str, str]) -> str:
+    """The text of ``<patch>.expect.toml`` (releases in version order)."""
+    from packaging.version import Version
+
+    lines = [f"# Expected `patchq check` status of patch {patch_id} alone on each pristine vLLM release;",
+             f"# where it applies, <release>/{patch_id}.diff beside this file is its rendered diff.",
+             f"# Regenerate: patchq test --regen --patch {patch_id}   (or: pytest --patchq-regen)",
+             "", "[verdicts]"]
+    lines += [f'"{v}" = "{verdicts[v]}"' for v in sorted(verdicts, key=Version)]
+    return "\n".join(lines) + "\n"
+
+
+def stored_releases(series_root: Path | str, patch_id: str) -> list[str]:
+    """The releases holding a stored diff of ``patch_id`` (directory names, unsorted)."""
+    root = store_root(series_root)
+    if not root.is_dir():
+        return []
+    return [d.name for d in root.iterdir() if d.is_dir() and (d / f"{patch_id}.diff").is_file()]
+
+
+def mask_hashes(text: str) -> str:
+    """``# patchq:<id>:<12 hex>`` -> ``# patchq:<id>:<hash>``: the patch hash covers the
+    whole ``series/<patch>.py`` file, so any edit of it (a docstring) changes every
+    sentinel although the patched code is the same; stored diffs are compared without it
+    (``patchq status`` is what checks hashes)."""
+    return SENTINEL_RE.sub(lambda m: f"# patchq:{m.group(1)}:<hash>", text)
+
+
+def apply_diff(texts: dict[str, str], text: str) -> dict[str, str]:
+    """Apply a stored diff to pristine file texts (relpath -> text), exactly (no fuzz, no
+    offset): relpath -> patched text for every file the diff names.
+
+    Raises:
+        DiffInvalid: the diff does not parse, names a file not in ``texts``, or a hunk's
+            context does not match at its line.
+    """
+    try:
+        ps = PatchSet(text)
+    except UnidiffParseError as exc:
+        raise DiffInvalid(f"not a unified diff: {exc}") from None
+    out = {}
+    for pf in ps:
+        rel = pf.path
+        if rel not in texts:
+            raise DiffInvalid(f"{rel}: no such file to patch")
+        out[rel] = _apply_file(rel, texts[rel], pf)
+    return out
+
+
+def _apply_file(rel: str, text: str, pf) -> str:
+    old = text.splitlines(keepends=True)
+    new: list[str] = []
+    at = 0  # lines of ``old`` consumed
+    for hunk in pf:
+        start = max(hunk.source_start - 1, 0) if hunk.source_length else hunk.source_start
+        if start < at:
+            raise DiffInvalid(f"{rel}: hunk at line {hunk.source_start} overlaps the one before")
+        new += old[at:start]
+        at = start
+        last = None
+        for line in hunk:
+            if line.line_type == "\\":  # "\\ No newline at end of file": the line before ends the file
+                if last is not None and last.is_added:
+                    new[-1] = new[-1].rstrip("\n")
+                continue
+            last = line
+            if line.is_context or line.is_removed:
+                if at >= len(old) or old[at].rstrip("\n") != line.value.rstrip("\n"):
+                    raise DiffInvalid(f"{rel}: hunk at line {hunk.source_start} does not match line {at + 1}")
+                if line.is_context:
+                    new.append(old[at])
+                at += 1
+            elif line.is_added:
+                new.append(line.value)
+    return "".join(new + old[at:])
 
 
 def validate(text: str, tree: Path) -> dict:

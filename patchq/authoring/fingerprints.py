@@ -39,12 +39,14 @@ import argparse
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 from packaging.version import Version
 
 from patchq import hashing
 from patchq import series as series_mod
+from patchq.model import Patch
 from patchq.plan import engine
 from patchq.vllmdist import releases
 from patchq.vllmdist.sources import release_source
@@ -87,20 +89,25 @@ def compute(loaded: series_mod.Series, versions: Iterable[str],
     out: Fingerprints = {p.id: {a: {} for a in p.anchors} for p in patches if p.id in wanted}
     done: dict[str, list[str]] = {pid: [] for pid in out}
     for version in versions:
-        in_range = [p for p in patches if p.id in wanted and Version(str(version)) in p.applies
-                    and (only is None or str(version) in set(only.get(p.id, ())))]
+        in_range = _in_range(patches, wanted, str(version), only)
         if not in_range:
             continue
         plan = engine.plan(release_source(str(version)), patches)
         for result in plan.results:
-            if result.patch_id not in wanted or not any(p.id == result.patch_id for p in in_range):
-                continue
-            done[result.patch_id].append(str(version))
-            if result.status != engine.OK:
-                continue
-            for anchor in result.anchors:
-                out[result.patch_id][anchor.anchor][str(version)] = anchor.fingerprint
+            if result.patch_id in in_range:  # in_range is inside wanted
+                done[result.patch_id].append(str(version))
+                if result.status == engine.OK:
+                    for anchor in result.anchors:
+                        out[result.patch_id][anchor.anchor][str(version)] = anchor.fingerprint
     return out, done
+
+
+def _in_range(patches: list[Patch], wanted: set[str], version: str,
+              only: Mapping[str, Iterable[str]] | None) -> set[str]:
+    """The ids of the ``wanted`` patches to compute on ``version``: in their applies-range
+    and, with ``only``, named there for it."""
+    return {p.id for p in patches if p.id in wanted and Version(version) in p.applies
+            and (only is None or version in set(only.get(p.id, ())))}
 
 
 def merged(recorded: Mapping[str, str], computed: Mapping[str, str], done: Iterable[str]) -> dict[str, str]:
@@ -188,55 +195,76 @@ def rewrite(patch_id: str, old_text: str, data: Mapping) -> str:
         doc = tomlkit.parse(old_text)
         anchors = doc["anchors"]
         for anchor_id, table in data.get("anchors", {}).items():
-            want = dict(table.get("fingerprints") or {})
-            node = anchors[anchor_id]
-            have = node.get("fingerprints")
-            if not want:
-                if have is not None:
-                    del node["fingerprints"]
-                continue
-            if have is not None and list(have.keys()) == list(want)[:len(have)] and \
-                    all(have[k] == want[k] for k in have):
-                for v in list(want)[len(have):]:  # newer versions append at the end: in place
-                    have[v] = want[v]
-                continue
-            fresh = tomlkit.table()
-            for v, fp in want.items():
-                fresh[v] = fp
-            node["fingerprints"] = fresh
+            _set_fingerprints(anchors[anchor_id], dict(table.get("fingerprints") or {}))
         want_reviews = data.get("reviews") or {}
         module_level = any(t.get("qualname") == hashing.MODULE_QUALNAME for t in data.get("anchors", {}).values())
         if (want_reviews or module_level) and doc.get("format", 1) < 2:
-            fresh_doc = tomlkit.parse(tomlkit.dumps(doc))  # format first: a top-level key above every table
-            doc = tomlkit.document()
-            for item in fresh_doc.body:
-                if item[0] is not None and item[0].key not in ("format",):
-                    break
-                if item[0] is None:
-                    doc.add(item[1])
-            doc.add("format", 2)
-            for key, value in fresh_doc.items():
-                if key != "format":
-                    doc.add(key, value)
+            doc = _format_2(doc)
         if want_reviews:
-            reviews = doc.get("reviews")
-            if reviews is None:
-                reviews = tomlkit.table(is_super_table=True)
-                doc.add(tomlkit.nl())
-                doc.add("reviews", reviews)
-            for v in sorted(want_reviews, key=Version):
-                entry = dict(want_reviews[v])
-                if v not in reviews or dict(reviews[v]) != entry:
-                    t = tomlkit.table()
-                    for k, val in entry.items():
-                        t[k] = val
-                    reviews[v] = t
+            _set_reviews(doc, want_reviews)
         text = tomlkit.dumps(doc)
         if tomllib.loads(text) == dict(data):
             return text
     except Exception:  # noqa: BLE001 - any tomlkit surprise: the deterministic rendering
         pass
     return render(patch_id, data)
+
+
+def _set_fingerprints(node: Any, want: dict[str, str]) -> None:
+    """Set an anchor's (a tomlkit table's) ``fingerprints`` to ``want``: newer versions
+    appended in place, otherwise the table rebuilt; removed when ``want`` is empty."""
+    import tomlkit
+
+    have = node.get("fingerprints")
+    if not want:
+        if have is not None:
+            del node["fingerprints"]
+        return
+    if have is not None and list(have.keys()) == list(want)[:len(have)] and all(have[k] == want[k] for k in have):
+        for v in list(want)[len(have):]:  # newer versions append at the end: in place
+            have[v] = want[v]
+        return
+    fresh = tomlkit.table()
+    for v, fp in want.items():
+        fresh[v] = fp
+    node["fingerprints"] = fresh
+
+
+def _format_2(doc: Any) -> Any:
+    """A tomlkit document with ``format = 2`` as its first key (after the leading comments)."""
+    import tomlkit
+
+    fresh_doc = tomlkit.parse(tomlkit.dumps(doc))  # format first: a top-level key above every table
+    doc = tomlkit.document()
+    for item in fresh_doc.body:
+        if item[0] is not None and item[0].key not in ("format",):
+            break
+        if item[0] is None:
+            doc.add(item[1])
+    doc.add("format", 2)
+    for key, value in fresh_doc.items():
+        if key != "format":
+            doc.add(key, value)
+    return doc
+
+
+def _set_reviews(doc: Any, want_reviews: Mapping[str, Mapping[str, str]]) -> None:
+    """Set the document's ``[reviews]`` entries to ``want_reviews`` (sorted by version;
+    an unchanged entry kept as written)."""
+    import tomlkit
+
+    reviews = doc.get("reviews")
+    if reviews is None:
+        reviews = tomlkit.table(is_super_table=True)
+        doc.add(tomlkit.nl())
+        doc.add("reviews", reviews)
+    for v in sorted(want_reviews, key=Version):
+        entry = dict(want_reviews[v])
+        if v not in reviews or dict(reviews[v]) != entry:
+            t = tomlkit.table()
+            for k, val in entry.items():
+                t[k] = val
+            reviews[v] = t
 
 
 def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = True,
@@ -321,7 +349,7 @@ def review_entry(how: str, by: str | None = None, status: str | None = None, not
     return entry
 
 
-def recorded_versions(patch) -> set[str]:
+def recorded_versions(patch: Patch) -> set[str]:
     """Every release recorded (reviewed) for any anchor of ``patch``."""
     return {v for spec in patch.anchors.values() for v in spec.fingerprints}
 

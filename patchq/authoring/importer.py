@@ -37,6 +37,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from packaging.version import Version
@@ -58,6 +59,10 @@ from patchq.plan.anchors import (
 )
 from patchq.vllmdist import releases
 from patchq.vllmdist.sources import CodeSource, release_source
+
+if TYPE_CHECKING:
+    from patchq.authoring.repowrite import Transaction
+    from patchq.series import Series
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -278,7 +283,8 @@ def _with_definitions(pristine: str, patched: str, relpath: str, qualnames: list
     return "".join(lines)
 
 
-def module_anchor(relpath: str, pristine: str, patched: str, definition_anchors: list, taken: set[str]):
+def module_anchor(relpath: str, pristine: str, patched: str, definition_anchors: list,
+                  taken: set[str]) -> AnchorOut:
     """The module-level anchor of a file (series format 2): statement operations on the
     module's own statements (imports, assignments, calls, ``__all__``, helpers added or
     removed), computed against the module as its definition anchors leave it.
@@ -378,6 +384,39 @@ def _anchor_id(qualname: str, taken: set[str]) -> str:
     return out
 
 
+def _declare_runtime_names(plan: ImportPlan, relpath: str, pristine: str, patched: str) -> None:
+    """Declare the names undefined in the diff's own result (pyflakes) as ``runtime_names``."""
+    for name in undefined_in_result(pristine, patched):
+        if name not in plan.runtime_names:
+            plan.runtime_names.append(name)
+            plan.notes.append(f"{relpath}: `{name}` is undefined in the diff's own result (pyflakes); declared "
+                              f"runtime_names=[{name!r}] so the undefined-name check accepts it")
+
+
+def _anchor_definitions(plan: ImportPlan, relpath: str, pristine: str, patched: str, infos: list[HunkInfo],
+                        taken: set[str]) -> None:
+    """One anchor per outermost definition the hunks ``infos`` touch, with the statement
+    operations that turn its pristine text into the patched one.
+
+    Raises:
+        ImportRefused: a touched definition is not defined exactly once on both sides.
+    """
+    touched = _outermost([q for i in infos for q in i.qualnames if q])
+    old_index, new_index = ast_index(pristine), ast_index(patched)
+    for q in touched:
+        if len(old_index.get(q, [])) != 1 or len(new_index.get(q, [])) != 1:
+            raise ImportRefused(f"{relpath}: {q} is not defined exactly once in the pristine and the "
+                                f"patched file (conditional definitions): cannot anchor it")
+        old_seg = cut_segment(pristine, relpath, q, old_index[q][0])
+        new_seg = cut_segment(patched, relpath, q, new_index[q][0])
+        ops = stmtpatch.diff_definition(old_seg.node, new_seg.node)
+        if any(o["op"] == "definition" for o in ops):
+            plan.notes.append(f"{q}: replaced as a whole: no statement, expression or block operation "
+                              f"reproduces the patched text exactly; it applies only where {q} is unchanged "
+                              f"(fingerprint {fingerprint(old_seg.node)})")
+        plan.anchors.append(AnchorOut(_anchor_id(q, taken), relpath, q, fingerprint(old_seg.node), ops))
+
+
 def build(diff_text: str, patch_id: str, release: str | None = None, source_name: str = "") -> ImportPlan:
     """Turn a diff into an :class:`ImportPlan` (module docstring, steps 1-5).
 
@@ -406,27 +445,10 @@ def build(diff_text: str, patch_id: str, release: str | None = None, source_name
             raise ImportRefused(f"{fp.relpath}:{exc.lineno}: the changed file is not valid Python "
                                 f"({exc.msg}); nothing written") from None
         plan.pristine[fp.relpath], plan.patched[fp.relpath] = pristine, patched
-        for name in undefined_in_result(pristine, patched):
-            if name not in plan.runtime_names:
-                plan.runtime_names.append(name)
-                plan.notes.append(f"{fp.relpath}: `{name}` is undefined in the diff's own result (pyflakes); declared "
-                                  f"runtime_names=[{name!r}] so the undefined-name check accepts it")
+        _declare_runtime_names(plan, fp.relpath, pristine, patched)
         infos = attribute(fp.relpath, pristine, patched, fp.hunks)
         plan.hunks += infos
-        touched = _outermost([q for i in infos for q in i.qualnames if q])
-        old_index, new_index = ast_index(pristine), ast_index(patched)
-        for q in touched:
-            if len(old_index.get(q, [])) != 1 or len(new_index.get(q, [])) != 1:
-                raise ImportRefused(f"{fp.relpath}: {q} is not defined exactly once in the pristine and the "
-                                    f"patched file (conditional definitions): cannot anchor it")
-            old_seg = cut_segment(pristine, fp.relpath, q, old_index[q][0])
-            new_seg = cut_segment(patched, fp.relpath, q, new_index[q][0])
-            ops = stmtpatch.diff_definition(old_seg.node, new_seg.node)
-            if any(o["op"] == "definition" for o in ops):
-                plan.notes.append(f"{q}: replaced as a whole: no statement, expression or block operation "
-                                  f"reproduces the patched text exactly; it applies only where {q} is unchanged "
-                                  f"(fingerprint {fingerprint(old_seg.node)})")
-            plan.anchors.append(AnchorOut(_anchor_id(q, taken), fp.relpath, q, fingerprint(old_seg.node), ops))
+        _anchor_definitions(plan, fp.relpath, pristine, patched, infos, taken)
         if any(i.module_level for i in infos):
             mine = [a for a in plan.anchors if a.relpath == fp.relpath]
             plan.anchors.append(module_anchor(fp.relpath, pristine, patched, mine, taken))
@@ -506,7 +528,7 @@ def module_file_name(patch_id: str) -> str:
 
 
 def write(plan: ImportPlan, series_root: Path, anchors_root: Path, summary: str | None = None,
-          force: bool = False, txn=None) -> list[str]:
+          force: bool = False, txn: Transaction | None = None) -> list[str]:
     """Write ``series/<id>.py`` and ``anchors/<id>.toml``, both or neither
     (:mod:`patchq.authoring.repowrite`; staged in ``txn`` when given). Raises UsageError
     when they exist, RepoWriteError when the environment refuses the write."""
@@ -525,8 +547,9 @@ def write(plan: ImportPlan, series_root: Path, anchors_root: Path, summary: str 
     return [str(module), str(anchors)]
 
 
-def write_verified(plan: ImportPlan, series, summary: str | None, force: bool, what: str,
-                   after_write=None, txn=None) -> list[str]:
+def write_verified(plan: ImportPlan, series: Series, summary: str | None, force: bool, what: str,
+                   after_write: Callable[[Transaction], object] | None = None,
+                   txn: Transaction | None = None) -> list[str]:
     """Write the patch (:func:`write`), run ``after_write(txn)`` if given (it may stage
     more files), land them, then :func:`verify` it; when it does not reproduce the edit,
     every file goes back to what it was (the transaction rolls back) and it raises.
@@ -555,7 +578,7 @@ def write_verified(plan: ImportPlan, series, summary: str | None, force: bool, w
     return written
 
 
-def verify(plan: ImportPlan, series) -> tuple[bool, str]:
+def verify(plan: ImportPlan, series: Series) -> tuple[bool, str]:
     """Plan the written patch on its release: (True, "") when every file equals the diff's
     result (sentinel lines aside), else (False, why)."""
     from patchq.plan import engine

@@ -342,46 +342,84 @@ def rebase_patch(patch: Patch, from_source: CodeSource, to_source: CodeSource,
         for a in rt.anchors:
             res.fingerprints.setdefault(a.anchor, {})[str(tv)] = a.fingerprint
 
-    units = _outermost({(a.relpath, a.qualname): [] for a in rf.anchors})
-    for a in rf.anchors:
+    sides = _Sides(patch, from_source, to_source, to_index or _Indexes(to_source), plan_f, plan_t, rt)
+    target_texts: dict[str, str] = {}
+    for (rel, q), ids in _units(rf.anchors).items():
+        unit = UnitRebase(q, ids, rel)
+        res.units.append(unit)
+        if not _merge_unit(res, unit, sides, target_texts, workdir, resume):
+            return res
+    _check_parses(res, target_texts)
+    _write_conflicts(res, workdir)
+    _summarize(res, rt, plan_t, target_texts)
+    return res
+
+
+def _units(anchors: list[engine.AnchorResult]) -> dict[tuple[str, str], list[str]]:
+    """(relpath, outermost qualname) -> the anchors inside that definition: the units merged."""
+    units = _outermost({(a.relpath, a.qualname): [] for a in anchors})
+    for a in anchors:
         for (rel, q), ids in units.items():
             if rel == a.relpath and (a.qualname == q or a.qualname.startswith(q + ".")) and a.anchor not in ids:
                 ids.append(a.anchor)
-    index_t = to_index or _Indexes(to_source)
-    target_texts: dict[str, str] = {}
-    for (rel, q), ids in units.items():
-        unit = UnitRebase(q, ids, rel)
-        res.units.append(unit)
-        base = cut(plan_f.pristine[rel], rel, q)
-        ours = cut(plan_f.patched[rel], rel, q)
-        if base is None or ours is None:  # a module-level anchor (<module>): no definition to merge three-way
-            res.units = []
-            res.status = UNSUPPORTED
-            res.reason = (f"{q} in {rel} is not a definition: module-level edits are not merged three-way; "
-                          f"`patchq check --patch {patch.id} --vllm {tv}` says whether the patch applies there, "
-                          f"and a variant for vllm {tv} is written by hand (or re-record the patch there)")
-            res.next_steps.append(f"check {patch.id} on vllm {tv}; if it fails, add a variant by hand")
-            return res
-        unit.base_fingerprint = base.fingerprint
-        theirs = _resolve_target(unit, base, patch, to_source, index_t, from_source)
-        if theirs is None:
-            continue
-        unit.target_fingerprint = theirs.fingerprint
-        unit.upstream_changed = theirs.fingerprint != base.fingerprint
-        unit.target_span = (theirs.start, theirs.end)
-        target_texts.setdefault(theirs.relpath, to_source.read_text(theirs.relpath) or "")
-        labels = (f"{patch.id} on vllm {fv}", f"vllm {fv}", f"vllm {tv}")
-        unit.merged, unit.conflicts = merge_file(strip_sentinels(ours.text), base.text, theirs.text, labels)
-        unit.merge = CONFLICT if unit.conflicts else CLEAN
-        if unit.conflicts:
-            unit.reason = f"{unit.conflicts} conflict(s) in {q}"
-            resolved = unit_dir(workdir, str(tv), patch.id) / f"{_slug(q)}.py"
-            if resume and resolved.is_file() and not _MARKERS.search(resolved.read_text(encoding="utf-8")):
-                unit.merged, unit.merge, unit.resolution = resolved.read_text(encoding="utf-8"), CLEAN, "resolved"
-                unit.reason = f"{unit.conflicts} conflict(s) in {q}, resolved by hand in {resolved}"
-        _check_transform(unit, theirs, rt, plan_t)
+    return units
 
-    # a clean merge must also parse in its file
+
+@dataclass
+class _Sides:
+    """What every unit of one patch's rebase merges between: the patch, both releases,
+    the target's definition index, and the forced variant's plans (``rt``: its result at
+    the target)."""
+
+    patch: Patch
+    from_source: CodeSource
+    to_source: CodeSource
+    index_t: Callable
+    plan_f: engine.Plan
+    plan_t: engine.Plan
+    rt: engine.PatchResult
+
+
+def _merge_unit(res: PatchRebase, unit: UnitRebase, sides: _Sides, target_texts: dict[str, str],
+                workdir: Path, resume: bool) -> bool:
+    """Merge one unit three-way (base, ours at the old release, theirs at the target) and
+    compare with the transform; the target file's text is kept in ``target_texts``.
+    Returns False when the rebase stops here (a module-level anchor: ``res`` says why)."""
+    patch, fv, tv = sides.patch, sides.from_source.version, sides.to_source.version
+    rel, q = unit.base_path, unit.qualname
+    base = cut(sides.plan_f.pristine[rel], rel, q)
+    ours = cut(sides.plan_f.patched[rel], rel, q)
+    if base is None or ours is None:  # a module-level anchor (<module>): no definition to merge three-way
+        res.units = []
+        res.status = UNSUPPORTED
+        res.reason = (f"{q} in {rel} is not a definition: module-level edits are not merged three-way; "
+                      f"`patchq check --patch {patch.id} --vllm {tv}` says whether the patch applies there, "
+                      f"and a variant for vllm {tv} is written by hand (or re-record the patch there)")
+        res.next_steps.append(f"check {patch.id} on vllm {tv}; if it fails, add a variant by hand")
+        return False
+    unit.base_fingerprint = base.fingerprint
+    theirs = _resolve_target(unit, base, patch, sides.to_source, sides.index_t, sides.from_source)
+    if theirs is None:
+        return True
+    unit.target_fingerprint = theirs.fingerprint
+    unit.upstream_changed = theirs.fingerprint != base.fingerprint
+    unit.target_span = (theirs.start, theirs.end)
+    target_texts.setdefault(theirs.relpath, sides.to_source.read_text(theirs.relpath) or "")
+    labels = (f"{patch.id} on vllm {fv}", f"vllm {fv}", f"vllm {tv}")
+    unit.merged, unit.conflicts = merge_file(strip_sentinels(ours.text), base.text, theirs.text, labels)
+    unit.merge = CONFLICT if unit.conflicts else CLEAN
+    if unit.conflicts:
+        unit.reason = f"{unit.conflicts} conflict(s) in {q}"
+        resolved = unit_dir(workdir, str(tv), patch.id) / f"{_slug(q)}.py"
+        if resume and resolved.is_file() and not _MARKERS.search(resolved.read_text(encoding="utf-8")):
+            unit.merged, unit.merge, unit.resolution = resolved.read_text(encoding="utf-8"), CLEAN, "resolved"
+            unit.reason = f"{unit.conflicts} conflict(s) in {q}, resolved by hand in {resolved}"
+    _check_transform(unit, theirs, sides.rt, sides.plan_t)
+    return True
+
+
+def _check_parses(res: PatchRebase, target_texts: dict[str, str]) -> None:
+    """A clean merge must also parse in its file: otherwise its units become conflicts."""
     for rel, text in target_texts.items():
         mine = [u for u in res.units if u.target_path == rel and u.merge == CLEAN]
         if mine:
@@ -390,9 +428,6 @@ def rebase_patch(patch: Patch, from_source: CodeSource, to_source: CodeSource,
             except SyntaxError as exc:
                 for u in mine:
                     u.merge, u.reason = CONFLICT, f"the merged file does not parse: line {exc.lineno}: {exc.msg}"
-    _write_conflicts(res, workdir)
-    _summarize(res, rt, plan_t, target_texts)
-    return res
 
 
 def _resolve_target(unit: UnitRebase, base: Definition, patch: Patch, to_source: CodeSource,
@@ -405,23 +440,10 @@ def _resolve_target(unit: UnitRebase, base: Definition, patch: Patch, to_source:
         if exc.kind != "gone":
             unit.resolution, unit.merge, unit.reason = "ambiguous", CONFLICT, str(exc)
             return None
-        hints = [unit.base_path] + [p for p in spec.module_paths if p != unit.base_path]
-        hints += [p for a in unit.anchors for p in patch.anchors[a].module_paths if p not in hints]
-        existing = set(definitions.for_source(from_source).file(unit.base_path) or {})
-        unit.candidates = similar_definitions(base, to_source, [h for h in hints if to_source.exists(h)]
-                                              or [unit.base_path], existing)
-        best = unit.candidates[0] if unit.candidates else None
-        if best is None or best.score < SIMILARITY_MIN:
-            unit.resolution, unit.merge = "gone", GONE
-            unit.reason = (f"{unit.qualname} is not in vllm {to_source.version}"
-                           + (f"; the most similar {base.kind} is {best.qualname} in {best.relpath} "
-                              f"(similarity {best.score:g} < {SIMILARITY_MIN:g})" if best else ""))
+        found = _follow_similar(unit, base, patch, to_source, from_source, spec)
+        if found is None:
             return None
-        unit.resolution = "renamed"
-        unit.reason = (f"{unit.qualname} is not in vllm {to_source.version}: following {best.qualname} "
-                       f"in {best.relpath} by body similarity {best.score:g}")
-        rel, qual = best.relpath, best.qualname
-        theirs = cut(to_source.read_text(rel) or "", rel, qual)
+        rel, theirs = found
     else:
         unit.resolution = "moved" if rel != unit.base_path else "same"
         theirs = cut(to_source.read_text(rel) or "", rel, unit.qualname, index_t(rel))
@@ -430,6 +452,29 @@ def _resolve_target(unit: UnitRebase, base: Definition, patch: Patch, to_source:
         return None
     unit.target_path, unit.target_qualname = theirs.relpath, theirs.qualname
     return theirs
+
+
+def _follow_similar(unit: UnitRebase, base: Definition, patch: Patch, to_source: CodeSource,
+                    from_source: CodeSource, spec: AnchorSpec) -> tuple[str, Definition | None] | None:
+    """The unit's name is gone at the target: follow the most similar definition there
+    (``renamed``), or None when none is similar enough (unit.merge set to gone). Returns
+    its file and its definition cut out of it."""
+    hints = [unit.base_path] + [p for p in spec.module_paths if p != unit.base_path]
+    hints += [p for a in unit.anchors for p in patch.anchors[a].module_paths if p not in hints]
+    existing = set(definitions.for_source(from_source).file(unit.base_path) or {})
+    unit.candidates = similar_definitions(base, to_source, [h for h in hints if to_source.exists(h)]
+                                          or [unit.base_path], existing)
+    best = unit.candidates[0] if unit.candidates else None
+    if best is None or best.score < SIMILARITY_MIN:
+        unit.resolution, unit.merge = "gone", GONE
+        unit.reason = (f"{unit.qualname} is not in vllm {to_source.version}"
+                       + (f"; the most similar {base.kind} is {best.qualname} in {best.relpath} "
+                          f"(similarity {best.score:g} < {SIMILARITY_MIN:g})" if best else ""))
+        return None
+    unit.resolution = "renamed"
+    unit.reason = (f"{unit.qualname} is not in vllm {to_source.version}: following {best.qualname} "
+                   f"in {best.relpath} by body similarity {best.score:g}")
+    return best.relpath, cut(to_source.read_text(best.relpath) or "", best.relpath, best.qualname)
 
 
 def _check_transform(unit: UnitRebase, theirs: Definition, rt: engine.PatchResult, plan_t: engine.Plan) -> None:
@@ -496,16 +541,11 @@ def _write_conflicts(res: PatchRebase, workdir: Path) -> None:
 
 
 def _summarize(res: PatchRebase, rt: engine.PatchResult, plan_t: engine.Plan, target_texts: dict[str, str]) -> None:
+    """The patch's merge, transform and status from its units'; the diff at the target;
+    the next steps."""
     merges = {u.merge for u in res.units}
     res.merge = CONFLICT if CONFLICT in merges else GONE if GONE in merges else CLEAN
-    transforms = {u.transform for u in res.units}
-    if res.merge == CLEAN:
-        if transforms <= {"carries-forward", "carries-forward (formatting)"}:
-            res.transform = "carries-forward"
-        else:
-            res.transform = "fails" if "fails" in transforms else "differs"
-    else:
-        res.transform = "applies" if rt.status == engine.OK else "fails"
+    res.transform = _transform_verdict(res.merge, {u.transform for u in res.units}, rt)
     tv = res.to_version
     verdict = res.target_variant
     if verdict in ("upstreamed", "absent"):
@@ -516,7 +556,24 @@ def _summarize(res: PatchRebase, rt: engine.PatchResult, plan_t: engine.Plan, ta
         if res.merge == CLEAN and res.transform != "carries-forward":
             res.status = "needs-variant"
         res.reason = "; ".join(u.reason for u in res.units if u.reason)
-    # the rendered diff at the target
+    _new_diff(res, rt, plan_t, target_texts)
+    if res.old_diff or res.new_diff:
+        res.range_diff = rangediff.compare(res.old_diff, res.new_diff)
+    _next_steps(res)
+
+
+def _transform_verdict(merge: str, transforms: set[str], rt: engine.PatchResult) -> str:
+    """The patch's transform verdict from its merge and its units' transform verdicts."""
+    if merge != CLEAN:
+        return "applies" if rt.status == engine.OK else "fails"
+    if transforms <= {"carries-forward", "carries-forward (formatting)"}:
+        return "carries-forward"
+    return "fails" if "fails" in transforms else "differs"
+
+
+def _new_diff(res: PatchRebase, rt: engine.PatchResult, plan_t: engine.Plan, target_texts: dict[str, str]) -> None:
+    """The rendered diff at the target: the transform's when it carries forward (or the
+    merge is not clean but the transform applies), else the merge's."""
     if res.transform == "carries-forward":
         res.new_diff, res.new_diff_source = diffs.unified_all(plan_t.pristine, plan_t.patched), "transform"
     elif res.merge == CLEAN:
@@ -527,9 +584,6 @@ def _summarize(res: PatchRebase, rt: engine.PatchResult, plan_t: engine.Plan, ta
         res.new_diff, res.new_diff_source = diffs.unified_all(target_texts, new_texts), "merge"
     elif rt.status == engine.OK:
         res.new_diff, res.new_diff_source = diffs.unified_all(plan_t.pristine, plan_t.patched), "transform"
-    if res.old_diff or res.new_diff:
-        res.range_diff = rangediff.compare(res.old_diff, res.new_diff)
-    _next_steps(res)
 
 
 def _next_steps(res: PatchRebase) -> None:

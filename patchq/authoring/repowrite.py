@@ -58,8 +58,13 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
 
 from patchq.errors import RepoWriteError, StateError, UsageError
+
+if TYPE_CHECKING:
+    from patchq.series import Series
 
 #: The journal directory of an open (or interrupted) transaction, in the repo root.
 JOURNAL_DIR = ".patchq-txn"
@@ -473,7 +478,8 @@ class Transaction:
         shutil.rmtree(done, ignore_errors=True)
         self._entries = []
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         try:
             if exc_type is None:
                 try:
@@ -568,33 +574,7 @@ def _recover_locked(repo: Path | str, roots: Iterable[Path | str] = ()) -> list[
     if os.path.islink(jdir) or not jdir.is_dir():
         raise StateError(f"{jdir} is not a directory patchq made (a symlink or a file); remove it by hand")
     doc = _read_journal(jdir)
-    todo: list[tuple[Path, bytes | None]] = []
-    edited = []
-    now: dict[str, str | None] = {}  # path -> its sha256 as the rollback so far leaves it
-    for e in reversed(doc["entries"]):  # a file changed twice is put back step by step
-        path = Path(e["path"])
-        if not path.is_absolute() or not _inside(str(path), allowed):
-            raise StateError(f"{jdir / JOURNAL_FILE} names {path}, outside the series repo; refusing it "
-                             f"(remove {jdir})")
-        old = None
-        if e["old"] is not None:
-            saved = e.get("saved") or ""
-            if "/" in saved or saved in ("", ".", ".."):
-                raise StateError(f"{jdir / JOURNAL_FILE} is damaged (saved name {saved!r}); remove {jdir}")
-            old = read_regular(jdir / saved)
-            if old is None or _sha(old) != e["old"]:
-                raise StateError(f"the saved copy of {path} in {jdir} is damaged; check {path} by hand, then "
-                                 f"remove {jdir}")
-        if str(path) not in now:
-            data = read_regular(path) if os.path.lexists(path) else None
-            now[str(path)] = None if data is None else _sha(data)
-        if now[str(path)] == e["old"]:
-            continue  # never written, or already put back
-        if now[str(path)] == e["new"]:
-            todo.append((path, old))
-            now[str(path)] = e["old"]
-        else:
-            edited.append(str(path))
+    todo, edited = _rollback(jdir, doc["entries"], allowed)
     if edited:
         raise StateError(f"an interrupted `{doc.get('what')}` left {jdir}, and {', '.join(sorted(set(edited)))} "
                          f"changed since; patchq left them as they are: check them, then remove {jdir}")
@@ -615,13 +595,62 @@ def _recover_locked(repo: Path | str, roots: Iterable[Path | str] = ()) -> list[
     return done
 
 
+def _rollback(jdir: Path, entries: list[dict], allowed: list[str]) -> tuple[list[tuple[Path, bytes | None]],
+                                                                          list[str]]:
+    """What rolling back the journal's ``entries`` takes, newest first: (path, bytes to put
+    back or None to remove) for each file as the transaction left it, and the paths
+    edited since (neither before nor after). Nothing is written.
+
+    Raises:
+        StateError: a path outside ``allowed``, or a damaged saved copy.
+    """
+    todo: list[tuple[Path, bytes | None]] = []
+    edited = []
+    now: dict[str, str | None] = {}  # path -> its sha256 as the rollback so far leaves it
+    for e in reversed(entries):  # a file changed twice is put back step by step
+        path = Path(e["path"])
+        if not path.is_absolute() or not _inside(str(path), allowed):
+            raise StateError(f"{jdir / JOURNAL_FILE} names {path}, outside the series repo; refusing it "
+                             f"(remove {jdir})")
+        old = _saved(jdir, e, path)
+        if str(path) not in now:
+            data = read_regular(path) if os.path.lexists(path) else None
+            now[str(path)] = None if data is None else _sha(data)
+        if now[str(path)] == e["old"]:
+            continue  # never written, or already put back
+        if now[str(path)] == e["new"]:
+            todo.append((path, old))
+            now[str(path)] = e["old"]
+        else:
+            edited.append(str(path))
+    return todo, edited
+
+
+def _saved(jdir: Path, entry: dict, path: Path) -> bytes | None:
+    """The bytes a journal entry saved of ``path`` before the write (None: it did not exist).
+
+    Raises:
+        StateError: the saved copy's name or bytes are damaged.
+    """
+    if entry["old"] is None:
+        return None
+    saved = entry.get("saved") or ""
+    if "/" in saved or saved in ("", ".", ".."):
+        raise StateError(f"{jdir / JOURNAL_FILE} is damaged (saved name {saved!r}); remove {jdir}")
+    old = read_regular(jdir / saved)
+    if old is None or _sha(old) != entry["old"]:
+        raise StateError(f"the saved copy of {path} in {jdir} is damaged; check {path} by hand, then "
+                         f"remove {jdir}")
+    return old
+
+
 def repo_of(series_root: Path | str) -> Path:
     """The series repo root of a series directory: its parent (where ``.patchq-edit/``,
     ``.patchq-rebase/`` and ``.patchq-txn/`` live, as ``patchq.toml`` does in ``patchq init``'s layout)."""
     return Path(os.path.abspath(series_root)).parent
 
 
-def series_roots(series) -> list[str]:
+def series_roots(series: Series) -> list[str]:
     """The directories a change of ``series`` (a :class:`patchq.series.Series`) may touch:
     its repo root, series, anchors and goldens directories."""
     roots = [repo_of(series.root), Path(series.root), Path(series.anchors_root)]
@@ -631,6 +660,6 @@ def series_roots(series) -> list[str]:
     return [os.path.abspath(r) for r in roots]
 
 
-def series_transaction(series, what: str) -> Transaction:
+def series_transaction(series: Series, what: str) -> Transaction:
     """A :class:`Transaction` over ``series``' repo (:func:`repo_of`, :func:`series_roots`)."""
     return Transaction(repo_of(series.root), what, series_roots(series))

@@ -11,9 +11,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchq import hashing
 from patchq.errors import SeriesError, UsageError
+
+if TYPE_CHECKING:
+    from patchq.authoring.repowrite import Transaction
 
 tomllib = hashing.toml_module()
 
@@ -33,7 +37,7 @@ def check_profile(profile: str) -> None:
         raise UsageError(f"profile name {profile!r}: use letters, digits, - and _")
 
 
-def write_new(path: Path, text: str, written: list[str], txn=None) -> None:
+def write_new(path: Path, text: str, written: list[str], txn: Transaction | None = None) -> None:
     """Write ``text`` to a file that must not exist yet (atomically, verified:
     :mod:`patchq.authoring.repowrite`; staged in ``txn`` when given).
 
@@ -51,7 +55,44 @@ def write_new(path: Path, text: str, written: list[str], txn=None) -> None:
     written.append(str(path))
 
 
-def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description: str = "", txn=None) -> bool:
+def _append_to_profile(text: str, profiles_toml: Path, profile: str, patch_id: str) -> str:
+    """``text`` (profiles.toml) with ``patch_id`` appended to the existing
+    ``[profiles.<profile>] patches`` array (or such a line added to the table).
+
+    Raises:
+        SeriesError: the table's header is not found as written.
+    """
+    head = re.search(rf"^\[profiles\.{re.escape(profile)}\]\s*$", text, re.M)
+    if head is None:
+        raise SeriesError(f"{profiles_toml}: cannot find the [profiles.{profile}] header to edit "
+                          f"(add {patch_id!r} to it by hand)")
+    nxt = re.search(r"^\[", text[head.end():], re.M)
+    end = head.end() + (nxt.start() if nxt else len(text) - head.end())
+    body = text[head.end():end]
+    arr = re.search(r"^patches\s*=\s*\[(.*?)\]", body, re.M | re.S)
+    if arr is None:
+        body = body.rstrip("\n") + f'\npatches = ["{patch_id}"]\n' + ("\n" if nxt else "")
+    else:
+        body = body[:arr.start(1)] + _appended(arr.group(1), patch_id) + body[arr.end(1):]
+    return text[:head.end()] + body + text[end:]
+
+
+def _appended(inner: str, patch_id: str) -> str:
+    """The inside of a TOML array of ids with ``patch_id`` appended, in its style (one id
+    per line, or inline)."""
+    stripped = inner.rstrip()
+    if not stripped.strip():
+        return f'"{patch_id}"'
+    sep = "" if stripped.endswith(",") else ","
+    if "\n" in inner:  # one id per line: keep that style
+        indent = re.search(r"\n([ \t]*)\S", inner)
+        pad = indent.group(1) if indent else "  "
+        return f'{stripped}{sep}\n{pad}"{patch_id}",\n'
+    return f'{stripped}{sep} "{patch_id}"'
+
+
+def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description: str = "",
+                   txn: Transaction | None = None) -> bool:
     """Append ``patch_id`` to ``[profiles.<profile>] patches`` (creating the profile at the
     end of the file). Comments and layout are kept. Returns False when it was already there.
     The file is rewritten atomically (:mod:`patchq.authoring.repowrite`), or staged in the
@@ -83,31 +124,7 @@ def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description
         text = text.rstrip("\n") + (f'\n\n[profiles.{profile}]\ndescription = "{description or profile}"\n'
                                     f'patches = ["{patch_id}"]\n')
     else:
-        head = re.search(rf"^\[profiles\.{re.escape(profile)}\]\s*$", text, re.M)
-        if head is None:
-            raise SeriesError(f"{profiles_toml}: cannot find the [profiles.{profile}] header to edit "
-                              f"(add {patch_id!r} to it by hand)")
-        nxt = re.search(r"^\[", text[head.end():], re.M)
-        end = head.end() + (nxt.start() if nxt else len(text) - head.end())
-        body = text[head.end():end]
-        arr = re.search(r"^patches\s*=\s*\[(.*?)\]", body, re.M | re.S)
-        if arr is None:
-            body = body.rstrip("\n") + f'\npatches = ["{patch_id}"]\n' + ("\n" if nxt else "")
-        else:
-            inner = arr.group(1)
-            stripped = inner.rstrip()
-            if not stripped.strip():
-                new_inner = f'"{patch_id}"'
-            elif "\n" in inner:  # one id per line: keep that style
-                indent = re.search(r"\n([ \t]*)\S", inner)
-                pad = indent.group(1) if indent else "  "
-                sep = "" if stripped.endswith(",") else ","
-                new_inner = f'{stripped}{sep}\n{pad}"{patch_id}",\n'
-            else:
-                sep = "" if stripped.endswith(",") else ","
-                new_inner = f'{stripped}{sep} "{patch_id}"'
-            body = body[:arr.start(1)] + new_inner + body[arr.end(1):]
-        text = text[:head.end()] + body + text[end:]
+        text = _append_to_profile(text, profiles_toml, profile, patch_id)
     try:
         after = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # pragma: no cover - a bug in the edit above
@@ -199,7 +216,7 @@ PATCHQ_TOML = """\
 # patchq series repo: `patchq` run anywhere below this directory uses this series.
 series = "series"     # profiles.toml and one <patch>.py per patch
 anchors = "anchors"   # one <patch>.toml per patch: where its edits go, by structure
-goldens = "tests/goldens"   # patchq.testing: expected verdicts and golden definitions
+# expected output (patchq test): series/diffs/<patch>.expect.toml and series/diffs/<release>/<patch>.diff
 """
 
 PROFILES_TOML = """\
@@ -267,10 +284,11 @@ EXAMPLE_ANCHORS = {"get-logger": {"module": "vllm.logger", "qualname": "init_log
                                   "node": "logger = logging.getLogger(name)", "count": 1,
                                   "fingerprints": {v: _INIT_LOGGER_FP for v in _EXAMPLE_VERIFIED}}}
 
-TEST_MODULE = '''"""Each patch of this series on each release of its goldens (patchq.testing).
+TEST_MODULE = '''"""Each patch of this series on each release of its expected output (patchq.testing).
 
-Expected `patchq check` verdicts and the golden definitions before/after live in
-tests/goldens/<patch>/. Regenerate them: `patchq test --regen` or `pytest --patchq-regen`.
+Expected `patchq check` verdicts (series/diffs/<patch>.expect.toml) and each patch's diff
+per release (series/diffs/<release>/<patch>.diff). Regenerate them: `patchq test --regen`
+or `pytest --patchq-regen`.
 """
 
 import pytest
@@ -373,7 +391,7 @@ repos:
         entry: patchq test
         language: system
         pass_filenames: false
-        files: ^(patchq\\.toml|series/|anchors/|tests/goldens/)
+        files: ^(patchq\\.toml|series/|anchors/)
 """
 
 REPO_README = """\

@@ -13,12 +13,16 @@ import ast
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import Version
 
 from patchq.errors import SeriesError
+
+if TYPE_CHECKING:
+    from patchq.authoring.repowrite import Transaction
 
 
 def widened(spec_text: str, version: Version) -> str:
@@ -67,7 +71,7 @@ class _Widen(cst.CSTTransformer):
         return updated.with_changes(args=[updated.args[0].with_changes(value=new), *updated.args[1:]])
 
 
-def _read(path: Path, txn) -> str:
+def _read(path: Path, txn: Transaction | None) -> str:
     from patchq.authoring import repowrite
 
     raw = txn.staged(path) if txn is not None else repowrite.read_regular(path)
@@ -76,7 +80,7 @@ def _read(path: Path, txn) -> str:
     return raw.decode("utf-8")
 
 
-def _write(path: Path, text: str, txn) -> None:
+def _write(path: Path, text: str, txn: Transaction | None) -> None:
     """Atomic and verified (:mod:`patchq.authoring.repowrite`), or staged in ``txn``."""
     from patchq.authoring import repowrite
 
@@ -87,7 +91,7 @@ def _write(path: Path, text: str, txn) -> None:
 
 
 def widen_variant(path: Path, applies: SpecifierSet, version: Version, *, write: bool = True,
-                  txn=None) -> tuple[str, str]:
+                  txn: Transaction | None = None) -> tuple[str, str]:
     """Widen the variant of ``series/<patch>.py`` whose range equals ``applies`` to ``version``
     (written atomically, or staged in the :class:`~patchq.authoring.repowrite.Transaction` ``txn``).
 
@@ -154,7 +158,7 @@ class _Verdict(cst.CSTTransformer):
 
 
 def add_verdict_variant(path: Path, applies: SpecifierSet, version: Version, kind: str, reason: str,
-                        *, write: bool = True, txn=None) -> tuple[str, str]:
+                        *, write: bool = True, txn: Transaction | None = None) -> tuple[str, str]:
     """End the variant whose range equals ``applies`` before ``version`` and add a verdict variant.
 
     ``variant(">=0.26", edits=...)`` becomes ``variant(">=0.26,<0.33.1", edits=...)``, followed
@@ -177,7 +181,7 @@ def add_verdict_variant(path: Path, applies: SpecifierSet, version: Version, kin
     return tr.hits[0]
 
 
-def _split_range(text: str, version) -> tuple[str, str]:
+def _split_range(text: str, version: Version) -> tuple[str, str]:
     """Split the variant range ``text`` at ``version``: (the old variant capped before it, the
     new variant's range from it). The new one keeps the old one's upper bounds, so it never
     overlaps a later variant (the first matching variant wins: ``Patch.variant_for``); the
@@ -208,7 +212,8 @@ def _split_range(text: str, version) -> tuple[str, str]:
 
 
 def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: dict[str, list[dict]],
-                     note: str, *, write: bool = True, txn=None) -> tuple[str, str, str]:
+                     note: str, *, write: bool = True,
+                     txn: Transaction | None = None) -> tuple[str, str, str]:
     """End the variant whose range equals ``applies`` before ``version`` and add an edit
     variant from ``version`` on: statement operations (:mod:`patchq.statements`) per
     anchor id, stored as ``OPS_<version>`` above ``PATCH``, the ``statement_edit`` import

@@ -445,31 +445,45 @@ def log_entries(up: Upstream, history: History, with_commits: bool | None = None
     prev_v: Version | None = None
     prev: DefinitionAt | str | None = None
     for v, state in history.states.items():
-        entry: LogEntry | None = None
         if isinstance(state, DefinitionAt):
-            if not isinstance(prev, DefinitionAt):
-                entry = LogEntry(str(v), str(prev_v) if prev_v else None, "appears", state.relpath,
-                                 None, state.fingerprint)
-            else:
-                code = state.fingerprint != prev.fingerprint
-                moved = state.relpath != prev.relpath
-                if code or moved:
-                    change = "code+moved" if code and moved else "code" if code else "moved"
-                    entry = LogEntry(str(v), str(prev_v), change, state.relpath, prev.relpath,
-                                     state.fingerprint, definition_diff(prev, state) if code else "")
-                    if with_commits and prev_v is not None:
-                        entry.commits_method, entry.commits = up.commits_touching(
-                            prev_v, v, state.relpath, (state.start, state.end))
-        elif isinstance(prev, DefinitionAt) or prev is None:
-            kind = "gone" if state == "absent" else "ambiguous"
-            if prev is not None or kind == "ambiguous":
-                entry = LogEntry(str(v), str(prev_v) if prev_v else None, kind, None,
-                                 prev.relpath if isinstance(prev, DefinitionAt) else None, None,
-                                 "" if kind == "gone" else state)
+            entry = _entry_found(up, v, state, prev_v, prev, with_commits)
+        else:
+            entry = _entry_missing(v, state, prev_v, prev)
         if entry is not None:
             out.append(entry)
         prev_v, prev = v, state
     return out
+
+
+def _entry_found(up: Upstream, v: Version, state: DefinitionAt, prev_v: Version | None,
+                 prev: DefinitionAt | str | None, with_commits: bool) -> LogEntry | None:
+    """The log entry of release ``v``, where the definition is found once: it appears, its
+    code changed or it moved since ``prev`` (release ``prev_v``); None when unchanged."""
+    if not isinstance(prev, DefinitionAt):
+        return LogEntry(str(v), str(prev_v) if prev_v else None, "appears", state.relpath, None, state.fingerprint)
+    code = state.fingerprint != prev.fingerprint
+    moved = state.relpath != prev.relpath
+    if not (code or moved):
+        return None
+    change = "code+moved" if code and moved else "code" if code else "moved"
+    entry = LogEntry(str(v), str(prev_v), change, state.relpath, prev.relpath,
+                     state.fingerprint, definition_diff(prev, state) if code else "")
+    if with_commits and prev_v is not None:
+        entry.commits_method, entry.commits = up.commits_touching(prev_v, v, state.relpath, (state.start, state.end))
+    return entry
+
+
+def _entry_missing(v: Version, state: str, prev_v: Version | None, prev: DefinitionAt | str | None) -> LogEntry | None:
+    """The log entry of release ``v``, where the definition is ``absent`` (gone) or
+    ambiguous; None when it was not found at ``prev`` either."""
+    if not (isinstance(prev, DefinitionAt) or prev is None):
+        return None
+    kind = "gone" if state == "absent" else "ambiguous"
+    if prev is None and kind != "ambiguous":
+        return None
+    return LogEntry(str(v), str(prev_v) if prev_v else None, kind, None,
+                    prev.relpath if isinstance(prev, DefinitionAt) else None, None,
+                    "" if kind == "gone" else state)
 
 
 def select_versions(up: Upstream, spec: str | None) -> list[Version]:

@@ -1,4 +1,4 @@
-"""One module per CLI verb; each returns a JSON-ready document and an exit code."""
+"""One module per CLI verb; each returns a typed document (:mod:`patchq.documents`) and an exit code."""
 
 from __future__ import annotations
 

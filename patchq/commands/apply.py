@@ -2,35 +2,35 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from patchq import report
+from patchq.documents import APPLY_SCHEMA, apply_document
 from patchq.env.converge import ConvergeResult, PlanFailed, converge
 from patchq.errors import EXIT_OK, PatchqError
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource
 
-SCHEMA = "patchq.apply/1"
+if TYPE_CHECKING:
+    from patchq.documents import ApplyDoc, InstalledVllm
+    from patchq.plan.results import Plan
+
+SCHEMA = APPLY_SCHEMA
 
 
 def document(command: str, target: CodeSource, profile: str | None, result: ConvergeResult | None,
-             error: PatchqError | None = None, plan=None) -> dict:
-    """The ``patchq.apply/1`` document for apply and revert."""
+             error: PatchqError | None = None, plan: Plan | None = None) -> ApplyDoc:
+    """The ``patchq.apply/1`` document (:func:`patchq.documents.apply_document`) of a
+    converge's ``result``, or of the ``error`` that stopped it (with the failed ``plan``)."""
     plan = result.plan if result else plan
-    return {
-        "schema": SCHEMA,
-        "command": command,
-        "ok": error is None,
-        "error": str(error) if error else None,
-        "noop": bool(result and result.noop),
-        "profile": profile,
-        "vllm": {"version": str(target.version), "site_packages": str(target.root), "dist": target.dist},
-        "patches": report.patch_rows(plan) if plan else [],
-        "written": result.written if result else [],
-        "restored": result.restored if result else [],
-        "added": result.added if result else [],
-        "removed": result.removed if result else [],
-        "foreign_kept": result.foreign_kept if result else {},
-        "recovered": result.recovered if result else [],
-    }
+    vllm: InstalledVllm = {"version": str(target.version), "site_packages": str(target.root), "dist": target.dist}
+    if result is None:
+        return apply_document(command, profile, vllm, error=str(error) if error else None,
+                              patches=report.patch_rows(plan) if plan else [])
+    return apply_document(command, profile, vllm, error=str(error) if error else None, noop=bool(result.noop),
+                          patches=report.patch_rows(plan) if plan else [], written=result.written,
+                          restored=result.restored, added=result.added, removed=result.removed,
+                          foreign_kept=result.foreign_kept, recovered=result.recovered)
 
 
 def summary(series: Series) -> dict:
@@ -40,7 +40,7 @@ def summary(series: Series) -> dict:
     return series_summary(series.root, series.anchors_root, syntax=True)  # status reads syntax_errors from it
 
 
-def apply(target: CodeSource, series: Series, profile: str, strict: bool = False) -> tuple[dict, int]:
+def apply(target: CodeSource, series: Series, profile: str, strict: bool = False) -> tuple[ApplyDoc, int]:
     """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code).
 
     ``strict``: an upstreamed patch fails instead of being skipped (``apply --strict``).
@@ -67,7 +67,7 @@ def modules_of(digest: dict) -> list[str]:
 
 
 def converge_to(command: str, target: CodeSource, asked: str | None, patches: list,
-              **options) -> tuple[dict, int]:
+              **options: Any) -> tuple[ApplyDoc, int]:
     """:func:`converge` to ``patches`` with ``options``, as (document for the profile
     ``asked`` on the command line, exit code)."""
     try:

@@ -18,11 +18,15 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from patchq.errors import EXIT_OK, UsageError
 from patchq.vllmdist import releases
+
+if TYPE_CHECKING:
+    from patchq.documents import CacheDoc
 
 SCHEMA = "patchq.cache/1"
 _WHEEL_RE = re.compile(r"^vllm-([^-]+)-")
@@ -65,7 +69,7 @@ def _per_release(root: Path) -> dict[str, dict[str, list[Path]]]:
     return out
 
 
-def info(removed: list[str] | None = None, kept: list[str] | None = None) -> dict:
+def info(removed: list[str] | None = None, kept: list[str] | None = None) -> CacheDoc:
     """The ``patchq.cache/1`` document for the cache as it is now."""
     root = releases.cache_dir()
     per = _per_release(root)
@@ -86,12 +90,12 @@ def info(removed: list[str] | None = None, kept: list[str] | None = None) -> dic
             "removed": removed or [], "kept": kept or []}
 
 
-def show() -> tuple[dict, int]:
+def show() -> tuple[CacheDoc, int]:
     """Where the cache is and what it holds."""
     return info(), EXIT_OK
 
 
-def prune(keep: int) -> tuple[dict, int]:
+def prune(keep: int) -> tuple[CacheDoc, int]:
     """Remove every release but the newest ``keep`` (wheel, tree, test installs)."""
     if keep < 0:
         raise UsageError(f"--keep {keep}: give 0 or more releases to keep")
@@ -109,7 +113,7 @@ def prune(keep: int) -> tuple[dict, int]:
     return info(removed, kept), EXIT_OK
 
 
-def clean() -> tuple[dict, int]:
+def clean() -> tuple[CacheDoc, int]:
     """Remove the whole cache directory's contents."""
     root = releases.cache_dir()
     removed = []
@@ -128,7 +132,7 @@ def _human(n: float) -> str:
     return str(n)  # pragma: no cover
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: CacheDoc) -> str:
     """The cache directory, size per release, what was removed."""
     lines = [f"cache {doc['dir']}: {_human(doc['total_bytes'])}"]
     for r in doc["releases"]:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from patchq.compat import check as checking
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource
 
+if TYPE_CHECKING:
+    from patchq.documents import CheckDoc
 
-def run(target: CodeSource, series: Series, profile: str | None) -> tuple[dict, int]:
+
+def run(target: CodeSource, series: Series, profile: str | None) -> tuple[CheckDoc, int]:
     """Check ``profile``'s patches (None: every patch of the series) on ``target``.
 
     Returns:
@@ -18,6 +23,6 @@ def run(target: CodeSource, series: Series, profile: str | None) -> tuple[dict, 
     # relations hook: a profile's patches come validated against their declared relations
     patches = series.patches_of(profile) if profile else [series.patch(pid) for pid in series.all_patch_ids()]
     rows = checking.check(target, patches)
-    doc = checking.document(target, profile, rows)
+    doc = cast("CheckDoc", checking.document(target, profile, rows))  # built in compat/check.py
     return doc, doc["exit_code"]
 

@@ -9,7 +9,15 @@ environment carries (its journal). ``diff --release X --write`` is
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchq.errors import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from patchq.documents import DiffDoc
+    from patchq.plan.results import Plan
+    from patchq.series import Series
+    from patchq.vllmdist.sources import CodeSource
 
 SCHEMA = "patchq.diff/1"
 
@@ -35,9 +43,9 @@ def applied_profile(site_packages: str | None, python: str | None) -> str:
     return profile
 
 
-def run(series, profile: str | None, *, site_packages: str | None = None, python: str | None = None,
+def run(series: Series, profile: str | None, *, site_packages: str | None = None, python: str | None = None,
         vllm: str | None = None, source: str | None = None,
-        patch_ids: list[str] | None = None) -> tuple[dict, int]:
+        patch_ids: list[str] | None = None) -> tuple[DiffDoc, int]:
     """Plan ``profile`` (None: the applied one) on the installed vLLM (without writing),
     on release ``vllm`` or on the source tree ``source``; with ``patch_ids``, those
     patches alone (:func:`patchq.commands.pick.plan_alone`). Returns (document, 0).
@@ -47,9 +55,8 @@ def run(series, profile: str | None, *, site_packages: str | None = None, python
         PlanFailed: a patch fails there (exit 1, nothing rendered).
         ForeignEditError: an installed target file was edited by someone else.
     """
-    from patchq import report
     from patchq.env.converge import PlanFailed, converge
-    from patchq.plan import diffs, engine
+    from patchq.plan import engine
     from patchq.vllmdist import sources
 
     if patch_ids:
@@ -60,9 +67,7 @@ def run(series, profile: str | None, *, site_packages: str | None = None, python
         plan = pick.plan_alone(target, series, patch_ids)
         if not plan.ok:
             raise PlanFailed(plan)
-        text = diffs.unified_all(plan.pristine, plan.patched)
-        return {"schema": SCHEMA, "profile": None, "vllm": str(target.version), "files": sorted(plan.patched),
-                "diff": text, "patches": report.patch_rows(plan)}, EXIT_OK
+        return _document(None, target, plan), EXIT_OK
     profile = profile or applied_profile(site_packages, python)
     patches = series.patches_of(profile)
     if vllm or source:
@@ -77,6 +82,13 @@ def run(series, profile: str | None, *, site_packages: str | None = None, python
     else:
         target = sources.installed(site_packages, python)
         plan = converge(target, patches, profile=profile, dry_run=True).plan
-    text = diffs.unified_all(plan.pristine, plan.patched)
+    return _document(profile, target, plan), EXIT_OK
+
+
+def _document(profile: str | None, target: CodeSource, plan: Plan) -> DiffDoc:
+    """The ``patchq.diff/1`` document of ``plan`` (of ``profile``; None: ``--patch``)."""
+    from patchq import report
+    from patchq.plan import diffs
+
     return {"schema": SCHEMA, "profile": profile, "vllm": str(target.version), "files": sorted(plan.patched),
-            "diff": text, "patches": report.patch_rows(plan)}, EXIT_OK
+            "diff": diffs.unified_all(plan.pristine, plan.patched), "patches": report.patch_rows(plan)}

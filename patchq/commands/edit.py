@@ -46,12 +46,17 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patchq.errors import EXIT_OK, ForeignEditError, PatchqError, UsageError, did_you_mean
 from patchq.model import Patch
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource, sha256_hex
+
+if TYPE_CHECKING:
+    from patchq.authoring.importer import ImportPlan
+    from patchq.authoring.repowrite import Transaction
+    from patchq.documents import EditDoc, RecordDoc
 
 EDIT_SCHEMA = "patchq.edit/1"
 RECORD_SCHEMA = "patchq.record/1"
@@ -227,7 +232,7 @@ def pristine_bytes(target: CodeSource, rel: str) -> tuple[bytes, str]:
 
 
 def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in_place: bool,
-         directory: str | None = None) -> tuple[dict, int]:
+         directory: str | None = None) -> tuple[EditDoc, int]:
     """Prepare an edit of ``patch_id`` (see module docstring). Returns (document, exit code)."""
     from patchq.authoring.scaffold import check_id
 
@@ -259,7 +264,8 @@ def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in
     from patchq.authoring import repowrite
 
     made = _prepare_dir(wd, patch_id, directory is not None)
-    manifest = {"schema": MANIFEST_SCHEMA, "patch": patch_id, "mode": "in-place" if in_place else "copy",
+    mode = "in-place" if in_place else "copy"
+    manifest = {"schema": MANIFEST_SCHEMA, "patch": patch_id, "mode": mode,
                 "vllm": str(target.version), "site_packages": str(target.root), "files": rels,
                 "replaces": exists, "made_dir": bool(made), "made": made, "complete": False}
     try:
@@ -279,13 +285,13 @@ def edit(series: Series, target: CodeSource, patch_id: str, files: list[str], in
     except BaseException:
         _remove_owned(wd, manifest)
         raise
-    doc = {"schema": EDIT_SCHEMA, "patch": patch_id, "mode": manifest["mode"], "dir": str(wd),
-           "vllm": str(target.version), "files": rows,
-           "series": series.location.as_json() if series.location else None}
+    doc: EditDoc = {"schema": EDIT_SCHEMA, "patch": patch_id, "mode": mode,
+                    "dir": str(wd), "vllm": str(target.version), "files": rows,
+                    "series": series.location.as_json() if series.location else None}
     return doc, EXIT_OK
 
 
-def render_edit(doc: dict) -> str:
+def render_edit(doc: EditDoc) -> str:
     """Where to edit, and the next command."""
     lines = [f"edit {doc['patch']} on vllm {doc['vllm']} ({doc['mode']}):"]
     lines += [f"  {r['edit']}" + ("  (the patch's current result)" if r["base"] == "patched" else "")
@@ -343,7 +349,8 @@ def _diff(pairs: dict[str, tuple[bytes, bytes]]) -> str:
 
 
 def record(series: Series, target: CodeSource, patch_id: str, files: list[str], profile: str | None,
-           apply: bool | None, summary: str | None = None, directory: str | None = None) -> tuple[dict, int]:
+           apply: bool | None, summary: str | None = None,
+           directory: str | None = None) -> tuple[RecordDoc, int]:
     """Turn the edit into patch ``patch_id`` (see module docstring). Returns (document, exit code).
 
     ``profile`` None: ``default`` for a new patch; a refined patch stays in its profiles
@@ -361,56 +368,12 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     if directory is not None and manifest is None:
         raise UsageError(f"--dir {wd} holds no edit (no {MANIFEST}): give the directory `patchq edit "
                          f"{patch_id} --dir` made")
-    pairs: dict[str, tuple[bytes, bytes]] = {}
     if manifest:
-        from patchq.authoring.repowrite import read_regular
-
-        if manifest["patch"] != patch_id:
-            raise UsageError(f"the edit in {wd} is of {manifest['patch']}, not {patch_id}")
-        if not manifest.get("complete", True):
-            raise UsageError(f"the edit in {wd} was interrupted; run `patchq edit {patch_id}` again")
-        if manifest["vllm"] != str(target.version):
-            raise UsageError(f"the edit in {wd} was made on vllm {manifest['vllm']}; vllm {target.version} is "
-                             f"installed now")
-        mode = manifest["mode"]
-        for rel in manifest["files"]:
-            try:
-                old = read_regular(wd / ".pristine" / rel)
-                new = target.read_bytes(rel) if mode == "in-place" else read_regular(wd / rel)
-            except PatchqError as exc:
-                raise UsageError(f"the edit in {wd}: {exc}") from None
-            if old is None or sha256_hex(old) != target.record().get(rel):
-                raise UsageError(f"the pristine copy of {rel} in {wd / '.pristine'} is missing or does not match "
-                                 f"RECORD; run `patchq edit {patch_id}` again")
-            if new is None:
-                raise UsageError(f"the working copy {wd / rel} is missing; run `patchq edit {patch_id}` again")
-            pairs[rel] = (old, new)
-        replaces = manifest.get("replaces", False)
+        pairs = _working_copy_pairs(target, wd, manifest, patch_id)
+        mode, replaces = manifest["mode"], manifest.get("replaces", False)
     else:
+        pairs = _in_place_pairs(target, files, wd, patch_id)
         mode, replaces = "in-place", False
-        rels = [_relpath(target, f) for f in files] or _modified_files(target)
-        if not rels:
-            on_patched = _modified_patched_files(target)
-            if on_patched:
-                raise UsageError(f"{', '.join(on_patched)} carries patchq patches and was edited by hand on top of "
-                                 f"them (status: modified); an edit on top of applied patches cannot be recorded in "
-                                 f"place: `patchq revert --all --force` (keeps the hand edit in .patchq/foreign/), "
-                                 f"then "
-                                 f"`patchq edit {patch_id} --file {on_patched[0]}` and redo it on the working copy")
-            raise UsageError(f"no edit to record: no `patchq edit {patch_id}` in progress ({wd}) and no installed "
-                             f"vllm file differs from RECORD; edit one, "
-                             f"or run `patchq edit {patch_id} --file vllm/x.py`")
-        from patchq.env.state import StateDir
-
-        journalled = set(StateDir(target.root).read().files)
-        for rel in rels:
-            now = target.read_bytes(rel) or b""
-            if rel in journalled:
-                raise UsageError(f"{rel} carries patchq patches: an edit on top of them cannot be recorded in "
-                                 f"place; `patchq edit {patch_id} --file {rel}` gives a pristine copy to edit")
-            if sha256_hex(now) == target.record().get(rel):
-                raise UsageError(f"{rel} is pristine (equals RECORD): nothing to record")
-            pairs[rel] = (_release_pristine(target, rel), now)
     text = _diff(pairs)
     if not text:
         raise UsageError(f"nothing changed in {', '.join(pairs)}: edit the file(s) first")
@@ -425,22 +388,13 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     raw_anchors = repowrite.read_regular(old_anchors) if replaces else None
     old_text = raw_anchors.decode("utf-8") if raw_anchors is not None else None
     keep = (lambda txn: _keep_fingerprints(patch_id, old_text, old_anchors, txn)) if old_text is not None else None
-    if profile is None and replaces:
-        owners = [name for name, prof in series.profiles.items() if patch_id in prof.patches]
-        from patchq.env.state import StateDir
-
-        applied = StateDir(target.root).read().profile
-        profile = applied if applied in owners else (owners[0] if owners else "default")
-    profile = profile or "default"
+    profile = _record_profile(series, target, patch_id, profile, replaces)
     known_profiles = list(series.profiles)
     # the patch module, its anchors and the profile entry land together, verified, or not at all
     with repowrite.series_transaction(series, f"patchq record {patch_id}") as txn:
         written = importer.write_verified(plan, series, summary, replaces, "the edit", after_write=keep, txn=txn)
         added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id, txn=txn)
-    import_doc = {"release": plan.release, "anchors": [{"id": a.anchor_id, "path": a.relpath, "qualname": a.qualname,
-                                                        "fingerprint": a.fingerprint, "ops": [o["op"] for o in a.ops]}
-                                                       for a in plan.anchors], "notes": plan.notes,
-                  "summary": importer.summary_line(plan), "levels": importer.level_counts(plan)}
+    import_doc = _import_document(plan)
     env = _settle(series, target, profile, mode, list(pairs), apply)
     if manifest:  # only the files patchq put there: a user's file in the directory stays
         _remove_owned(wd, manifest)
@@ -449,13 +403,103 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
                 wd.parent.rmdir()
             except OSError:
                 pass
-    doc = {"schema": RECORD_SCHEMA, "patch": patch_id, "mode": mode, "vllm": str(target.version),
-           "files": sorted(pairs), "diff": text, "written": written, "profile": profile,
-           "added_to_profile": added, "import": import_doc, "environment": env,
-           "profile_created": profile not in known_profiles, "known_profiles": known_profiles,
-           "series": series.location.as_json() if series.location else None}
+    doc: RecordDoc = {"schema": RECORD_SCHEMA, "patch": patch_id, "mode": mode, "vllm": str(target.version),
+                      "files": sorted(pairs), "diff": text, "written": written, "profile": profile,
+                      "added_to_profile": added, "import": import_doc, "environment": env,
+                      "profile_created": profile not in known_profiles, "known_profiles": known_profiles,
+                      "series": series.location.as_json() if series.location else None}
     code = env["apply"]["exit_code"] if env["apply"] and not env["apply"]["ok"] else EXIT_OK
     return doc, code
+
+
+def _working_copy_pairs(target: CodeSource, wd: Path, manifest: dict,
+                        patch_id: str) -> dict[str, tuple[bytes, bytes]]:
+    """relpath -> (pristine, edited) bytes of the edit ``patchq edit`` started in ``wd``.
+
+    Raises:
+        UsageError: the edit is of another patch, interrupted, made on another vLLM, or
+            its pristine or working copies are missing or damaged.
+    """
+    from patchq.authoring.repowrite import read_regular
+
+    if manifest["patch"] != patch_id:
+        raise UsageError(f"the edit in {wd} is of {manifest['patch']}, not {patch_id}")
+    if not manifest.get("complete", True):
+        raise UsageError(f"the edit in {wd} was interrupted; run `patchq edit {patch_id}` again")
+    if manifest["vllm"] != str(target.version):
+        raise UsageError(f"the edit in {wd} was made on vllm {manifest['vllm']}; vllm {target.version} is "
+                         f"installed now")
+    mode = manifest["mode"]
+    pairs: dict[str, tuple[bytes, bytes]] = {}
+    for rel in manifest["files"]:
+        try:
+            old = read_regular(wd / ".pristine" / rel)
+            new = target.read_bytes(rel) if mode == "in-place" else read_regular(wd / rel)
+        except PatchqError as exc:
+            raise UsageError(f"the edit in {wd}: {exc}") from None
+        if old is None or sha256_hex(old) != target.record().get(rel):
+            raise UsageError(f"the pristine copy of {rel} in {wd / '.pristine'} is missing or does not match "
+                             f"RECORD; run `patchq edit {patch_id}` again")
+        if new is None:
+            raise UsageError(f"the working copy {wd / rel} is missing; run `patchq edit {patch_id}` again")
+        pairs[rel] = (old, new)
+    return pairs
+
+
+def _in_place_pairs(target: CodeSource, files: list[str], wd: Path, patch_id: str) -> dict[str, tuple[bytes, bytes]]:
+    """relpath -> (the release's pristine, installed) bytes of installed files edited by
+    hand without ``patchq edit``: ``files``, else every vllm file that differs from RECORD.
+
+    Raises:
+        UsageError: no edited file, or one carries patchq patches or is pristine.
+    """
+    rels = [_relpath(target, f) for f in files] or _modified_files(target)
+    if not rels:
+        on_patched = _modified_patched_files(target)
+        if on_patched:
+            raise UsageError(f"{', '.join(on_patched)} carries patchq patches and was edited by hand on top of "
+                             f"them (status: modified); an edit on top of applied patches cannot be recorded in "
+                             f"place: `patchq revert --all --force` (keeps the hand edit in .patchq/foreign/), "
+                             f"then "
+                             f"`patchq edit {patch_id} --file {on_patched[0]}` and redo it on the working copy")
+        raise UsageError(f"no edit to record: no `patchq edit {patch_id}` in progress ({wd}) and no installed "
+                         f"vllm file differs from RECORD; edit one, "
+                         f"or run `patchq edit {patch_id} --file vllm/x.py`")
+    from patchq.env.state import StateDir
+
+    journalled = set(StateDir(target.root).read().files)
+    pairs: dict[str, tuple[bytes, bytes]] = {}
+    for rel in rels:
+        now = target.read_bytes(rel) or b""
+        if rel in journalled:
+            raise UsageError(f"{rel} carries patchq patches: an edit on top of them cannot be recorded in "
+                             f"place; `patchq edit {patch_id} --file {rel}` gives a pristine copy to edit")
+        if sha256_hex(now) == target.record().get(rel):
+            raise UsageError(f"{rel} is pristine (equals RECORD): nothing to record")
+        pairs[rel] = (_release_pristine(target, rel), now)
+    return pairs
+
+
+def _record_profile(series: Series, target: CodeSource, patch_id: str, profile: str | None, replaces: bool) -> str:
+    """The profile a recorded patch goes to: ``profile``; for a refined patch, the applied
+    profile that lists it, else the first that does; else ``default``."""
+    if profile is None and replaces:
+        owners = [name for name, prof in series.profiles.items() if patch_id in prof.patches]
+        from patchq.env.state import StateDir
+
+        applied = StateDir(target.root).read().profile
+        profile = applied if applied in owners else (owners[0] if owners else "default")
+    return profile or "default"
+
+
+def _import_document(plan: ImportPlan) -> dict:
+    """The ``import`` field of ``patchq.record/1``: what the import made of the edit."""
+    from patchq.authoring import importer
+
+    return {"release": plan.release, "anchors": [{"id": a.anchor_id, "path": a.relpath, "qualname": a.qualname,
+                                                  "fingerprint": a.fingerprint, "ops": [o["op"] for o in a.ops]}
+                                                 for a in plan.anchors], "notes": plan.notes,
+            "summary": importer.summary_line(plan), "levels": importer.level_counts(plan)}
 
 
 def _refuse_narrowing(old: Patch, release: str) -> None:
@@ -533,7 +577,7 @@ def _settle(series: Series, target: CodeSource, profile: str, mode: str, rels: l
     return {"action": "applied" if apply else "restored", "apply": doc}
 
 
-def render_record(doc: dict) -> str:
+def render_record(doc: RecordDoc) -> str:
     """What was recorded, and what happened to the environment."""
     imp = doc["import"]
     lines = [f"recorded {doc['patch']} from the {doc['mode']} edit of {', '.join(doc['files'])} "
@@ -565,7 +609,7 @@ def render_record(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn) -> None:
+def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn: Transaction) -> None:
     """Carry the fingerprints a re-recorded patch had over to its new anchors file: a
     fingerprint is of the pristine definition on a release, so an anchor on the same
     qualname keeps every release it verified on (the new recording's release wins).

@@ -23,11 +23,16 @@ to record.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchq.authoring import fingerprints
 from patchq.commands import version_arg
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.series import Series
 from patchq.vllmdist import releases
+
+if TYPE_CHECKING:
+    from patchq.documents import FingerprintDoc
 
 SCHEMA = "patchq.fingerprint/1"
 
@@ -58,7 +63,7 @@ def select_releases(spec: str | None) -> list[str]:
 
 
 def run(series: Series, patches: list[str], spec: str | None, check: bool = False,
-        by: str | None = None) -> tuple[dict, int]:
+        by: str | None = None) -> tuple[FingerprintDoc, int]:
     """Record (or ``check``) fingerprints. Returns (document, exit code).
 
     Raises:
@@ -72,9 +77,41 @@ def run(series: Series, patches: list[str], spec: str | None, check: bool = Fals
     ids = patches or known
     explicit = is_explicit(spec)
     recorded = {pid: fingerprints.recorded_versions(series.patch(pid)) for pid in ids}
+    versions = _versions(series, recorded, spec, named=bool(patches))
+    if explicit:  # a person named these releases: record them for every patch, reviewed
+        only = {pid: set(versions) for pid in ids}
+        review = None if check else fingerprints.review_entry("fingerprint", by, series_root=series.root)
+    else:  # refresh what was recorded, inside the range
+        only = {pid: recorded[pid] & set(versions) for pid in ids}
+        review = None
+    skipped = _skipped(only, versions) if not explicit and spec else {}
+    computed = sorted({v for vs in only.values() for v in vs}, key=releases.Version)
+    changed = fingerprints.record(series, computed, write=not check, patch_ids=ids, only=only, review=review) \
+        if computed else {}
+    doc: FingerprintDoc = {"schema": SCHEMA, "ok": not (check and changed), "check": check, "releases": computed,
+                           "patches": ids, "changed": sorted(str(p) for p in changed), "skipped": skipped,
+                           "series": series.location.as_json() if series.location else None}
+    return doc, EXIT_PATCH_FAILED if (check and changed) else EXIT_OK
+
+
+def _skipped(only: dict[str, set[str]], versions: list[str]) -> dict[str, list[str]]:
+    """patch id -> the selected ``versions`` not recorded for it (nobody named them), for
+    the patches with any."""
+    skipped = {pid: [v for v in versions if v not in only[pid]] for pid in only}
+    return {k: v for k, v in skipped.items() if v}
+
+
+def _versions(series: Series, recorded: dict[str, set[str]], spec: str | None, named: bool) -> list[str]:
+    """The releases selected: ``spec``'s, else every release recorded for the patches
+    (``recorded``: id -> versions).
+
+    Raises:
+        UsageError: none selected, or (without ``spec``) a patch the user ``named`` has no
+            recorded release.
+    """
     if not spec:
-        bare = [pid for pid in ids if not recorded[pid] and series.patch(pid).anchors]
-        if bare and patches:
+        bare = [pid for pid in recorded if not recorded[pid] and series.patch(pid).anchors]
+        if bare and named:
             raise UsageError(f"no reviewed release recorded for {', '.join(bare)}: name the release it was "
                              f"authored against (--releases X.Y.Z)")
         versions = sorted({v for vs in recorded.values() for v in vs}, key=releases.Version)
@@ -82,24 +119,10 @@ def run(series: Series, patches: list[str], spec: str | None, check: bool = Fals
         versions = select_releases(spec)
     if not versions:
         raise UsageError(f"no release selected ({spec or 'nothing recorded yet'}); pass --releases X.Y.Z")
-    if explicit:
-        only = {pid: set(versions) for pid in ids}
-        review = None if check else fingerprints.review_entry("fingerprint", by, series_root=series.root)
-    else:
-        only = {pid: recorded[pid] & set(versions) for pid in ids}
-        review = None
-    skipped = {pid: [v for v in versions if v not in only[pid]] for pid in ids} if not explicit and spec else {}
-    computed = sorted({v for vs in only.values() for v in vs}, key=releases.Version)
-    changed = fingerprints.record(series, computed, write=not check, patch_ids=ids, only=only, review=review) \
-        if computed else {}
-    doc = {"schema": SCHEMA, "ok": not (check and changed), "check": check, "releases": computed,
-           "patches": ids, "changed": sorted(str(p) for p in changed),
-           "skipped": {k: v for k, v in skipped.items() if v},
-           "series": series.location.as_json() if series.location else None}
-    return doc, EXIT_PATCH_FAILED if (check and changed) else EXIT_OK
+    return versions
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: FingerprintDoc) -> str:
     """What was recorded (or is out of date), and what was not recorded because nobody named it."""
     verb = "out of date" if doc["check"] else "wrote"
     span = f" ({doc['releases'][0]} .. {doc['releases'][-1]})" if doc["releases"] else ""

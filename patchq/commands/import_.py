@@ -10,10 +10,14 @@ its diff.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchq.authoring import importer
 from patchq.errors import EXIT_OK, UsageError
 from patchq.series import Series
+
+if TYPE_CHECKING:
+    from patchq.documents import ImportDoc
 
 SCHEMA = "patchq.import/1"
 
@@ -123,7 +127,7 @@ def monkeypatch_diff(replacement: str, replaces: str, release: str) -> tuple[str
 
 def run(series: Series, file: str | None, patch_id: str, release: str | None = None,
         summary: str | None = None, force: bool = False, profile: str = "default",
-        replacement: str | None = None, replaces: str | None = None) -> tuple[dict, int]:
+        replacement: str | None = None, replaces: str | None = None) -> tuple[ImportDoc, int]:
     """Import ``file`` as patch ``patch_id`` and add it to ``profile``. Returns
     (``patchq.import/1`` document, exit code).
 
@@ -171,7 +175,7 @@ def run(series: Series, file: str | None, patch_id: str, release: str | None = N
     plan.notes[:0] = mp_notes
     written = importer.write_verified(plan, series, summary, force, path.name)
     added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
-    doc = {
+    doc: ImportDoc = {
         "schema": SCHEMA, "patch": patch_id, "file": str(path), "release": plan.release,
         "monkeypatch": {"replacement": replacement, "replaces": replaces} if replacement else None,
         "release_guessed": release_from == "guessed", "release_from": release_from,

@@ -11,17 +11,26 @@ Exit 0; 2 when a file exists (nothing is overwritten) or an argument is malforme
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchq import discovery
 from patchq.authoring import scaffold
 from patchq.errors import EXIT_OK, UsageError
 from patchq.series import Series, module_file
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import libcst as cst
+
+    from patchq.documents import InitDoc, NewDoc
+    from patchq.vllmdist.sources import CodeSource
+
 INIT_SCHEMA = "patchq.init/1"
 NEW_SCHEMA = "patchq.new/1"
 
 
-def init(directory: str | None, action: str | None = None) -> tuple[dict, int]:
+def init(directory: str | None, action: str | None = None) -> tuple[InitDoc, int]:
     """Write a new series repo in ``directory`` (default: the working directory).
 
     ``action``: ``OWNER/NAME@COMMIT`` of the patchq repository, whose reusable action the CI
@@ -44,8 +53,8 @@ def init(directory: str | None, action: str | None = None) -> tuple[dict, int]:
             scaffold.write_new(root / rel, text, written, txn)
     loc = discovery.find_config(root)
     assert loc is not None
-    doc = {"schema": INIT_SCHEMA, "dir": str(root), "written": written,
-           "series": discovery.from_config(*loc).as_json(), "git": git_init(root)}
+    doc: InitDoc = {"schema": INIT_SCHEMA, "dir": str(root), "written": written,
+                    "series": discovery.from_config(*loc).as_json(), "git": git_init(root)}
     return doc, EXIT_OK
 
 
@@ -76,7 +85,7 @@ def git_init(root: Path) -> str:
     return "initialized"
 
 
-def render_init(doc: dict) -> str:
+def render_init(doc: InitDoc) -> str:
     """What was written and what to do next."""
     lines = [f"initialized a patchq series repo in {doc['dir']}:"]
     lines += [f"  wrote {w}" for w in doc["written"]]
@@ -94,7 +103,7 @@ def render_init(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _did_you_mean(word: str, choices, what: str) -> str:
+def _did_you_mean(word: str, choices: Iterable[str], what: str) -> str:
     """``; did you mean a, b or c?`` with the nearest of ``choices`` (rapidfuzz), or ``""``."""
     from rapidfuzz import process
 
@@ -119,7 +128,8 @@ def _module_names(text: str) -> list[str]:
     return out
 
 
-def validate_new(source, module: str, qualname: str, node: str | None) -> tuple[str, str | None, int]:
+def validate_new(source: CodeSource, module: str, qualname: str,
+                 node: str | None) -> tuple[str, str | None, int]:
     """Check a ``new`` anchor against a vLLM (module docstring of ``patchq new``).
 
     Returns:
@@ -176,13 +186,13 @@ def validate_new(source, module: str, qualname: str, node: str | None) -> tuple[
     return anchored, node, 1
 
 
-def _statements(defn) -> list:
+def _statements(defn: cst.CSTNode) -> list:
     import libcst as cst
 
     out: list = []
 
     class _V(cst.CSTVisitor):
-        def on_visit(self, n) -> bool:
+        def on_visit(self, n: cst.CSTNode) -> bool:
             if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and n is not defn:
                 out.append(n)
             return not isinstance(n, cst.SimpleStatementLine)
@@ -192,8 +202,8 @@ def _statements(defn) -> list:
 
 
 def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
-        applies: str, summary: str | None, vllm: str | None = None, source=None,
-        site_packages: str | None = None, python: str | None = None) -> tuple[dict, int]:
+        applies: str, summary: str | None, vllm: str | None = None, source: CodeSource | None = None,
+        site_packages: str | None = None, python: str | None = None) -> tuple[NewDoc, int]:
     """Scaffold ``series/<id>.py`` + ``anchors/<id>.toml`` and add the id to ``profile``.
 
     Everything is checked first against the target release (``vllm``, else the installed
@@ -251,14 +261,15 @@ def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
         scaffold.write_new(mod_path, text, written, txn)
         scaffold.write_new(anchor_path, anchors, written, txn)
         added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id, txn=txn)
-    doc = {"schema": NEW_SCHEMA, "patch": patch_id, "anchor": {"module": module, "qualname": qualname_w, "node": node},
-           "vllm": str(source.version),
-           "profile": profile, "added_to_profile": added, "written": written,
-           "series": series.location.as_json() if series.location else None}
+    doc: NewDoc = {"schema": NEW_SCHEMA, "patch": patch_id,
+                   "anchor": {"module": module, "qualname": qualname_w, "node": node},
+                   "vllm": str(source.version),
+                   "profile": profile, "added_to_profile": added, "written": written,
+                   "series": series.location.as_json() if series.location else None}
     return doc, EXIT_OK
 
 
-def render_new(doc: dict) -> str:
+def render_new(doc: NewDoc) -> str:
     """What was written and what to do next."""
     lines = [f"new patch {doc['patch']} at {doc['anchor']['module']}:{doc['anchor']['qualname']}"
              + (f" (node {doc['anchor']['node']!r})" if doc["anchor"]["node"] else "")]

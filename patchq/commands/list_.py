@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from patchq import hashing
 from patchq import series as series_mod
 from patchq.errors import EXIT_OK, SeriesError
+
+if TYPE_CHECKING:
+    from patchq.documents import ListDoc
 
 SCHEMA = "patchq.list/1"
 
@@ -30,7 +33,7 @@ _RELATIONS = ("requires", "conflicts", "supersedes")
 _VARIANT_KEYS = {"edits", "upstreamed", "absent", "note"}
 
 
-def run(series_dir: str | None = None) -> tuple[dict, int]:
+def run(series_dir: str | None = None) -> tuple[ListDoc, int]:
     """The ``patchq.list/1`` document of the series at ``series_dir`` (None: the default
     series, :func:`patchq.series.series_dir`). Returns (document, 0).
 
@@ -47,11 +50,11 @@ def run(series_dir: str | None = None) -> tuple[dict, int]:
     if any(row[k] for row in patches for k in _RELATIONS):  # relations are checked on the loaded patches
         for name in s.profiles:
             s.patches_of(name)
-    doc = {"schema": SCHEMA,
-           "series": s.location.as_json() if s.location else None,
-           "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
-                        for pr in s.profiles.values()],
-           "patches": patches}
+    doc: ListDoc = {"schema": SCHEMA,
+                    "series": s.location.as_json() if s.location else None,
+                    "profiles": [{"name": pr.name, "description": pr.description, "patches": list(pr.patches)}
+                                 for pr in s.profiles.values()],
+                    "patches": patches}
     return doc, EXIT_OK
 
 
@@ -74,7 +77,7 @@ def _row(s: series_mod.Series, pid: str) -> dict:
                           "reason": v.upstreamed or v.absent or ""} for v in p.variants]}
 
 
-def _literal(node: ast.AST, kind: type | tuple[type, ...]):
+def _literal(node: ast.AST, kind: type | tuple[type, ...]) -> Any:
     value = ast.literal_eval(node)
     if not isinstance(value, kind):
         name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
@@ -96,12 +99,8 @@ def _declared(path: Path, pid: str) -> dict | None:
         raise SeriesError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except SyntaxError as exc:
         raise SeriesError(f"{path}:{exc.lineno}: SyntaxError: {exc.msg}") from None
-    calls = [n.value for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
-             and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "PATCH"]
-    if len(calls) != 1 or not _is_call(calls[0], "patch") or calls[0].args:
-        return None
-    kw = {k.arg: k.value for k in calls[0].keywords}
-    if None in kw or not set(kw) <= _PATCH_KEYS or not {"id", "summary", "applies", "variants"} <= set(kw):
+    kw = _patch_keywords(tree)
+    if kw is None:
         return None
     try:
         if _literal(kw["id"], str) != pid or not isinstance(kw["variants"], (ast.List, ast.Tuple)):
@@ -116,6 +115,19 @@ def _declared(path: Path, pid: str) -> dict | None:
                 "variants": variants}
     except (ValueError, TypeError, SyntaxError):
         return None
+
+
+def _patch_keywords(tree: ast.Module) -> dict[str, ast.expr] | None:
+    """The keyword arguments of the module's one ``PATCH = patch(...)`` when it has only
+    keywords, known ones, and the required ones; else None."""
+    calls = [n.value for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "PATCH"]
+    if len(calls) != 1 or not _is_call(calls[0], "patch") or calls[0].args:
+        return None
+    kw = {k.arg: k.value for k in calls[0].keywords}
+    if None in kw or not set(kw) <= _PATCH_KEYS or not {"id", "summary", "applies", "variants"} <= set(kw):
+        return None
+    return {k: v for k, v in kw.items() if k is not None}
 
 
 def _is_call(node: ast.AST, name: str) -> TypeGuard[ast.Call]:

@@ -11,9 +11,15 @@ field) lists the ids given, which the text header names (``check --patch X``).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from patchq.errors import EXIT_OK, UsageError
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource
+
+if TYPE_CHECKING:
+    from patchq.documents import ApplyDoc, CheckDoc
+    from patchq.plan.results import Plan
 
 
 def chosen(series: Series, ids: list[str]) -> list:
@@ -32,14 +38,16 @@ def _profile_of(series: Series, ids: list[str]) -> str | None:
     return None
 
 
-def push_pop(command: str, target: CodeSource, series: Series, ids: list[str], force: bool = False) -> tuple[dict, int]:
+def push_pop(command: str, target: CodeSource, series: Series, ids: list[str],
+             force: bool = False) -> tuple[ApplyDoc, int]:
     """``apply --patch`` (``command`` ``apply``) or ``revert --patch`` (``revert``)."""
     doc, code = _push_pop(command, target, series, ids, force)
     doc["patch_ids"] = list(ids)
     return doc, code
 
 
-def _push_pop(command: str, target: CodeSource, series: Series, ids: list[str], force: bool) -> tuple[dict, int]:
+def _push_pop(command: str, target: CodeSource, series: Series, ids: list[str],
+              force: bool) -> tuple[ApplyDoc, int]:
     from patchq.commands import apply as apply_cmd
     from patchq.env.converge import PlanFailed, converge
     from patchq.env.state import StateDir
@@ -66,7 +74,7 @@ def _push_pop(command: str, target: CodeSource, series: Series, ids: list[str], 
     return apply_cmd.document(command, target, None, result), EXIT_OK
 
 
-def plan_alone(target: CodeSource, series: Series, ids: list[str]):
+def plan_alone(target: CodeSource, series: Series, ids: list[str]) -> Plan:
     """The plan of the chosen patches alone on ``target``'s pristine files."""
     from patchq.compat.check import pristine_reader
     from patchq.plan import engine
@@ -74,10 +82,10 @@ def plan_alone(target: CodeSource, series: Series, ids: list[str]):
     return engine.plan(target, chosen(series, ids), read=pristine_reader(target))
 
 
-def check(target: CodeSource, series: Series, ids: list[str]) -> tuple[dict, int]:
+def check(target: CodeSource, series: Series, ids: list[str]) -> tuple[CheckDoc, int]:
     """``check --patch``: the chosen patches checked alone."""
     from patchq.compat import check as checking
 
-    doc = checking.document(target, None, checking.check(target, chosen(series, ids)))
+    doc = cast("CheckDoc", checking.document(target, None, checking.check(target, chosen(series, ids))))
     doc["patch_ids"] = list(ids)
     return doc, doc["exit_code"]

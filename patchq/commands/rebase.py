@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
@@ -31,6 +32,10 @@ from patchq.model import Patch
 from patchq.series import Series, module_file
 from patchq.vllmdist import releases
 from patchq.vllmdist.sources import release_source
+
+if TYPE_CHECKING:
+    from patchq.authoring.repowrite import Transaction
+    from patchq.documents import RebaseDoc
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -61,7 +66,8 @@ def default_from(patch: Patch, target: Version) -> Version | None:
     return None
 
 
-def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]], txn) -> str | None:
+def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dict[str, str]],
+                               txn: Transaction) -> str | None:
     """Merge ``fps`` (anchor -> {version: fp}) into ``anchors/<patch>.toml`` (comments kept:
     :func:`patchq.authoring.fingerprints.rewrite`), staged in ``txn``; the path when changed."""
     from patchq.authoring import fingerprints
@@ -114,7 +120,7 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool =
         _record_carried(res, series, txn, tv, fv)
 
 
-def _record_carried(res: merge.PatchRebase, series: Series, txn, tv: Version, fv) -> None:
+def _record_carried(res: merge.PatchRebase, series: Series, txn: Transaction, tv: Version, fv: str) -> None:
     patch = series.patch(res.patch_id)
     current = patch.variant_for(tv)
     if current is None:
@@ -218,7 +224,7 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
 
 
 def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] | None = None,
-        write: bool = False, workdir: str | Path | None = None, resume: bool = False) -> tuple[dict, int]:
+        write: bool = False, workdir: str | Path | None = None, resume: bool = False) -> tuple[RebaseDoc, int]:
     """Rebase the series' patches to ``to``. Returns (``patchq.rebase/1`` document, exit code).
 
     ``resume`` (``--continue``) takes conflicts resolved by hand in the work directory.
@@ -269,7 +275,8 @@ def _unit_row(u: merge.UnitRebase) -> dict:
     return row
 
 
-def document(results: list[merge.PatchRebase], to: str, from_: str | None, write: bool, workdir: Path) -> dict:
+def document(results: list[merge.PatchRebase], to: str, from_: str | None, write: bool,
+             workdir: Path) -> RebaseDoc:
     """The ``patchq.rebase/1`` document."""
     patches = []
     for r in results:

@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from patchq.commands.apply import converge_to, document, modules_of, summary
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource
 
+if TYPE_CHECKING:
+    from patchq.documents import ApplyDoc
 
-def run(target: CodeSource, series: Series, profile: str | None, force: bool) -> tuple[dict, int]:
+
+def run(target: CodeSource, series: Series, profile: str | None, force: bool) -> tuple[ApplyDoc, int]:
     """Revert ``profile``'s patches (None: all): the environment keeps the applied patches
     that are not in ``profile``. With ``force``, foreign edits are overwritten (a copy is
     kept): journalled files go back to patchq's pristine copy, and with ``--all`` any other

@@ -21,10 +21,16 @@ release still needs a review (not accepted) or cannot be accepted; 2 usage.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from patchq.documents import ReviewDoc
 
 SCHEMA = "patchq.review/1"
 #: statuses whose release a review can accept (the transform applied there)
@@ -32,7 +38,8 @@ ACCEPTABLE = ("applies", "applies-drifted", "moved", "review", "possibly-upstrea
 
 
 def run(target: CodeSource, series: Series, patch_id: str, accept: bool | None = None,
-        by: str | None = None, note: str = "", ask=None) -> tuple[dict, int]:
+        by: str | None = None, note: str = "",
+        ask: Callable[[ReviewDoc], bool] | None = None) -> tuple[ReviewDoc, int]:
     """Show (and on acceptance record) the review of ``patch_id`` on ``target``.
 
     Args:
@@ -48,10 +55,11 @@ def run(target: CodeSource, series: Series, patch_id: str, accept: bool | None =
         raise UsageError(f"unknown patch {patch_id!r}; known: {', '.join(series.all_patch_ids())}")
     doc_check, _ = pick.check(target, series, [patch_id])
     row = next(p for p in doc_check["patches"] if p["id"] == patch_id)
-    doc = {"schema": SCHEMA, "ok": True, "patch": patch_id, "vllm": doc_check["vllm"], "status": row["status"],
-           "blocking": row["blocking"], "reason": row["reason"], "threeway": row.get("threeway", []),
-           "accepted": False, "review": None, "changed": [],
-           "series": series.location.as_json() if series.location else None}
+    doc: ReviewDoc = {"schema": SCHEMA, "ok": True, "patch": patch_id, "vllm": doc_check["vllm"],
+                      "status": row["status"],
+                      "blocking": row["blocking"], "reason": row["reason"], "threeway": row.get("threeway", []),
+                      "accepted": False, "review": None, "changed": [],
+                      "series": series.location.as_json() if series.location else None}
     acceptable = row["status"] in ACCEPTABLE and row.get("variant_kind") == "edit"
     if row["status"] == "applies" and row.get("reviewed"):
         doc["reason"] = f"already reviewed on vllm {target.version}: {row['reason']}"
@@ -71,11 +79,11 @@ def run(target: CodeSource, series: Series, patch_id: str, accept: bool | None =
     entry = fingerprints.review_entry("review", by, status=row["status"], note=note, series_root=series.root)
     changed = fingerprints.record(series, [version], patch_ids=[patch_id], only={patch_id: {version}},
                                   review=entry)
-    doc.update(accepted=True, review=entry, changed=sorted(str(p) for p in changed))
+    doc["accepted"], doc["review"], doc["changed"] = True, entry, sorted(str(p) for p in changed)
     return doc, EXIT_OK
 
 
-def prompt(doc: dict) -> bool:
+def prompt(doc: ReviewDoc) -> bool:
     """Print the review and ask on the terminal; False when stdin is not a terminal."""
     if not sys.stdin.isatty():
         return False
@@ -85,7 +93,7 @@ def prompt(doc: dict) -> bool:
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: ReviewDoc) -> str:
     """The verdict, each three-way view with its findings, and what was recorded."""
     lines = [f"review {doc['patch']} on vllm {doc['vllm']['version']}: {doc['status']}"
              + (" (blocking)" if doc["blocking"] else ""), f"  {doc['reason']}"]
@@ -95,7 +103,7 @@ def render_text(doc: dict) -> str:
         if e.get("score") is not None:
             lines.append(f"  similarity of upstream's change to the patch's: {e['score']:.2f}")
         lines.append(e.get("view", "").rstrip("\n"))
-    if doc["accepted"]:
+    if doc["accepted"] and doc["review"] is not None:
         r = doc["review"]
         lines.append(f"accepted: vllm {doc['vllm']['version']} recorded as reviewed by {r['by']} at {r['at']}")
         lines += [f"  wrote {p}" for p in doc["changed"]] or ["  (fingerprints already recorded)"]

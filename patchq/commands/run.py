@@ -2,7 +2,7 @@
 
 site-packages is left untouched: the command (and every Python process below it) gets
 patchq's import hook through a generated ``sitecustomize`` on ``PYTHONPATH`` (see
-:mod:`patchq.env.hookdir` and ``runtime/patchq_runtime/hook.py``). The served texts come
+:mod:`patchq.env.hookdir` and ``patchq/runtime/hook.py``). The served texts come
 from the same plan as ``patchq apply`` (byte-identical to what apply writes).
 
 Before the command starts, ``run`` plans the profile (or reuses the hook directory when
@@ -33,8 +33,12 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from patchq.errors import EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, PatchqError, RunPlanFailed, UsageError
+
+if TYPE_CHECKING:
+    from patchq.documents import RunEnvDoc
 
 #: One line for error messages (the rest of the usage is in ``patchq run --help``).
 USAGE_LINE = "usage: patchq run --profile NAME [options] [--] COMMAND [ARG...] (see `patchq run --help`)"
@@ -59,42 +63,29 @@ class RunOptions:
     command: list[str] = field(default_factory=list)
 
 
-_VALUE = {"--profile": "profile", "-p": "profile", "--site-packages": "site_packages",
-          "--python": "python", "--series": "series"}
-_FLAG = {"--print-env": "print_env", "--json": "as_json"}
-
-
 def parse(argv: list[str]) -> RunOptions:
-    """Parse ``run``'s arguments: options, then ``--`` (optional) and the command.
+    """Parse ``run``'s arguments (:data:`patchq.options.COMMANDS`, read by the typer app
+    too): options, then ``--`` (optional) and the command.
 
     Raises:
-        UsageError: unknown option, missing value, no ``--profile``.
+        UsageError: unknown option, missing value, no ``--profile``, no command.
     """
-    opts = RunOptions()
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--":
-            opts.command = argv[i + 1:]
-            break
-        key, eq, value = arg.partition("=")
-        if key in _VALUE:
-            if not eq:
-                if i + 1 >= len(argv):
-                    raise UsageError(f"{arg} needs a value; {USAGE_LINE}")
-                value = argv[i + 1]
-                i += 1
-            if not value.strip():
-                raise UsageError(f"{key} must not be empty; {USAGE_LINE}")
-            setattr(opts, _VALUE[key], value)
-        elif arg in _FLAG:
-            setattr(opts, _FLAG[arg], True)
-        elif arg.startswith("-"):
-            raise UsageError(f"unknown option {arg}; {USAGE_LINE}")
-        else:
-            opts.command = argv[i:]
-            break
-        i += 1
+    from patchq import options
+
+    try:
+        values, command = options.parse(argv, options.COMMANDS["run"], command=True)
+    except options.Unparsed as exc:
+        raise UsageError(f"{exc.message}; {USAGE_LINE}") from None
+    return checked(RunOptions(values.get("profile"), values.get("site_packages"), values.get("python"),
+                              values.get("series"), values["print_env"], values["json"], command))
+
+
+def checked(opts: RunOptions) -> RunOptions:
+    """``opts`` when it names a profile and a command (or ``--print-env``).
+
+    Raises:
+        UsageError: it does not.
+    """
     if not opts.profile:
         raise UsageError(f"--profile NAME is required; {USAGE_LINE}")
     if not opts.command and not opts.print_env:
@@ -111,8 +102,8 @@ def prepare(opts: RunOptions) -> dict:
     from patchq import series as series_mod
     from patchq.env import hookdir
     from patchq.hashing import profile_hashes, series_summary
+    from patchq.runtime.cachefold import profile_digest
     from patchq.vllmdist import sources
-    from patchq_runtime.cachefold import profile_digest
 
     target = sources.installed(opts.site_packages, opts.python)
     root = series_mod.series_dir(opts.series)
@@ -148,8 +139,8 @@ def environment(manifest: dict, base: dict[str, str]) -> dict[str, str]:
         UsageError: ``PATCHQ_EXPECT_PROFILE`` is set to another profile.
     """
     from patchq.env.hookdir import runtime_dir
-    from patchq_runtime.cachefold import fold
-    from patchq_runtime.hook import MARKER
+    from patchq.runtime.cachefold import fold
+    from patchq.runtime.hook import MARKER
 
     profile = manifest["profile"]
     expect = base.get("PATCHQ_EXPECT_PROFILE")
@@ -172,7 +163,7 @@ def environment(manifest: dict, base: dict[str, str]) -> dict[str, str]:
 SCHEMA_ENV = "patchq.run-env/1"
 
 
-def env_document(manifest: dict, env: dict[str, str]) -> dict:
+def env_document(manifest: dict, env: dict[str, str]) -> RunEnvDoc:
     """The ``patchq.run-env/1`` document of ``--print-env --json`` (module docstring)."""
     return {"schema": SCHEMA_ENV, "ok": True, "profile": manifest["profile"], "vllm": manifest["vllm"],
             "digest": manifest["digest"], "hook_dir": manifest["hook_dir"], "warm": bool(manifest.get("warm")),
@@ -209,7 +200,14 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(USAGE + "\n\n" + report.plain_doc(__doc__ or "") + "\n")
         return EXIT_OK
     edge.set_json("--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv)
-    opts = parse(argv)
+    return execute(parse(argv))
+
+
+def execute(opts: RunOptions) -> int:
+    """Run parsed options (:func:`main`, the typer app's ``run``); returns an exit status,
+    or does not return (exec). Exit codes and errors as :func:`main`'s."""
+    from patchq import edge, report
+
     edge.set_json(opts.as_json)
     try:
         manifest = prepare(opts)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from patchq.errors import (
     EXIT_CANNOT_RUN,
@@ -54,6 +55,10 @@ from patchq.errors import (
     UsageError,
 )
 from patchq.series import Series
+
+if TYPE_CHECKING:
+    from patchq.documents import ServeArgsDoc, ServeDoc
+    from patchq.vllmdist.sources import CodeSource
 
 SCHEMA = "patchq.serve-args/1"
 SERVE_SCHEMA = "patchq.serve/1"
@@ -108,7 +113,8 @@ def env_withheld(series: Series) -> str | None:
             f"chosen explicitly; pass --series {where} (serve.sh: SERIES={where}) to use it")
 
 
-def run(series: Series, profile: str, environ: dict | None = None, want_env: bool = False) -> tuple[dict, int]:
+def run(series: Series, profile: str, environ: dict | None = None,
+        want_env: bool = False) -> tuple[ServeArgsDoc, int]:
     """The expanded flags of ``profile``. Returns (document, exit code).
 
     ``env`` is ``{}`` and ``env_withheld`` says why when :func:`env_withheld` (an added
@@ -121,15 +127,15 @@ def run(series: Series, profile: str, environ: dict | None = None, want_env: boo
     withheld = env_withheld(series) if table["env"] else None
     if withheld and want_env:
         raise UsageError(withheld)
-    doc = {"schema": SCHEMA, "profile": profile,
-           "args": [expand(a, environ) for a in table["args"]],
-           "env": {} if withheld else {k: expand(v, environ) for k, v in table["env"].items()},
-           "env_withheld": withheld,
-           "series": series.location.as_json() if series.location else None}
+    doc: ServeArgsDoc = {"schema": SCHEMA, "profile": profile,
+                         "args": [expand(a, environ) for a in table["args"]],
+                         "env": {} if withheld else {k: expand(v, environ) for k, v in table["env"].items()},
+                         "env_withheld": withheld,
+                         "series": series.location.as_json() if series.location else None}
     return doc, EXIT_OK
 
 
-def render_text(doc: dict, env: bool = False) -> str:
+def render_text(doc: ServeArgsDoc, env: bool = False) -> str:
     """One argument (or ``NAME=value``) per line."""
     rows = [f"{k}={v}" for k, v in doc["env"].items()] if env else doc["args"]
     return "".join(r + "\n" for r in rows)
@@ -190,7 +196,7 @@ def _no_vllm_script() -> str:
             f"VLLM=/path/to/vllm")
 
 
-def dry_run_warnings(plan: dict) -> list[str]:
+def dry_run_warnings(plan: ServeDoc) -> list[str]:
     """What would stop ``patchq serve`` from running ``plan`` that a dry run does not check:
     no ``vllm`` to exec (exit 127), a vLLM without torch (exit 126). One line each."""
     out = []
@@ -209,7 +215,7 @@ def dry_run_warnings(plan: dict) -> list[str]:
 
 
 def serve_plan(series: Series, profile: str | None, mode: str | None, extra: list[str],
-               series_dir: str | None = None, environ: dict | None = None, dry_run: bool = False) -> dict:
+               series_dir: str | None = None, environ: dict | None = None, dry_run: bool = False) -> ServeDoc:
     """The ``patchq.serve/1`` document: what ``patchq serve`` exports, applies and execs.
 
     ``profile`` None: the profile the environment carries (the journal). ``mode``: ``apply``
@@ -268,7 +274,7 @@ def _patchq_script() -> str:
     return str(beside) if os.access(beside, os.X_OK) else "patchq"
 
 
-def dry_run_text(plan: dict) -> str:
+def dry_run_text(plan: ServeDoc) -> str:
     """``export`` lines, the apply command and ``exec ...``, shell-quoted (``--dry-run``)."""
     import shlex
 
@@ -296,7 +302,7 @@ def torch_missing() -> str | None:
     return _torch_check()[1]
 
 
-def _torch_check():
+def _torch_check() -> tuple[CodeSource, str | None]:
     """(the installed vLLM, :func:`torch_missing`'s answer). Raises TargetNotFound."""
     from pathlib import Path
 
@@ -322,7 +328,7 @@ def require_torch() -> None:
                             f"needs to serve; {NOTHING_DONE}")
 
 
-def serve(plan: dict, series_dir: str | None) -> int:
+def serve(plan: ServeDoc, series_dir: str | None) -> int:
     """Export, apply (mode ``apply``) and exec ``plan`` (:func:`serve_plan`); returns only
     when the profile does not apply (apply's exit code; its report is printed).
 

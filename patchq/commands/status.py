@@ -7,9 +7,13 @@ Standard library only (no libcst, no typer): the fast path answers ``status`` th
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path imports this)
+if TYPE_CHECKING:
+    from patchq.documents import RuntimeStatusDoc, StatusDoc
+
 
 def run(site_packages: str | None = None, python: str | None = None,
-        series_dir: str | None = None) -> tuple[dict, int]:
+        series_dir: str | None = None) -> tuple[StatusDoc, int]:
     """Which patches are live in the environment, and each target file's state.
 
     Returns:
@@ -24,12 +28,12 @@ def run(site_packages: str | None = None, python: str | None = None,
 
     target = sources.installed(site_packages, python)
     loc = discovery.find(series_dir)
-    doc = st.collect(target.root, loc.series, loc.anchors)
+    doc: StatusDoc = st.collect(target.root, loc.series, loc.anchors)  # type: ignore[assignment]  # env/status.py
     doc["series"] = loc.as_json()
-    return doc, st.exit_code(doc)
+    return doc, st.exit_code(doc)  # type: ignore[arg-type]
 
 
-def runtime(series_dir: str | None = None) -> tuple[dict, int]:
+def runtime(series_dir: str | None = None) -> tuple[RuntimeStatusDoc, int]:
     """The patches live in running ``patchq run`` processes, per pid.
 
     Returns:

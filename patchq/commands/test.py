@@ -1,19 +1,21 @@
-"""``patchq test [--patch ID] [--regen] [--releases SPEC]``: the series' goldens (:mod:`patchq.testing`).
+"""``patchq test [--patch ID] [--regen | --migrate] [--releases SPEC]``: the series' expected
+output (:mod:`patchq.testing`).
 
 Document ``patchq.test/1``: ``ok``, ``regen``, ``series`` (as in ``list``), ``goldens`` (the
-directory), ``cases`` [{``patch``, ``release`` (null: no goldens yet), ``status`` (the
-check status observed, or null), ``ok``, ``problems`` [text], ``written`` [paths], ``warnings``
-[text]: a blocking expected verdict recorded by a regen (added field)}].
+directory: the store, ``series/diffs``; layout 1's when every case is in layout 1),
+``cases`` [{``patch``, ``release`` (null: no expected output yet), ``status`` (the check
+status observed, or null), ``ok``, ``problems`` [text], ``written`` [paths], ``warnings``
+[text]: a blocking expected verdict recorded by a regen (added field), ``layout`` (added:
+``diffs``, the store, or ``goldens``, layout 1 of a series repo written by an earlier
+patchq)}], ``migrate`` (added: bool).
 A regen records the named releases (``--releases``) and the patch's authoring releases
-(the oldest its anchors have fingerprints for: where it was made), then checks every release of its
-``expect.toml``: one whose goldens fail is recorded again, so a regen never leaves
-goldens that fail.
-Exit 0 when every case passes (or was regenerated), 1 when one fails.
+(the oldest its anchors have fingerprints for: where it was made), then checks every
+recorded release: one that fails is recorded again, so a regen never leaves expected
+output that fails. ``--migrate`` moves layout-1 patches into the store (:func:`patchq.testing.migrate`).
+Exit 0 when every case passes (or was regenerated, or migrated), 1 when one fails.
 """
 
 from __future__ import annotations
-
-import os
 
 from patchq import testing
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
@@ -21,19 +23,17 @@ from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 SCHEMA = "patchq.test/1"
 
 
-def run(series_dir: str | None, patches: list[str], regen: bool, releases: str | None) -> tuple[dict, int]:
-    """Verify (or regenerate) the goldens of ``patches`` (default: all). Returns (document, exit code).
+def run(series_dir: str | None, patches: list[str], regen: bool, releases: str | None,
+        migrate: bool = False) -> tuple[dict, int]:
+    """Verify (regenerate, migrate) the expected output of ``patches`` (default: all).
+    Returns (document, exit code).
 
     Raises:
-        UsageError: an unknown patch id, ``--releases`` without ``--regen``, or the bundled
-            series of a wheel (no goldens ship with it).
+        UsageError: an unknown patch id, ``--releases`` without ``--regen``, ``--regen``
+            with ``--migrate``.
         SeriesError: no series.
     """
     loc = testing.locate(None, series_dir)
-    if not regen and loc.origin == "bundled" and not os.path.isdir(testing.goldens_root(loc)):
-        raise UsageError("the bundled series ships without goldens (they live in the patchq checkout's "
-                         "tests/golden/patches): run patchq test in a series repo (`patchq init DIR`), or in the "
-                         "checkout, or pass --series DIR")
     loaded = testing.load_series(loc)
     known = loaded.all_patch_ids()
     unknown = [p for p in patches if p not in known]
@@ -41,57 +41,84 @@ def run(series_dir: str | None, patches: list[str], regen: bool, releases: str |
         raise UsageError(f"unknown patch(es) {', '.join(unknown)}; known: {', '.join(known)}")
     if releases and not regen:
         raise UsageError("--releases goes with --regen (the releases to record)")
-    wanted = None
-    if releases:
-        from patchq.vllmdist import releases as rel
+    if regen and migrate:
+        raise UsageError("--migrate moves the recorded output as it is; run --regen before or after it")
+    if migrate:
+        rows = [_row(testing.migrate(loc, pid)) for pid in patches or known]
+    else:
+        rows = _test(loc, patches, regen, _wanted(releases))
+    ok = all(r["ok"] for r in rows)
+    old = rows and all(r["layout"] == testing.LAYOUT1 for r in rows)  # a repo of an earlier patchq: as it said
+    doc = {"schema": SCHEMA, "ok": ok, "regen": regen, "migrate": migrate, "series": loc.as_json(),
+           "goldens": str(testing.goldens_root(loc) if old else testing.store_root(loc)), "cases": rows}
+    return doc, EXIT_OK if ok else EXIT_PATCH_FAILED
 
-        wanted = ([v.strip() for v in releases.split(",") if v.strip()] if _is_list(releases)
-                  else [str(v) for v in rel.filter_releases(sorted(rel.cached_releases()), releases)])
+
+def _wanted(releases: str | None) -> list[str] | None:
+    """``--releases``: a list as given, or a range among the cached releases; None without it."""
+    if not releases:
+        return None
+    if not any(op in releases for op in "<>=!~"):
+        return [v.strip() for v in releases.split(",") if v.strip()]
+    from patchq.vllmdist import releases as rel
+
+    return [str(v) for v in rel.filter_releases(sorted(rel.cached_releases()), releases)]
+
+
+def _row(out: testing.Outcome) -> dict:
+    case = out.case
+    return {"patch": case.patch_id, "release": case.release, "status": out.status, "ok": out.ok,
+            "problems": out.problems, "written": out.written, "warnings": out.warnings, "layout": case.layout}
+
+
+def _test(loc, patches: list[str], regen: bool, wanted: list[str] | None) -> list[dict]:
+    """Every case verified (or regenerated); with ``wanted``, exactly those releases recorded."""
     cases = testing.cases(location=loc, patches=patches or None)
-    if wanted is not None:  # record exactly these releases
+    if wanted is not None:
         cases = [testing.Case(loc, pid, None) for pid in dict.fromkeys(c.patch_id for c in cases)]
-    rows = []
-    for case in cases:
-        out = testing.run_case(case, regen=regen, releases=wanted)
-        rows.append({"patch": case.patch_id, "release": case.release, "status": out.status,
-                     "ok": out.ok, "problems": out.problems, "written": out.written, "warnings": out.warnings})
+    rows = [_row(testing.run_case(case, regen=regen, releases=wanted)) for case in cases]
     if regen and wanted is None:  # each patch's releases as recorded must pass together
         for pid in dict.fromkeys(c.patch_id for c in cases):
             settle = testing.Outcome(testing.Case(loc, pid, None))
             testing._settle_goldens(settle.case, settle)
             if settle.problems or settle.written:
-                rows.append({"patch": pid, "release": None, "status": None, "ok": settle.ok,
-                             "problems": settle.problems, "written": settle.written, "warnings": settle.warnings})
-    ok = all(r["ok"] for r in rows)
-    doc = {"schema": SCHEMA, "ok": ok, "regen": regen, "series": loc.as_json(),
-           "goldens": str(testing.goldens_root(loc)), "cases": rows}
-    return doc, EXIT_OK if ok else EXIT_PATCH_FAILED
-
-
-def _is_list(spec: str) -> bool:
-    return not any(op in spec for op in "<>=!~")
+                rows.append(_row(settle))
+    return rows
 
 
 def render_text(doc: dict) -> str:
     """One line per case, then the problems."""
-    lines = [f"{'regenerate' if doc['regen'] else 'test'} goldens in {doc['goldens']} "
-             f"({doc['series']['dir']})"]
+    verb = "migrate" if doc.get("migrate") else "regenerate" if doc["regen"] else "test"
+    lines = [f"{verb} expected output in {doc['goldens']} ({doc['series']['dir']})"]
     for r in doc["cases"]:
-        mark = "ok  " if r["ok"] else "FAIL"
-        wrote = f"  wrote {len(r['written'])} file(s)" if r["written"] else ""
-        lines.append(f"  {mark} {r['patch']}@{r['release'] or '-'}  {r['status'] or ''}{wrote}")
-        lines += [f"       {line}" for p in r["problems"] for line in p.splitlines()]
-        lines += [f"  WARN {w}" for w in r.get("warnings", [])]
+        lines += _case_lines(r)
     failed = sum(not r["ok"] for r in doc["cases"])
     warned = sum(len(r.get("warnings", [])) for r in doc["cases"])
     lines.append(f"{len(doc['cases'])} case(s), {failed} failed" + (f", {warned} warning(s)" if warned else ""))
+    old = list(dict.fromkeys(r["patch"] for r in doc["cases"] if r.get("layout") == testing.LAYOUT1))
+    if old and not doc.get("migrate"):
+        lines.append(f"{len(old)} patch(es) in layout 1 ({', '.join(old)}): `patchq test --migrate` moves them "
+                     f"to the store (series/diffs)")
     if failed and not doc["regen"]:
-        bad = [r for r in doc["cases"] if not r["ok"]]
-        ids = " ".join(f"--patch {p}" for p in dict.fromkeys(r["patch"] for r in bad))
-        from patchq.report import next_line
-
-        if all(r["release"] is None for r in bad):  # no goldens yet
-            lines.append(next_line(f"`patchq test --regen {ids}` records the goldens"))
-        else:
-            lines.append(next_line(f"fix the patch, or when the change is intended `patchq test --regen {ids}`"))
+        lines.append(_next(doc))
     return "\n".join(lines) + "\n"
+
+
+def _case_lines(r: dict) -> list[str]:
+    mark = "ok  " if r["ok"] else "FAIL"
+    wrote = f"  wrote {len(r['written'])} file(s)" if r["written"] else ""
+    lines = [f"  {mark} {r['patch']}@{r['release'] or '-'}  {r['status'] or ''}{wrote}"]
+    lines += [f"       {line}" for p in r["problems"] for line in p.splitlines()]
+    return lines + [f"  WARN {w}" for w in r.get("warnings", [])]
+
+
+def _next(doc: dict) -> str:
+    from patchq.report import next_line
+
+    bad = [r for r in doc["cases"] if not r["ok"]]
+    ids = " ".join(f"--patch {p}" for p in dict.fromkeys(r["patch"] for r in bad))
+    if doc.get("migrate"):
+        return next_line(f"make its layout-1 goldens pass (`patchq test {ids}`), then `patchq test --migrate {ids}`")
+    if all(r["release"] is None for r in bad):  # no expected output yet
+        return next_line(f"`patchq test --regen {ids}` records the expected output")
+    return next_line(f"fix the patch, or when the change is intended `patchq test --regen {ids}`")

@@ -31,10 +31,15 @@ the profile (or, with ``--to`` a release not installed, when every patch is read
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource
+
+if TYPE_CHECKING:
+    from patchq.compat.check import PatchCheck
+    from patchq.documents import ApplyDoc, UpgradeDoc
 
 SCHEMA = "patchq.upgrade/1"
 
@@ -43,7 +48,7 @@ REBASE = ("applies-drifted", "moved", "conflict", "gone")
 
 
 def run(series: Series, target: CodeSource, profile: str | None, to: str | None, write: bool,
-        workdir: str | None = None) -> tuple[dict, int]:
+        workdir: str | None = None) -> tuple[UpgradeDoc, int]:
     """Check, rebase what needs it, apply (module docstring). Returns (document, exit code).
 
     Raises:
@@ -58,17 +63,7 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
     from patchq.vllmdist.sources import release_source
 
     journal = StateDir(target.root).read()
-    from_journal = profile is None
-    profile = profile or journal.profile
-    if not profile:
-        raise UsageError(f"no profile is applied in {target.root}: give --profile NAME "
-                         f"(known: {', '.join(series.profiles)})")
-    if from_journal and profile not in series.profiles:
-        where = series.location.describe() if series.location else str(series.root)
-        raise UsageError(f"the applied profile {profile!r} is not a profile of {where} (known: "
-                         f"{', '.join(series.profiles)}): another series applied it; run patchq upgrade in that "
-                         f"series repo or give its --series DIR")
-    series.profile(profile)  # an unknown profile: UsageError naming the known ones
+    profile = _profile(series, target, profile, journal.profile)
     if write:  # refused before any check runs, by the rule every series write follows
         from patchq.authoring.repowrite import refuse_bundled
 
@@ -81,29 +76,52 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
     rebased: dict[str, dict] = {}
     work = Path(workdir) if workdir else series.root.parent / ".patchq-rebase"
     if needs:
-        doc, _ = rebase_cmd.run(series, str(wanted), None, needs, write, work)
-        rebased = {p["id"]: p for p in doc["patches"]}
+        rebase_doc, _ = rebase_cmd.run(series, str(wanted), None, needs, write, work)
+        rebased = {p["id"]: p for p in rebase_doc["patches"]}
         if write and any(p["written"] for p in rebased.values()):
             series = Series(series.root, series.anchors_root, series.profiles, {}, location=series.location)
             rows = checking.check(source, series.patches_of(profile))  # what the written series does now
     blocking = [r for r in rows if r.blocking]
-    apply_doc, code = None, EXIT_OK if not blocking else EXIT_PATCH_FAILED
+    apply_doc: ApplyDoc | None = None
+    code = EXIT_OK if not blocking else EXIT_PATCH_FAILED
     if installed and not blocking:
         from patchq.commands import apply as apply_cmd
 
         apply_doc, code = apply_cmd.apply(target, series, profile)
     patches = [_row(r, rebased.get(r.id), apply_doc) for r in rows]
-    doc = {"schema": SCHEMA, "ok": code == EXIT_OK, "profile": profile, "from": journal.vllm,
-           "to": str(wanted), "installed": str(target.version), "write": write, "patches": patches,
-           "apply": apply_doc, "series": series.location.as_json() if series.location else None}
+    doc: UpgradeDoc = {"schema": SCHEMA, "ok": code == EXIT_OK, "profile": profile, "from": journal.vllm,
+                       "to": str(wanted), "installed": str(target.version), "write": write, "patches": patches,
+                       "apply": apply_doc, "series": series.location.as_json() if series.location else None,
+                       "next": []}
     doc["next"] = _next_steps(doc, work)
     return doc, code
 
 
-def _row(check: object, rebased: dict | None, apply_doc: dict | None) -> dict:
+def _profile(series: Series, target: CodeSource, profile: str | None, applied: str | None) -> str:
+    """The profile to carry: ``profile``, else the ``applied`` one (the journal's).
+
+    Raises:
+        UsageError: none given or applied; the applied one is not of this series; an
+            unknown profile.
+    """
+    if not profile:
+        if not applied:
+            raise UsageError(f"no profile is applied in {target.root}: give --profile NAME "
+                             f"(known: {', '.join(series.profiles)})")
+        if profile is None and applied not in series.profiles:
+            where = series.location.describe() if series.location else str(series.root)
+            raise UsageError(f"the applied profile {applied!r} is not a profile of {where} (known: "
+                             f"{', '.join(series.profiles)}): another series applied it; run patchq upgrade in "
+                             f"that series repo or give its --series DIR")
+        profile = applied
+    series.profile(profile)  # an unknown profile: UsageError naming the known ones
+    return profile
+
+
+def _row(check: PatchCheck, rebased: dict | None, apply_doc: ApplyDoc | None) -> dict:
     """One ``patches`` row: the check after the upgrade, the rebase, whether it is applied."""
-    row = check.to_dict()  # type: ignore[attr-defined]
-    outcome = next((p["status"] for p in (apply_doc or {}).get("patches", []) if p["id"] == row["id"]), None)
+    row = check.to_dict()
+    outcome = next((p["status"] for p in (apply_doc["patches"] if apply_doc else []) if p["id"] == row["id"]), None)
     applied = bool(apply_doc and apply_doc["ok"] and outcome == "ok")
     return {"id": row["id"], "check": row["status"], "reason": row["reason"], "blocking": row["blocking"],
             "rebase": rebased["status"] if rebased else None,
@@ -112,11 +130,30 @@ def _row(check: object, rebased: dict | None, apply_doc: dict | None) -> dict:
             "apply_status": outcome if apply_doc and apply_doc["ok"] else None}
 
 
-def _next_steps(doc: dict, work: Path) -> list[str]:
+def _next_steps(doc: UpgradeDoc, work: Path) -> list[str]:
     """What the user does next, most urgent first."""
+    out = _blocked_steps(doc, work)
+    if any(p["written"] for p in doc["patches"]) and doc["write"]:
+        out.append("review and commit the series changes (`git diff`), and `patchq test --regen` for their goldens")
+    if out:
+        return out
+    to = doc["to"]
+    if doc["installed"] != to:
+        return [f"install it (`pip install vllm=={to}`), then `patchq upgrade`"]
+    if doc["apply"] is not None and doc["apply"]["ok"]:
+        drifted = [p["id"] for p in doc["patches"] if p["check"] == "applies-drifted"]
+        if drifted:
+            out.append(f"`patchq upgrade --write` records fingerprints for {', '.join(drifted)} on vllm {to}")
+        if not doc["apply"]["noop"]:
+            out.append(f"restart the server on the patched files: `patchq serve --profile {doc['profile']}`")
+    return out
+
+
+def _blocked_steps(doc: UpgradeDoc, work: Path) -> list[str]:
+    """The steps for what blocks: conflicts to resolve, a rebase to write, patches to
+    change by hand, apply's refusal."""
     out: list[str] = []
-    to, profile = doc["to"], doc["profile"]
-    rows = doc["patches"]
+    to, rows = doc["to"], doc["patches"]
     conflicts = [p["id"] for p in rows if p["rebase"] in ("conflict", "gone", "needs-variant", "failed-at-base")]
     unwritten = [p["id"] for p in rows if p["rebase"] == "clean" and not doc["write"]]
     by_hand = [p["id"] for p in rows if p["blocking"] and p["id"] not in conflicts + unwritten]
@@ -131,20 +168,10 @@ def _next_steps(doc: dict, work: Path) -> list[str]:
                    f"then `patchq upgrade` again")
     if doc["apply"] is not None and not doc["apply"]["ok"]:
         out.append(f"apply refused: {doc['apply']['error']}")
-    if any(p["written"] for p in rows) and doc["write"]:
-        out.append("review and commit the series changes (`git diff`), and `patchq test --regen` for their goldens")
-    if not out and doc["installed"] != to:
-        out.append(f"install it (`pip install vllm=={to}`), then `patchq upgrade`")
-    if not out and doc["apply"] is not None and doc["apply"]["ok"]:
-        drifted = [p["id"] for p in rows if p["check"] == "applies-drifted"]
-        if drifted:
-            out.append(f"`patchq upgrade --write` records fingerprints for {', '.join(drifted)} on vllm {to}")
-        if not doc["apply"]["noop"]:
-            out.append(f"restart the server on the patched files: `patchq serve --profile {profile}`")
     return out
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: UpgradeDoc) -> str:
     """Per patch: check status, rebase outcome, applied or not; then the next steps."""
     from patchq import report
 

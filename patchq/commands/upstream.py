@@ -10,6 +10,7 @@ with the diff of just that definition and, for a clone, the commits that touched
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from patchq.authoring import upstream
 from patchq.errors import EXIT_OK, UsageError
@@ -17,11 +18,16 @@ from patchq.model import AnchorSpec
 from patchq.series import Series
 from patchq.vllmdist import releases
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from patchq.documents import UpstreamLogDoc, UpstreamSyncDoc
+
 SYNC_SCHEMA = "patchq.upstream-sync/1"
 LOG_SCHEMA = "patchq.upstream-log/1"
 
 
-def sync(spec: str | None, repo: str | None = None) -> tuple[dict, int]:
+def sync(spec: str | None, repo: str | None = None) -> tuple[UpstreamSyncDoc, int]:
     """Sync releases (``spec``: a list or a specifier, as ``--releases``). Returns (document, code).
 
     Raises:
@@ -32,9 +38,8 @@ def sync(spec: str | None, repo: str | None = None) -> tuple[dict, int]:
         up = upstream.open_upstream(repo)
         tagged = up.versions()
         wanted = upstream.select_versions(up, spec) if spec else tagged
-        return {"schema": SYNC_SCHEMA, "kind": "clone", "path": str(up.path),
-                "releases": [str(v) for v in tagged], "selected": [str(v) for v in wanted],
-                "added": [], "skipped": [str(v) for v in wanted], "rewritten": [], "seconds": {}}, EXIT_OK
+        return _sync_document("clone", up.path, [str(v) for v in tagged], [str(v) for v in wanted],
+                              skipped=[str(v) for v in wanted]), EXIT_OK
     if not spec:
         raise UsageError("give --releases SPEC (e.g. 0.23.0,0.24.0,0.26.0 or '>=0.23,<=0.26') or --repo PATH")
     try:
@@ -44,10 +49,18 @@ def sync(spec: str | None, repo: str | None = None) -> tuple[dict, int]:
     if not versions:
         raise UsageError(f"--releases {spec!r} selects no release")
     result = upstream.sync(versions)
-    doc = {"schema": SYNC_SCHEMA, "kind": "releases", **asdict(result)}
-    doc["path"] = str(result.path)
-    doc["selected"] = [str(v) for v in versions]
-    return doc, EXIT_OK
+    return _sync_document("releases", result.path, result.releases, [str(v) for v in versions], added=result.added,
+                          skipped=result.skipped, rewritten=result.rewritten, seconds=result.seconds), EXIT_OK
+
+
+def _sync_document(kind: str, path: Path, tagged: list[str], selected: list[str], *, added: list[str] | None = None,
+                   skipped: list[str] | None = None, rewritten: list[str] | None = None,
+                   seconds: dict[str, float] | None = None) -> UpstreamSyncDoc:
+    """The ``patchq.upstream-sync/1`` document: the history of ``kind`` (``releases``, or a
+    ``clone`` given with --repo) at ``path``, its ``tagged`` releases, those ``selected``,
+    and what the sync did (:class:`patchq.authoring.upstream.SyncResult`)."""
+    return {"schema": SYNC_SCHEMA, "kind": kind, "path": str(path), "releases": tagged, "added": added or [],
+            "skipped": skipped or [], "rewritten": rewritten or [], "seconds": seconds or {}, "selected": selected}
 
 
 def _releases(spec: str) -> list:
@@ -63,7 +76,7 @@ def _releases(spec: str) -> list:
 
 
 def log(series: Series, patch_id: str, spec: str | None = None, repo: str | None = None,
-        commits: bool | None = None) -> tuple[dict, int]:
+        commits: bool | None = None) -> tuple[UpstreamLogDoc, int]:
     """The history of each anchored definition of a patch. Returns (document, code).
 
     Raises:
@@ -87,7 +100,7 @@ def log(series: Series, patch_id: str, spec: str | None = None, repo: str | None
                    for v, s in history.states.items()}
         defs.append({"qualname": qualname, "module": module, "anchors": ids,
                      "releases": present, "changes": [asdict(e) for e in entries]})
-    doc = {"schema": LOG_SCHEMA, "patch": patch_id, "upstream": {"kind": up.kind, "path": str(up.path)},
-           "releases": [str(v) for v in versions], "definitions": defs}
+    doc: UpstreamLogDoc = {"schema": LOG_SCHEMA, "patch": patch_id, "upstream": {"kind": up.kind, "path": str(up.path)},
+                           "releases": [str(v) for v in versions], "definitions": defs}
     return doc, EXIT_OK
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 #: similarity at or above which two changes are reported as possibly the same (blocking)
@@ -309,7 +309,8 @@ def _kind(stmt: ast.AST) -> str:
 
 def group_found(group: Sequence[ast.stmt], release_def: ast.AST, relpath: str,
                 renames: Mapping[str, str] | None = None, offset: int = 0,
-                keep=(), group_root: ast.AST | None = None) -> Match | None:
+                keep: Iterable[str] | Callable[..., Iterable[str]] = (),
+                group_root: ast.AST | None = None) -> Match | None:
     """Where the release's definition holds ``group`` (statements a patch adds together),
     compared canonically: the names the group binds renamed in both (locals), helper
     ``renames`` applied to the group. A window of the same length in any block, in the
@@ -327,7 +328,34 @@ def group_found(group: Sequence[ast.stmt], release_def: ast.AST, relpath: str,
     want_tokens = frozenset().union(*(_tokens(s, renames) for s in group))
     want: list[str] | None = None
     local = True
-    n = len(group)
+    for window, block_local in _windows(release_def, len(group), want_kinds, want_tokens):
+        if want is None:  # the group's canonical form, once a window may match
+            kept = set(keep() if callable(keep) else keep)
+            local = in_function(group_root, group[0]) if group_root is not None else True
+            alpha = [b for b in bound_names(group) if b not in kept] if local else []
+            want = [canonical([s], renames, alpha) for s in group]
+        if block_local != local:
+            continue
+        if _same_group(window, want, kept if local else None):
+            where = f"{relpath}:{window[0].lineno + offset}"
+            return Match(f"`{_one_line(group)}` as `{_one_line(window)}`", where)
+    return None
+
+
+def _same_group(window: Sequence[ast.stmt], want: list[str], kept: set[str] | None) -> bool:
+    """``window`` canonically equals the group's canonical ``want``, in order or reordered
+    when its statements are independent; ``kept``: the names not renamed (None: a class
+    body, where nothing is renamed)."""
+    got_alpha = [b for b in bound_names(window) if b not in kept] if kept is not None else []
+    got = [canonical([s], None, got_alpha) for s in window]
+    return got == want or (sorted(got) == sorted(want) and _independent(window))
+
+
+def _windows(release_def: ast.AST, n: int, want_kinds: list[str],
+             want_tokens: frozenset) -> Iterator[tuple[Sequence[ast.stmt], bool]]:
+    """Windows of ``n`` statements in any block of ``release_def`` with the group's
+    statement kinds and tokens (cheap checks, in order), with whether their block is a
+    function's."""
     for block, block_local in _all_blocks(release_def):
         kinds = [_kind(s) for s in block]
         for i in range(len(block) - n + 1):
@@ -336,19 +364,7 @@ def group_found(group: Sequence[ast.stmt], release_def: ast.AST, relpath: str,
             window = block[i:i + n]
             if frozenset().union(*(_tokens(s) for s in window)) != want_tokens:
                 continue
-            if want is None:  # the group's canonical form, once a window may match
-                keep = set(keep() if callable(keep) else keep)
-                local = in_function(group_root, group[0]) if group_root is not None else True
-                alpha = [b for b in bound_names(group) if b not in keep] if local else []
-                want = [canonical([s], renames, alpha) for s in group]
-            if block_local != local:
-                continue
-            got_alpha = [b for b in bound_names(window) if b not in keep] if local else []
-            got = [canonical([s], None, got_alpha) for s in window]
-            if got == want or (sorted(got) == sorted(want) and _independent(window)):
-                where = f"{relpath}:{window[0].lineno + offset}"
-                return Match(f"`{_one_line(group)}` as `{_one_line(window)}`", where)
-    return None
+            yield window, block_local
 
 
 def _independent(stmts: Sequence[ast.stmt]) -> bool:

@@ -48,7 +48,7 @@ import copy
 import difflib
 import functools
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import SpecifierSet
@@ -56,6 +56,7 @@ from packaging.specifiers import SpecifierSet
 from patchq.compat import meaning
 from patchq.model import Patch, Variant
 from patchq.plan import definitions
+from patchq.plan.results import Plan
 from patchq.vllmdist.sources import CodeSource
 
 DRIFTED = "applies-drifted"
@@ -160,12 +161,22 @@ def _names(nodes: Iterable[ast.AST], scope: str) -> tuple[frozenset, frozenset]:
     """(reads, writes) of ``nodes`` (see :class:`Elem`)."""
     reads: set[str] = set()
     writes: set[str] = set()
-
-    def bare(name: str) -> str:
-        return f"{scope}::{name}"
-
     nodes = list(nodes)
-    inner: set[str] = set()  # bound inside a comprehension or lambda: not the function's names
+    inner, lambda_args = _inner_names(nodes)
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in inner:
+                continue
+            if isinstance(sub, ast.arg) and id(sub) in lambda_args:
+                continue
+            _note_names(sub, scope, reads, writes)
+    return frozenset(reads), frozenset(writes)
+
+
+def _inner_names(nodes: list[ast.AST]) -> tuple[set[str], set[int]]:
+    """Names bound inside a comprehension or lambda of ``nodes`` (not the function's
+    names), and the ids of the lambdas' ``ast.arg`` nodes."""
+    inner: set[str] = set()
     for node in nodes:
         for sub in ast.walk(node):
             if isinstance(sub, ast.comprehension):
@@ -174,43 +185,56 @@ def _names(nodes: Iterable[ast.AST], scope: str) -> tuple[frozenset, frozenset]:
                 inner |= {a.arg for a in ast.walk(sub.args) if isinstance(a, ast.arg)}
     lambda_args = {id(a) for node in nodes for sub in ast.walk(node) if isinstance(sub, ast.Lambda)
                    for a in ast.walk(sub.args) if isinstance(a, ast.arg)}
-    for node in nodes:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and sub.id in inner:
-                continue
-            if isinstance(sub, ast.arg) and id(sub) in lambda_args:
-                continue
-            if isinstance(sub, ast.Name):
-                (writes if isinstance(sub.ctx, (ast.Store, ast.Del)) else reads).add(bare(sub.id))
-            elif isinstance(sub, ast.Attribute):
-                chain = _chain(sub)
-                if chain is None:
-                    continue
-                if isinstance(sub.ctx, (ast.Store, ast.Del)):
-                    writes.add(chain)
-                else:
-                    parts = chain.split(".")
-                    reads.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
-            elif isinstance(sub, ast.Subscript) and isinstance(sub.ctx, (ast.Store, ast.Del)):
-                target = sub.value
-                chain = _chain(target)
-                if chain:
-                    writes.add(chain if "." in chain else bare(chain))
-            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _MUTATORS:
-                chain = _chain(sub.func.value)
-                if chain:
-                    writes.add(chain if "." in chain else bare(chain))
-            elif isinstance(sub, ast.AugAssign):
-                chain = _chain(sub.target)
-                if chain:
-                    reads.add(chain if "." in chain else bare(chain))
-            elif isinstance(sub, ast.arg):
-                writes.add(bare(sub.arg))
-            elif isinstance(sub, ast.ExceptHandler) and sub.name:
-                writes.add(bare(sub.name))
-            elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-                writes.update(bare((a.asname or a.name).split(".")[0]) for a in sub.names)
-    return frozenset(reads), frozenset(writes)
+    return inner, lambda_args
+
+
+def _scoped(chain: str, scope: str) -> str:
+    """A dotted chain as is; a bare name qualified by its scope (``scope::name``)."""
+    return chain if "." in chain else f"{scope}::{chain}"
+
+
+def _stores(node: ast.AST) -> bool:
+    return isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del))
+
+
+def _note_names(sub: ast.AST, scope: str, reads: set[str], writes: set[str]) -> None:
+    """Add what the one node ``sub`` reads and writes (not its children)."""
+    if isinstance(sub, ast.Name):
+        (writes if _stores(sub) else reads).add(f"{scope}::{sub.id}")
+    elif isinstance(sub, ast.Attribute):
+        chain = _chain(sub)
+        if chain is None:
+            return
+        if _stores(sub):
+            writes.add(chain)
+        else:
+            parts = chain.split(".")
+            reads.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+    elif isinstance(sub, ast.arg):
+        writes.add(f"{scope}::{sub.arg}")
+    elif isinstance(sub, ast.ExceptHandler) and sub.name:
+        writes.add(f"{scope}::{sub.name}")
+    elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+        writes.update(f"{scope}::{(a.asname or a.name).split('.')[0]}" for a in sub.names)
+    else:
+        _note_changed(sub, scope, reads, writes)
+
+
+def _note_changed(sub: ast.AST, scope: str, reads: set[str], writes: set[str]) -> None:
+    """An item or slice stored or deleted, a mutating method called (a write of the
+    container), an augmented assignment (a read of its target)."""
+    if isinstance(sub, ast.Subscript) and _stores(sub):
+        chain = _chain(sub.value)
+        if chain:
+            writes.add(_scoped(chain, scope))
+    elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _MUTATORS:
+        chain = _chain(sub.func.value)
+        if chain:
+            writes.add(_scoped(chain, scope))
+    elif isinstance(sub, ast.AugAssign):
+        chain = _chain(sub.target)
+        if chain:
+            reads.add(_scoped(chain, scope))
 
 
 def _header_nodes(node: ast.AST) -> list[ast.AST]:
@@ -403,7 +427,7 @@ def renamed_locals(base: Sequence[Elem], theirs: Sequence[Elem], u: Hunk) -> dic
     return out or None
 
 
-def _enclosing(elems: Sequence[Elem], pos: int, kinds) -> list[int]:
+def _enclosing(elems: Sequence[Elem], pos: int, kinds: type | tuple[type, ...]) -> list[int]:
     """Indices of elements of ``kinds`` whose extent holds base position ``pos``."""
     return [i for i, e in enumerate(elems) if isinstance(e.node, kinds) and e.kind in ("def", "head")
             and i < pos <= e.stop]
@@ -415,37 +439,64 @@ def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str
 
     ``module_changes``: module-level name -> ``path:line`` where the target binds it
     differently from the base (:func:`module_changes`)."""
-    p_hunks = hunks(base.elems, ours.elems)
-    u_hunks = hunks(base.elems, theirs.elems)
-    out: list[dict] = []
-    seen: set[tuple[str, str]] = set()
-
-    def note(rule: str, message: str, where: str) -> None:
-        if (rule, where) not in seen:
-            seen.add((rule, where))
-            out.append({"rule": rule, "message": message, "upstream": where})
-
-    for p in p_hunks:
+    found = _Findings(base, ours, theirs, hunks(base.elems, theirs.elems))
+    for p in hunks(base.elems, ours.elems):
         p_where = _span(base.elems, p.i1, p.i2, base.relpath) if p.i2 > p.i1 else \
             f"after {_span(base.elems, p.i1, p.i1, base.relpath)}"
-        for u in u_hunks:
+        found.overlap(p, p_where)
+        found.signature(p, p_where)
+        o_reads = found.names(p, p_where)
+        found.skipped_path(p)
+        found.module_names(o_reads, module_changes or {})
+    return found.out
+
+
+@dataclass
+class _Findings:
+    """The findings of :func:`findings` so far, one per (rule, upstream place); one
+    method per rule, each given one of the patch's hunks ``p`` (and where it is)."""
+
+    base: Side
+    ours: Side
+    theirs: Side
+    u_hunks: list[Hunk]
+    out: list[dict] = field(default_factory=list)
+    seen: set[tuple[str, str]] = field(default_factory=set)
+
+    def note(self, rule: str, message: str, where: str) -> None:
+        if (rule, where) not in self.seen:
+            self.seen.add((rule, where))
+            self.out.append({"rule": rule, "message": message, "upstream": where})
+
+    def overlap(self, p: Hunk, p_where: str) -> None:
+        """Upstream changed the elements next to the patch's change."""
+        for u in self.u_hunks:
             if u.touches(p):
-                where, what = _upstream_where(base, theirs, u)
-                note("overlap", f"upstream changed {where} ({what}), next to the patch's change at {base.version} "
-                                f"{p_where}", where)
-        # signatures of the definitions enclosing the patch's change
+                where, what = _upstream_where(self.base, self.theirs, u)
+                self.note("overlap", f"upstream changed {where} ({what}), next to the patch's change at "
+                                     f"{self.base.version} {p_where}", where)
+
+    def signature(self, p: Hunk, p_where: str) -> None:
+        """Upstream changed the header of a definition enclosing the patch's change."""
+        base = self.base
         for d in _enclosing(base.elems, p.i1, _DEFS):
-            for u in u_hunks:
+            for u in self.u_hunks:
                 if u.i1 <= d < u.i2:
-                    where, what = _upstream_where(base, theirs, u)
-                    note("signature", f"the header of {base.elems[d].code} changed upstream at {where} ({what}); "
-                                      f"the patch's code at {base.version} {p_where} relies on it", where)
-        # names
+                    where, what = _upstream_where(base, self.theirs, u)
+                    self.note("signature", f"the header of {base.elems[d].code} changed upstream at {where} "
+                                           f"({what}); the patch's code at {base.version} {p_where} relies on it",
+                              where)
+
+    def names(self, p: Hunk, p_where: str) -> set[str]:
+        """Upstream's change elsewhere reads or rebinds a name the patch's change uses (a
+        rename of locals the patch does not use is the same meaning). Returns the names
+        the patch's added code reads."""
+        base, theirs = self.base, self.theirs
         p_reads, p_writes = _names_of(base.elems, p.i1, p.i2)
-        o_reads, o_writes = _names_of(ours.elems, p.j1, p.j2)
+        o_reads, o_writes = _names_of(self.ours.elems, p.j1, p.j2)
         p_reads |= o_reads
         p_writes |= o_writes
-        for u in u_hunks:
+        for u in self.u_hunks:
             if u.touches(p):
                 continue  # already an overlap
             renamed = renamed_locals(base.elems, theirs.elems, u)
@@ -459,30 +510,34 @@ def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str
             if hit:
                 where, what = _upstream_where(base, theirs, u)
                 shown = ", ".join(sorted(n.split("::")[-1] for n in hit))
-                note("names", f"upstream's change at {where} ({what}) reads or rebinds {shown}, which the patch's "
-                              f"change at {base.version} {p_where} uses", where)
-        # an inserted jump skips what upstream added after it
+                self.note("names", f"upstream's change at {where} ({what}) reads or rebinds {shown}, which the "
+                                   f"patch's change at {base.version} {p_where} uses", where)
+        return o_reads
+
+    def skipped_path(self, p: Hunk) -> None:
+        """An inserted jump (return, raise, break, continue) skips what upstream added after it."""
+        base, ours = self.base, self.ours
         for j in range(p.j1, p.j2):
-            node = ours.elems[j].node
-            kind = _JUMPS.get(type(node))
+            kind = _JUMPS.get(type(ours.elems[j].node))
             if kind is None:
                 continue
             scopes = _enclosing(base.elems, p.i1, _FUNCS if kind in ("return", "raise") else _LOOPS)
             if not scopes:
                 continue
             stop = base.elems[scopes[-1]].stop
-            for u in u_hunks:
+            for u in self.u_hunks:
                 lands = u.i1 <= stop and (u.i2 > p.i2 or (u.i1 == u.i2 and u.i1 >= p.i2))
                 if lands and not u.touches(p):
-                    where, what = _upstream_where(base, theirs, u)
-                    note("skipped-path", f"the patch's inserted `{ours.elems[j].code}` now skips upstream's "
-                                         f"change at {where} ({what})", where)
-        # module-level names the added code reads
-        for name, where in (module_changes or {}).items():
+                    where, what = _upstream_where(base, self.theirs, u)
+                    self.note("skipped-path", f"the patch's inserted `{ours.elems[j].code}` now skips upstream's "
+                                              f"change at {where} ({what})", where)
+
+    def module_names(self, o_reads: set[str], module_changes: dict[str, str]) -> None:
+        """A module-level name the added code reads is bound differently in the target."""
+        for name, where in module_changes.items():
             if any(r.split("::")[-1] == name or r.split(".")[0] == name for r in o_reads):
-                note("module-name", f"{name}, which the patch's added code reads, is bound differently in the "
-                                    f"target's module ({where})", where)
-    return out
+                self.note("module-name", f"{name}, which the patch's added code reads, is bound differently in "
+                                         f"the target's module ({where})", where)
 
 
 # ---------------------------------------------------------------------------
@@ -573,10 +628,10 @@ def _as_edit(patch: Patch, variant: Variant) -> Patch:
     return replace(patch, variants=(replace(variant, applies=SpecifierSet()),))
 
 
-_BASE_PLANS: dict[tuple, object] = {}
+_BASE_PLANS: dict[tuple, Plan] = {}
 
 
-def _base_plan(patch: Patch, variant_label: str, version: str):
+def _base_plan(patch: Patch, variant_label: str, version: str) -> Plan | None:
     """The patch (the target's variant, forced) planned alone on the release ``version``,
     or None when that release cannot be read. Kept per process (a matrix asks for the
     same base on many targets)."""
@@ -681,8 +736,9 @@ def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: st
     return entry
 
 
-def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSource, target_text,
-             known: Mapping[str, Iterable[str]], target_node=None) -> Verdict:
+def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSource,
+             target_text: Callable[[str], str | None], known: Mapping[str, Iterable[str]],
+             target_node: Callable[[str, str], ast.AST | None] | None = None) -> Verdict:
     """The three-way verdict for ``patch``'s drifted definitions on ``target``.
 
     Args:
@@ -715,31 +771,47 @@ def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSourc
             why = "no edit variant" if variant is None else "not cached, and not fetched"
             problems.append(f"reviewed vllm {base_v} is not available ({why}): no three-way view of {qualname}")
             continue
-        result = plan.results[0]
-        a = next((x for x in result.anchors if x.qualname == qualname), None)
-        if result.status != "ok" or a is None:
-            why = result.reason or f"{qualname} is not edited there"
-            problems.append(f"the patch does not plan on reviewed vllm {base_v} ({why}): no three-way view")
+        entry = _entry(plan, base_v, relpath, qualname, target, target_text, target_node)
+        if isinstance(entry, str):
+            problems.append(entry)
             continue
-        base_text = plan.pristine.get(a.relpath) or plan.source.read_text(a.relpath) or ""
-        ours_text = plan.patched.get(a.relpath, base_text)
-        theirs_text = target_text(relpath) or ""
-        ws = plan.workspace
-        base = _side(base_v, a.relpath, base_text, qualname,
-                     ws.pristine_node(a.relpath, qualname) if ws is not None else None)
-        ours = _side(base_v, a.relpath, ours_text, qualname,
-                     ws.current_node(a.relpath, qualname) if ws is not None else None)
-        target_label = str(target.version) if target.kind in ("release", "installed") else \
-            f"{target.version} {target.kind}"
-        theirs = _side(target_label, relpath, theirs_text, qualname,
-                       target_node(relpath, qualname) if target_node is not None else None)
-        if base is None or ours is None or theirs is None:
-            problems.append(f"{qualname} is not defined once on both sides: no three-way view")
-            continue
-        entry = compare(qualname, base, ours, theirs, base_text, theirs_text)
         entries.append(entry)
         if entry["findings"] and entry["score"] is not None and entry["score"] >= meaning.POSSIBLE:
             possible.append(entry)
+    return _verdict(patch, target, entries, problems, possible)
+
+
+def _entry(plan: Plan, base_v: str, relpath: str, qualname: str, target: CodeSource,
+           target_text: Callable[[str], str | None],
+           target_node: Callable[[str, str], ast.AST | None] | None) -> dict | str:
+    """The three-way entry (:func:`compare`) of one drifted definition, its base the
+    patch's plan on reviewed release ``base_v``; or why there is none (a problem line)."""
+    result = plan.results[0]
+    a = next((x for x in result.anchors if x.qualname == qualname), None)
+    if result.status != "ok" or a is None:
+        why = result.reason or f"{qualname} is not edited there"
+        return f"the patch does not plan on reviewed vllm {base_v} ({why}): no three-way view"
+    base_text = plan.pristine.get(a.relpath) or plan.source.read_text(a.relpath) or ""
+    ours_text = plan.patched.get(a.relpath, base_text)
+    theirs_text = target_text(relpath) or ""
+    ws = plan.workspace
+    base = _side(base_v, a.relpath, base_text, qualname,
+                 ws.pristine_node(a.relpath, qualname) if ws is not None else None)
+    ours = _side(base_v, a.relpath, ours_text, qualname,
+                 ws.current_node(a.relpath, qualname) if ws is not None else None)
+    target_label = str(target.version) if target.kind in ("release", "installed") else \
+        f"{target.version} {target.kind}"
+    theirs = _side(target_label, relpath, theirs_text, qualname,
+                   target_node(relpath, qualname) if target_node is not None else None)
+    if base is None or ours is None or theirs is None:
+        return f"{qualname} is not defined once on both sides: no three-way view"
+    return compare(qualname, base, ours, theirs, base_text, theirs_text)
+
+
+def _verdict(patch: Patch, target: CodeSource, entries: list[dict], problems: list[str],
+             possible: list[dict]) -> Verdict:
+    """:func:`classify`'s verdict from its entries: possibly upstreamed, review (findings or
+    problems, four shown) or drifted apart from the patch."""
     blocking = [e for e in entries if e["findings"]]
     if possible:
         e = possible[0]

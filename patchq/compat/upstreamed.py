@@ -31,11 +31,17 @@ detection found already in the release; empty when nothing).
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from patchq.model import Patch
+from patchq.model import Patch, Variant
 from patchq.plan import engine
 from patchq.plan.relations import relations_row
+
+if TYPE_CHECKING:
+    from patchq.compat.check import PatchCheck
+    from patchq.plan.survival import EditChange
 
 SUPERSEDED = "superseded"
 INTERACTION = "interaction"
@@ -51,7 +57,7 @@ def _anchor_row(a: engine.AnchorResult) -> dict:
             "moved": a.moved, "matches": a.matches, "fingerprint": a.fingerprint, "verified": a.verified}
 
 
-def classify(patch: Patch, result: engine.PatchResult, row) -> bool:
+def classify(patch: Patch, result: engine.PatchResult, row: PatchCheck) -> bool:
     """Fill ``row`` for a superseded, interacting or partially upstreamed result.
 
     Returns:
@@ -110,7 +116,7 @@ def annotate(rows: Iterable, patches: list[Patch], plan: engine.Plan) -> None:
                 row.notes.append(f"{verdict[1]}: the variant's upstreamed claim is not confirmed by the code")
 
 
-def _as_edit(patch: Patch, variant) -> Patch:
+def _as_edit(patch: Patch, variant: Variant) -> Patch:
     """``patch`` with ``variant`` (an edit variant) covering every version."""
     from dataclasses import replace
 
@@ -129,7 +135,7 @@ def depends_on_others(rows: Iterable) -> bool:
 # upstream by meaning (forwards): the engine's hook after statement identity
 
 
-def _helper_candidates(ws, relpath: str, pristine) -> list:
+def _helper_candidates(ws: engine.Workspace, relpath: str, pristine: ast.AST) -> list:
     """The release's definitions a patch helper may equal: the edited definition's members
     and the module's top-level definitions (pristine), each with ``path:line``."""
     import ast
@@ -145,7 +151,7 @@ def _helper_candidates(ws, relpath: str, pristine) -> list:
     return out
 
 
-def _module_helpers(ws, relpath: str) -> list:
+def _module_helpers(ws: engine.Workspace, relpath: str) -> list:
     """Top-level definitions the plan added to ``relpath`` so far (beside an edited one)."""
     before = ws.pristine_index(relpath) or {}
     now = ws.index(relpath) or {}
@@ -158,41 +164,54 @@ def _module_helpers(ws, relpath: str) -> list:
     return out
 
 
-def by_meaning(ws, changes) -> None:
+def by_meaning(ws: engine.Workspace, changes: Iterable[EditChange]) -> None:
     """Fill ``upstream`` of each change whose added statements are not all found by
     identity but are in the release's definition by meaning
     (:func:`patchq.compat.meaning.group_found`, helpers matched by body under another
     name: :func:`patchq.compat.meaning.helper_renames`). Sets ``meaning`` (evidence
     lines, score 1.0) on those changes. Sure matches only: a likeness is never upstream."""
+    for ch in changes:
+        if ch.added and not ch.is_upstream and ch.after is not None:
+            _change_by_meaning(ws, ch)
+
+
+def _change_by_meaning(ws: engine.Workspace, ch: EditChange) -> None:
+    """:func:`by_meaning` for one change with added statements (``ch.after`` set)."""
     from patchq.compat import meaning
 
-    for ch in changes:
-        if not ch.added or ch.is_upstream or ch.after is None:
-            continue
-        pristine = ws.pristine_node(ch.relpath, ch.qualname)
-        if pristine is None:
-            continue
-        keys = {i.key for i in ch.added}
-        nodes = meaning.added_nodes(ch.after, keys)
-        if not nodes:
-            continue
-        names = {i.member for i in ch.added if i.member}
-        helpers = [n for n in nodes if getattr(n, "name", None) in names]
-        helpers += _module_helpers(ws, ch.relpath)
-        renames = meaning.helper_renames(helpers, _helper_candidates(ws, ch.relpath, pristine)) if helpers else {}
-        group = [n for n in nodes if getattr(n, "name", None) not in renames]
-        renames = meaning.used_by(renames, group)  # a helper only a framework calls is no evidence
-        group = [n for n in nodes if getattr(n, "name", None) not in renames]
-        if not group:
-            continue
-        evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in renames.items()]
-        after = ch.after
-        match = meaning.group_found(group, pristine, ch.relpath, {a: b for a, (b, _) in renames.items()},
-                                    keep=lambda a=after, g=group: meaning.reads_outside(a, g),
-                                    group_root=after)
-        if match is None:
-            continue
-        evidence.append(f"{match.what} ({match.where})")
-        where = match.where
-        ch.upstream = [(item, where) for item in ch.added]
-        ch.meaning = evidence
+    after = ch.after
+    pristine = ws.pristine_node(ch.relpath, ch.qualname)
+    if after is None or pristine is None:
+        return
+    keys = {i.key for i in ch.added}
+    nodes = meaning.added_nodes(after, keys)
+    if not nodes:
+        return
+    renames, group = _renamed_helpers(ws, ch, nodes, pristine)
+    if not group:
+        return
+    evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in renames.items()]
+    match = meaning.group_found(group, pristine, ch.relpath, {a: b for a, (b, _) in renames.items()},
+                                keep=lambda a=after, g=group: meaning.reads_outside(a, g),
+                                group_root=after)
+    if match is None:
+        return
+    evidence.append(f"{match.what} ({match.where})")
+    where = match.where
+    ch.upstream = [(item, where) for item in ch.added]
+    ch.meaning = evidence
+
+
+def _renamed_helpers(ws: engine.Workspace, ch: EditChange, nodes: list,
+                     pristine: ast.AST) -> tuple[dict[str, tuple[str, str]], list]:
+    """The added helpers upstream has under another name, as {helper: (upstream's name,
+    why)}, and the rest of the added ``nodes`` (the group to find)."""
+    from patchq.compat import meaning
+
+    names = {i.member for i in ch.added if i.member}
+    helpers = [n for n in nodes if getattr(n, "name", None) in names]
+    helpers += _module_helpers(ws, ch.relpath)
+    renames = meaning.helper_renames(helpers, _helper_candidates(ws, ch.relpath, pristine)) if helpers else {}
+    group = [n for n in nodes if getattr(n, "name", None) not in renames]
+    renames = meaning.used_by(renames, group)  # a helper only a framework calls is no evidence
+    return renames, [n for n in nodes if getattr(n, "name", None) not in renames]

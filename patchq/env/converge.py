@@ -17,8 +17,9 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from patchq.env import layout
 from patchq.env.fsutil import fsync_dir
@@ -112,8 +113,8 @@ def converge(
         ForeignEditError: a file to change was modified by someone else (no ``force``),
             or a revert would leave sentinels of ``leftover`` patches.
         ReadOnlyError: site-packages, a file's directory or the state directory is not
-            writable (a full disk included), or patched vLLM would import
-            ``patchq_runtime`` where it is not installed.
+            writable (a full disk included), or patched vLLM would import a module
+            its patches add (a series' run-time package) where it is not installed.
         StateError: the journal, a transaction or a pristine copy is damaged or names a
             path outside the distribution's RECORD (nothing written).
         TargetNotFound: vLLM's RECORD is missing or unreadable.
@@ -147,7 +148,7 @@ def converge(
         return result
 
 
-def _foreign_message(target: CodeSource, relpaths) -> str:
+def _foreign_message(target: CodeSource, relpaths: Iterable[str]) -> str:
     return (f"modified by someone else (neither RECORD nor patchq's journal matches): "
             f"{', '.join(sorted(relpaths))}; refusing to overwrite. `patchq revert --all --force` "
             f"restores them from the vllm {target.version} wheel and keeps a copy of each edit")
@@ -173,7 +174,7 @@ def _release_bytes(target: CodeSource, relpath: str) -> bytes:
     return data
 
 
-def _same_version(recorded: str | None, version) -> bool:
+def _same_version(recorded: str | None, version: object) -> bool:
     """The journal's vLLM version equals ``version`` (compared as PEP 440 versions)."""
     from packaging.version import InvalidVersion, Version
 
@@ -183,110 +184,273 @@ def _same_version(recorded: str | None, version) -> bool:
         return str(recorded) == str(version)
 
 
-def _needs_runtime(texts) -> bool:
-    return any("patchq_runtime" in t for t in texts)
+def _added_imports(plan: planned.Plan, writes: Writes) -> set[str]:
+    """The top-level modules the patches add imports of in the files about to be written."""
+    from patchq.vllmdist.sources import added_imports
+
+    out: set[str] = set()
+    for relpath, (_, data) in writes.items():
+        if relpath in plan.pristine:
+            out |= added_imports(plan.pristine[relpath], data.decode("utf-8", "replace"))
+    return out
 
 
-def _converge(target, state, patches, profile, force, dry_run, summary, restore_foreign=(), leftover=None,
-              modules=(), strict=False) -> ConvergeResult:
-    record = target.record()
-    obsolete: set[str] = set()
-    try:
-        journal = state.read()
-        if journal.vllm and not _same_version(journal.vllm, target.version):
-            journal, obsolete = _forget_upgraded(target, journal)
-        else:
-            state.confine(journal.files, record, str(state.journal_path))
-    except StateError:
-        if not force or dry_run:
-            raise
-        state.set_aside()  # a forced revert restores from RECORD-verified copies without it
-        journal = Journal()
-    foreign: dict[str, str | None] = {}
+#: What one file of the write is: (its sha256 now, or None when absent; the bytes to write).
+Writes = dict[str, tuple[str | None, bytes]]
 
-    def pristine_bytes(relpath: str) -> bytes:
+
+@dataclass
+class _Run:
+    """One converge: what it was asked, and the facts its steps share (module docstring).
+
+    Attributes:
+        target, state: the vLLM written and its state directory.
+        force, dry_run: as :func:`converge`'s.
+        record: the distribution's RECORD (relpath -> sha256).
+        journal: what patchq wrote last (empty after an upgrade or a forced set-aside).
+        obsolete: relpaths whose pristine copies belong to a replaced release.
+        foreign: relpath -> sha256 (or None until measured) of files someone else edited.
+    """
+
+    target: CodeSource
+    state: StateDir
+    force: bool
+    dry_run: bool
+    record: dict[str, str]
+    journal: Journal = field(default_factory=Journal)
+    obsolete: set[str] = field(default_factory=set)
+    foreign: dict[str, str | None] = field(default_factory=dict)
+
+    def file_state(self, relpath: str) -> tuple[str, str | None]:
+        return _file_state(self.target, self.state, self.journal, relpath)
+
+    def read_journal(self) -> None:
+        """Step 2, the journal: the current one, confined to RECORD; forgotten after a vLLM
+        upgrade; set aside when damaged under ``force`` (not in a dry run).
+
+        Raises:
+            StateError: the journal is damaged or names a path outside RECORD.
+        """
+        try:
+            journal = self.state.read()
+            if journal.vllm and not _same_version(journal.vllm, self.target.version):
+                journal, self.obsolete = _forget_upgraded(self.target, journal)
+            else:
+                self.state.confine(journal.files, self.record, str(self.state.journal_path))
+        except StateError:
+            if not self.force or self.dry_run:
+                raise
+            self.state.set_aside()  # a forced revert restores from RECORD-verified copies without it
+            journal = Journal()
+        self.journal = journal
+
+    def pristine_bytes(self, relpath: str) -> bytes:
         """The verified pristine bytes of a journalled file; with force, a damaged copy
         falls back to the release wheel (checked against RECORD)."""
-        entry = journal.files[relpath]
+        entry = self.journal.files[relpath]
         try:
-            return state.read_pristine(relpath, entry.pristine_sha256, record.get(relpath))
+            return self.state.read_pristine(relpath, entry.pristine_sha256, self.record.get(relpath))
         except StateError:
-            if not force or dry_run:
+            if not self.force or self.dry_run:
                 raise
-            return _release_bytes(target, relpath)
+            return _release_bytes(self.target, relpath)
 
-    def read(relpath: str) -> str | None:
-        kind, _ = _file_state(target, state, journal, relpath)
+    def read(self, relpath: str) -> str | None:
+        """Step 2, the files: a target file's pristine text for the planner (None: absent);
+        a foreign edit is noted and its text planned on."""
+        kind, _ = self.file_state(relpath)
         if kind == "missing":
             return None
         if kind == "patched":
-            return pristine_bytes(relpath).decode("utf-8")
+            return self.pristine_bytes(relpath).decode("utf-8")
         if kind == "foreign":
-            foreign[relpath] = None
-        return target.read_text(relpath)
+            self.foreign[relpath] = None
+        return self.target.read_text(relpath)
 
-    if patches:
-        from patchq.plan import plancache  # the planner (libcst) behind the plan cache
+    def plan(self, patches: Sequence[Patch], strict: bool) -> planned.Plan:
+        """Step 3: plan every patch in memory.
 
-        plan = plancache.plan(target, patches, read=read, strict=strict)
-    else:  # revert --all: nothing to plan, no parser needed
-        plan = planned.Plan(source=target, results=[], pristine={}, patched={})
-    if foreign and not force:  # before plan failures: an edit explains failing anchors
-        raise ForeignEditError(_foreign_message(target, foreign))
-    if not plan.ok:
-        raise PlanFailed(plan)
+        Raises:
+            ForeignEditError: a file read was edited by someone else (no ``force``).
+            PlanFailed: a patch failed to resolve, transform or compile.
+        """
+        if patches:
+            from patchq.plan import plancache  # the planner (libcst) behind the plan cache
 
-    # what each file should become: patched text, or pristine for files no patch keeps
-    wanted: dict[str, bytes] = {p: t.encode("utf-8") for p, t in plan.patched.items()}
-    for relpath in journal.files:
-        if relpath not in wanted:
-            wanted[relpath] = pristine_bytes(relpath)
-    writes: dict[str, tuple[str | None, bytes]] = {}
-    for relpath, data in wanted.items():
-        kind, now = _file_state(target, state, journal, relpath)
-        if kind == "foreign":
-            foreign.setdefault(relpath, now)
-        if now != sha256_hex(data):
-            writes[relpath] = (now, data)
-        elif kind == "foreign":
-            foreign.pop(relpath, None)  # someone else already wrote exactly this
+            plan = plancache.plan(self.target, list(patches), read=self.read, strict=strict)
+        else:  # revert --all: nothing to plan, no parser needed
+            plan = planned.Plan(source=self.target, results=[], pristine={}, patched={})
+        if self.foreign and not self.force:  # before plan failures: an edit explains failing anchors
+            raise ForeignEditError(_foreign_message(self.target, self.foreign))
+        if not plan.ok:
+            raise PlanFailed(plan)
+        return plan
 
-    if force:  # files edited by someone else outside the journal: back to the release's bytes
-        for relpath in restore_foreign:
+    def wanted(self, plan: planned.Plan) -> dict[str, bytes]:
+        """What each file should become: patched text, or pristine for files no patch keeps."""
+        wanted: dict[str, bytes] = {p: t.encode("utf-8") for p, t in plan.patched.items()}
+        for relpath in self.journal.files:
+            if relpath not in wanted:
+                wanted[relpath] = self.pristine_bytes(relpath)
+        return wanted
+
+    def writes(self, wanted: dict[str, bytes]) -> Writes:
+        """The files of ``wanted`` whose bytes differ from what is there (foreign ones noted)."""
+        writes: Writes = {}
+        for relpath, data in wanted.items():
+            kind, now = self.file_state(relpath)
+            if kind == "foreign":
+                self.foreign.setdefault(relpath, now)
+            if now != sha256_hex(data):
+                writes[relpath] = (now, data)
+            elif kind == "foreign":
+                self.foreign.pop(relpath, None)  # someone else already wrote exactly this
+        return writes
+
+    def restore_foreign(self, relpaths: Sequence[str], wanted: dict[str, bytes], writes: Writes) -> None:
+        """With ``force``: add to ``writes`` the release's bytes of ``relpaths`` edited by
+        someone else outside the journal (deleted, or a FIFO/device in their place)."""
+        for relpath in relpaths:
             if relpath in writes or relpath in wanted:
                 continue
-            if target.read_bytes(relpath) is None:  # deleted, or a FIFO/device in its place: nothing to keep
-                if relpath in record and not target.path(relpath).is_dir():
-                    writes[relpath] = (None, _release_bytes(target, relpath))
+            if self.target.read_bytes(relpath) is None:  # deleted, or a FIFO/device in its place: nothing to keep
+                if relpath in self.record and not self.target.path(relpath).is_dir():
+                    writes[relpath] = (None, _release_bytes(self.target, relpath))
                 continue
-            kind, now = _file_state(target, state, journal, relpath)
+            kind, now = self.file_state(relpath)
             if kind == "foreign":
-                foreign[relpath] = now
-                writes[relpath] = (now, _release_bytes(target, relpath))
-    to_overwrite = {r for r in foreign if r in writes}
+                self.foreign[relpath] = now
+                writes[relpath] = (now, _release_bytes(self.target, relpath))
+
+    def result(self, plan: planned.Plan, new_journal: Journal, writes: Writes) -> ConvergeResult:
+        """The result (nothing written yet): which patches come and go, which files change."""
+        journal = self.journal
+        # live before this run: journalled and its files still as patchq left them (after a
+        # `pip install --force-reinstall` the journal names patches whose files are pristine again)
+        live_before = {p for p, e in journal.patches.items()
+                       if all(self.file_state(f)[0] == "patched" for f in e.files)}
+        result = ConvergeResult(
+            plan=plan, journal=new_journal,
+            added=[p for p, e in new_journal.patches.items() if e.outcome != "upstreamed" and  # relations hook
+                   (p not in live_before or journal.patches[p].hash != e.hash)],
+            removed=[p for p in journal.patches if p not in new_journal.patches and p in live_before],
+        )
+        result.restored = sorted(r for r in writes if r not in new_journal.files)
+        result.written = sorted(writes)
+        return result
+
+    def unchanged(self, new_journal: Journal) -> bool:
+        """The journal would say what it says now (the cached series summary aside)."""
+        journal = self.journal
+        return (journal.patches == new_journal.patches and journal.files == new_journal.files
+                and journal.profile == new_journal.profile and journal.vllm == new_journal.vllm
+                and journal.profile_hashes == new_journal.profile_hashes)
+
+    def check_writable(self, writes: Writes, plan: planned.Plan) -> None:
+        """Step 4, before any byte: every file to write is inside site-packages, in a
+        writable directory, and vLLM can import every module the patches add imports of
+        (:func:`_require_modules`).
+
+        Raises:
+            ReadOnlyError: naming the first that is not.
+        """
+        for relpath in writes:
+            problem = layout.inside(str(self.target.root), relpath)
+            if problem:
+                raise ReadOnlyError(f"{problem}; nothing was written (use `patchq run` to patch at import time)")
+            if not is_writable_dir(self.target.path(relpath).parent):
+                raise ReadOnlyError(f"{self.target.path(relpath).parent} is not writable; nothing was written")
+        _require_modules(self.target, _added_imports(plan, writes))
+
+    def save_pristines(self, plan: planned.Plan, wanted: dict[str, bytes], writes: Writes,
+                       new_journal: Journal) -> set[Path]:
+        """Step 4, first: a RECORD-verified pristine copy of every file the new journal
+        keeps; a restored file's bytes checked against RECORD. Returns the directories
+        new copies went to.
+
+        Raises:
+            StateError: a file is not in RECORD, or restored bytes do not match it.
+        """
+        kept_dirs: set[Path] = set()
+        for relpath, data in wanted.items():
+            if relpath in new_journal.files:
+                pristine = plan.pristine.get(relpath)
+                if pristine is not None:
+                    rec = self.record.get(relpath)
+                    if rec is None:
+                        raise StateError(f"{relpath} is not in vllm's RECORD: its pristine bytes cannot be "
+                                         f"verified; nothing was written")
+                    kept = self.state.save_pristine(relpath, pristine.encode("utf-8"), rec)
+                    if kept is not None:  # None: the copy was already there
+                        kept_dirs.add(kept)
+            elif relpath in writes:
+                rec = self.record.get(relpath)
+                if rec is not None and sha256_hex(data) != rec:
+                    raise StateError(f"kept pristine copy of {relpath} does not match its RECORD hash; "
+                                     f"reinstall vllm to recover")
+        return kept_dirs
+
+    def keep_foreign(self, relpaths: set[str]) -> dict[str, str]:
+        """Step 4, second: a copy of each foreign edit about to be overwritten; relpath ->
+        where it was kept."""
+        kept: dict[str, str] = {}
+        for relpath in sorted(relpaths):
+            current = self.target.read_bytes(relpath)
+            if current is not None:
+                kept[relpath] = str(self.state.keep_foreign(relpath, current))
+        return kept
+
+    def transact(self, writes: Writes, new_journal: Journal) -> None:
+        """Step 4, then: the transaction, each file atomically (rolled back on failure),
+        the journal.
+
+        Raises:
+            ReadOnlyError: a write failed (the files are rolled back, the transaction
+                dropped), or the commit failed (the next run completes it).
+        """
+        target, state = self.target, self.state
+        state.begin(writes, new_journal)
+        previous: dict[str, bytes | None] = {}
+        try:
+            for relpath in sorted(writes):
+                previous[relpath] = target.read_bytes(relpath)
+                write_file(target.path(relpath), writes[relpath][1])
+        except (ReadOnlyError, OSError) as exc:
+            _roll_back(target, previous)
+            shutil.rmtree(state.txn, ignore_errors=True)
+            raise ReadOnlyError(f"{exc}; nothing was changed ({len(previous) - 1} file(s) written before it "
+                                f"were rolled back)") from None
+        try:
+            state.commit(new_journal)
+        except ReadOnlyError as exc:
+            raise ReadOnlyError(f"{exc}; the files are written and the next apply or revert completes the "
+                                f"write from {state.txn}") from None
+
+
+def _converge(target: CodeSource, state: StateDir, patches: Sequence[Patch], profile: str | None, force: bool,
+              dry_run: bool, summary: dict | None, restore_foreign: Sequence[str] = (),
+              leftover: Sequence[str] | None = None, modules: Sequence[str] = (),
+              strict: bool = False) -> ConvergeResult:
+    """Steps 2-4 of the module docstring (the lock, recovery and sweep are the caller's);
+    arguments and errors as :func:`converge`'s."""
+    run = _Run(target, state, force, dry_run, target.record())
+    run.read_journal()
+    plan = run.plan(patches, strict)
+    wanted = run.wanted(plan)
+    writes = run.writes(wanted)
+    if force:  # files edited by someone else outside the journal: back to the release's bytes
+        run.restore_foreign(restore_foreign, wanted, writes)
+    to_overwrite = {r for r in run.foreign if r in writes}
     if to_overwrite and not force:
         raise ForeignEditError(_foreign_message(target, to_overwrite))
 
+    journal = run.journal
     new_journal = _journal_after(target, journal, plan, wanted, profile)
     new_journal.series = summary or journal.series
     if leftover is not None:
         _refuse_leftovers(target, modules, writes, set(leftover) - set(new_journal.patches))
-    # live before this run: journalled and its files still as patchq left them (after a
-    # `pip install --force-reinstall` the journal names patches whose files are pristine again)
-    live_before = {p for p, e in journal.patches.items()
-                   if all(_file_state(target, state, journal, f)[0] == "patched" for f in e.files)}
-    result = ConvergeResult(
-        plan=plan, journal=new_journal,
-        added=[p for p, e in new_journal.patches.items() if e.outcome != "upstreamed" and  # relations hook
-               (p not in live_before or journal.patches[p].hash != e.hash)],
-        removed=[p for p in journal.patches if p not in new_journal.patches and p in live_before],
-    )
-    result.restored = sorted(r for r in writes if r not in new_journal.files)
-    result.written = sorted(writes)
-    same_journal = (journal.patches == new_journal.patches and journal.files == new_journal.files
-                    and journal.profile == new_journal.profile and journal.vllm == new_journal.vllm
-                    and journal.profile_hashes == new_journal.profile_hashes)
-    if not writes and same_journal and not obsolete:
+    result = run.result(plan, new_journal, writes)
+    if not writes and run.unchanged(new_journal) and not run.obsolete:
         result.noop = True
         if not dry_run and new_journal.series != journal.series:
             state.write_journal(new_journal)  # refresh the fast path's cache only
@@ -294,57 +458,18 @@ def _converge(target, state, patches, profile, force, dry_run, summary, restore_
     if dry_run:
         return result
 
-    for relpath in writes:
-        problem = layout.inside(str(target.root), relpath)
-        if problem:
-            raise ReadOnlyError(f"{problem}; nothing was written (use `patchq run` to patch at import time)")
-        if not is_writable_dir(target.path(relpath).parent):
-            raise ReadOnlyError(f"{target.path(relpath).parent} is not writable; nothing was written")
-    if _needs_runtime(data.decode("utf-8", "replace") for _, data in writes.values()):
-        _require_runtime(target)
-    kept_dirs = set()
-    for relpath, data in wanted.items():
-        if relpath in new_journal.files:
-            pristine = plan.pristine.get(relpath)
-            if pristine is not None:
-                rec = record.get(relpath)
-                if rec is None:
-                    raise StateError(f"{relpath} is not in vllm's RECORD: its pristine bytes cannot be verified; "
-                                     f"nothing was written")
-                kept_dirs.add(state.save_pristine(relpath, pristine.encode("utf-8"), rec))
-        elif relpath in writes:
-            rec = record.get(relpath)
-            if rec is not None and sha256_hex(data) != rec:
-                raise StateError(f"kept pristine copy of {relpath} does not match its RECORD hash; "
-                                 f"reinstall vllm to recover")
-    for relpath in sorted(to_overwrite):
-        current = target.read_bytes(relpath)
-        if current is not None:
-            result.foreign_kept[relpath] = str(state.keep_foreign(relpath, current))
-    for directory in kept_dirs - {None}:  # the pristine copies are durable before any write
+    run.check_writable(writes, plan)
+    kept_dirs = run.save_pristines(plan, wanted, writes, new_journal)
+    result.foreign_kept = run.keep_foreign(to_overwrite)
+    for directory in kept_dirs:  # the pristine copies are durable before any write
         fsync_dir(directory)
-    state.begin(writes, new_journal)
-    previous: dict[str, bytes | None] = {}
-    try:
-        for relpath in sorted(writes):
-            previous[relpath] = target.read_bytes(relpath)
-            write_file(target.path(relpath), writes[relpath][1])
-    except (ReadOnlyError, OSError) as exc:
-        _roll_back(target, previous)
-        shutil.rmtree(state.txn, ignore_errors=True)
-        raise ReadOnlyError(f"{exc}; nothing was changed ({len(previous) - 1} file(s) written before it "
-                            f"were rolled back)") from None
-    try:
-        state.commit(new_journal)
-    except ReadOnlyError as exc:
-        raise ReadOnlyError(f"{exc}; the files are written and the next apply or revert completes the "
-                            f"write from {state.txn}") from None
-    for relpath in sorted((set(result.restored) | obsolete) - set(new_journal.files)):
+    run.transact(writes, new_journal)
+    for relpath in sorted((set(result.restored) | run.obsolete) - set(new_journal.files)):
         state.drop_pristine(relpath)  # only now: the write that made them unnecessary is committed
     return result
 
 
-def _refuse_leftovers(target: CodeSource, modules: Sequence[str], writes: dict, ids: set[str]) -> None:
+def _refuse_leftovers(target: CodeSource, modules: Sequence[str], writes: Writes, ids: set[str]) -> None:
     """Refuse a revert that would leave sentinels of the reverted patches ``ids`` in a
     target module (their journal is gone or never knew them).
 
@@ -369,25 +494,50 @@ def _refuse_leftovers(target: CodeSource, modules: Sequence[str], writes: dict, 
                                f"vllm {target.version} wheel and keeps a copy of each")
 
 
-def _require_runtime(target: CodeSource) -> None:
-    """Patched vLLM imports ``patchq_runtime``: refuse to write it into an environment
-    where that package cannot be imported (looked up on disk, vLLM is not imported).
+def _require_modules(target: CodeSource, names: set[str]) -> None:
+    """Patched vLLM imports ``names`` (modules its patches add, e.g. the Spark series'
+    ``patchq_runtime``): refuse to write it into an environment where one of them cannot
+    be imported (looked up on disk; vLLM is not imported).
 
     Raises:
-        ReadOnlyError: with the command that installs it there.
+        ReadOnlyError: with the command that installs the missing module there.
     """
-    from patchq.vllmdist.sources import current_site_packages, runtime_installed
+    from patchq.vllmdist.sources import current_site_packages, module_installed
 
-    if runtime_installed(target.root):
+    if not names:
         return
-    if target.root.resolve() == current_site_packages().resolve():
-        return  # this interpreter runs patchq, whose distribution carries patchq_runtime
+    here = target.root.resolve() == current_site_packages().resolve()
+    missing = sorted(n for n in names if not (module_installed(target.root, n) or (here and _importable_here(n))))
+    if not missing:
+        return
+    raise ReadOnlyError(f"patched vllm imports {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+                        f"not installed in {target.root}; nothing was written. {_install_advice(missing)}")
+
+
+def _importable_here(name: str) -> bool:
+    """This interpreter finds ``name`` (its spec only: nothing is imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _install_advice(missing: list[str]) -> str:
+    """How to install ``missing`` there: the distribution that provides them here (patchq's
+    own, which bundles its series' run-time package: the command it was installed with)."""
+    from importlib.metadata import packages_distributions
+
     from patchq.origin import install_hint
 
-    how = install_hint("<that environment's python>")
-    raise ReadOnlyError(
-        f"patched vllm imports patchq_runtime, which is not installed in {target.root}; nothing was written. "
-        f"Install patchq there first: {how}")
+    python = "<that environment's python>"
+    dists = sorted({d for n in missing for d in packages_distributions().get(n, [])})
+    if dists == ["patchq"]:
+        return f"Install patchq there first: {install_hint(python)}"
+    if dists:
+        return f"Install {', '.join(dists)} there first (`{python} -m pip install {' '.join(dists)}`)"
+    return "Install the package that provides it there first"
 
 
 def _roll_back(target: CodeSource, previous: dict[str, bytes | None]) -> None:

@@ -36,6 +36,10 @@ import os
 import posixpath
 import re
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 ENV_VAR = "PATCHQ_STATE_DIR"
 STATE_DIRNAME = ".patchq"
 ENV_PREFIX = "env-"
@@ -64,7 +68,7 @@ def site_key(site: str) -> str:
     return hashlib.sha256(os.path.realpath(site).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-def shared_base(environ=None) -> str | None:
+def shared_base(environ: Mapping[str, str] | None = None) -> str | None:
     """``$PATCHQ_STATE_DIR`` (a base shared by environments), or None."""
     return (os.environ if environ is None else environ).get(ENV_VAR) or None
 
@@ -102,7 +106,7 @@ def is_legacy(base: str, site: str) -> bool:
     return owner is None or owner == os.path.realpath(site)
 
 
-def state_root(site: str, environ=None) -> str:
+def state_root(site: str, environ: Mapping[str, str] | None = None) -> str:
     """The state directory of ``site`` (see module docstring)."""
     base = shared_base(environ)
     if not base:
@@ -171,7 +175,7 @@ def has_pending(root: str) -> bool:
 # -- what a reader accepts ---------------------------------------------------------
 
 
-def relpath_problem(relpath) -> str | None:
+def relpath_problem(relpath: object) -> str | None:
     """Why ``relpath`` (read from state) is not an acceptable vLLM file path, or None.
 
     Acceptable: a non-empty POSIX relpath, normalized (``posixpath.normpath`` leaves it
@@ -267,20 +271,20 @@ def confined(root: str, path: str) -> str | None:
     return None
 
 
-def _sha_text(value) -> bool:
+def _sha_text(value: object) -> bool:
     """True for a hex sha256 (not None, not :data:`patchq.hashing.NOT_REGULAR`)."""
     return isinstance(value, str) and _HEX64.match(value) is not None
 
 
-def _sha(value, optional: bool = False) -> bool:
+def _sha(value: object, optional: bool = False) -> bool:
     return (optional and value is None) or (isinstance(value, str) and _HEX64.match(value) is not None)
 
 
-def _str_list(value) -> bool:
+def _str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def journal_problem(data) -> str | None:
+def journal_problem(data: object) -> str | None:
     """Why ``data`` (parsed ``journal.json``) is not a journal of schema 1, or None.
 
     Checks every field's type and every path (:func:`relpath_problem`); RECORD membership is
@@ -296,32 +300,53 @@ def journal_problem(data) -> str | None:
     files, patches = data.get("files", {}), data.get("patches", {})
     if not isinstance(files, dict) or not isinstance(patches, dict):
         return "files/patches are not objects"
-    for rel, entry in files.items():
-        bad = relpath_problem(rel)
-        if bad:
-            return f"files: {bad}"
-        known = {"record_sha256", "pristine_sha256", "patched_sha256", "patches"}
-        if not isinstance(entry, dict) or set(entry) - known:
-            return f"files[{rel}] is not a file entry"
-        if not (_sha(entry.get("record_sha256"), True) and _sha(entry.get("pristine_sha256"))
-                and _sha(entry.get("patched_sha256")) and _str_list(entry.get("patches", []))):
-            return f"files[{rel}] has a malformed hash or patch list"
-    for pid, entry in patches.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("hash"), str) \
-                or not isinstance(entry.get("variant", ""), str) or not _str_list(entry.get("files", [])) \
-                or entry.get("outcome", "applied") not in ("applied", "superseded", "upstreamed") \
-                or not isinstance(entry.get("reason", ""), str) \
-                or set(entry) - {"hash", "variant", "files", "outcome", "reason"}:
-            return f"patches[{pid}] is not a patch entry"
-        for rel in entry.get("files", []):
-            if rel not in files:
-                return f"patches[{pid}] names {rel!r}, which has no file entry"
+    bad = _file_entries_problem(files) or _patch_entries_problem(patches, files)
+    if bad:
+        return bad
     for key, kind in (("profile_hashes", dict), ("results", list), ("series", dict), ("updated", str)):
         if key in data and not isinstance(data[key], kind):
             return f"{key} is not a {kind.__name__}"
     if not all(isinstance(v, str) for v in data.get("profile_hashes", {}).values()):
         return "profile_hashes has a non-string hash"
     return series_problem(data.get("series") or {})
+
+
+_FILE_KEYS = {"record_sha256", "pristine_sha256", "patched_sha256", "patches"}
+_PATCH_KEYS = {"hash", "variant", "files", "outcome", "reason"}
+
+
+def _file_entries_problem(files: dict) -> str | None:
+    """Why the journal's ``files`` {relpath: entry} are malformed, or None."""
+    for rel, entry in files.items():
+        bad = relpath_problem(rel)
+        if bad:
+            return f"files: {bad}"
+        if not isinstance(entry, dict) or set(entry) - _FILE_KEYS:
+            return f"files[{rel}] is not a file entry"
+        if not (_sha(entry.get("record_sha256"), True) and _sha(entry.get("pristine_sha256"))
+                and _sha(entry.get("patched_sha256")) and _str_list(entry.get("patches", []))):
+            return f"files[{rel}] has a malformed hash or patch list"
+    return None
+
+
+def _patch_entry_ok(entry: object) -> bool:
+    """``entry`` is a journal patch entry: typed fields, a known outcome, no other keys."""
+    return (isinstance(entry, dict) and isinstance(entry.get("hash"), str)
+            and isinstance(entry.get("variant", ""), str) and _str_list(entry.get("files", []))
+            and entry.get("outcome", "applied") in ("applied", "superseded", "upstreamed")
+            and isinstance(entry.get("reason", ""), str) and not set(entry) - _PATCH_KEYS)
+
+
+def _patch_entries_problem(patches: dict, files: dict) -> str | None:
+    """Why the journal's ``patches`` {id: entry} are malformed or name a file without an
+    entry in ``files``, or None."""
+    for pid, entry in patches.items():
+        if not _patch_entry_ok(entry):
+            return f"patches[{pid}] is not a patch entry"
+        for rel in entry.get("files", []):
+            if rel not in files:
+                return f"patches[{pid}] names {rel!r}, which has no file entry"
+    return None
 
 
 def series_problem(cached: dict) -> str | None:
@@ -344,7 +369,7 @@ def series_problem(cached: dict) -> str | None:
     return None
 
 
-def manifest_problem(data) -> str | None:
+def manifest_problem(data: object) -> str | None:
     """Why ``data`` (parsed ``txn/manifest.json``) is not a transaction manifest, or None."""
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
         return "not a transaction manifest"

@@ -2,7 +2,7 @@
 
 Each process the import hook served a target module to (or that the vLLM plugin
 checked) leaves ``<runtime dir>/<pid>.json`` (``patchq.runtime/1``, written by
-``runtime/patchq_runtime/hook.py``; the runtime dir is :func:`patchq.env.hookdir.runtime_dir`).
+``patchq/runtime/hook.py``; the runtime dir is :func:`patchq.env.hookdir.runtime_dir`).
 A record is live when its pid exists with the same start time (``/proc/<pid>/stat``),
 so a reused pid is not mistaken for it; records of exited processes (a fork child
 leaves its record: it ends with ``os._exit``) are removed (``pruned`` in the report).
@@ -18,7 +18,11 @@ from __future__ import annotations
 import os
 
 from patchq.errors import EXIT_DRIFT, EXIT_OK
-from patchq_runtime.hook import start_ticks
+from patchq.runtime.hook import start_ticks
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (standard library only)
+if TYPE_CHECKING:
+    from patchq.documents import RuntimeStatusDoc
 
 SCHEMA = "patchq.runtime-status/1"
 
@@ -29,7 +33,7 @@ _PID_MAX = 1 << 22
 _MAX_RECORD = 1 << 20
 
 
-def _alive(pid: int, ticks) -> bool:
+def _alive(pid: int, ticks: int | None) -> bool:
     """True when ``pid`` (a positive pid: 0 and -1 would address a process group or every
     process) runs, with the same start time when both are known."""
     if not 0 < pid < _PID_MAX:
@@ -44,8 +48,34 @@ def _alive(pid: int, ticks) -> bool:
     return ticks is None or now is None or now == ticks
 
 
-def _str_or_none(value) -> bool:
+def _str_or_none(value: object) -> bool:
     return value is None or isinstance(value, str)
+
+
+def _int(value: object, optional: bool = False) -> bool:
+    """An int that is not a bool (or None, when ``optional``)."""
+    return (optional and value is None) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _patches_ok(patches: object) -> bool:
+    """A record's ``patches``: a list of {id, hash, status?} with string fields."""
+    return isinstance(patches, list) and all(
+        isinstance(p, dict) and isinstance(p.get("id"), str) and isinstance(p.get("hash"), str)
+        and _str_or_none(p.get("status")) for p in patches)
+
+
+def _record_ok(rec: object) -> bool:
+    """``rec`` has the field types of a ``patchq.runtime/1`` record."""
+    if not isinstance(rec, dict):
+        return False
+    served = rec.get("served", {})
+    argv = rec.get("argv", [])
+    return (_int(rec.get("pid")) and rec.get("schema", "patchq.runtime/1") == "patchq.runtime/1"
+            and _int(rec.get("start_ticks"), True) and _int(rec.get("ppid"), True)
+            and isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+            and all(_str_or_none(rec.get(k)) for k in ("profile", "digest", "vllm", "site_packages"))
+            and isinstance(served, (dict, list)) and all(isinstance(n, str) for n in served)
+            and _patches_ok(rec.get("patches", [])))
 
 
 def _read_record(path: str) -> dict:
@@ -63,24 +93,41 @@ def _read_record(path: str) -> dict:
         rec = jsonsafe.read_file(path, max_bytes=_MAX_RECORD, max_depth=16)
     except (OSError, ValueError) as exc:
         raise StateError(f"runtime record {path} is damaged ({exc}); remove it") from None
-    served = rec.get("served", {}) if isinstance(rec, dict) else None
-    ok = (isinstance(rec, dict) and isinstance(rec.get("pid"), int) and not isinstance(rec.get("pid"), bool)
-          and rec.get("schema", "patchq.runtime/1") == "patchq.runtime/1"
-          and (rec.get("start_ticks") is None or (isinstance(rec.get("start_ticks"), int)
-                                                  and not isinstance(rec.get("start_ticks"), bool)))
-          and (rec.get("ppid") is None or (isinstance(rec.get("ppid"), int) and not isinstance(rec.get("ppid"), bool)))
-          and isinstance(rec.get("argv", []), list) and all(isinstance(a, str) for a in rec.get("argv", []))
-          and all(_str_or_none(rec.get(k)) for k in ("profile", "digest", "vllm", "site_packages"))
-          and isinstance(served, (dict, list)) and all(isinstance(n, str) for n in served)
-          and isinstance(rec.get("patches", []), list)
-          and all(isinstance(p, dict) and isinstance(p.get("id"), str) and isinstance(p.get("hash"), str)
-                  and _str_or_none(p.get("status")) for p in rec.get("patches", [])))
+    ok = _record_ok(rec)
     if not ok:
         raise StateError(f"runtime record {path} is damaged (not a patchq.runtime/1 record); remove it")
     return rec
 
 
-def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: bool = True) -> dict:
+def _prune(path: str, rec: dict) -> None:
+    """Remove the record of an exited process: a ``patchq.runtime/1`` regular file only."""
+    if rec.get("schema") == "patchq.runtime/1" and not os.path.islink(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _process_row(rec: dict, series_hashes: dict[str, str] | None) -> dict:
+    """The report's row of a live process's record (``stale`` against ``series_hashes``)."""
+    live = [p for p in rec.get("patches", []) if p.get("status") == "ok"]
+    stale = []
+    if series_hashes is not None:
+        stale = [p["id"] for p in rec.get("patches", [])
+                 if p["id"] in series_hashes and series_hashes[p["id"]] != p["hash"]]
+    return {
+        "pid": rec["pid"], "ppid": rec.get("ppid"), "argv": rec.get("argv", []),
+        "profile": rec.get("profile"), "digest": rec.get("digest"), "vllm": rec.get("vllm"),
+        "site_packages": rec.get("site_packages"), "mode": "runtime",
+        "patches": [f"{p['id']}:{p['hash']}" for p in live],
+        "served": sorted(rec.get("served", {})),
+        "status": "stale" if stale else "live",
+        "reason": f"series changed since start: {', '.join(stale)}" if stale else "",
+    }
+
+
+def collect(runtime_dir: str | os.PathLike[str], series_hashes: dict[str, str] | None = None,
+            prune: bool = True) -> RuntimeStatusDoc:
     """The report (a JSON-ready dict, schema ``patchq.runtime-status/1``).
 
     A record of a process that exited is removed only when it is a ``patchq.runtime/1``
@@ -95,7 +142,8 @@ def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: boo
         StateError: a record is damaged (the message names it).
     """
     runtime_dir = str(runtime_dir)
-    processes, pruned = [], []
+    processes: list[dict] = []
+    pruned: list[int] = []
     if os.path.islink(runtime_dir.rstrip(os.sep) or runtime_dir):
         prune = False
     try:
@@ -106,32 +154,16 @@ def collect(runtime_dir, series_hashes: dict[str, str] | None = None, prune: boo
         path = os.path.join(runtime_dir, name)
         rec = _read_record(path)
         if not _alive(rec["pid"], rec.get("start_ticks")):
-            pruned.append(rec.get("pid"))
-            if prune and rec.get("schema") == "patchq.runtime/1" and not os.path.islink(path):
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+            pruned.append(rec["pid"])
+            if prune:
+                _prune(path, rec)
             continue
-        live = [p for p in rec.get("patches", []) if p.get("status") == "ok"]
-        stale = []
-        if series_hashes is not None:
-            stale = [p["id"] for p in rec.get("patches", [])
-                     if p["id"] in series_hashes and series_hashes[p["id"]] != p["hash"]]
-        processes.append({
-            "pid": rec["pid"], "ppid": rec.get("ppid"), "argv": rec.get("argv", []),
-            "profile": rec.get("profile"), "digest": rec.get("digest"), "vllm": rec.get("vllm"),
-            "site_packages": rec.get("site_packages"), "mode": "runtime",
-            "patches": [f"{p['id']}:{p['hash']}" for p in live],
-            "served": sorted(rec.get("served", {})),
-            "status": "stale" if stale else "live",
-            "reason": f"series changed since start: {', '.join(stale)}" if stale else "",
-        })
+        processes.append(_process_row(rec, series_hashes))
     processes.sort(key=lambda p: p["pid"])
     return {"schema": SCHEMA, "runtime_dir": runtime_dir, "processes": processes, "pruned": pruned}
 
 
-def exit_code(report: dict) -> int:
+def exit_code(report: RuntimeStatusDoc) -> int:
     """7 when a live process runs a stale patch set, else 0."""
     return EXIT_DRIFT if any(p["status"] == "stale" for p in report["processes"]) else EXIT_OK
 

@@ -339,43 +339,48 @@ def _block_owners(defn: cst.CSTNode) -> dict[int, Owner]:
     return out
 
 
-def _candidates(defn: cst.CSTNode, op: Op, runs: list, cache: dict) -> list[tuple[cst.IndentedBlock, int, int]]:
-    after = _pattern(op["after"]) if op.get("after") else None
-    before = _pattern(op["before"]) if op.get("before") else None
+Run = tuple[cst.IndentedBlock, int, int]
 
-    def ok_after(r):
-        return after is not None and r[1] > 0 and _norm_match(after, r[0].body[r[1] - 1], cache)
 
-    def ok_before(r):
-        return before is not None and r[2] < len(r[0].body) and _norm_match(before, r[0].body[r[2]], cache)
+class _Context:
+    """An operation's recorded neighbours (``after``: the statement before its place,
+    ``before``: the one after), matched against a candidate run."""
 
+    def __init__(self, op: Op, cache: dict) -> None:
+        self.after = _pattern(op["after"]) if op.get("after") else None
+        self.before = _pattern(op["before"]) if op.get("before") else None
+        self.cache = cache
+
+    def ok_after(self, r: Run) -> bool:
+        return self.after is not None and r[1] > 0 and _norm_match(self.after, r[0].body[r[1] - 1], self.cache)
+
+    def ok_before(self, r: Run) -> bool:
+        return self.before is not None and r[2] < len(r[0].body) and \
+            _norm_match(self.before, r[0].body[r[2]], self.cache)
+
+    def tiers(self, runs: list[Run]) -> list[list[Run]]:
+        """``runs`` narrowed by both neighbours, by the one before, by the one after (those
+        recorded), most specific first."""
+        tiers = []
+        if self.after is not None and self.before is not None:
+            tiers.append([r for r in runs if self.ok_after(r) and self.ok_before(r)])
+        if self.after is not None:
+            tiers.append([r for r in runs if self.ok_after(r)])
+        if self.before is not None:
+            tiers.append([r for r in runs if self.ok_before(r)])
+        return tiers
+
+
+def _candidates(defn: cst.CSTNode, op: Op, runs: list[Run], cache: dict) -> list[Run]:
+    """The runs where ``op`` may go, narrowed by its context: the first tier (both
+    neighbours, the one before, the one after, any) that leaves exactly one, else the
+    largest tier."""
+    ctx = _Context(op, cache)
     if op.get("at") in ("start", "end") and op["op"] == "insert":
-        owners = _block_owners(defn)
-        want_head = _pattern(op["block"]) if op.get("block") else None
-
-        def owned(blk) -> bool:
-            got = owners.get(id(blk))
-            if got is None or got[1] != op.get("branch", 0):
-                return False
-            if want_head is None:
-                return got[0] is None
-            return got[0] is not None and ast_match(want_head, _pattern(got[0]))
-
-        at = [r for r in runs if owned(r[0]) and (r[1] == 0 if op["at"] == "start" else r[1] == len(r[0].body))]
-        near = [r for r in at if (ok_before(r) if op["at"] == "start" else ok_after(r))]
-        for tier in (near, at):
-            if len(tier) == 1:
-                return tier
-        return near or at
+        return _edge_candidates(defn, op, runs, ctx)
     if op["op"] == "replace" and len(runs) == 1:
         return runs
-    tiers = []
-    if after is not None and before is not None:
-        tiers.append([r for r in runs if ok_after(r) and ok_before(r)])
-    if after is not None:
-        tiers.append([r for r in runs if ok_after(r)])
-    if before is not None:
-        tiers.append([r for r in runs if ok_before(r)])
+    tiers = ctx.tiers(runs)
     if op["op"] == "replace":
         tiers.append(runs)
     for tier in tiers:
@@ -383,6 +388,28 @@ def _candidates(defn: cst.CSTNode, op: Op, runs: list, cache: dict) -> list[tupl
             return tier
     best = max(tiers, key=len) if tiers else runs
     return best if best else []
+
+
+def _edge_candidates(defn: cst.CSTNode, op: Op, runs: list[Run], ctx: _Context) -> list[Run]:
+    """Candidates of an insert at the start or end of a block: in a block of the recorded
+    owner (header pattern and branch), narrowed by the neighbour inside the block."""
+    owners = _block_owners(defn)
+    want_head = _pattern(op["block"]) if op.get("block") else None
+
+    def owned(blk: cst.IndentedBlock) -> bool:
+        got = owners.get(id(blk))
+        if got is None or got[1] != op.get("branch", 0):
+            return False
+        if want_head is None:
+            return got[0] is None
+        return got[0] is not None and ast_match(want_head, _pattern(got[0]))
+
+    at = [r for r in runs if owned(r[0]) and (r[1] == 0 if op["at"] == "start" else r[1] == len(r[0].body))]
+    near = [r for r in at if (ctx.ok_before(r) if op["at"] == "start" else ctx.ok_after(r))]
+    for tier in (near, at):
+        if len(tier) == 1:
+            return tier
+    return near or at
 
 
 def _describe(op: Op) -> str:

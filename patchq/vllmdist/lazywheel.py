@@ -418,7 +418,10 @@ def fetch_members(
         progress.finish()
 
 
-def _fetch_members(progress: _Progress, version, dest, want, safe_relpath, package, remote, max_gap) -> dict:
+def _fetch_members(progress: _Progress, version: str | Version, dest: Path, want: Callable[[str], bool],
+                   safe_relpath: Callable[[str], Path], package: str, remote: RemoteWheel | None,
+                   max_gap: int) -> dict:
+    """:func:`fetch_members` with its progress bar."""
     started = time.perf_counter()
     remote = remote or locate(version, package)
     stats = FetchStats()
@@ -440,24 +443,7 @@ def _fetch_members(progress: _Progress, version, dest, want, safe_relpath, packa
     progress.set_total(stats.bytes + sum(e - s for s, e in spans))
     lazy.prefetch(spans)
     before = stats.requests
-    digests = record_digests(zf.read(records[0]))
-    count = raw = 0
-    made: set[Path] = set()
-    for info in wanted:
-        data = zf.read(info)  # CRC-32 checked by zipfile
-        if info is not records[0]:
-            want_sha = digests.get(info.filename)
-            if want_sha is None:
-                raise IntegrityError(f"{remote.filename}: {info.filename} has no sha256 in RECORD")
-            if hashlib.sha256(data).hexdigest() != want_sha:
-                raise IntegrityError(f"{remote.filename}: {info.filename} differs from its RECORD sha256")
-        target = dest / safe_relpath(info.filename)
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.add(target.parent)
-        target.write_bytes(data)
-        count += 1
-        raw += len(data)
+    count, raw = _write_members(zf, wanted, records[0], dest, safe_relpath, remote.filename)
     if stats.requests != before:  # every member was prefetched: a miss is a bug worth seeing
         raise RangeUnsupported(f"{stats.requests - before} unplanned Range requests")
     meta = next((i for i in wanted if i.filename.endswith(".dist-info/METADATA")), None)
@@ -471,6 +457,35 @@ def _fetch_members(progress: _Progress, version, dest, want, safe_relpath, packa
         "url": remote.url, "wheel_sha256": remote.sha256,
         "metadata_date": list(meta.date_time) if meta else None,
     }
+
+
+def _write_members(zf: zipfile.ZipFile, wanted: list[zipfile.ZipInfo], record: zipfile.ZipInfo, dest: Path,
+                   safe_relpath: Callable[[str], Path], wheel: str) -> tuple[int, int]:
+    """Write the ``wanted`` members under ``dest``, each checked against the wheel's RECORD
+    (the member ``record``). Returns (files, bytes) written.
+
+    Raises:
+        IntegrityError: a member has no sha256 in RECORD or differs from it.
+    """
+    digests = record_digests(zf.read(record))
+    count = raw = 0
+    made: set[Path] = set()
+    for info in wanted:
+        data = zf.read(info)  # CRC-32 checked by zipfile
+        if info is not record:
+            want_sha = digests.get(info.filename)
+            if want_sha is None:
+                raise IntegrityError(f"{wheel}: {info.filename} has no sha256 in RECORD")
+            if hashlib.sha256(data).hexdigest() != want_sha:
+                raise IntegrityError(f"{wheel}: {info.filename} differs from its RECORD sha256")
+        target = dest / safe_relpath(info.filename)
+        if target.parent not in made:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made.add(target.parent)
+        target.write_bytes(data)
+        count += 1
+        raw += len(data)
+    return count, raw
 
 
 def _content_length(url: str) -> int:

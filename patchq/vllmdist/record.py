@@ -162,6 +162,18 @@ def _owns(site: str, name: str, package: str) -> bool:
     return True
 
 
+def _first_owner_infos(site: str, package: str) -> list[str]:
+    """The dist-infos of the first other distribution owning ``package`` (:func:`first_owner`)
+    with its own leftovers (same project, decided by RECORD hashes as for ``vllm-*``)."""
+    other = first_owner(site, package, skip=package)
+    if other is None:
+        return []
+    project = project_of(other)
+    return [n for n in _dist_infos(site) if n == other or (
+        n[:1].lower() == other[:1].lower() and project_of(n) == project
+        and _installed(os.path.join(site, n), package))]
+
+
 def dist_info_name(site: str, package: str = "vllm", *, exhaustive: bool = True) -> str | None:
     """The name of the dist-info that installed ``package`` in ``site`` (None when there is none).
 
@@ -182,12 +194,7 @@ def dist_info_name(site: str, package: str = "vllm", *, exhaustive: bool = True)
     if exhaustive:
         found += owners(site, package, skip=package)
     elif not found:
-        other = first_owner(site, package, skip=package)
-        if other is not None:  # and its own leftovers, decided by RECORD hashes as for vllm-*
-            project = project_of(other)
-            found = [n for n in _dist_infos(site) if n == other or (
-                n[:1].lower() == other[:1].lower() and project_of(n) == project
-                and _installed(os.path.join(site, n), package))]
+        found = _first_owner_infos(site, package)
     projects = sorted({project_of(n) or n for n in found})
     if len(projects) > 1:
         from patchq.errors import TargetNotFound

@@ -48,3 +48,42 @@ def test_git_apply_and_patch_accept_the_diff(tmp_path):
               ["patch", "-p1", "-s", "-i", str(tmp_path / "d.patch")]
         subprocess.run(cmd, cwd=root, check=True, capture_output=True)
         assert {rel: (root / rel).read_text() for rel in patched} == patched
+
+
+# -- the store (patchq.authoring.diffstore): apply, verdicts, hashes ---------------------
+
+
+def test_apply_diff_gives_back_the_patched_texts():
+    from patchq.authoring.diffstore import apply_diff
+
+    pristine = {"vllm/x.py": BEFORE, "vllm/sub/y.py": "p = 1\nq = 2", "vllm/z.py": "untouched\n"}
+    patched = {"vllm/x.py": BEFORE.replace("a = 1\n", "a = 1\nz = 0\n").replace("h = 8\n", ""),
+               "vllm/sub/y.py": "p = 1\nq = 3"}
+    assert apply_diff(pristine, unified_all(pristine, patched)) == patched
+    moved = dict(pristine, **{"vllm/x.py": "new first line\n" + BEFORE})  # no offset, no fuzz
+    with pytest.raises(Exception, match="does not match line 1"):
+        apply_diff(moved, unified_all(pristine, patched))
+    with pytest.raises(Exception, match="no such file"):
+        apply_diff({}, unified_all(pristine, patched))
+
+
+def test_verdicts_render_parse_and_refuse_garbage():
+    from patchq.authoring.diffstore import parse_verdicts, render_verdicts
+    from patchq.errors import SeriesError
+
+    text = render_verdicts("p", {"0.33.0": "upstreamed", "0.9.0": "absent", "0.23.0": "applies"})
+    assert text.splitlines()[-3:] == ['"0.9.0" = "absent"', '"0.23.0" = "applies"', '"0.33.0" = "upstreamed"']
+    assert parse_verdicts(text.encode()) == {"0.9.0": "absent", "0.23.0": "applies", "0.33.0": "upstreamed"}
+    assert parse_verdicts(None) is None
+    for bad in (b"[verdicts\n", b'[verdicts]\n"0.1.0" = 3\n', b"\xff"):
+        with pytest.raises(SeriesError):
+            parse_verdicts(bad)
+
+
+def test_stored_diffs_compare_without_the_patch_hash():
+    from patchq.authoring.diffstore import mask_hashes
+
+    a = "+# patchq:fla-shmem:0123456789ab (applied by patchq; `patchq status` explains)\n"
+    b = a.replace("0123456789ab", "ba9876543210")
+    assert mask_hashes(a) == mask_hashes(b) == "+# patchq:fla-shmem:<hash> (applied by patchq; `patchq status` explains)\n"
+    assert mask_hashes(a.replace("fla-shmem", "other")) != mask_hashes(b)
