@@ -10,7 +10,7 @@ Layout under ``--root`` (default ``/tmp/pq``)::
     deps/site               dependency wheels (one set for releases with the same pins)
     pqsite/                 symlinks to the repo's patchq and patchq_runtime + a
                             ``patchq-0.1.0.dist-info`` with the ``vllm.general_plugins`` entry
-                            point, so vLLM loads patchq_runtime.plugin from PYTHONPATH
+                            point, so vLLM loads patchq.runtime.plugin from PYTHONPATH
     models/                 tiny models (lab/tiny_models.py), checked after generation
     negseries/{series,anchors}  the project's series plus the negative-control profiles
     runs/<release>/<run>/   per run: site/ (own copy of vLLM: .py copied, the rest
@@ -253,7 +253,7 @@ def write_plugin_dist(root: Path) -> Path:
     ``patchq-<version>.dist-info`` (METADATA + entry_points.txt from pyproject.toml).
 
     importlib.metadata finds distributions on every sys.path entry, so with this folder on
-    PYTHONPATH vLLM loads ``patchq_runtime.plugin:register`` as a general plugin and imports
+    PYTHONPATH vLLM loads ``patchq.runtime.plugin:register`` as a general plugin and imports
     ``patchq_runtime.int8_lmhead``, as it would after ``pip install -e .`` -- without building
     anything (the device has no index to build from). Returns the dist-info folder.
     """
@@ -261,7 +261,7 @@ def write_plugin_dist(root: Path) -> Path:
         import tomllib
     except ModuleNotFoundError:  # pragma: no cover - the device runs 3.12
         tomllib = None
-    eps = {"vllm.general_plugins": {"patchq": "patchq_runtime.plugin:register"}}
+    eps = {"vllm.general_plugins": {"patchq": "patchq.runtime.plugin:register"}}
     version = "0.1.0"
     if tomllib is not None and (REPO / "pyproject.toml").is_file():
         proj = tomllib.loads((REPO / "pyproject.toml").read_text()).get("project", {})
@@ -621,7 +621,7 @@ class Runner:
         if self.plugin and spec.get("profile") and spec.get("series") != "neg":
             env["PATCHQ_EXPECT_PROFILE"] = spec["profile"]  # the plugin logs "patchq: profile P live"
         if not self.plugin:
-            env["VLLM_PLUGINS"] = "none"  # load no general plugin (patchq_runtime.plugin included)
+            env["VLLM_PLUGINS"] = "none"  # load no general plugin (patchq.runtime.plugin included)
         env.update(spec.get("env", {}))
         port = self.base_port + index
         argv = self.serve_argv(spec, site, port)
@@ -671,7 +671,10 @@ class Runner:
             rec["error_line"] = error_line(log) or rec["error_line"]
         elif rec["result"] == "fails":
             rec["error_line"] += "; last: " + error_line(log)
-        rec["evidence"] = [_strip_prefix(ln) for ln in log.splitlines() if EVIDENCE.search(ln)][-40:]
+        lines = [_strip_prefix(ln) for ln in log.splitlines() if EVIDENCE.search(ln)]
+        # patchq's own lines and the KV geometry first (a long traceback must not crowd them out)
+        key = [ln for ln in lines if ln.startswith("patchq") or "block size" in ln][:20]
+        rec["evidence"] = key + [ln for ln in lines[-40:] if ln not in key]
         rec["log_bytes"] = len(log)
         if run_mode:  # site-packages untouched: every file still at its RECORD hash, no state dir
             _, pdoc, pout = self._patchq(["status", "--site-packages", str(site), "--series", series, "--json"], env)
@@ -1039,7 +1042,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--base-port", type=int, default=8100)
     r.add_argument("--keep-sites", action="store_true")
     r.add_argument("--no-plugin", action="store_true",
-                   help="VLLM_PLUGINS=none: vLLM loads no general plugin (default: patchq_runtime.plugin "
+                   help="VLLM_PLUGINS=none: vLLM loads no general plugin (default: patchq.runtime.plugin "
                         "is loaded and PATCHQ_EXPECT_PROFILE set for the project's profiles)")
     r.add_argument("--detach", action="store_true")
     r.add_argument("--triton-in")

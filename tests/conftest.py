@@ -137,8 +137,8 @@ WHEEL_FIXTURES = frozenset({"vllm_site", "pristine_site", "make_site", "site"})
 E2E = TESTS / "e2e"
 
 
-#: Every release the wheel layer reads (test_variants covers all final releases in this
-#: range). On a cold cache they are prefetched in the background (see ``_prefetch``).
+#: Every release the wheel layer reads (runtime/tests/test_variants.py covers all final releases
+#: in this range). On a cold cache they are prefetched in the background (see ``_prefetch``).
 RELEASES = ("0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1", "0.19.0", "0.19.1",
             "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0",
             "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0",

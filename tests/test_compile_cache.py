@@ -25,7 +25,7 @@ import os
 
 import pytest
 
-from patchq_runtime.cachefold import fold, folded_root, parse_fold, profile_digest, vllm_cache_root
+from patchq.runtime.cachefold import fold, folded_root, parse_fold, profile_digest, vllm_cache_root
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel

@@ -2,7 +2,7 @@
 
 site-packages is left untouched: the command (and every Python process below it) gets
 patchq's import hook through a generated ``sitecustomize`` on ``PYTHONPATH`` (see
-:mod:`patchq.env.hookdir` and ``runtime/patchq_runtime/hook.py``). The served texts come
+:mod:`patchq.env.hookdir` and ``patchq/runtime/hook.py``). The served texts come
 from the same plan as ``patchq apply`` (byte-identical to what apply writes).
 
 Before the command starts, ``run`` plans the profile (or reuses the hook directory when
@@ -102,8 +102,8 @@ def prepare(opts: RunOptions) -> dict:
     from patchq import series as series_mod
     from patchq.env import hookdir
     from patchq.hashing import profile_hashes, series_summary
+    from patchq.runtime.cachefold import profile_digest
     from patchq.vllmdist import sources
-    from patchq_runtime.cachefold import profile_digest
 
     target = sources.installed(opts.site_packages, opts.python)
     root = series_mod.series_dir(opts.series)
@@ -139,8 +139,8 @@ def environment(manifest: dict, base: dict[str, str]) -> dict[str, str]:
         UsageError: ``PATCHQ_EXPECT_PROFILE`` is set to another profile.
     """
     from patchq.env.hookdir import runtime_dir
-    from patchq_runtime.cachefold import fold
-    from patchq_runtime.hook import MARKER
+    from patchq.runtime.cachefold import fold
+    from patchq.runtime.hook import MARKER
 
     profile = manifest["profile"]
     expect = base.get("PATCHQ_EXPECT_PROFILE")

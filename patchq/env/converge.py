@@ -113,8 +113,8 @@ def converge(
         ForeignEditError: a file to change was modified by someone else (no ``force``),
             or a revert would leave sentinels of ``leftover`` patches.
         ReadOnlyError: site-packages, a file's directory or the state directory is not
-            writable (a full disk included), or patched vLLM would import
-            ``patchq_runtime`` where it is not installed.
+            writable (a full disk included), or patched vLLM would import a module
+            its patches add (a series' run-time package) where it is not installed.
         StateError: the journal, a transaction or a pristine copy is damaged or names a
             path outside the distribution's RECORD (nothing written).
         TargetNotFound: vLLM's RECORD is missing or unreadable.
@@ -184,8 +184,15 @@ def _same_version(recorded: str | None, version: object) -> bool:
         return str(recorded) == str(version)
 
 
-def _needs_runtime(texts: Iterable[str]) -> bool:
-    return any("patchq_runtime" in t for t in texts)
+def _added_imports(plan: planned.Plan, writes: Writes) -> set[str]:
+    """The top-level modules the patches add imports of in the files about to be written."""
+    from patchq.vllmdist.sources import added_imports
+
+    out: set[str] = set()
+    for relpath, (_, data) in writes.items():
+        if relpath in plan.pristine:
+            out |= added_imports(plan.pristine[relpath], data.decode("utf-8", "replace"))
+    return out
 
 
 #: What one file of the write is: (its sha256 now, or None when absent; the bytes to write).
@@ -339,9 +346,10 @@ class _Run:
                 and journal.profile == new_journal.profile and journal.vllm == new_journal.vllm
                 and journal.profile_hashes == new_journal.profile_hashes)
 
-    def check_writable(self, writes: Writes) -> None:
+    def check_writable(self, writes: Writes, plan: planned.Plan) -> None:
         """Step 4, before any byte: every file to write is inside site-packages, in a
-        writable directory, and vLLM can import ``patchq_runtime`` if the text needs it.
+        writable directory, and vLLM can import every module the patches add imports of
+        (:func:`_require_modules`).
 
         Raises:
             ReadOnlyError: naming the first that is not.
@@ -352,8 +360,7 @@ class _Run:
                 raise ReadOnlyError(f"{problem}; nothing was written (use `patchq run` to patch at import time)")
             if not is_writable_dir(self.target.path(relpath).parent):
                 raise ReadOnlyError(f"{self.target.path(relpath).parent} is not writable; nothing was written")
-        if _needs_runtime(data.decode("utf-8", "replace") for _, data in writes.values()):
-            _require_runtime(self.target)
+        _require_modules(self.target, _added_imports(plan, writes))
 
     def save_pristines(self, plan: planned.Plan, wanted: dict[str, bytes], writes: Writes,
                        new_journal: Journal) -> set[Path]:
@@ -451,7 +458,7 @@ def _converge(target: CodeSource, state: StateDir, patches: Sequence[Patch], pro
     if dry_run:
         return result
 
-    run.check_writable(writes)
+    run.check_writable(writes, plan)
     kept_dirs = run.save_pristines(plan, wanted, writes, new_journal)
     result.foreign_kept = run.keep_foreign(to_overwrite)
     for directory in kept_dirs:  # the pristine copies are durable before any write
@@ -487,25 +494,50 @@ def _refuse_leftovers(target: CodeSource, modules: Sequence[str], writes: Writes
                                f"vllm {target.version} wheel and keeps a copy of each")
 
 
-def _require_runtime(target: CodeSource) -> None:
-    """Patched vLLM imports ``patchq_runtime``: refuse to write it into an environment
-    where that package cannot be imported (looked up on disk, vLLM is not imported).
+def _require_modules(target: CodeSource, names: set[str]) -> None:
+    """Patched vLLM imports ``names`` (modules its patches add, e.g. the Spark series'
+    ``patchq_runtime``): refuse to write it into an environment where one of them cannot
+    be imported (looked up on disk; vLLM is not imported).
 
     Raises:
-        ReadOnlyError: with the command that installs it there.
+        ReadOnlyError: with the command that installs the missing module there.
     """
-    from patchq.vllmdist.sources import current_site_packages, runtime_installed
+    from patchq.vllmdist.sources import current_site_packages, module_installed
 
-    if runtime_installed(target.root):
+    if not names:
         return
-    if target.root.resolve() == current_site_packages().resolve():
-        return  # this interpreter runs patchq, whose distribution carries patchq_runtime
+    here = target.root.resolve() == current_site_packages().resolve()
+    missing = sorted(n for n in names if not (module_installed(target.root, n) or (here and _importable_here(n))))
+    if not missing:
+        return
+    raise ReadOnlyError(f"patched vllm imports {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} "
+                        f"not installed in {target.root}; nothing was written. {_install_advice(missing)}")
+
+
+def _importable_here(name: str) -> bool:
+    """This interpreter finds ``name`` (its spec only: nothing is imported)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _install_advice(missing: list[str]) -> str:
+    """How to install ``missing`` there: the distribution that provides them here (patchq's
+    own, which bundles its series' run-time package: the command it was installed with)."""
+    from importlib.metadata import packages_distributions
+
     from patchq.origin import install_hint
 
-    how = install_hint("<that environment's python>")
-    raise ReadOnlyError(
-        f"patched vllm imports patchq_runtime, which is not installed in {target.root}; nothing was written. "
-        f"Install patchq there first: {how}")
+    python = "<that environment's python>"
+    dists = sorted({d for n in missing for d in packages_distributions().get(n, [])})
+    if dists == ["patchq"]:
+        return f"Install patchq there first: {install_hint(python)}"
+    if dists:
+        return f"Install {', '.join(dists)} there first (`{python} -m pip install {' '.join(dists)}`)"
+    return "Install the package that provides it there first"
 
 
 def _roll_back(target: CodeSource, previous: dict[str, bytes | None]) -> None:

@@ -4,23 +4,23 @@ A hook directory (``<patchq cache>/runtime/hooks/<profile>-<key>/``) holds:
 
 ``sitecustomize.py``
     generated: imports ``_patchq_hook`` and calls its ``boot`` (see
-    ``runtime/patchq_runtime/hook.py``, the module docstring explains the hook).
+    ``patchq/runtime/hook.py``, the module docstring explains the hook).
 ``_patchq_hook.py``
-    a byte copy of ``patchq_runtime/hook.py`` (the target environment need not have
+    a byte copy of ``patchq/runtime/hook.py`` (the target environment need not have
     patchq installed; a changed hook file makes the directory stale).
 ``manifest.marshal`` / ``manifest.json``
     the same ``patchq.hook/1`` document: profile, patch-set digest, vLLM version,
     site-packages, the plan's per-patch rows, per served module its file, package
     flag, on-disk size/mtime/sha256, the cached source path, its sha256 and its patches,
     and the sha256 of the hook's own ``__pycache__`` files. ``manifest.marshal`` is behind
-    a tag, length and CRC-32 (:func:`patchq_runtime.hook.pack`).
+    a tag, length and CRC-32 (:func:`patchq.runtime.hook.pack`).
 ``.patchq-hook``
     a marker (a hook never chains to another hook's ``sitecustomize``).
 ``code/``
     compiled code per interpreter, written by the hook itself.
 
 ``key`` = sha256 over the site-packages path, vLLM version, profile, the profile's patch
-digest (:func:`patchq_runtime.cachefold.profile_digest`) and the toolchain hash (patchq's
+digest (:func:`patchq.runtime.cachefold.profile_digest`) and the toolchain hash (patchq's
 version and its planner sources), so a changed series or planner never reuses it.
 
 The served texts live in ``<patchq cache>/runtime/sources/<pristine sha256[:16]>-<set
@@ -45,9 +45,9 @@ from typing import Any
 from patchq import __version__
 from patchq.env.fsutil import atomic_write
 from patchq.hashing import sha256_file
+from patchq.runtime import hook as hook_mod
+from patchq.runtime.cachefold import profile_digest
 from patchq.vllmdist import cache
-from patchq_runtime import hook as hook_mod
-from patchq_runtime.cachefold import profile_digest
 
 
 #: Planner sources whose change can change a patched text.

@@ -2,7 +2,7 @@
 
 Each process the import hook served a target module to (or that the vLLM plugin
 checked) leaves ``<runtime dir>/<pid>.json`` (``patchq.runtime/1``, written by
-``runtime/patchq_runtime/hook.py``; the runtime dir is :func:`patchq.env.hookdir.runtime_dir`).
+``patchq/runtime/hook.py``; the runtime dir is :func:`patchq.env.hookdir.runtime_dir`).
 A record is live when its pid exists with the same start time (``/proc/<pid>/stat``),
 so a reused pid is not mistaken for it; records of exited processes (a fork child
 leaves its record: it ends with ``os._exit``) are removed (``pruned`` in the report).
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from patchq.errors import EXIT_DRIFT, EXIT_OK
-from patchq_runtime.hook import start_ticks
+from patchq.runtime.hook import start_ticks
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (standard library only)
 if TYPE_CHECKING:

@@ -344,35 +344,75 @@ def source_tree(directory: str | Path, version: str | None = None) -> CodeSource
     return CodeSource(root=root, version=ver, kind="source", dist_info=di, dist=_dist_of(di))
 
 
-def runtime_installed(site_packages: str | Path) -> bool:
-    """True when ``patchq_runtime`` (what patched vLLM imports) is importable from
-    ``site_packages``, judged from disk only (nothing is imported): the package itself, a
-    ``patchq-*.dist-info`` (patchq's distribution carries it, editable installs included),
-    a ``.pth`` line naming a directory that holds ``patchq_runtime/__init__.py``, or such a
-    directory on ``$PYTHONPATH`` (which the processes started from this shell inherit).
+def added_imports(before: str, after: str) -> set[str]:
+    """The top-level modules ``after`` imports (absolute imports, anywhere in the module) that
+    ``before`` does not, apart from the standard library, ``__future__`` and ``vllm``
+    itself: what a patch makes the patched module need at run time (a series' run-time
+    package such as the Spark series' ``patchq_runtime``). A text that does not parse adds
+    nothing here (the plan's compile check reports it)."""
+    import ast
+
+    def tops(text: str) -> set[str]:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return set()
+        out: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                out.add(node.module.split(".")[0])
+        return out
+
+    return tops(after) - tops(before) - set(sys.stdlib_module_names) - {"__future__", "vllm"}
+
+
+def module_installed(site_packages: str | Path, name: str) -> bool:
+    """True when the top-level module ``name`` is importable from ``site_packages``, judged
+    from disk only (nothing is imported): the package or module itself, a dist-info whose
+    ``top_level.txt`` names it (an editable install included), a ``.pth`` line naming a
+    directory that holds it, or such a directory on ``$PYTHONPATH`` (which the processes
+    started from this shell inherit).
     """
     site = Path(site_packages)
-    if (site / "patchq_runtime" / "__init__.py").is_file() or record.dist_info_names(str(site), "patchq"):
+    if _holds_module(site, name):
         return True
     for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        if entry and (Path(entry) / "patchq_runtime" / "__init__.py").is_file():
+        if entry and _holds_module(Path(entry), name):
             return True
     try:
+        infos = sorted(site.glob("*.dist-info"))
         pths = sorted(site.glob("*.pth"))
     except OSError:
         return False
+    for info in infos:
+        try:
+            if name in (info / "top_level.txt").read_text(encoding="utf-8").split():
+                return True
+        except (OSError, UnicodeDecodeError):
+            continue
+    return any(_holds_module(site / line, name) for line in _pth_dirs(pths))
+
+
+def _holds_module(directory: Path, name: str) -> bool:
+    try:
+        return ((directory / name / "__init__.py").is_file() or (directory / f"{name}.py").is_file()
+                or any(directory.glob(f"{name}.*.so")))
+    except OSError:
+        return False
+
+
+def _pth_dirs(pths: list[Path]) -> list[str]:
+    """The directory lines of ``.pth`` files (``import`` lines and comments left out)."""
+    out = []
     for pth in pths:
         try:
             lines = pth.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError):
             continue
-        for line in lines:
-            line = line.strip()
-            if not line or line.startswith(("#", "import ", "import\t")):
-                continue
-            if (site / line / "patchq_runtime" / "__init__.py").is_file():
-                return True
-    return False
+        out += [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith(("#", "import ", "import\t"))]
+    return out
 
 
 def is_writable_dir(path: Path) -> bool:

@@ -298,7 +298,7 @@ def test_garbage_runtime_records_are_state_errors_never_crashes(tmp_path, record
 @given(data=st.binary(min_size=1, max_size=400), where=st.integers(min_value=0), bit=st.integers(0, 7))
 def test_a_flipped_hook_manifest_is_refused_before_marshal(data, where, bit):
     sys.path.insert(0, str(HERE.parents[1] / "runtime"))
-    from patchq_runtime import hook
+    from patchq.runtime import hook
 
     packed = bytearray(hook.pack(hook.MANIFEST_TAG, data))
     assert hook.unpack(hook.MANIFEST_TAG, bytes(packed)) == data

@@ -197,7 +197,7 @@ def test_served_text_is_what_apply_writes(make_site, env):
     assert d_run.returncode == d_apply.returncode == 0
     assert d_run.stdout == d_apply.stdout and d_run.stdout.count("+++ ") == 4
     # the same patch-set digest in both modes (journal vs series)
-    from patchq_runtime.cachefold import profile_digest
+    from patchq.runtime.cachefold import profile_digest
 
     journal = json.loads((apply_site / ".patchq" / "journal.json").read_text())
     assert profile_digest(journal["profile_hashes"]) == manifest["digest"]
@@ -321,7 +321,7 @@ def test_expect_profile_conflict_and_print_env(site, env):
 
 
 PLUGIN = ("import json, os\n"
-          "from patchq_runtime import plugin\n"
+          "from patchq.runtime import plugin\n"
           "try:\n"
           "    line = plugin.check()\n"
           "    print(json.dumps({'ok': True, 'line': line, 'root': os.environ.get('VLLM_CACHE_ROOT')}))\n"

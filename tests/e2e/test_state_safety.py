@@ -82,16 +82,13 @@ def crash_apply(cli, site, writes: int = 1):
 
 
 @pytest.mark.parametrize("module", ["patchq/env/state.py", "patchq/env/status.py", "patchq/fastpath.py",
-                                    "patchq/env/hookdir.py", "runtime/patchq_runtime/live.py"])
+                                    "patchq/env/hookdir.py", "patchq/runtime/live.py"])
 def test_state_paths_are_spelled_only_by_the_layout_module(module):
     text = (REPO / module).read_text()
     code = re.sub(r'""".*?"""', "", text, flags=re.S)  # docstrings may name the files
     spelled = [r'"journal\.json"', r'"\.patchq"', r'"\.write-probe', r'"owner\.json"',
                r'join\([^)]*"(pristine|txn|foreign)"', r'/ "(pristine|txn|foreign)"',
                r'environ\.get\("PATCHQ_STATE_DIR"\)']
-    if module.endswith("live.py"):  # it asks the layout; its twin only serves a runtime copied without patchq
-        assert "from patchq.env import layout" in code and "layout.state_root(site)" in code
-        return
     for pattern in spelled:
         found = re.search(pattern, code)
         assert found is None, f"{module} spells {found.group(0)} itself (ask patchq.env.layout)"

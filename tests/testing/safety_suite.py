@@ -598,7 +598,7 @@ def case_hook(world: World, rng: random.Random, tally: Tally) -> str:
         import marshal
 
         sys.path.insert(0, str(REPO_ROOT / "runtime"))
-        from patchq_runtime import hook as hook_mod
+        from patchq.runtime import hook as hook_mod
 
         m = hook_mod.read_manifest(str(hook_dir / hook_mod.MANIFEST))
         for entry in m["modules"].values():

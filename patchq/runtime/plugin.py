@@ -4,11 +4,11 @@ vLLM calls :func:`register` in every process it starts (API server during argume
 parsing, ``EngineCore``, each worker: ``vllm/plugins/__init__.py``
 ``load_general_plugins``). It
 
-1. finds what patchq profile is live here, in either mode (:mod:`patchq_runtime.live`);
+1. finds what patchq profile is live here, in either mode (:mod:`patchq.runtime.live`);
    under ``patchq run`` it also writes this process's record for ``patchq status
    --runtime``;
 2. folds the live patch set into ``VLLM_CACHE_ROOT`` when it is not yet
-   (:mod:`patchq_runtime.cachefold`; children inherit it), so a different patch set
+   (:mod:`patchq.runtime.cachefold`; children inherit it), so a different patch set
    never reuses torch.compile artefacts; ``PATCHQ_CACHE_FOLD=0`` leaves it alone;
 3. when ``PATCHQ_EXPECT_PROFILE`` is set: logs ``patchq: profile P live ...`` at INFO,
    or, when P is not live, raises :class:`ProfileNotLive` (``PATCHQ_STRICT=1``: the
@@ -34,7 +34,7 @@ class ProfileNotLive(RuntimeError):
 
 def _fold_cache_root(live) -> str | None:
     """Set ``VLLM_CACHE_ROOT`` for the live patch set; returns the value, or None."""
-    from patchq_runtime.cachefold import fold
+    from patchq.runtime.cachefold import fold
 
     if not live.profile or not live.digest or os.environ.get("PATCHQ_CACHE_FOLD") == "0":
         return None
@@ -51,13 +51,13 @@ def check(expect: str | None = None, strict: bool | None = None) -> str:
     Raises:
         ProfileNotLive: strict and ``expect`` is not live (the message says why).
     """
-    from patchq_runtime.live import NONE, detect
+    from patchq.runtime.live import NONE, detect
 
     expect = os.environ.get("PATCHQ_EXPECT_PROFILE") if expect is None else expect
     strict = os.environ.get("PATCHQ_STRICT") == "1" if strict is None else strict
     live = detect()
     if live.mode == "runtime":
-        from patchq_runtime.live import hook_state
+        from patchq.runtime.live import hook_state
 
         hook_state().record()
     root = _fold_cache_root(live)
@@ -86,7 +86,7 @@ def register() -> None:
     if not os.environ.get("PATCHQ_EXPECT_PROFILE") and "_patchq_hook" not in sys.modules:
         # nothing expected and no hook: only fold the cache root for an applied profile
         try:
-            from patchq_runtime.live import detect
+            from patchq.runtime.live import detect
 
             _fold_cache_root(detect())
         except Exception:  # evidence, never a reason to break an unconfigured vLLM

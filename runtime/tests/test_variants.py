@@ -1,10 +1,10 @@
-"""The series' per-release variants on the real release wheels 0.15.1 - 0.33.0.
+"""The Spark series' per-release variants on the real release wheels 0.15.1 - 0.33.0.
 
 * every release x every profile plans with no failed patch, every patched file
   compiles, and each (release, patch) cell equals the explicit table EXPECTED: the
   status, and for ``ok`` the exact anchors edited (which names the variant), each
   resolved in its hinted module (never ``moved``) with its recorded fingerprint;
-* the series' store (``series/diffs/``, tested case by case by ``test_series_goldens.py``)
+* the series' store (``series/diffs/``, tested case by case by ``test_patches.py``)
   holds the first and last release of every variant range, and each stored sentinel
   names its own patch;
 * behaviour read from the patched code: no stock lm-head call survives int8-lmhead,
@@ -21,16 +21,22 @@ from __future__ import annotations
 
 import ast
 import functools
-import sys
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
-from support import REPO, definition_source
+from patchq.testing import definition
 
-#: the wheel layer: every test here reads real vLLM releases
-pytestmark = pytest.mark.wheel
+REPO = Path(__file__).resolve().parents[2]  # the checkout: runtime/tests/ is two below
+pytestmark = pytest.mark.wheel  # real releases
+
+
+def definition_source(text: str, qualname: str) -> str:
+    """The one definition ``qualname`` of ``text`` (dedented, sentinel lines dropped)."""
+    found = definition(text, qualname)
+    assert found is not None, qualname
+    return found
 
 PATCHES = ("fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead")
 PROFILES = ("base", "mtp", "dflash", "dense")
@@ -134,7 +140,7 @@ def test_the_table_covers_the_target_releases():
     assert TARGET == ("0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1",
                       "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
                       "0.33.0")
-    # the table is the Spark patches'; a patch added later is held to its own store (test_series_goldens)
+    # the table is the Spark patches'; a patch added later is held to its own store (test_patches.py)
     assert set(PATCHES) <= set(loaded_series().all_patch_ids())
     assert set(PROFILES) <= set(loaded_series().profiles)
 

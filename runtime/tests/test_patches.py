@@ -2,15 +2,14 @@
 
 Per patch: ``series/diffs/<patch>.expect.toml`` (check status per release) and its diff on
 each release, ``series/diffs/<release>/<patch>.diff``. Regenerate: ``patchq test --regen``
-or ``pytest tests/test_series_goldens.py --patchq-regen``.
+or ``pytest runtime/tests/test_patches.py --patchq-regen``.
 """
 
 import pytest
 
 from patchq import testing
 
-#: the wheel layer: every test here reads real vLLM releases
-pytestmark = pytest.mark.wheel
+pytestmark = pytest.mark.wheel  # real releases
 
 
 @pytest.mark.parametrize("case", testing.cases(__file__), ids=testing.case_id)

@@ -21,7 +21,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from patchq_runtime.cachefold import profile_digest
+from patchq.runtime.cachefold import profile_digest
 
 RUNTIME = "runtime"
 DISK = "disk"
@@ -82,28 +82,15 @@ def journal_path(site: str) -> str:
 
     ``patchq.env.layout`` is standard library only and imports nothing of patchq beyond
     the package's ``__init__`` (a version string), so it is cheap and safe in a vLLM
-    process; patchq_runtime installs with patchq. Where patchq is not importable (a
-    runtime copied alone), the twin below applies the same rule: ``<site>/.patchq``, or
-    ``$PATCHQ_STATE_DIR/env-<sha256(realpath(site))[:16]>`` (a flat legacy
-    ``$PATCHQ_STATE_DIR`` is not looked at)."""
-    try:
-        from patchq.env import layout
-    except ImportError:
-        base = os.environ.get("PATCHQ_STATE_DIR")
-        if not base:
-            return os.path.join(site, ".patchq", "journal.json")
-        key = hashlib.sha256(os.path.realpath(site).encode("utf-8", "surrogateescape")).hexdigest()[:16]
-        return os.path.join(base, "env-" + key, "journal.json")
+    process."""
+    from patchq.env import layout
+
     return layout.journal_path(layout.state_root(site))
 
 
 def _journal_problem(journal) -> str | None:
-    try:
-        from patchq.env.layout import journal_problem
-    except ImportError:  # the twin: only the shape this module reads
-        ok = isinstance(journal, dict) and isinstance(journal.get("files", {}), dict) \
-            and isinstance(journal.get("patches", {}), dict)
-        return None if ok else "not a patchq journal"
+    from patchq.env.layout import journal_problem
+
     return journal_problem(journal)
 
 
