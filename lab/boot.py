@@ -671,7 +671,10 @@ class Runner:
             rec["error_line"] = error_line(log) or rec["error_line"]
         elif rec["result"] == "fails":
             rec["error_line"] += "; last: " + error_line(log)
-        rec["evidence"] = [_strip_prefix(ln) for ln in log.splitlines() if EVIDENCE.search(ln)][-40:]
+        lines = [_strip_prefix(ln) for ln in log.splitlines() if EVIDENCE.search(ln)]
+        # patchq's own lines and the KV geometry first (a long traceback must not crowd them out)
+        key = [ln for ln in lines if ln.startswith("patchq") or "block size" in ln][:20]
+        rec["evidence"] = key + [ln for ln in lines[-40:] if ln not in key]
         rec["log_bytes"] = len(log)
         if run_mode:  # site-packages untouched: every file still at its RECORD hash, no state dir
             _, pdoc, pout = self._patchq(["status", "--site-packages", str(site), "--series", series, "--json"], env)

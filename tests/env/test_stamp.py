@@ -1,0 +1,95 @@
+"""Stat stamps (patchq.env.stamp): equal stats give the payload back; any change, a fresh
+file, a file in the future or a damaged stamp does not (issue 25)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from patchq.env import stamp
+
+KEY = {"command": "test", "where": "here"}
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PATCHQ_STAMPS", raising=False)
+    return tmp_path / "cache"
+
+
+def _later() -> int:
+    """A verification that started well after every file of the test was written."""
+    return time.time_ns() + 2 * stamp.SETTLE_NS
+
+
+def _files(tmp_path: Path) -> tuple[Path, Path]:
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "a.py").write_text("A = 1\n")
+    return d, d / "a.py"
+
+
+def test_unchanged_inputs_give_the_payload(cache: Path, tmp_path: Path) -> None:
+    d, a = _files(tmp_path)
+    assert stamp.save(KEY, [str(a), str(tmp_path / "absent")], [(str(d), (".py",))], "payload", _later())
+    assert stamp.load(KEY) == "payload"
+    assert stamp.load({"command": "test", "where": "elsewhere"}) is None
+
+
+def test_a_fresh_file_is_never_stamped(cache: Path, tmp_path: Path) -> None:
+    d, a = _files(tmp_path)
+    assert not stamp.save(KEY, [str(a)], [], "payload", stamp.now())  # written just now: not settled
+    assert stamp.load(KEY) is None
+    future = time.time_ns() + 10 * stamp.SETTLE_NS  # a file time ahead of this host's clock
+    os.utime(a, ns=(future, future))
+    assert not stamp.save(KEY, [str(a)], [], "payload", _later())
+
+
+@pytest.mark.parametrize("change", ["same-size rewrite, mtime restored", "replaced by rename", "removed",
+                                    "absent file created", "entry added", "entry renamed"])
+def test_any_change_is_seen(cache: Path, tmp_path: Path, change: str) -> None:
+    d, a = _files(tmp_path)
+    absent = d / "b.toml"
+    assert stamp.save(KEY, [str(a), str(absent)], [(str(d), (".py", ".toml"))], "payload", _later())
+    old = os.stat(a)
+    if change == "same-size rewrite, mtime restored":
+        a.write_text("A = 2\n")  # ctime moves on, whatever utime says
+        os.utime(a, ns=(old.st_atime_ns, old.st_mtime_ns))
+        assert os.stat(a).st_mtime_ns == old.st_mtime_ns and os.stat(a).st_size == old.st_size
+    elif change == "replaced by rename":
+        (d / "new.tmp").write_text("A = 2\n")
+        os.replace(d / "new.tmp", a)
+    elif change == "removed":
+        a.unlink()
+    elif change == "absent file created":
+        absent.write_text("")
+    elif change == "entry added":
+        (d / "c.py").write_text("")
+    else:
+        shutil.move(str(a), str(d / "z.py"))
+        shutil.move(str(d / "z.py"), str(a))  # same name and bytes again, but the directory changed
+    assert stamp.load(KEY) is None
+
+
+def test_a_damaged_stamp_is_ignored(cache: Path, tmp_path: Path) -> None:
+    d, a = _files(tmp_path)
+    assert stamp.save(KEY, [str(a)], [], "payload", _later())
+    (path,) = (cache / "stamps").iterdir()
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x01  # the payload
+    path.write_bytes(bytes(data))
+    assert stamp.load(KEY) is None
+    path.write_bytes(b"")
+    assert stamp.load(KEY) is None
+
+
+def test_off_by_environment(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d, a = _files(tmp_path)
+    assert stamp.save(KEY, [str(a)], [], "payload", _later())
+    monkeypatch.setenv("PATCHQ_STAMPS", "0")
+    assert stamp.load(KEY) is None

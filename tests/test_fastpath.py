@@ -1,0 +1,104 @@
+"""The fast path (patchq.fastpath): the no-op apply and list answered from stat stamps once
+verified, and a change to any series file, patched file or RECORD still seen (issue 25)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from testing import small_series
+
+from patchq import fastpath
+from patchq import series as series_mod
+from patchq.commands import apply as apply_cmd
+from patchq.env import stamp
+from patchq.plan.anchors import ast_index, fingerprint_ast
+from patchq.vllmdist import sources
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PATCHQ_STAMPS", raising=False)
+    return tmp_path / "cache"
+
+
+def _later() -> int:
+    """A verification that started well after every file of the test was written."""
+    return time.time_ns() + 2 * stamp.SETTLE_NS
+
+
+@pytest.fixture()
+def applied(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """A small site-packages with profile ``base`` applied, and a clock that sees every
+    file as settled (the stamps are saved by the first verified no-op / status)."""
+    site = small_series.write_site(tmp_path / "site")
+    repo = tmp_path / "repo"
+    small_series.write_series(repo, fingerprint=fingerprint_ast(ast_index(small_series.UTILS_PY)["Backend"][0]))
+    s = series_mod.load(str(repo / "series"))
+    doc, code = apply_cmd.apply(sources.installed(str(site)), s, "base")
+    assert code == 0, doc
+    monkeypatch.setattr(stamp, "now", _later)
+    return {"site": str(site), "series": str(repo / "series"), "anchors": str(repo / "anchors"), "repo": repo}
+
+
+def _stamps(cache: Path) -> list[Path]:
+    return sorted((cache / "stamps").glob("*.stamp")) if (cache / "stamps").is_dir() else []
+
+
+def _noop(w: dict) -> dict | None:
+    return fastpath._noop_apply(w["site"], w["series"], w["anchors"], "base")
+
+
+def test_noop_is_stamped_then_taken_from_the_stamp(applied: dict, cache: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _noop(applied)["noop"] is True and len(_stamps(cache)) == 1
+    from patchq import hashing
+
+    monkeypatch.setattr(hashing, "sha256_file", lambda p: pytest.fail("hashed although stamped"))
+    assert _noop(applied)["noop"] is True
+
+
+@pytest.mark.parametrize("what", ["series file", "anchors file", "patched file", "RECORD rewritten"])
+def test_noop_sees_a_same_size_change_behind_a_restored_mtime(applied: dict, cache: Path, what: str) -> None:
+    assert _noop(applied) is not None and _stamps(cache)
+    site = Path(applied["site"])
+    target = {"series file": Path(applied["series"]) / "bump_default.py",
+              "anchors file": Path(applied["anchors"]) / "bump-default.toml",
+              "patched file": site / "vllm" / "ops" / "utils.py",
+              "RECORD rewritten": site / "vllm-0.1.0.dist-info" / "RECORD"}[what]
+    old = os.stat(target)
+    data = target.read_bytes()
+    flipped = data.replace(b"1", b"2", 1) if b"1" in data else data[:-1] + b"#"
+    assert len(flipped) == len(data) and flipped != data
+    target.write_bytes(flipped)
+    os.utime(target, ns=(old.st_atime_ns, old.st_mtime_ns))
+    got = _noop(applied)
+    if what == "RECORD rewritten":  # RECORD alone: the stamp falls back to hashing, which passes
+        assert got is not None
+    else:
+        assert got is None  # hashing again finds the change: a real apply follows
+
+
+def test_list_is_stamped_and_sees_a_change(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_series.write_series(tmp_path / "repo")
+    monkeypatch.setattr(stamp, "now", _later)
+    series = str(tmp_path / "repo" / "series")
+    from patchq.commands import list_
+
+    fresh, _ = list_.run(series)
+    first = fastpath._listed(series)
+    assert first == fresh and list(first) == list(fresh) and len(_stamps(cache)) == 1
+    monkeypatch.setattr(list_, "run", lambda *a: pytest.fail("listed again although stamped"))
+    assert fastpath._listed(series) == fresh
+    monkeypatch.undo()
+    monkeypatch.setenv("PATCHQ_CACHE_DIR", str(cache))
+    monkeypatch.setattr(stamp, "now", _later)
+    py = tmp_path / "repo" / "series" / "bump_default.py"
+    old = os.stat(py)
+    py.write_text(py.read_text().replace("GB10 gets", "GB11 gets"))
+    os.utime(py, ns=(old.st_atime_ns, old.st_mtime_ns))
+    changed = fastpath._listed(series)
+    assert changed["patches"][0]["hash"] != fresh["patches"][0]["hash"]
