@@ -23,17 +23,12 @@ TESTS = REPO / "tests"
 
 #: Modules with logic (paths under patchq/) that have no test module yet.
 UNMIRRORED = frozenset({
-    "authoring/diffstore.py",
     "authoring/merge.py",
     "authoring/rangediff.py",
     "authoring/scaffold.py",
-    "commands/diffwrite.py",
     "commands/edit.py",
     "commands/import_.py",
-    "commands/matrix.py",
-    "commands/review.py",
     "commands/run.py",
-    "commands/test.py",
     "commands/upgrade.py",
     "commands/upstream.py",
     "compat/matrix_boot.py",
