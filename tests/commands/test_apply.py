@@ -6,7 +6,7 @@ from __future__ import annotations
 from patchq.commands import apply
 from patchq.sentinels import find_sentinels
 
-from .conftest import UTILS
+from testing.small_world import UTILS
 
 
 def test_apply_writes_the_profile_and_reports_it(small):

@@ -9,7 +9,7 @@ from patchq.errors import UsageError
 from patchq.vllmdist import sources
 from testing.small_series import UTILS_PY, write_tree
 
-from .conftest import UTILS
+from testing.small_world import UTILS
 
 
 def test_the_verified_release_applies(small):

@@ -7,7 +7,7 @@ import pytest
 from patchq.commands import apply, diff
 from patchq.errors import UsageError
 
-from .conftest import UTILS
+from testing.small_world import UTILS
 
 
 def test_the_diff_of_a_profile_on_the_installed_vllm(small):

@@ -13,7 +13,7 @@ from patchq.commands import diffwrite
 from patchq.errors import TargetNotFound
 from testing.small_series import write_release
 
-from .conftest import UTILS
+from testing.small_world import UTILS
 
 
 def test_the_diff_is_stored_per_release_and_patch(small):

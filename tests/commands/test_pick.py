@@ -7,7 +7,7 @@ import pytest
 from patchq.commands import pick
 from patchq.errors import UsageError
 
-from .conftest import UTILS
+from testing.small_world import UTILS
 
 
 def test_push_then_pop_one_patch(small):

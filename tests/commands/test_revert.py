@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from patchq.commands import apply, revert
 
-from .conftest import UTILS
+from testing.small_world import UTILS
 
 
 def test_revert_all_restores_the_pristine_bytes(small):

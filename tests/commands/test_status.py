@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from patchq.commands import apply, status
 
-from .conftest import UTILS
+from testing.small_world import UTILS
 
 
 def test_nothing_applied(small):

@@ -1,13 +1,12 @@
-"""The small world the command tests run in (offline, no vLLM release): the small series
-(``tests/testing/small_series.py``: one patch, ``bump-default``, profiles ``base`` and
-``none``) and an installed vLLM 0.1.0 of one module with a real RECORD."""
+"""The small world module tests run in (offline, no vLLM release): the small series
+(:mod:`testing.small_series`: one patch, ``bump-default``, profiles ``base`` and ``none``)
+and an installed vLLM 0.1.0 of one module with a real RECORD. ``tests/conftest.py`` hands
+it out as the ``small`` fixture."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from patchq import series as series_mod
 from patchq.plan import anchors
@@ -43,10 +42,9 @@ class Small:
         record.write_text("\n".join(rows) + "\n")
 
 
-@pytest.fixture
-def small(tmp_path, monkeypatch) -> Small:
-    """The small series (fingerprint of 0.1.0 recorded) and an installed vLLM 0.1.0 in tmp_path;
-    ``PATCHQ_SERIES``/``PATCHQ_ANCHORS`` name the series."""
+def make(tmp_path: Path, monkeypatch) -> Small:
+    """The small series (fingerprint of 0.1.0 recorded) and an installed vLLM 0.1.0 in
+    ``tmp_path``; ``PATCHQ_SERIES``/``PATCHQ_ANCHORS`` (set with ``monkeypatch``) name the series."""
     fp = anchors.fingerprint_ast(anchors.ast_index(small_series.UTILS_PY)["Backend"][0])
     sdir = small_series.write_series(tmp_path / "project", fingerprint=fp)
     site = small_series.write_site(tmp_path / "site-packages", "0.1.0")
