@@ -27,6 +27,9 @@ import pytest
 
 from patchq.runtime.cachefold import fold, folded_root, parse_fold, profile_digest, vllm_cache_root
 
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
 VERSIONS = ("0.15.1", "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0",
             "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0",
             "0.31.0", "0.32.0", "0.33.0")

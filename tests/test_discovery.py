@@ -69,6 +69,7 @@ def test_config_naming_a_missing_series(tmp_path, monkeypatch):
         discovery.find(cwd=tmp_path)
 
 
+@pytest.mark.wheel
 def test_list_and_status_say_which_series(tmp_path, site):
     doc = json.loads(run_cli("list", "--json").stdout)
     assert doc["series"] == {"dir": str(REPO / "series"), "anchors": str(REPO / "anchors"),

@@ -241,7 +241,10 @@ def _format_2(doc: Any) -> Any:
             break
         if item[0] is None:
             doc.add(item[1])
-    doc.add("format", 2)
+    fmt = tomlkit.integer(2)
+    if doc.body:  # a blank line between the header comments and format, as render() writes
+        fmt.trivia.indent = "\n"
+    doc.add("format", fmt)
     for key, value in fresh_doc.items():
         if key != "format":
             doc.add(key, value)
