@@ -7,7 +7,6 @@ from pathlib import Path
 
 from patchq import hashing
 from patchq.authoring import fingerprints
-from patchq.commands import fingerprint as fp_cmd
 
 REPO = Path(__file__).resolve().parents[2]
 tomllib = hashing.toml_module()
@@ -40,11 +39,6 @@ def test_review_entry_names_who_and_when(monkeypatch):
     monkeypatch.setenv("PATCHQ_REVIEWER", "rev")
     entry = fingerprints.review_entry("review")
     assert entry["by"] == "rev" and entry["how"] == "review" and entry["at"].endswith("Z")
-
-
-def test_only_an_explicit_list_names_releases():
-    assert fp_cmd.is_explicit("0.29.0,0.30.0") and fp_cmd.is_explicit("0.29.0")
-    assert not fp_cmd.is_explicit(">=0.23") and not fp_cmd.is_explicit(None)
 
 
 def test_fingerprint_rewrites_keep_the_comments():
