@@ -24,8 +24,6 @@ TESTS = REPO / "tests"
 #: Modules with logic (paths under patchq/) that have no test module yet.
 UNMIRRORED = frozenset({
     "authoring/merge.py",
-    "authoring/rangediff.py",
-    "authoring/scaffold.py",
     "commands/edit.py",
     "commands/import_.py",
     "commands/run.py",
@@ -34,13 +32,6 @@ UNMIRRORED = frozenset({
     "compat/matrix_boot.py",
     "compat/matrix_render.py",
     "compat/upstreamed.py",
-    "compat/variants.py",
-    "compat/views.py",
-    "env/converge.py",
-    "env/hookdir.py",
-    "env/layout.py",
-    "env/state.py",
-    "env/status.py",
     "fastpath.py",
     "plan/backward.py",
     "plan/survival.py",
