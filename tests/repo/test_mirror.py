@@ -23,15 +23,10 @@ TESTS = REPO / "tests"
 
 #: Modules with logic (paths under patchq/) that have no test module yet.
 UNMIRRORED = frozenset({
-    "authoring/merge.py",
     "commands/edit.py",
     "commands/import_.py",
     "commands/upgrade.py",
     "commands/upstream.py",
-    "compat/matrix_boot.py",
-    "compat/matrix_render.py",
-    "compat/upstreamed.py",
-    "plan/backward.py",
 })
 
 #: Test modules outside the mirror, each with its reason (tests of what is not patchq/, or
