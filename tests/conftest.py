@@ -19,6 +19,7 @@ Fixtures:
     ``cli``                  :func:`support.run_cli` (``cli("status", "--json", ...)``).
     ``series_copy``          a temp copy of ``series/`` + ``anchors/`` (for ``--series``).
     ``immutable``            ``immutable(dir, ...)``: ``chattr +i`` directories, undone after.
+    ``small``                the small series and an installed vLLM 0.1.0 (``testing.small_world``).
 """
 
 from __future__ import annotations
@@ -263,6 +264,14 @@ def site(make_site) -> Path:
 def cli():
     """:func:`support.run_cli`: ``cli(*args, env=None, fast=True, wrap=())`` -> CliResult."""
     return run_cli
+
+
+@pytest.fixture
+def small(tmp_path, monkeypatch):
+    """:func:`testing.small_world.make`: the small series and an installed vLLM 0.1.0 (no release)."""
+    from testing import small_world
+
+    return small_world.make(tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -1,21 +1,62 @@
-"""The fast path (patchq.fastpath): the no-op apply and list answered from stat stamps once
-verified, and a change to any series file, patched file or RECORD still seen (issue 25)."""
+"""patchq.fastpath: ``status``, ``list`` and a no-op ``apply`` answered with the standard library
+(in process on the small world; the start-up cost is bench/'s, the CLI scenarios tests/e2e/'s);
+the no-op apply and list from stat stamps once verified, and a change to any series file,
+patched file or RECORD still seen (issue 25)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from support import REPO
 from testing import small_series
 
 from patchq import fastpath
 from patchq import series as series_mod
-from patchq.commands import apply as apply_cmd
+from patchq.commands import apply
 from patchq.env import stamp
 from patchq.plan.anchors import ast_index, fingerprint_ast
 from patchq.vllmdist import sources
+
+
+def test_what_it_does_not_answer_goes_to_the_full_cli(small):
+    for argv in ([], ["check"], ["apply", "--profile", "base", "--strict"], ["apply", "--profile", ""],
+                 ["status", "--profile", "base"], ["apply"]):
+        assert fastpath.try_fast([*argv, "--site-packages", str(small.site)] if argv else argv) is None, argv
+
+
+def test_status_and_list(small, capsys):
+    assert fastpath.try_fast(["status", "--json", "--site-packages", str(small.site)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "patchq.status/1" and doc["series"]["dir"] == str(small.series.root)
+    assert fastpath.try_fast(["list", "--json"]) == 0
+    assert [p["id"] for p in json.loads(capsys.readouterr().out)["patches"]] == ["bump-default"]
+
+
+def test_a_noop_apply_and_a_real_one(small, capsys):
+    assert fastpath.try_fast(["apply", "--profile", "base", "--json", "--site-packages", str(small.site)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["noop"] is False and first["written"] == ["vllm/ops/utils.py"]  # a real apply, without typer
+    assert fastpath.try_fast(["apply", "--profile", "base", "--json", "--site-packages", str(small.site)]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["noop"] is True and again["written"] == [] and again["profile"] == "base"
+    apply.apply(small.target, small.series, "none")  # another profile now: no longer a no-op
+    assert fastpath.try_fast(["apply", "--profile", "base", "--json", "--site-packages", str(small.site)]) == 0
+    assert json.loads(capsys.readouterr().out)["noop"] is False
+
+
+def test_importing_it_imports_no_libcst_typer_or_rich():
+    code = "import sys, patchq.fastpath; print(sorted(m for m in ('libcst', 'typer', 'rich') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# -- stat stamps (issue 25)
 
 
 @pytest.fixture()
@@ -38,7 +79,7 @@ def applied(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     repo = tmp_path / "repo"
     small_series.write_series(repo, fingerprint=fingerprint_ast(ast_index(small_series.UTILS_PY)["Backend"][0]))
     s = series_mod.load(str(repo / "series"))
-    doc, code = apply_cmd.apply(sources.installed(str(site)), s, "base")
+    doc, code = apply.apply(sources.installed(str(site)), s, "base")
     assert code == 0, doc
     monkeypatch.setattr(stamp, "now", _later)
     return {"site": str(site), "series": str(repo / "series"), "anchors": str(repo / "anchors"), "repo": repo}

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from patchq import hashing
 from patchq.authoring import fingerprints
-from patchq.commands import fingerprint as fp_cmd
 
 REPO = Path(__file__).resolve().parents[2]
 tomllib = hashing.toml_module()
@@ -41,6 +41,24 @@ def test_review_entry_names_who_and_when(monkeypatch):
     assert entry["by"] == "rev" and entry["how"] == "review" and entry["at"].endswith("Z")
 
 
-def test_only_an_explicit_list_names_releases():
-    assert fp_cmd.is_explicit("0.29.0,0.30.0") and fp_cmd.is_explicit("0.29.0")
-    assert not fp_cmd.is_explicit(">=0.23") and not fp_cmd.is_explicit(None)
+def test_fingerprint_rewrites_keep_the_comments():
+    old = textwrap.dedent('''\
+        # Anchors of my-fix: keep this header
+        [anchors.target]  # the one anchor
+        module = "vllm.logger"   # a hint
+        qualname = "init_logger"
+        count = 1
+
+        [anchors.target.fingerprints]
+        "0.23.0" = "aaaaaaaaaaaaaaaa"  # verified by hand
+    ''')
+    data = fingerprints.tomllib.loads(old)
+    data["anchors"]["target"]["fingerprints"]["0.26.0"] = "bbbbbbbbbbbbbbbb"
+    new = fingerprints.rewrite("my-fix", old, data)
+    assert fingerprints.tomllib.loads(new) == data
+    for comment in ("# Anchors of my-fix: keep this header", "# the one anchor", "# a hint", "# verified by hand"):
+        assert comment in new
+    data["anchors"]["target"]["fingerprints"] = {"0.15.1": "cccccccccccccccc", "0.23.0": "aaaaaaaaaaaaaaaa"}
+    reordered = fingerprints.rewrite("my-fix", old, data)
+    assert fingerprints.tomllib.loads(reordered) == data and "# a hint" in reordered
+    assert reordered.index('"0.15.1"') < reordered.index('"0.23.0"')

@@ -1,12 +1,13 @@
-"""Three-way drift rules and upstream detection by meaning, on small parsed definitions
-(no release: the rules are pure functions of the three definitions)."""
+"""patchq.compat.threeway: the three-way drift rules, on small parsed definitions (no release:
+the rules are pure functions of the three definitions). Detection by meaning is
+tests/compat/test_meaning.py's."""
 
 from __future__ import annotations
 
 import ast
 import textwrap
 
-from patchq.compat import meaning, threeway
+from patchq.compat import threeway
 
 BASE = '''
 def resolve(cfg, groups):
@@ -92,67 +93,6 @@ def test_view_holds_both_diffs():
 
 
 # ---------------------------------------------------------------------------
-# by meaning
-
-
-def stmts(code: str) -> list[ast.stmt]:
-    return ast.parse(textwrap.dedent(code)).body
-
-
-def test_equivalent_constructs_and_local_names_match():
-    release = stmts('''
-        def f(spec, top):
-            scaled = spec.size * 2
-            if not scaled == top:
-                scaled = pad(spec, width=top, size=scaled)
-            return scaled
-    ''')[0]
-    group = stmts('''
-        if new != top:
-            new = pad(spec, size=new, width=top)
-    ''')
-    match = meaning.group_found(group, release, "vllm/m.py", keep=())
-    assert match is not None and match.where == "vllm/m.py:4"
-    assert meaning.group_found(stmts("x += 1"), stmts("def f(x):\n    x = x + 1\n")[0], "m.py") is not None
-
-
-def test_class_attributes_are_never_renamed():
-    release = stmts("class Backend:\n    ADA = 101376\n    DEFAULT = 102400\n")[0]
-    group = stmts("DEFAULT = 101376")
-    assert meaning.group_found(group, release, "m.py", group_root=stmts("class Backend:\n    DEFAULT = 101376\n")[0]) \
-        is None
-
-
-def test_a_helper_under_another_name_with_the_same_body():
-    mine = stmts("def _merge(a, b):\n    '''doc'''\n    out = set(a)\n    out |= set(b)\n    return out\n")
-    theirs = stmts("def _union_ids(a, b):\n    s = set(a)\n    s = s | set(b)\n    return s\n"
-                   "def other(a, b):\n    return a\n")
-    renames = meaning.helper_renames(mine, [(n, f"m.py:{n.lineno}") for n in theirs])
-    assert renames == {"_merge": ("_union_ids", "m.py:1")}
-
-
-def test_same_definition_up_to_locals_and_helpers():
-    ours = stmts("def f(a):\n    limit = _mine(a)\n    return limit + 1\n")[0]
-    theirs = stmts("def f(a):\n    max_len = _theirs(a)\n    return max_len + 1\n")[0]
-    assert meaning.same_definition(ours, theirs, {"_mine": "_theirs"})
-    assert not meaning.same_definition(ours, theirs)
-
-
-def test_similarity_compares_what_each_change_adds():
-    base = stmts("return a or b")
-    ours = stmts("return (a or b) or self.delayed()")
-    theirs = stmts("return a or b or (self.ec is not None and self.ec.pending())")
-    alike = stmts("return (a or b) or self.delayed_frees()")
-    assert meaning.similarity(ours, alike, base=base) >= meaning.POSSIBLE
-    assert meaning.similarity(ours, theirs, base=base) < meaning.POSSIBLE
-
-
-def test_a_helper_counts_only_when_the_patch_calls_it():
-    renames = {"_merge": ("_union_ids", "m.py:1"), "maybe_update_config": ("_hook", "m.py:9")}
-    group = stmts("ids = self._merge(a, b)")
-    assert meaning.used_by(renames, group) == {"_merge": ("_union_ids", "m.py:1")}
-
-
 def test_upstream_merging_the_same_name_in_another_form_is_not_apart():
     base = BASE.replace("    sizes = [g.size for g in groups]\n",
                         "    sizes = [g.size for g in groups]\n    stop = cfg.stop\n")

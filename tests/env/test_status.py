@@ -1,21 +1,78 @@
-"""patchq status (patchq.env.status): the report from a stat stamp once computed, and a
-change to a patched file behind a restored mtime still seen (issue 25)."""
+"""patchq.env.status: the status report of an environment, its exit code, the journal reader the
+fast path shares, and whether this interpreter would import another vllm (the small world)."""
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from testing import small_series
+from testing.small_series import write_site
+from testing.small_world import UTILS
 
 from patchq import series as series_mod
-from patchq.commands import apply as apply_cmd
-from patchq.env import stamp
-from patchq.env import status as st
+from patchq.commands import apply
+from patchq.env import stamp, status
+from patchq.errors import StateError
 from patchq.plan.anchors import ast_index, fingerprint_ast
 from patchq.vllmdist import sources
+
+
+def _collect(small) -> dict:
+    return status.collect(str(small.site), str(small.series.root), str(small.root / "anchors"))
+
+
+def test_collect_before_and_after_apply(small):
+    before = _collect(small)
+    assert before["schema"] == "patchq.status/1" and before["profile"] is None and status.exit_code(before) == 0
+    apply.apply(small.target, small.series, "base")
+    after = _collect(small)
+    assert after["profile"] == "base" and after["journal_vllm"] == "0.1.0" and status.exit_code(after) == 0
+    assert [(f["path"], f["state"], f["sentinels"]) for f in after["files"]] == [
+        (UTILS, "patched", [f"bump-default:{small.series.patch('bump-default').hash}"])]
+
+
+def test_a_changed_series_makes_the_patch_stale(small):
+    apply.apply(small.target, small.series, "base")
+    patch_py = small.series.root / "bump_default.py"
+    patch_py.write_text(patch_py.read_text().replace("Backend.DEFAULT becomes 101376", "a new summary"))
+    report = _collect(small)
+    assert [p["status"] for p in report["patches"]] == ["stale"] and status.exit_code(report) == 7
+
+
+def test_read_journal(small):
+    root = status.state_root(str(small.site))
+    assert status.read_journal(root) == {}
+    apply.apply(small.target, small.series, "base")
+    assert status.read_journal(root)["profile"] == "base"
+    (small.site / ".patchq" / "journal.json").write_text("not json")
+    with pytest.raises(StateError, match="journal.json is damaged"):
+        status.read_journal(root)
+
+
+def test_shadowing_names_the_vllm_this_interpreter_would_import_first(small, tmp_path, monkeypatch):
+    other = write_site(tmp_path / "earlier")
+    monkeypatch.setattr(sys, "path", [str(other), str(small.site)])
+    assert status.shadowing(str(small.site)) == str(other / "vllm")
+    monkeypatch.setattr(sys, "path", [str(small.site), str(other)])
+    assert status.shadowing(str(small.site)) is None
+    monkeypatch.setattr(sys, "path", [str(other)])
+    assert status.shadowing(str(small.site)) is None  # not this interpreter's environment
+
+
+def test_exit_code_rules():
+    clean = {"patches": [{"status": "applied"}], "files": [{"state": "patched"}], "pending_write": False}
+    assert status.exit_code(clean) == 0
+    assert status.exit_code({**clean, "patches": [{"status": "foreign"}]}) == 7
+    assert status.exit_code({**clean, "pending_write": True}) == 7
+    assert status.exit_code({**clean, "shadowed_by": "/elsewhere/vllm"}) == 7
+    assert status.exit_code({**clean, "series_errors": ["series/x.py:1: SyntaxError"]}) == 2
+
+
+# -- the stat stamp (issue 25)
 
 
 @pytest.fixture()
@@ -38,7 +95,7 @@ def applied(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dic
     repo = tmp_path / "repo"
     small_series.write_series(repo, fingerprint=fingerprint_ast(ast_index(small_series.UTILS_PY)["Backend"][0]))
     s = series_mod.load(str(repo / "series"))
-    doc, code = apply_cmd.apply(sources.installed(str(site)), s, "base")
+    doc, code = apply.apply(sources.installed(str(site)), s, "base")
     assert code == 0, doc
     monkeypatch.setattr(stamp, "now", _later)
     return {"site": str(site), "series": str(repo / "series"), "anchors": str(repo / "anchors"), "repo": repo}
@@ -49,14 +106,14 @@ def _stamps(cache: Path) -> list[Path]:
 
 
 def test_status_is_stamped_and_sees_a_change(applied: dict, cache: Path) -> None:
-    first = st.collect(applied["site"], applied["series"], applied["anchors"])
+    first = status.collect(applied["site"], applied["series"], applied["anchors"])
     assert len(_stamps(cache)) == 1
-    again = st.collect(applied["site"], applied["series"], applied["anchors"])
+    again = status.collect(applied["site"], applied["series"], applied["anchors"])
     assert again == first and list(again) == list(first)  # the same document, keys in the same order
     utils = Path(applied["site"]) / "vllm" / "ops" / "utils.py"
     old = os.stat(utils)
     utils.write_text(utils.read_text().replace("101376", "101377"))
     os.utime(utils, ns=(old.st_atime_ns, old.st_mtime_ns))
-    after = st.collect(applied["site"], applied["series"], applied["anchors"])
+    after = status.collect(applied["site"], applied["series"], applied["anchors"])
     assert [f["state"] for f in after["files"]] == ["modified"]
-    assert st.exit_code(after) != 0
+    assert status.exit_code(after) != 0

@@ -77,15 +77,15 @@ def write_series(root: Path, fingerprint: str = "0" * 16) -> Path:
     return series
 
 
-def write_tree(root: Path, *, moved: bool = False) -> Path:
+def write_tree(root: Path, *, moved: bool = False, utils: str = UTILS_PY) -> Path:
     """A vLLM-shaped source tree: ``vllm/__init__.py`` and ``vllm/ops/utils.py`` (or, with
-    ``moved``, ``vllm/third_party/utils.py``)."""
+    ``moved``, ``vllm/third_party/utils.py``) holding ``utils``."""
     (root / "vllm").mkdir(parents=True)
     (root / "vllm" / "__init__.py").write_text("")
     rel = Path("vllm/third_party/utils.py" if moved else "vllm/ops/utils.py")
     (root / rel).parent.mkdir(parents=True, exist_ok=True)
     (root / rel.parent / "__init__.py").write_text("")
-    (root / rel).write_text(UTILS_PY)
+    (root / rel).write_text(utils)
     return root
 
 
@@ -97,11 +97,11 @@ def _record_row(root: Path, rel: str) -> str:
     return f"{rel},sha256={digest},{(root / rel).stat().st_size}"
 
 
-def write_site(root: Path, version: str = "0.1.0", *, moved: bool = False) -> Path:
+def write_site(root: Path, version: str = "0.1.0", *, moved: bool = False, utils: str = UTILS_PY) -> Path:
     """A vLLM-shaped *installed* site-packages: :func:`write_tree` plus
     ``vllm-<version>.dist-info`` (METADATA, RECORD with real sha256 rows), so patchq's
     apply/revert/status/edit run on it without any release."""
-    write_tree(root, moved=moved)
+    write_tree(root, moved=moved, utils=utils)
     di = root / f"vllm-{version}.dist-info"
     di.mkdir()
     (di / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n\n")
@@ -112,14 +112,26 @@ def write_site(root: Path, version: str = "0.1.0", *, moved: bool = False) -> Pa
     return root
 
 
-def write_release(cache_root: Path, version: str = "0.1.0", *, moved: bool = False) -> Path:
+def write_release(cache_root: Path, version: str = "0.1.0", *, moved: bool = False, utils: str = UTILS_PY) -> Path:
     """The same tree as a release in a patchq cache at ``cache_root`` (what
     :func:`patchq.vllmdist.releases.release_tree` returns for ``version``; no download)."""
     import hashlib
     import json
 
-    tree = write_site(cache_root / "releases" / version, version, moved=moved)
+    tree = write_site(cache_root / "releases" / version, version, moved=moved, utils=utils)
     record = (tree / f"vllm-{version}.dist-info" / "RECORD").read_bytes()
     (tree / ".patchq-verified.json").write_text(json.dumps({"record_sha256": hashlib.sha256(record).hexdigest()}))
     (tree / ".patchq-extracted-v1").write_text(json.dumps({"source": "test", "files": 0, "version": version}))
     return tree
+
+
+def write_index(cache_root: Path, versions: list[str], package: str = "vllm") -> Path:
+    """The release list of ``package`` as patchq caches it from PyPI (``index/<package>.json``,
+    fresh), so that listing releases needs no network."""
+    import json
+    import time
+
+    path = cache_root / "index" / f"{package}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"package": package, "fetched": time.time(), "source": "test", "versions": versions}))
+    return path
