@@ -53,11 +53,12 @@ def nearest_verified(known_versions: Iterable[str], version: Version) -> str | N
     return known[0] if known else None
 
 
-_BROKEN: set[str] = set()  # cached releases that could not be read (the verdict cache must not keep the answer)
+#: (cache root, version) of cached releases that could not be read (the verdict cache keeps no answer then)
+_BROKEN: set[tuple[str, str]] = set()
 
 
 @functools.lru_cache(maxsize=32)
-def _cached_source(version: str) -> CodeSource | None:
+def _cached_source(root: str, version: str) -> CodeSource | None:
     from patchq.vllmdist import releases, sources
 
     if Version(version) not in releases.cached_releases():  # a whole wheel or a (partial-fetch) tree
@@ -65,19 +66,31 @@ def _cached_source(version: str) -> CodeSource | None:
     try:
         return sources.release_source(version)
     except Exception:  # a broken cache entry must not break a check
-        _BROKEN.add(version)
+        _BROKEN.add((root, version))
         return None
 
 
 def _release_source(version: str) -> CodeSource | None:
     """A release from patchq's cache only (never downloads); None when not cached (or
-    cached but unreadable: :func:`patchq.compat.verdictcache.note_unreadable`)."""
-    got = _cached_source(version)
-    if got is None and version in _BROKEN:
+    cached but unreadable: :func:`patchq.compat.verdictcache.note_unreadable`). Memoized
+    per cache root and version (``_release_source.cache_clear()`` forgets)."""
+    from patchq.vllmdist import releases
+
+    root = str(releases.cache_dir())
+    got = _cached_source(root, version)
+    if got is None and (root, version) in _BROKEN:
         from patchq.compat.verdictcache import note_unreadable
 
         note_unreadable(version)
     return got
+
+
+def _forget() -> None:
+    _cached_source.cache_clear()
+    _BROKEN.clear()
+
+
+_release_source.cache_clear = _forget  # type: ignore[attr-defined]
 
 
 def base_release(version: str) -> CodeSource | None:

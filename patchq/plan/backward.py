@@ -45,14 +45,15 @@ def cached_release(version: str) -> CodeSource | None:
     source per release and process (its texts and definition index are read once)."""
     from patchq.vllmdist import releases, sources
 
-    if version in _SOURCES:
-        return _SOURCES[version]
+    key = f"{releases.cache_dir()}\0{version}"  # one cache root per process in use, but never assumed
+    if key in _SOURCES:
+        return _SOURCES[key]
     try:
         tree = releases.cache_dir() / "releases" / releases.version_key(version)
         if not (tree / "vllm").is_dir() and Version(version) not in releases.cached_wheels():
             return None
-        _SOURCES[version] = sources.release_source(version)
-        return _SOURCES[version]
+        _SOURCES[key] = sources.release_source(version)
+        return _SOURCES[key]
     except Exception:  # a broken cache entry must not break a plan
         from patchq.compat.verdictcache import note_unreadable  # the answer may change: not kept
 
@@ -123,7 +124,7 @@ def _ref_plan(patch: Patch, ref: CodeSource, ref_version: str):
     asks for the same one on every later release where an anchor no longer resolves)."""
     from patchq.plan import engine
 
-    key = (patch.id, patch.hash, patch.source_file, ref_version,
+    key = (patch.id, patch.hash, patch.source_file, ref_version, str(ref.root),
            tuple((str(v.applies), v.kind) for v in patch.variants),
            tuple(sorted((a, tuple(sorted(s.fingerprints.items()))) for a, s in patch.anchors.items())))
     if key not in _REF_PLANS:
