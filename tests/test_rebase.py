@@ -49,8 +49,8 @@ def _by_id(doc: dict) -> dict:
 @pytest.mark.parametrize("target", TARGETS)
 def test_which_patches_merge_cleanly_and_which_conflict(rebased, target):
     doc, code, work = rebased[target]
-    got = {p["id"]: p["merge"] for p in doc["patches"]}
-    assert got == EXPECTED_MERGE[target]
+    got = {p["id"]: p["merge"] for p in doc["patches"] if p["id"] in EXPECTED_MERGE[target]}
+    assert got == EXPECTED_MERGE[target]  # the Spark patches' (a patch added later is held to its own store)
     assert code == 1 and doc["ok"] is False  # a conflict is reported, never hidden
     for p in doc["patches"]:
         if p["merge"] == "conflict":
@@ -326,8 +326,9 @@ def test_rebase_to_a_release_the_series_already_carries_merges_nothing():
                        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     doc = json.loads(r.stdout)
     assert r.returncode == 0, r.stderr
-    assert {p["status"] for p in doc["patches"]} == {"skipped"}
-    assert all("already carried" in p["reason"] for p in doc["patches"])
+    spark = [p for p in doc["patches"] if p["id"] in EXPECTED_MERGE["0.24.0"]]
+    assert len(spark) == 5 and {p["status"] for p in spark} == {"skipped"}
+    assert all("already carried" in p["reason"] for p in spark)
 
 
 def test_continue_write_writes_the_new_variant_of_a_hand_resolution(tmp_path, cli):

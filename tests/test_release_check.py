@@ -225,7 +225,7 @@ def test_turnaround_on_synthetic_0_33_1(tmp_path):
     print(f"\nsynthetic {rf.NEXT}: wheel + index {built_s:.1f} s, turnaround {run_s:.1f} s")
     assert proc.returncode == release_check.EXIT_HUMAN, proc.stderr[-3000:]
     doc = json.loads((out / "summary.json").read_text())
-    verdicts = {p["id"]: p["verdict"] for p in doc["patches"]}
+    verdicts = {p["id"]: p["verdict"] for p in doc["patches"] if p["id"] in rf.DRIFT}  # the Spark patches
     assert verdicts == {pid: want for pid, (_kind, want) in rf.DRIFT.items()}, verdicts
     assert doc["needs_human_for"] == ["inc-hybrid-fp8"]
     prefix_align = next(p for p in doc["patches"] if p["id"] == "prefix-align")  # its renamed local
@@ -282,9 +282,9 @@ def test_turnaround_on_a_release_already_carried_exits_0(tmp_path, series_copy):
     assert proc.returncode == release_check.EXIT_OK, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert doc["resolved"]["fetched"] == "cached" and not doc["needs_human"]
-    assert {p["id"]: p["verdict"] for p in doc["patches"]} == {
-        "fla-shmem": "carried cleanly", "unify-kv-page": "carried cleanly", "prefix-align": "superseded",
-        "inc-hybrid-fp8": "carried cleanly", "int8-lmhead": "carried cleanly"}
+    spark = {"fla-shmem": "carried cleanly", "unify-kv-page": "carried cleanly", "prefix-align": "superseded",
+             "inc-hybrid-fp8": "carried cleanly", "int8-lmhead": "carried cleanly"}
+    assert {p["id"]: p["verdict"] for p in doc["patches"] if p["id"] in spark} == spark
     assert all(p["ok"] for p in doc["profiles"].values())
     assert doc["matrix"]["releases"] == [rf.BASE]
     assert doc["branch"] is None and doc["commit"] is None
