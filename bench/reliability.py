@@ -7,7 +7,7 @@ Builds one real vLLM 0.23.0 site-packages (the test suite's cached install, hard
 into a temp directory), applies ``dense``, and runs:
 
 * ``--status-cases`` cheap cases: damaged state, then ``status`` only (in-process);
-* ``--cases`` damaged/hostile state cases in-process (``tests/reliability.py``:
+* ``--cases`` damaged/hostile state cases in-process (``tests/testing/reliability.py``:
   bit flips, truncation, wrong JSON types, paths escaping site-packages, other versions,
   symlinks, directories where files belong, foreign edits, fake transactions, a
   force-reinstall), each followed by 1-3 random commands and ``revert --all --force``;
@@ -20,7 +20,7 @@ report, bytes lost (a target module not at RECORD after ``revert --all --force``
 writes outside site-packages; ``--show`` prints the first failures. ``--minutes`` stops
 each of the two in-process phases early when its time is up. Exit 1 when any count but cases is non-zero.
 
-``--safety N`` runs instead N cases of each class of ``tests/safety_suite.py`` (a user's
+``--safety N`` runs instead N cases of each class of ``tests/testing/safety_suite.py`` (a user's
 own files, caches, the runtime hook, planted configs, hostile input; each case in a fresh
 offline world, no release needed; ``--classes a,b`` picks classes, ``--minutes`` bounds
 each class) and prints per class: trials, commands, exit-70s, hangs, wrong exits, lies,
@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-import reliability as rel  # noqa: E402
+from testing import reliability as rel  # noqa: E402
 from conftest import RUNTIME_PTH, build_site  # noqa: E402
 from support import link_copy  # noqa: E402
 
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--minutes", type=float, default=None, help="stop the state cases after this long")
     ap.add_argument("--show", action="store_true", help="print the first failures")
-    ap.add_argument("--safety", type=int, default=0, help="N cases per class of tests/safety_suite.py instead")
+    ap.add_argument("--safety", type=int, default=0, help="N cases per class of tests/testing/safety_suite.py instead")
     ap.add_argument("--classes", default="", help="with --safety: comma-separated classes (default: all)")
     args = ap.parse_args(argv)
     if args.safety:
@@ -87,8 +87,8 @@ def main(argv=None) -> int:
 
 
 def safety(args) -> int:
-    """``--safety N``: the classes of ``tests/safety_suite.py`` (module docstring)."""
-    import safety_suite as suite
+    """``--safety N``: the classes of ``tests/testing/safety_suite.py`` (module docstring)."""
+    from testing import safety_suite as suite
 
     names = [c for c in args.classes.split(",") if c] or list(suite.CLASSES)
     total = suite.Tally()

@@ -1,7 +1,7 @@
 """Write (or check) ``docs/cli.md``: every ``patchq`` command's ``--help``, from the typer app.
 
 The reference is generated, never edited: ``python ci/cli_reference.py`` rewrites it, and
-``tests/test_cli_reference.py`` (offline layer) fails when the app and the file differ, so
+``tests/test_cli.py`` (offline layer) fails when the app and the file differ, so
 the reference cannot drift from the CLI. Help texts are rendered by click at a fixed width
 (:data:`WIDTH`), whatever the terminal.
 
@@ -43,7 +43,7 @@ def render() -> str:
     root = typer.main.get_command(app)
     parts = ["# patchq command reference\n",
              "Generated from the CLI by `python ci/cli_reference.py`; do not edit "
-             "(`tests/test_cli_reference.py` fails when it drifts). Exit codes and JSON documents: "
+             "(`tests/test_cli.py` fails when it drifts). Exit codes and JSON documents: "
              "[exit-codes.md](exit-codes.md).\n"]
     for path, cmd in _commands(root, ["patchq"]):
         parent = None

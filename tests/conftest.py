@@ -19,6 +19,7 @@ Fixtures:
     ``cli``                  :func:`support.run_cli` (``cli("status", "--json", ...)``).
     ``series_copy``          a temp copy of ``series/`` + ``anchors/`` (for ``--series``).
     ``immutable``            ``immutable(dir, ...)``: ``chattr +i`` directories, undone after.
+    ``small``                the small series and an installed vLLM 0.1.0 (``testing.small_world``).
 """
 
 from __future__ import annotations
@@ -129,13 +130,12 @@ def pristine_site(vllm_site) -> Path:
 TESTS = Path(__file__).resolve().parent
 #: Fixtures that hand a test a real vLLM release (each pulls one from PyPI on a cold cache).
 WHEEL_FIXTURES = frozenset({"vllm_site", "pristine_site", "make_site", "site"})
-#: Modules whose tests read real releases directly (release trees, PyPI's index, whole
-#: wheels): every test in them is in the wheel layer.
-WHEEL_MODULES = frozenset({
-    "test_check", "test_compile_cache", "test_import", "test_matrix", "test_partial_fetch", "test_rebase",
-    "test_relations", "test_release_check", "test_releases", "test_upstream", "test_vllm_cpu",
-})
-#: A test elsewhere that reads a release says so with ``@pytest.mark.wheel``.
+#: Where a release fixture alone puts a test in the wheel layer: the end-to-end scenarios.
+#: Everywhere else (the module tests, tests/<package>/test_<module>.py) a test's layer is
+#: written in its file: ``pytestmark = pytest.mark.wheel`` for a module whose tests all read
+#: releases, ``@pytest.mark.wheel`` for one test; a release fixture without the mark is a
+#: collection error, so a module test never changes layer by accident.
+E2E = TESTS / "e2e"
 
 
 #: Every release the wheel layer reads (runtime/tests/test_variants.py covers all final releases
@@ -173,21 +173,18 @@ def _prefetch(versions) -> None:
     threading.Thread(target=run, name="patchq-prefetch", daemon=True).start()
 
 
-def _is_unit(item) -> bool:
-    return Path(str(item.fspath)).resolve().parent.is_relative_to(TESTS / "unit")
-
-
 def pytest_collection_modifyitems(config, items):
-    """Mark ``wheel`` every test that needs real vLLM releases (see ``WHEEL_FIXTURES`` and
-    ``WHEEL_MODULES``); tests under ``tests/unit/`` never do."""
+    """The two layers: a test is in the wheel layer when it carries the ``wheel`` mark (see
+    ``WHEEL_FIXTURES`` and ``E2E``); in ``tests/e2e/`` a release fixture marks it."""
     for item in items:
-        if _is_unit(item):
-            bad = WHEEL_FIXTURES & set(item.fixturenames)
-            if bad:
-                raise pytest.UsageError(f"{item.nodeid}: a unit test uses {sorted(bad)} (move it out of tests/unit/)")
+        uses = sorted(WHEEL_FIXTURES & set(item.fixturenames))
+        if not uses or item.get_closest_marker("wheel") is not None:
             continue
-        if WHEEL_FIXTURES & set(item.fixturenames) or Path(str(item.fspath)).stem in WHEEL_MODULES:
+        if Path(str(item.fspath)).resolve().is_relative_to(E2E):
             item.add_marker(pytest.mark.wheel)
+        else:
+            raise pytest.UsageError(f"{item.nodeid} uses {uses} (a real vLLM release) but is not marked wheel: "
+                                    "add @pytest.mark.wheel (or the module's pytestmark), or make it need no release")
 
 
 def pytest_collection_finish(session):
@@ -223,7 +220,7 @@ def pytest_runtest_makereport(item, call):
     if rep.skipped and item.get_closest_marker("wheel") is None and "PATCHQ_OFFLINE" in str(rep.longrepr):
         rep.outcome = "failed"
         rep.longrepr = (f"{item.nodeid} needs a vLLM release but is not in the wheel layer: "
-                        f"mark it (see WHEEL_FIXTURES / WHEEL_MODULES in tests/conftest.py). {rep.longrepr}")
+                        f"mark it @pytest.mark.wheel (docs/testing.md). {rep.longrepr}")
     setattr(item, f"rep_{rep.when}", rep)
 
 
@@ -267,6 +264,14 @@ def site(make_site) -> Path:
 def cli():
     """:func:`support.run_cli`: ``cli(*args, env=None, fast=True, wrap=())`` -> CliResult."""
     return run_cli
+
+
+@pytest.fixture
+def small(tmp_path, monkeypatch):
+    """:func:`testing.small_world.make`: the small series and an installed vLLM 0.1.0 (no release)."""
+    from testing import small_world
+
+    return small_world.make(tmp_path, monkeypatch)
 
 
 @pytest.fixture

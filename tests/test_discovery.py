@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from patchq import discovery
-from patchq.errors import SeriesError
+from patchq.errors import SeriesError, UnsafeConfig
 from support import REPO, run_cli
+from testing import small_series
 
 
 def _repo(root, config="patchq.toml", body='series = "s"\nanchors = "a"\n'):
@@ -69,6 +71,7 @@ def test_config_naming_a_missing_series(tmp_path, monkeypatch):
         discovery.find(cwd=tmp_path)
 
 
+@pytest.mark.wheel
 def test_list_and_status_say_which_series(tmp_path, site):
     doc = json.loads(run_cli("list", "--json").stdout)
     assert doc["series"] == {"dir": str(REPO / "series"), "anchors": str(REPO / "anchors"),
@@ -105,3 +108,56 @@ def test_the_wheel_carries_the_spark_series(tmp_path):
     assert doc["series"] == {"dir": str(bundled / "series"), "anchors": str(bundled / "anchors"),
                              "from": "bundled", "config": None}
     assert [p["name"] for p in doc["profiles"]] == ["base", "mtp", "dflash", "dense"]
+
+
+# -- discovery that cannot be planted (issue 28) ---------------------------------------------
+
+
+def _config_tree(root: Path) -> Path:
+    small_series.write_series(root)
+    (root / "patchq.toml").write_text('series = "series"\nanchors = "anchors"\n')
+    (root / "work").mkdir()
+    return root / "work"
+
+
+def test_a_config_owned_by_another_uid_is_refused_with_the_way_to_opt_in(tmp_path, monkeypatch):
+    monkeypatch.delenv("PATCHQ_SERIES", raising=False)
+    monkeypatch.delenv(discovery.SAFE_ENV, raising=False)
+    shared = tmp_path / "shared"
+    work = _config_tree(shared)
+    for p in [shared, *shared.rglob("*")]:
+        os.chown(p, 65534, 65534)
+    os.chmod(shared, 0o777)
+    with pytest.raises(UnsafeConfig) as err:
+        discovery.find(cwd=work)
+    msg = str(err.value)
+    assert "owned by uid 65534" in msg or "writable by others" in msg
+    assert f"--series {shared}" in msg and f"{discovery.SAFE_ENV}={shared}" in msg and "CVE-2022-24765" in msg
+    monkeypatch.setenv(discovery.SAFE_ENV, str(shared))
+    assert discovery.find(cwd=work).series == shared / "series"
+    monkeypatch.delenv(discovery.SAFE_ENV)
+    assert discovery.find(shared, cwd=work).origin == "--series"  # an explicit choice
+
+
+def test_a_world_writable_config_directory_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv("PATCHQ_SERIES", raising=False)
+    monkeypatch.delenv(discovery.SAFE_ENV, raising=False)
+    work = _config_tree(tmp_path / "proj")
+    os.chmod(tmp_path / "proj" / "series", 0o777)
+    with pytest.raises(UnsafeConfig, match="writable by others"):
+        discovery.find(cwd=work)
+    os.chmod(tmp_path / "proj" / "series", 0o755)
+    assert discovery.find(cwd=work).origin == "config"
+
+
+@pytest.mark.parametrize("body", ['series = "../elsewhere/series"\n', 'series = "series"\nanchors = "/etc"\n',
+                                  'series = "series"\ngoldens = "../../x"\n', 'series = "link"\n'])
+def test_config_paths_stay_inside_the_repo(tmp_path, monkeypatch, body):
+    monkeypatch.delenv("PATCHQ_SERIES", raising=False)
+    small_series.write_series(tmp_path / "elsewhere")
+    repo = tmp_path / "repo"
+    small_series.write_series(repo)
+    os.symlink(tmp_path / "elsewhere" / "series", repo / "link")
+    (repo / "patchq.toml").write_text(body)
+    with pytest.raises(SeriesError, match="outside"):
+        discovery.find(cwd=repo)

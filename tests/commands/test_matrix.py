@@ -1,0 +1,44 @@
+"""patchq.commands.matrix: every profile on every listed release, written as json/md/html;
+two small releases in the layer's own cache (an explicit list needs no index)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from patchq.commands import matrix
+from patchq.errors import UsageError
+from testing.small_series import UTILS_PY, write_index, write_release
+
+
+@pytest.fixture
+def releases(small):
+    cache = Path(os.environ["PATCHQ_CACHE_DIR"])
+    write_release(cache, "0.1.0")
+    write_release(cache, "0.2.0", utils=UTILS_PY.replace("class Backend", "class Renamed"))
+    write_index(cache, ["0.1.0", "0.2.0"])
+    return small
+
+
+def test_cells_per_release_and_profile_and_the_files(releases, tmp_path):
+    doc, paths, code = matrix.run(">=0.1", "base,none", tmp_path / "out", series_dir=str(releases.series.root),
+                                  workers=1)
+    assert code == 1  # the patch's definition is gone on 0.2.0: a blocking cell
+    assert sorted(paths) == ["html", "json", "md"] and all(Path(p).is_file() for p in paths.values())
+    assert json.loads(Path(paths["json"]).read_text()) == doc
+    assert doc["schema"] == "patchq.matrix/1" and doc["releases"] == ["0.1.0", "0.2.0"]
+    assert list(doc["profiles"]) == ["base", "none"]
+    cell = doc["cells"]["base"]["bump-default"]
+    assert (cell["0.1.0"]["status"], cell["0.1.0"]["blocking"]) == ("applies", False)
+    assert (cell["0.2.0"]["status"], cell["0.2.0"]["blocking"], cell["0.2.0"]["failed_level"]) == ("gone", True, "source")
+    assert "bump-default" in Path(paths["md"]).read_text()
+
+
+def test_usage_errors_come_before_any_release_is_read(releases, tmp_path):
+    with pytest.raises(UsageError, match="--profiles is empty"):
+        matrix.run("0.1.0", " , ", tmp_path / "out")
+    with pytest.raises(UsageError):
+        matrix.run("not a spec", "base", tmp_path / "out2")

@@ -1,0 +1,36 @@
+"""patchq.commands.revert: back to the byte-exact pristine files, in process."""
+
+from __future__ import annotations
+
+from patchq.commands import apply, revert
+
+from testing.small_world import UTILS
+
+
+def test_revert_all_restores_the_pristine_bytes(small):
+    pristine = (small.site / UTILS).read_bytes()
+    apply.apply(small.target, small.series, "base")
+    doc, code = revert.run(small.target, small.series, None, force=False)
+    assert (code, doc["command"], doc["restored"], doc["profile"]) == (0, "revert", [UTILS], None)
+    assert (small.site / UTILS).read_bytes() == pristine
+    again, code = revert.run(small.target, small.series, None, force=False)
+    assert code == 0 and again["noop"] and again["restored"] == []
+
+
+def test_revert_of_a_profile_keeps_nothing_of_it(small):
+    pristine = (small.site / UTILS).read_bytes()
+    apply.apply(small.target, small.series, "base")
+    doc, code = revert.run(small.target, small.series, "base", force=False)
+    assert code == 0 and doc["restored"] == [UTILS] and (small.site / UTILS).read_bytes() == pristine
+
+
+def test_force_restores_a_foreign_edit_from_the_journal_and_keeps_a_copy(small):
+    pristine = (small.site / UTILS).read_bytes()
+    apply.apply(small.target, small.series, "base")
+    (small.site / UTILS).write_text(small.utils() + "# someone's edit\n")
+    doc, code = revert.run(small.target, small.series, None, force=False)
+    assert code == 4 and "modified by someone else" in doc["error"]
+    doc, code = revert.run(small.target, small.series, None, force=True)
+    assert code == 0 and (small.site / UTILS).read_bytes() == pristine
+    (kept,) = doc["foreign_kept"].values()
+    assert open(kept).read().endswith("# someone's edit\n")

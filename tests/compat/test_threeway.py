@@ -1,0 +1,112 @@
+"""patchq.compat.threeway: the three-way drift rules, on small parsed definitions (no release:
+the rules are pure functions of the three definitions). Detection by meaning is
+tests/compat/test_meaning.py's."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from patchq.compat import threeway
+
+BASE = '''
+def resolve(cfg, groups):
+    dcp = cfg.dcp
+    if len(groups) <= 1:
+        return cfg.block, cfg.block
+    sizes = [g.size for g in groups]
+    lcm = max(sizes)
+    log(sizes)
+    return lcm, min(sizes)
+'''
+
+
+def side(text: str, version: str = "1.0", qual: str = "resolve") -> threeway.Side:
+    text = textwrap.dedent(text).lstrip("\n")
+    node = ast.parse(text).body[0]
+    return threeway.Side(version, "vllm/m.py", node, text, threeway.flatten(node))
+
+
+def rules(base: str, ours: str, theirs: str, module_changes=None) -> list[str]:
+    return [f["rule"] for f in threeway.findings(side(base), side(ours), side(theirs, "2.0"), module_changes)]
+
+
+OURS_INSERT = BASE.replace("    sizes = [g.size for g in groups]\n",
+                           "    sizes = [g.size for g in groups]\n    sizes = sorted(sizes)\n")
+
+
+def test_apart_changes_have_no_findings():
+    theirs = BASE.replace("    dcp = cfg.dcp\n", "    dcp = cfg.decode_cp\n")  # a name the patch does not use
+    assert rules(BASE, OURS_INSERT, theirs) == []
+    # upstream's new code reading what the patch rebinds is not apart
+    assert rules(BASE, OURS_INSERT, BASE.replace("    log(sizes)\n", "    log('sizes', sizes)\n")) == ["names"]
+
+
+def test_an_upstream_hunk_next_to_the_patch_is_an_overlap():
+    theirs = BASE.replace("    lcm = max(sizes)\n", "    lcm = math.lcm(*sizes)\n")
+    found = threeway.findings(side(BASE), side(OURS_INSERT), side(theirs, "2.0"))
+    assert [f["rule"] for f in found] == ["overlap"]
+    assert found[0]["upstream"] == "vllm/m.py:6"  # the target's line, named
+
+
+def test_a_changed_signature_is_reported():
+    theirs = BASE.replace("def resolve(cfg, groups):", "def resolve(cfg, groups, skip=False):")
+    assert "signature" in rules(BASE, OURS_INSERT, theirs)
+
+
+def test_upstream_rebinding_a_name_the_patch_reads():
+    ours = BASE.replace("    lcm = max(sizes)\n", "    lcm = max(sizes)\n    lcm = lcm * cfg.dcp\n")
+    theirs = BASE.replace("    dcp = cfg.dcp\n", "    dcp = cfg.dcp\n    cfg = cfg.resolved()\n")
+    assert rules(BASE, ours, theirs) == ["names"]
+
+
+def test_comprehension_variables_are_not_the_functions_names():
+    theirs = BASE.replace("    lcm = max(sizes)\n    log(sizes)\n",
+                          "    lcm = max(sizes)\n    log([g for g in sizes])\n")
+    ours = BASE.replace("    dcp = cfg.dcp\n", "    dcp = cfg.dcp\n    first = [g.size for g in groups][:1]\n")
+    assert rules(BASE, ours, theirs) == []
+
+
+def test_an_inserted_return_skips_what_upstream_added_after_it():
+    ours = BASE.replace("        return cfg.block, cfg.block\n",
+                        "        return cfg.block, cfg.block\n    if dcp != 1:\n        return 0, 0\n")
+    theirs = BASE.replace("    log(sizes)\n", "    log(sizes)\n    check(sizes)\n")
+    assert rules(BASE, ours, theirs) == ["skipped-path"]
+
+
+def test_module_names_the_added_code_reads():
+    ours = BASE.replace("    log(sizes)\n", "    log(sizes)\n    helper(sizes)\n")
+    theirs = BASE.replace("    return lcm, min(sizes)\n", "    return lcm, min(sizes)  # same\n")
+    assert rules(BASE, ours, theirs, {"helper": "vllm/m.py:40"}) == ["module-name"]
+    changed = threeway.module_changes("def helper(a):\n    pass\n", "def helper(a, b):\n    pass\n", "vllm/m.py",
+                                      ["helper"])
+    assert changed == {"helper": "vllm/m.py:1"}
+    assert threeway.module_changes("def helper(a):\n    pass\n", "def helper(a):\n    return 1\n", "vllm/m.py",
+                                   ["helper"]) == {}  # a body change is not the signature
+
+
+def test_view_holds_both_diffs():
+    theirs = side(BASE.replace("    lcm = max(sizes)\n", "    lcm = math.lcm(*sizes)\n"), "2.0")
+    text = threeway.view(side(BASE), side(OURS_INSERT), theirs, "resolve")
+    assert "== the patch's change (base -> ours)" in text and "+    sizes = sorted(sizes)" in text
+    assert "== upstream's change (base -> theirs)" in text and "+    lcm = math.lcm(*sizes)" in text
+
+
+# ---------------------------------------------------------------------------
+def test_upstream_merging_the_same_name_in_another_form_is_not_apart():
+    base = BASE.replace("    sizes = [g.size for g in groups]\n",
+                        "    sizes = [g.size for g in groups]\n    stop = cfg.stop\n")
+    ours = base.replace("    stop = cfg.stop\n",
+                        "    stop = cfg.stop\n    stop = list(set(stop) | set(cfg.defaults))\n")
+    theirs = base.replace("    log(sizes)\n",
+                          "    log(sizes)\n    stop = list(dict.fromkeys([*stop, *cfg.defaults]))\n")
+    assert rules(base, ours, theirs) == ["names"]  # the dict.fromkeys merge of the issue: blocking
+
+
+def test_a_local_renamed_away_from_the_patch_keeps_the_meaning():
+    ours = BASE.replace("    lcm = max(sizes)\n", "    lcm = max(sizes)\n    lcm = lcm * dcp\n")
+    theirs = BASE.replace("    sizes = [g.size for g in groups]\n", "    per_group = [g.size for g in groups]\n") \
+        .replace("    lcm = max(sizes)\n", "    lcm = max(per_group)\n")
+    # the rename rewrites `lcm = max(...)` (which the patch's lcm reads) next to nothing else
+    found = rules(BASE, ours, theirs)
+    assert "names" not in found

@@ -1,0 +1,1 @@
+"""End-to-end scenarios through the CLI, named for the scenario (not for a module)."""

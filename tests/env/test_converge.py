@@ -1,0 +1,63 @@
+"""patchq.env.converge: the one algorithm of apply and revert (make the environment carry exactly
+these patches), on the small world: dry runs, the journal it commits, a read-only site, and the
+interrupted write it rolls forward first."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from patchq.env.converge import PlanFailed, converge
+from patchq.env.state import StateDir
+from patchq.errors import ReadOnlyError
+from testing.small_world import UTILS
+
+
+def test_a_dry_run_plans_and_writes_nothing(small):
+    before = (small.site / UTILS).read_bytes()
+    result = converge(small.target, small.series.patches_of("base"), profile="base", dry_run=True)
+    assert result.plan.ok and list(result.plan.patched) == [UTILS] and result.added == ["bump-default"]
+    assert (small.site / UTILS).read_bytes() == before and not (small.site / ".patchq").exists()
+
+
+def test_converge_commits_the_journal_and_a_second_run_is_a_noop(small):
+    result = converge(small.target, small.series.patches_of("base"), profile="base")
+    assert (result.written, result.added, result.noop) == ([UTILS], ["bump-default"], False)
+    journal = StateDir(small.site).read()
+    entry = journal.files[UTILS]
+    assert journal.profile == "base" and list(journal.patches) == ["bump-default"]
+    assert entry.patched_sha256 == hashlib.sha256((small.site / UTILS).read_bytes()).hexdigest()
+    assert entry.pristine_sha256 == entry.record_sha256
+    again = converge(small.target, small.series.patches_of("base"), profile="base")
+    assert again.noop and again.written == []
+    back = converge(small.target, [], profile=None)
+    assert back.removed == ["bump-default"] and back.restored == [UTILS]
+    assert hashlib.sha256((small.site / UTILS).read_bytes()).hexdigest() == entry.record_sha256
+
+
+def test_a_failed_plan_raises_with_the_plan_and_writes_nothing(small):
+    small.reinstall("class Other:\n    pass\n")
+    with pytest.raises(PlanFailed) as err:
+        converge(small.target, small.series.patches_of("base"), profile="base")
+    assert [r.failure for r in err.value.plan.failures()] == ["gone"]
+    assert (small.site / UTILS).read_text() == "class Other:\n    pass\n"
+
+
+def test_a_site_that_refuses_writes_is_refused_before_anything_is_written(small, immutable):
+    before = (small.site / UTILS).read_bytes()
+    immutable(small.site, small.site / "vllm" / "ops")  # refuses new entries even to root
+    with pytest.raises(ReadOnlyError, match="nothing was written"):
+        converge(small.target, small.series.patches_of("base"), profile="base")
+    assert (small.site / UTILS).read_bytes() == before
+
+
+def test_an_interrupted_write_is_recovered_before_converging(small):
+    converge(small.target, small.series.patches_of("base"), profile="base")
+    state = StateDir(small.site)
+    patched = (small.site / UTILS).read_bytes()
+    pristine = state.read_pristine(UTILS)
+    (small.site / UTILS).write_bytes(pristine)
+    state.begin({UTILS: (hashlib.sha256(pristine).hexdigest(), patched)}, state.read())
+    result = converge(small.target, small.series.patches_of("base"), profile="base")
+    assert result.recovered == [UTILS] and result.noop and (small.site / UTILS).read_bytes() == patched

@@ -1,0 +1,67 @@
+"""patchq.env.fsutil: atomic replacement (never through a hard link) and stale pyc removal."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from patchq.env import fsutil
+
+
+def test_atomic_write_replaces_the_file_and_breaks_a_hard_link(tmp_path):
+    shared = tmp_path / "cache-copy.py"
+    shared.write_bytes(b"old\n")
+    target = tmp_path / "site" / "mod.py"
+    target.parent.mkdir()
+    os.link(shared, target)  # as uv installs it
+    os.chmod(target, 0o600)
+    fsutil.atomic_write(target, b"new\n")
+    assert target.read_bytes() == b"new\n" and shared.read_bytes() == b"old\n"
+    assert target.stat().st_ino != shared.stat().st_ino
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600  # the existing file's mode is kept
+    assert sorted(p.name for p in target.parent.iterdir()) == ["mod.py"]  # no temporary file left
+
+
+def test_atomic_write_of_a_new_file_and_an_explicit_mode(tmp_path):
+    fsutil.atomic_write(tmp_path / "a", b"x", sync_dir=False)
+    fsutil.atomic_write(tmp_path / "b", b"y", mode=0o755)
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "b").stat().st_mode) == 0o755
+
+
+def test_a_failed_write_leaves_the_old_bytes_and_no_temporary_file(tmp_path, monkeypatch):
+    target = tmp_path / "mod.py"
+    target.write_bytes(b"old\n")
+
+    def fail(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(fsutil.os, "replace", fail)
+    with pytest.raises(OSError):
+        fsutil.atomic_write(target, b"new\n")
+    assert target.read_bytes() == b"old\n" and [p.name for p in tmp_path.iterdir()] == ["mod.py"]
+
+
+def test_invalidate_pycache_removes_only_that_modules_pycs(tmp_path):
+    src = tmp_path / "utils.py"
+    src.write_text("X = 1\n")
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    for name in ("utils.cpython-312.pyc", "utils.cpython-312.opt-1.pyc", "utils2.cpython-312.pyc", "other.cpython-312.pyc"):
+        (cache / name).write_bytes(b"")
+    removed = fsutil.invalidate_pycache(src)
+    assert sorted(p.name for p in removed) == ["utils.cpython-312.opt-1.pyc", "utils.cpython-312.pyc"]
+    assert sorted(p.name for p in cache.iterdir()) == ["other.cpython-312.pyc", "utils2.cpython-312.pyc"]
+    assert fsutil.invalidate_pycache(tmp_path / "none.py") == []
+
+
+def test_a_symlinked_pycache_is_not_followed(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "utils.cpython-312.pyc").write_bytes(b"")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__pycache__").symlink_to(elsewhere)
+    assert fsutil.invalidate_pycache(pkg / "utils.py") == []
+    assert (elsewhere / "utils.cpython-312.pyc").exists()

@@ -1,0 +1,1 @@
+"""Tests of patchq.runtime, one module per module (tests/runtime/test_<module>.py)."""

@@ -1,0 +1,92 @@
+"""patchq.series / patchq.model: loading a small series from tmp_path."""
+
+from __future__ import annotations
+
+import pytest
+from packaging.version import Version
+
+from patchq import series as S
+from patchq.errors import SeriesError, UsageError
+
+from testing.small_series import write_series
+
+
+def test_load_profiles_patch_anchors_and_hash(tmp_path):
+    loaded = S.load(write_series(tmp_path))
+    assert loaded.root == (tmp_path / "series").resolve()
+    assert loaded.anchors_root == (tmp_path / "anchors").resolve()
+    assert list(loaded.profiles) == ["base", "none"]
+    assert loaded.profile("base").patches == ("bump-default",)
+    assert loaded.all_patch_ids() == ["bump-default"]
+    p = loaded.patch("bump-default")
+    assert p.why == "GB10 gets big tiles."  # whitespace folded
+    assert p.upstream == ("https://example.invalid/pr/1",)
+    spec = p.anchors["default"]
+    assert (spec.module, spec.qualname, spec.node, spec.min_count, spec.max_count) == (
+        "vllm.ops.utils", "Backend", "DEFAULT = ...", 1, 1)
+    assert spec.module_paths == ("vllm/ops/utils.py", "vllm/ops/utils/__init__.py")
+    assert spec.fingerprints == {"0.1.0": "0" * 16}
+    assert len(p.hash) == 12 and int(p.hash, 16) >= 0
+    assert loaded.patch("bump-default") is p  # loaded once
+
+
+def test_variant_selection(tmp_path):
+    p = S.load(write_series(tmp_path)).patch("bump-default")
+    assert p.variant_for("0.0.9") is None  # outside applies
+    assert p.variant_for("0.2.5").kind == "edit" and list(p.variant_for("0.2.5").edits) == ["default"]
+    assert p.variant_for(Version("0.3.0")).kind == "upstreamed"
+
+
+def test_hash_covers_the_patch_file_and_anchor_definitions_not_fingerprints(tmp_path):
+    first = S.load(write_series(tmp_path / "a")).patch("bump-default").hash
+    same = S.load(write_series(tmp_path / "b", fingerprint="f" * 16)).patch("bump-default").hash
+    assert first == same
+    series = write_series(tmp_path / "c")
+    toml = tmp_path / "c" / "anchors" / "bump-default.toml"
+    toml.write_text(toml.read_text().replace('count = 1', 'count = "1+"'))
+    changed = S.load(series).patch("bump-default")
+    assert changed.hash != first and changed.anchors["default"].max_count is None
+
+
+def test_count_forms(tmp_path):
+    series = write_series(tmp_path)
+    toml = tmp_path / "anchors" / "bump-default.toml"
+    for value, expect in [('2', (2, 2)), ('"2+"', (2, None))]:
+        toml.write_text(toml.read_text().split("count =")[0] + f"count = {value}\n")
+        spec = S.load_anchor_file(toml)["default"]
+        assert (spec.min_count, spec.max_count) == expect
+        assert spec.count_text() == ("2" if expect[1] else "at least 2")
+    toml.write_text(toml.read_text().split("count =")[0] + "count = \"lots\"\n")
+    with pytest.raises(SeriesError, match="bump-default.toml: anchors.default"):
+        S.load(series).patch("bump-default")
+
+
+def test_errors_name_the_problem(tmp_path):
+    series = write_series(tmp_path)
+    loaded = S.load(series)
+    with pytest.raises(UsageError, match="unknown profile 'nope'; known: base, none; did you mean 'none'"):
+        loaded.profile("nope")
+    with pytest.raises(UsageError, match=r"unknown profile 'xyz'; known: base, none$"):
+        loaded.profile("xyz")
+    with pytest.raises(UsageError, match="unknown patch 'nope'"):
+        loaded.patch("nope")
+    with pytest.raises(SeriesError, match="no series there"):
+        S.load(tmp_path / "anchors")
+    (tmp_path / "anchors" / "bump-default.toml").write_text("[anchors.other]\nmodule='vllm.m'\nqualname='q'\n")
+    with pytest.raises(SeriesError, match=r"edits unknown anchors \['default'\]"):
+        S.load(series).patch("bump-default")
+    with pytest.raises(SeriesError, match="exactly one of"):
+        S.variant(">=1", edits={"a": None}, absent="x")
+    with pytest.raises(SeriesError, match="bad applies-range"):
+        S.spec(">=banana")
+
+
+def test_env_vars_select_series_and_anchors(tmp_path, monkeypatch):
+    series = write_series(tmp_path / "one")
+    other = tmp_path / "elsewhere"
+    (other).mkdir()
+    (other / "bump-default.toml").write_text((tmp_path / "one" / "anchors" / "bump-default.toml").read_text())
+    monkeypatch.setenv("PATCHQ_SERIES", str(series))
+    monkeypatch.setenv("PATCHQ_ANCHORS", str(other))
+    loaded = S.load()
+    assert loaded.root == series.resolve() and loaded.anchors_root == other.resolve()

@@ -1,1 +1,0 @@
-"""The fast layer: small fixtures, no vLLM release, no network (``pytest -m "not wheel"``)."""

