@@ -507,7 +507,7 @@ def table(records: list[dict]) -> str:
         for run, ids in sorted(runs.items()):
             if ids is ref:
                 continue
-            first = next((i for i, (x, y) in enumerate(zip(ref, ids)) if x != y), None)
+            first = next((i for i, (x, y) in enumerate(zip(ref, ids, strict=False)) if x != y), None)
             parts.append(f"{run} {'= dflash' if first is None else f'differs from dflash at token {first}'}")
         out.append(f"- {release} greedy: " + (", ".join(parts) or f"only {', '.join(runs)} served"))
     return "\n".join(out) + "\n"

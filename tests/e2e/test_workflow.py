@@ -218,15 +218,6 @@ def test_init_runs_git_init_and_names_patchq_fingerprint(tmp_path):
     assert "pypi.org" not in readme
 
 
-def test_rebase_ranges_print_lower_bound_first():
-    from patchq.report import ranges_lower_first
-
-    assert ranges_lower_first("variant <0.26,>=0.15; series at 0.26.0: edit <0.33,>=0.26") == (
-        "variant >=0.15,<0.26; series at 0.26.0: edit >=0.26,<0.33")
-    assert ranges_lower_first("widen the variant <0.28,>=0.20 to cover vllm 0.28.0") == (
-        "widen the variant >=0.20,<0.28 to cover vllm 0.28.0")
-
-
 # -- patchq serve ---------------------------------------------------------------------------------
 
 FAKE_VLLM = '#!/bin/sh\necho "vllm $* | PATCHQ_EXPECT_PROFILE=$PATCHQ_EXPECT_PROFILE LEVEL=$LEVEL"\n'

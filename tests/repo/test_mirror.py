@@ -23,23 +23,10 @@ TESTS = REPO / "tests"
 
 #: Modules with logic (paths under patchq/) that have no test module yet.
 UNMIRRORED = frozenset({
-    "authoring/merge.py",
     "commands/edit.py",
     "commands/import_.py",
-    "commands/run.py",
     "commands/upgrade.py",
     "commands/upstream.py",
-    "compat/matrix_boot.py",
-    "compat/matrix_render.py",
-    "compat/upstreamed.py",
-    "fastpath.py",
-    "plan/backward.py",
-    "plan/survival.py",
-    "plan/validate.py",
-    "postcheck.py",
-    "report.py",
-    "runtime/live.py",
-    "runtime/plugin.py",
 })
 
 #: Test modules outside the mirror, each with its reason (tests of what is not patchq/, or

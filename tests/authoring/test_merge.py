@@ -1,0 +1,64 @@
+"""patchq.authoring.merge: the three-way merge a rebase runs per definition (git merge-file),
+and rebase_patch carrying the small series' patch between two small source trees."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from patchq.authoring import merge
+from patchq.sentinels import sentinel_comment
+from patchq.vllmdist import sources
+from testing.small_series import UTILS_PY, write_tree
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git merge-file needs git")
+
+BASE = "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n"
+
+
+def test_merge_file_merges_apart_changes_and_marks_a_conflict():
+    ours = BASE.replace("b = 2", "b = 20")
+    theirs = BASE.replace("e = 5", "e = 50")
+    merged, conflicts = merge.merge_file(ours, BASE, theirs, ("patched", "0.1.0", "0.2.0"))
+    assert conflicts == 0 and merged == "a = 1\nb = 20\nc = 3\nd = 4\ne = 50\n"
+    merged, conflicts = merge.merge_file(ours, BASE, BASE.replace("b = 2", "b = 200"), ("patched", "0.1.0", "0.2.0"))
+    assert conflicts == 1 and "<<<<<<< patched\nb = 20\n" in merged and ">>>>>>> 0.2.0\n" in merged
+
+
+def test_sentinels_are_stripped_and_line_ranges_spliced():
+    text = "x = 1\n" + sentinel_comment("p", "0" * 12) + "\ndef f():\n    pass\n"
+    assert merge.strip_sentinels(text) == "x = 1\ndef f():\n    pass\n"
+    assert merge.splice_many("1\n2\n3\n4\n", [(2, 3, "two-three\n"), (4, 4, "four\n")]) == "1\ntwo-three\nfour\n"
+
+
+def test_a_rebase_to_a_release_that_changed_elsewhere_is_clean(small, tmp_path):
+    patch = small.series.patch("bump-default")
+    old = sources.source_tree(write_tree(tmp_path / "old"), version="0.1.0")
+    moved_on = UTILS_PY.replace("        return self.DEFAULT\n", "        return int(self.DEFAULT)\n")
+    new = sources.source_tree(write_tree(tmp_path / "new", utils=moved_on), version="0.2.0")
+    res = merge.rebase_patch(patch, old, new, tmp_path / "work")
+    assert (res.status, res.merge, res.transform) == ("clean", "clean", "carries-forward")
+    assert res.target_variant == "edit <0.3,>=0.1" and set(res.fingerprints["default"]) == {"0.1.0", "0.2.0"}
+    assert "+    DEFAULT = 101376\n" in res.old_diff and "+    DEFAULT = 101376\n" in res.new_diff
+    assert [p.marker for p in res.range_diff] == ["="]
+
+
+def test_a_rebase_onto_a_conflicting_change_writes_the_conflict_and_nothing_else(small, tmp_path):
+    patch = small.series.patch("bump-default")
+    old = sources.source_tree(write_tree(tmp_path / "old"), version="0.1.0")
+    clash = UTILS_PY.replace("    DEFAULT = 102400\n", "    DEFAULT = 204800\n")
+    new = sources.source_tree(write_tree(tmp_path / "new", utils=clash), version="0.2.0")
+    res = merge.rebase_patch(patch, old, new, tmp_path / "work")
+    assert (res.merge, res.status) == ("conflict", "conflict"), (res.merge, res.status)
+    written = sorted(p for p in (tmp_path / "work").rglob("*") if p.is_file())
+    assert written and all(p.is_relative_to(merge.unit_dir(tmp_path / "work", "0.2.0", "bump-default"))
+                           for p in written)
+    assert any("<<<<<<<" in p.read_text() for p in written)
+
+
+def test_a_patch_with_no_edit_variant_at_the_base_is_skipped(small, tmp_path):
+    patch = small.series.patch("bump-default")
+    tree = sources.source_tree(write_tree(tmp_path / "t"), version="0.3.0")  # upstreamed there
+    res = merge.rebase_patch(patch, tree, tree, tmp_path / "work")
+    assert res.status == "skipped" and "is 'upstreamed': nothing to carry" in res.reason

@@ -1,0 +1,56 @@
+"""patchq.compat.matrix_boot: boot records (the lab's JSON lines) grouped under their profile
+row, each run's verdict and line (records in the lab's shape, written here)."""
+
+from __future__ import annotations
+
+from patchq.compat import matrix_boot
+
+RECORDS = [
+    {"profile": "dflash", "release": "0.26.0", "result": "serves", "boot_s": 203.4},
+    {"profile": "dflash", "run": "dflash-run", "mode": "run", "site_pristine": True, "release": "0.26.0",
+     "result": "ok", "boot_s": 220},
+    {"profile": "dflash-minus-unify", "run": "neg-unify", "release": "0.26.0", "result": "failed",
+     "error_line": "AssertionError: assert new_spec.page_size_bytes == max_page_size",
+     "expected": {"result": "fails", "error": "page_size_bytes == max_page_size"}},
+    {"profile": "dflash-minus-unify", "run": "neg-unify", "release": "0.33.0", "result": "serves",
+     "expected": {"result": "fails", "error": "page_size_bytes"}},
+    {"profile": "dense", "release": "0.26.0", "result": "failed", "error_line": "CUDA error: out of memory"},
+    {"profile": "dense", "release": "0.26.0", "level": "cpu-boot", "result": "not-cpu-bootable",
+     "reason": "no FP8 kernel on CPU"},
+    {"profile": "other", "release": "0.26.0", "result": "serves"},
+]
+
+
+def test_rows_and_controls():
+    assert matrix_boot.row_profile("dflash-minus-unify") == "dflash" and matrix_boot.row_profile("dense") == "dense"
+    assert matrix_boot.serves("OK") and matrix_boot.serves("ready") and not matrix_boot.serves("failed")
+
+
+def test_group_gives_each_row_its_primary_run_and_worst_verdict():
+    out = matrix_boot.group(RECORDS, ["dflash", "dense"])
+    assert set(out) == {"dflash", "dense"}  # "other" is not a profile asked for
+    entry = out["dflash"]["0.26.0"]
+    assert (entry["primary"], entry["result"], entry["boot_s"], entry["verdict"]) == ("dflash", "serves", 203.4, "ok")
+    assert [r["run"] for r in entry["runs"]] == ["dflash", "dflash-run", "neg-unify"]  # plain, runtime, controls
+    assert [r["verdict"] for r in entry["runs"]] == ["serves", "serves", "fails-as-expected"]
+    only_control = out["dflash"]["0.33.0"]
+    assert only_control["primary"] is None and only_control["result"] is None
+    assert only_control["verdict"] == "unexpected" and only_control["runs"][0]["verdict"] == "serves-unexpectedly"
+    assert out["dense"]["0.26.0"]["verdict"] == "fail"
+
+
+def test_the_cpu_level_is_its_own_and_never_fails():
+    cpu = matrix_boot.group(RECORDS, ["dense"], level="cpu-boot")
+    (run,) = cpu["dense"]["0.26.0"]["runs"]
+    assert run["verdict"] == matrix_boot.NOT_CPU and cpu["dense"]["0.26.0"]["verdict"] == "ok"
+    assert run["text"] == "dense not CPU-bootable: no FP8 kernel on CPU"
+
+
+def test_run_lines():
+    entry = matrix_boot.group(RECORDS, ["dflash", "dense"])
+    texts = [r["text"] for r in entry["dflash"]["0.26.0"]["runs"]]
+    assert texts == ["dflash ok 203 s", "dflash-run (runtime) ok 220 s, site pristine",
+                     "neg-unify fails as expected: AssertionError: assert new_spec.page_size_bytes == max_page_size"]
+    assert entry["dflash"]["0.33.0"]["runs"][0]["text"] == (
+        "neg-unify SERVES, not as expected: without the reverted patch no 'page_size_bytes' on 0.33.0")
+    assert entry["dense"]["0.26.0"]["runs"][0]["text"] == "dense FAILS: CUDA error: out of memory"
