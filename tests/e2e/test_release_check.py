@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from testing import release_fixture as rf
+from testing.tools import tool
 from support import REPO
 
 #: the wheel layer: every test here reads real vLLM releases
@@ -321,26 +322,16 @@ def test_matrix_shards_merge_like_one_matrix(tmp_path):
 # --------------------------------------------------------------------------- the workflows
 
 
-def _tool(name: str) -> str:
-    exe = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
-    if exe is None:
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", name], capture_output=True, text=True)
-        exe = shutil.which(name, path=str(Path(sys.executable).parent))
-        if exe is None:
-            pytest.skip(f"{name} is not installed and cannot be installed: {proc.stderr.strip()[-200:]}")
-    return exe
-
-
 def test_workflows_match_the_github_schema():
     """check-jsonschema's vendored GitHub-workflow schema accepts every workflow under ci/github/."""
-    proc = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
+    proc = subprocess.run([tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
                            *map(str, WORKFLOWS)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_workflows_pass_zizmor_offline():
     """zizmor's offline audit finds nothing (pinned actions, no template injection, least permissions)."""
-    proc = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", *map(str, WORKFLOWS)],
+    proc = subprocess.run([tool("zizmor"), "--offline", "--no-progress", *map(str, WORKFLOWS)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
