@@ -142,7 +142,8 @@ def test_diff_write_of_the_project_series_at_0_23_0(tmp_path, series_copy, cli):
     res = cli("diff", "--release", "0.23.0", "--write", "--series", series_copy, "--json")
     assert res.rc == 0, res.stderr
     rows = {r["patch_id"]: r for r in res.json["patches"]}
-    assert set(rows) == {"fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead"}
+    # the Spark patches (a patch added to the series later is written too)
+    assert {"fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead"} <= set(rows)
     for pid, r in rows.items():
         assert r["status"] == "ok" and r["action"] == "wrote"
         text = (series_copy / "diffs" / "0.23.0" / f"{pid}.diff").read_text()

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from support import REPO, run_cli
-from e2e.test_release_check import _tool
+from testing import tools
 
 HEAD = "0123456789abcdef0123456789abcdef01234567"
 
@@ -36,10 +36,10 @@ def _init(tmp_path: Path, *args: str) -> Path:
 
 
 def test_action_matches_the_schema_and_passes_zizmor():
-    schema = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions",
+    schema = subprocess.run([tools.tool("check-jsonschema"), "--builtin-schema", "vendor.github-actions",
                              str(REPO / "action.yml")], capture_output=True, text=True)
     assert schema.returncode == 0, schema.stdout + schema.stderr
-    audit = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "--persona", "pedantic",
+    audit = subprocess.run([tools.tool("zizmor"), "--offline", "--no-progress", "--persona", "pedantic",
                             str(REPO / "action.yml")], capture_output=True, text=True)
     assert audit.returncode == 0, audit.stdout + audit.stderr
 
@@ -50,10 +50,10 @@ def test_the_workflow_init_writes_uses_the_action_pinned(tmp_path, action):
     a full commit hash, and the reusable action used."""
     repo = _init(tmp_path, *(["--action", action] if action else []))
     wf = repo / ".github/workflows/patchq.yml"
-    schema = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(wf)],
+    schema = subprocess.run([tools.tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(wf)],
                             capture_output=True, text=True)
     assert schema.returncode == 0, schema.stdout + schema.stderr
-    audit = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "--persona", "pedantic", str(wf)],
+    audit = subprocess.run([tools.tool("zizmor"), "--offline", "--no-progress", "--persona", "pedantic", str(wf)],
                            capture_output=True, text=True)
     assert audit.returncode == 0, audit.stdout + audit.stderr
     uses = re.findall(r"uses:\s*(\S+)", wf.read_text())
@@ -68,7 +68,7 @@ def test_init_refuses_an_action_that_is_not_pinned(tmp_path):
 
 
 def test_the_pre_commit_files_are_valid(tmp_path):
-    tool = _tool("pre-commit")
+    tool = tools.tool("pre-commit")
     manifest = subprocess.run([tool, "validate-manifest", str(REPO / ".pre-commit-hooks.yaml")],
                               capture_output=True, text=True)
     assert manifest.returncode == 0, manifest.stdout + manifest.stderr
@@ -137,7 +137,7 @@ def test_pre_commit_runs_the_hooks_on_a_series_repo(tmp_path):
         f"repos:\n  - repo: {REPO}\n    rev: {rev}\n    hooks:\n      - id: patchq-test\n"
         f"      - id: patchq-check\n        args: [--all, --vllm, \"0.23.0\"]\n")
     env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
-    tool = _tool("pre-commit")
+    tool = tools.tool("pre-commit")
     ok = subprocess.run([tool, "run", "--all-files"], cwd=repo, env=env, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert re.search(r"patchq test\.+Passed", ok.stdout) and re.search(r"patchq check\.+Passed", ok.stdout)
@@ -160,7 +160,7 @@ def test_sdist_and_wheel_build_pass_twine_and_the_wheel_serves_a_new_user(tmp_pa
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     (wheel,) = dist.glob("*.whl")
     (sdist,) = dist.glob("*.tar.gz")
-    checked = subprocess.run([_tool("twine"), "check", "--strict", str(wheel), str(sdist)], capture_output=True,
+    checked = subprocess.run([tools.tool("twine"), "check", "--strict", str(wheel), str(sdist)], capture_output=True,
                              text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     meta = zipfile.ZipFile(wheel).read("patchq-0.1.0.dist-info/METADATA").decode()

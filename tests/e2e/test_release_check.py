@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from testing import release_fixture as rf
+from testing.tools import tool
 from support import REPO
 
 #: the wheel layer: every test here reads real vLLM releases
@@ -228,7 +229,7 @@ def test_turnaround_on_synthetic_0_33_1(tmp_path):
     print(f"\nsynthetic {rf.NEXT}: wheel + index {built_s:.1f} s, turnaround {run_s:.1f} s")
     assert proc.returncode == release_check.EXIT_HUMAN, proc.stderr[-3000:]
     doc = json.loads((out / "summary.json").read_text())
-    verdicts = {p["id"]: p["verdict"] for p in doc["patches"]}
+    verdicts = {p["id"]: p["verdict"] for p in doc["patches"] if p["id"] in rf.DRIFT}  # the Spark patches
     assert verdicts == {pid: want for pid, (_kind, want) in rf.DRIFT.items()}, verdicts
     assert doc["needs_human_for"] == ["inc-hybrid-fp8"]
     prefix_align = next(p for p in doc["patches"] if p["id"] == "prefix-align")  # its renamed local
@@ -285,9 +286,9 @@ def test_turnaround_on_a_release_already_carried_exits_0(tmp_path, series_copy):
     assert proc.returncode == release_check.EXIT_OK, proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
     assert doc["resolved"]["fetched"] == "cached" and not doc["needs_human"]
-    assert {p["id"]: p["verdict"] for p in doc["patches"]} == {
-        "fla-shmem": "carried cleanly", "unify-kv-page": "carried cleanly", "prefix-align": "superseded",
-        "inc-hybrid-fp8": "carried cleanly", "int8-lmhead": "carried cleanly"}
+    spark = {"fla-shmem": "carried cleanly", "unify-kv-page": "carried cleanly", "prefix-align": "superseded",
+             "inc-hybrid-fp8": "carried cleanly", "int8-lmhead": "carried cleanly"}
+    assert {p["id"]: p["verdict"] for p in doc["patches"] if p["id"] in spark} == spark
     assert all(p["ok"] for p in doc["profiles"].values())
     assert doc["matrix"]["releases"] == [rf.BASE]
     assert doc["branch"] is None and doc["commit"] is None
@@ -321,26 +322,16 @@ def test_matrix_shards_merge_like_one_matrix(tmp_path):
 # --------------------------------------------------------------------------- the workflows
 
 
-def _tool(name: str) -> str:
-    exe = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
-    if exe is None:
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", name], capture_output=True, text=True)
-        exe = shutil.which(name, path=str(Path(sys.executable).parent))
-        if exe is None:
-            pytest.skip(f"{name} is not installed and cannot be installed: {proc.stderr.strip()[-200:]}")
-    return exe
-
-
 def test_workflows_match_the_github_schema():
     """check-jsonschema's vendored GitHub-workflow schema accepts every workflow under ci/github/."""
-    proc = subprocess.run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
+    proc = subprocess.run([tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
                            *map(str, WORKFLOWS)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_workflows_pass_zizmor_offline():
     """zizmor's offline audit finds nothing (pinned actions, no template injection, least permissions)."""
-    proc = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", *map(str, WORKFLOWS)],
+    proc = subprocess.run([tool("zizmor"), "--offline", "--no-progress", *map(str, WORKFLOWS)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

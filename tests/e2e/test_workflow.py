@@ -1,7 +1,7 @@
 """The user's workflow at the front door: exit codes of bad input, closed pipes, Ctrl-C,
 help, `--json` before the verb, the `next:` lines, serve, colour and progress.
 
-No vLLM release: the throwaway series and site-packages of ``test_front`` (``tiny``: one
+No vLLM release: the throwaway series and site-packages of ``testing/tiny.py`` (``tiny``: one
 patch on a three-line ``vllm/tiny.py`` with a real RECORD). Everything runs the real CLI in
 a subprocess. Each test here failed before the fix it covers (issue 27).
 """
@@ -16,15 +16,8 @@ import sys
 import time
 
 import pytest
-from e2e import test_front
 from support import REPO, run_cli
-from e2e.test_front import one_line
-
-
-@pytest.fixture
-def tiny(tmp_path) -> dict:
-    """test_front's throwaway series and site-packages (:func:`test_front.tiny`)."""
-    return test_front.tiny.__wrapped__(tmp_path)
+from testing.tiny import one_line
 
 
 # -- exit codes of malformed input: 2, never 70 (internal) or 3 (not found) ------------------
@@ -311,7 +304,7 @@ def test_every_verb_ends_with_its_obvious_next_step(tiny):
     assert failed.rc == 1 and failed.stderr.splitlines()[-1] == (
         "next: `patchq check --profile good` shows why per patch; `patchq upgrade` rebases what moved"), failed
     # `pip install vllm==0.24.0`: new files (here: the old pristine ones), the journal of the old release
-    from e2e.test_front import TINY
+    from testing.tiny import TINY
 
     (site / "vllm" / "tiny.py").unlink()
     (site / "vllm" / "tiny.py").write_text(TINY)

@@ -69,9 +69,9 @@ def test_upgrade_checks_rebases_with_write_and_applies(make_site, tmp_path):
     """A series that knows vLLM 0.23.0 only, after an upgrade to 0.26.0: the first upgrade
     says the rebase is clean and what to run; with --write it widens the variant, records
     the fingerprints and the diff, applies, and says so per patch."""
-    from commands.test_rebase import SHMEM_PATCH, _mini_series
+    from testing.mini_series import SHMEM_PATCH, mini_series
 
-    sdir = _mini_series(tmp_path, "shmem-only", SHMEM_PATCH, SHMEM_ANCHORS_023)
+    sdir = mini_series(tmp_path, "shmem-only", SHMEM_PATCH, SHMEM_ANCHORS_023)
     site = _upgraded_site(make_site, sdir)
     sp = ("--site-packages", str(site), "--series", str(sdir))
     dry = run_cli("upgrade", *sp, "--json")
@@ -99,9 +99,9 @@ def test_upgrade_checks_rebases_with_write_and_applies(make_site, tmp_path):
 
 
 def test_upgrade_to_a_release_not_installed_checks_it_and_applies_nothing(make_site, tmp_path):
-    from commands.test_rebase import SHMEM_PATCH, _mini_series
+    from testing.mini_series import SHMEM_PATCH, mini_series
 
-    sdir = _mini_series(tmp_path, "shmem-only", SHMEM_PATCH, SHMEM_ANCHORS_023)
+    sdir = mini_series(tmp_path, "shmem-only", SHMEM_PATCH, SHMEM_ANCHORS_023)
     site = make_site("0.23.0")
     sp = ("--site-packages", str(site), "--series", str(sdir))
     assert run_cli("apply", "--profile", "one", *sp).rc == 0
