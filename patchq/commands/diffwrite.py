@@ -16,10 +16,14 @@ from patchq.series import Series
 from patchq.vllmdist import releases
 from patchq.vllmdist.sources import release_source
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from patchq.documents import DiffWriteDoc
+
 SCHEMA = "patchq.diff-write/1"
 
 
-def run(series: Series, version: str, profile: str | None = None) -> tuple[dict, int]:
+def run(series: Series, version: str, profile: str | None = None) -> tuple[DiffWriteDoc, int]:
     """Render, validate and store the diffs. Returns (document, exit code).
 
     Raises:
@@ -35,7 +39,7 @@ def run(series: Series, version: str, profile: str | None = None) -> tuple[dict,
     with repowrite.series_transaction(series, f"patchq diff --release {version} --write") as txn:  # all or none
         rendered = diffstore.write(todo, source, dest, txn)
     failed = [r for r in rendered if r.status == engine.FAILED]
-    doc = {"schema": SCHEMA, "vllm": str(source.version), "dir": str(dest), "profile": profile,
+    doc: DiffWriteDoc = {"schema": SCHEMA, "vllm": str(source.version), "dir": str(dest), "profile": profile,
            "ok": not failed, "patches": [asdict(r) for r in rendered]}
     return doc, (EXIT_PATCH_FAILED if failed else EXIT_OK)
 

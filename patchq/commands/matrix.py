@@ -8,10 +8,14 @@ from pathlib import Path
 from patchq.compat import matrix
 from patchq.errors import UsageError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from patchq.documents import MatrixDoc
+
 
 def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: str | None = None,
         workers: int = 0, levels: Sequence[str] = (), boot: Sequence[str] = (),
-        dist: str | None = None) -> tuple[dict, dict, int]:
+        dist: str | None = None) -> tuple[MatrixDoc, dict, int]:
     """Resolve the releases, build the matrix, write matrix.json/.md/.html into ``out_dir``.
 
     Args:

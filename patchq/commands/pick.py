@@ -11,7 +11,7 @@ field) lists the ids given, which the text header names (``check --patch X``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from patchq.errors import EXIT_OK, UsageError
 from patchq.series import Series
@@ -86,6 +86,6 @@ def check(target: CodeSource, series: Series, ids: list[str]) -> tuple[CheckDoc,
     """``check --patch``: the chosen patches checked alone."""
     from patchq.compat import check as checking
 
-    doc = cast("CheckDoc", checking.document(target, None, checking.check(target, chosen(series, ids))))
+    doc = checking.document(target, None, checking.check(target, chosen(series, ids)))
     doc["patch_ids"] = list(ids)
     return doc, doc["exit_code"]

@@ -28,9 +28,9 @@ def run(site_packages: str | None = None, python: str | None = None,
 
     target = sources.installed(site_packages, python)
     loc = discovery.find(series_dir)
-    doc: StatusDoc = st.collect(target.root, loc.series, loc.anchors)  # type: ignore[assignment]  # env/status.py
+    doc: StatusDoc = st.collect(str(target.root), str(loc.series), str(loc.anchors))
     doc["series"] = loc.as_json()
-    return doc, st.exit_code(doc)  # type: ignore[arg-type]
+    return doc, st.exit_code(doc)
 
 
 def runtime(series_dir: str | None = None) -> tuple[RuntimeStatusDoc, int]:

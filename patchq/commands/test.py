@@ -20,11 +20,15 @@ from __future__ import annotations
 from patchq import testing
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from patchq.documents import TestDoc
+
 SCHEMA = "patchq.test/1"
 
 
 def run(series_dir: str | None, patches: list[str], regen: bool, releases: str | None,
-        migrate: bool = False) -> tuple[dict, int]:
+        migrate: bool = False) -> tuple[TestDoc, int]:
     """Verify (regenerate, migrate) the expected output of ``patches`` (default: all).
     Returns (document, exit code).
 
@@ -49,7 +53,7 @@ def run(series_dir: str | None, patches: list[str], regen: bool, releases: str |
         rows = _test(loc, patches, regen, _wanted(releases))
     ok = all(r["ok"] for r in rows)
     old = rows and all(r["layout"] == testing.LAYOUT1 for r in rows)  # a repo of an earlier patchq: as it said
-    doc = {"schema": SCHEMA, "ok": ok, "regen": regen, "migrate": migrate, "series": loc.as_json(),
+    doc: TestDoc = {"schema": SCHEMA, "ok": ok, "regen": regen, "migrate": migrate, "series": loc.as_json(),
            "goldens": str(testing.goldens_root(loc) if old else testing.store_root(loc)), "cases": rows}
     return doc, EXIT_OK if ok else EXIT_PATCH_FAILED
 
@@ -86,7 +90,7 @@ def _test(loc, patches: list[str], regen: bool, wanted: list[str] | None) -> lis
     return rows
 
 
-def render_text(doc: dict) -> str:
+def render_text(doc: TestDoc) -> str:
     """One line per case, then the problems."""
     verb = "migrate" if doc.get("migrate") else "regenerate" if doc["regen"] else "test"
     lines = [f"{verb} expected output in {doc['goldens']} ({doc['series']['dir']})"]
@@ -112,7 +116,7 @@ def _case_lines(r: dict) -> list[str]:
     return lines + [f"  WARN {w}" for w in r.get("warnings", [])]
 
 
-def _next(doc: dict) -> str:
+def _next(doc: TestDoc) -> str:
     from patchq.report import next_line
 
     bad = [r for r in doc["cases"] if not r["ok"]]

@@ -136,6 +136,10 @@ from patchq.plan import definitions, engine
 from patchq.plan.anchors import Pattern, locate_definition
 from patchq.vllmdist.sources import CodeSource
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from patchq.documents import CheckDoc
+
 SCHEMA = "patchq.check/1"
 
 APPLIES = "applies"
@@ -674,7 +678,7 @@ def exit_code(rows: Iterable[PatchCheck | dict]) -> int:
     return EXIT_OK
 
 
-def document(source: CodeSource, profile: str | None, rows: list[PatchCheck]) -> dict:
+def document(source: CodeSource, profile: str | None, rows: list[PatchCheck]) -> CheckDoc:
     """The ``patchq.check/1`` document (schema in the module docstring)."""
     code = exit_code(rows)
     counts: dict[str, int] = {}

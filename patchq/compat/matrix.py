@@ -68,6 +68,10 @@ from pathlib import Path
 
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from patchq.documents import MatrixDoc
+
 SCHEMA = "patchq.matrix/1"
 LEVELS = ("source", "import", "probe", "cpu-boot", "boot")
 _EDIT_STATUSES = ("applies", "applies-drifted", "moved", "superseded")  # superseded: applied (relations hook)
@@ -250,7 +254,7 @@ def _changes(releases: list[str], row: dict) -> list[dict]:
 
 
 def build(releases: Iterable[str], profiles: list[str], series_dir: str | None = None, workers: int = 0,
-          levels: list[dict] | None = None, boot: list[dict] | None = None, dist: str = "vllm") -> dict:
+          levels: list[dict] | None = None, boot: list[dict] | None = None, dist: str = "vllm") -> MatrixDoc:
     """Check every release for every profile and assemble the ``patchq.matrix/1`` document.
 
     Args:
@@ -358,7 +362,7 @@ def check_out(out_dir: str | Path) -> None:
             break
 
 
-def write(doc: dict, out_dir: str | Path) -> dict[str, Path]:
+def write(doc: MatrixDoc, out_dir: str | Path) -> dict[str, Path]:
     """Write ``matrix.json``, ``matrix.md`` and ``matrix.html`` into ``out_dir`` (created).
 
     Returns:

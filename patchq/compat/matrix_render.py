@@ -10,6 +10,8 @@ node-scoped drift diff are visible.
 from __future__ import annotations
 
 import html as _html
+from collections.abc import Mapping
+from typing import Any
 
 from patchq.report import clip
 
@@ -113,7 +115,7 @@ def _boot_md(entry: dict | None) -> str:
     return "<br>".join(_md_escape(BOOT_MARK[r["verdict"]] + r["text"]) for r in entry["runs"])
 
 
-def _boot_notes(doc: dict, name: str, key: str = "boot") -> list[tuple[str, dict]]:
+def _boot_notes(doc: Mapping[str, Any], name: str, key: str = "boot") -> list[tuple[str, dict]]:
     """(release, run) of every run of a profile row at one boot level (``boot`` or
     ``cpu_boot``) that did not go as expected."""
     return [(v, r) for v, entry in (doc.get(key) or {}).get(name, {}).items() for r in entry["runs"]
@@ -137,7 +139,7 @@ def _clip(text: str, n: int = 300) -> str:
     return clip(text, n)
 
 
-def _md_profile(doc: dict, name: str, prof: dict) -> list[str]:
+def _md_profile(doc: Mapping[str, Any], name: str, prof: dict) -> list[str]:
     """One profile's table: a row per patch, then a row per boot level that has runs."""
     rel = doc["releases"]
     out = [f"\n## {name}\n\n{prof['description']}\n", "| patch | " + " | ".join(rel) + " | first change |",
@@ -160,7 +162,7 @@ def _md_profile(doc: dict, name: str, prof: dict) -> list[str]:
     return out
 
 
-def _md_changes(doc: dict) -> list[str]:
+def _md_changes(doc: Mapping[str, Any]) -> list[str]:
     rel = doc["releases"]
     out, seen = ["\n## Changes per patch\n"], set()
     for name, per in doc["changes"].items():
@@ -176,7 +178,7 @@ def _md_changes(doc: dict) -> list[str]:
     return out
 
 
-def _md_problems(doc: dict) -> list[str]:
+def _md_problems(doc: Mapping[str, Any]) -> list[str]:
     """The blocking cells and the releases not checked (sections only when there are any)."""
     out = []
     blocking = [(name, pid, v, c) for name, per in doc["cells"].items() for pid, row in per.items()
@@ -191,7 +193,7 @@ def _md_problems(doc: dict) -> list[str]:
     return out
 
 
-def markdown(doc: dict) -> str:
+def markdown(doc: Mapping[str, Any]) -> str:
     """The matrix as Markdown: one table per profile (patch rows, then the ``cpu-boot`` and
     ``boot`` rows), then per-patch changes, blocking cells and releases not checked."""
     rel = doc["releases"]
@@ -294,7 +296,7 @@ def _boot_td(entry: dict | None) -> str:
     return f'<td class="boot boot-{_e(entry["verdict"])}">{"".join(lines)}</td>'
 
 
-def _html_intro(doc: dict) -> list[str]:
+def _html_intro(doc: Mapping[str, Any]) -> list[str]:
     rel = doc["releases"]
     out = ["<!doctype html><html lang=en><head><meta charset=utf-8>",
            "<title>patchq compatibility matrix</title><style>", _CSS, "</style></head><body>",
@@ -316,7 +318,7 @@ def _html_intro(doc: dict) -> list[str]:
     return out
 
 
-def _grid_td(doc: dict, name: str, pid: str, v: str, shown: dict) -> str:
+def _grid_td(doc: Mapping[str, Any], name: str, pid: str, v: str, shown: dict) -> str:
     """One grid cell; records in ``shown`` which detail row it links to (one per distinct cell)."""
     cell = doc["cells"][name][pid].get(v)
     if cell is None:
@@ -334,7 +336,7 @@ def _grid_td(doc: dict, name: str, pid: str, v: str, shown: dict) -> str:
             f'<small>{_e(level)} · {_wbr(_short_where(cell))}</small></a></td>')
 
 
-def _html_profile(doc: dict, name: str, prof: dict, shown: dict) -> list[str]:
+def _html_profile(doc: Mapping[str, Any], name: str, prof: dict, shown: dict) -> list[str]:
     """One profile's grid: a row per patch, a row per boot level with runs, then the notes."""
     rel = doc["releases"]
     out = [f"<h2>{_e(name)}</h2><p>{_e(prof['description'])} — patches: {_e(', '.join(prof['patches']))}</p>",
@@ -383,7 +385,7 @@ def _detail_body(cell: dict) -> str:
     return "".join(body)
 
 
-def _html_details(doc: dict, shown: dict) -> list[str]:
+def _html_details(doc: Mapping[str, Any], shown: dict) -> list[str]:
     """Per patch: its changes and one detail row per distinct (release[, profile]) cell."""
     out = ["<h2>Details per patch</h2>"]
     patch_ids: list[str] = []
@@ -408,7 +410,7 @@ def _html_details(doc: dict, shown: dict) -> list[str]:
     return out
 
 
-def html(doc: dict) -> str:
+def html(doc: Mapping[str, Any]) -> str:
     """The matrix as one self-contained HTML page (inline CSS, no scripts, no external links)."""
     out = _html_intro(doc)
     # which (patch, release[, profile]) details are rendered once, and where a profile's cell differs

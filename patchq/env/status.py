@@ -37,6 +37,12 @@ from patchq.env.shadow import shadowing  # noqa: F401 - re-exported (status's pu
 from patchq.errors import EXIT_DRIFT, EXIT_OK
 from patchq.vllmdist import record
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from patchq.documents import StatusDoc
+
 # jsonsafe, hashing and sentinels are imported where used: a stamped status (see collect)
 # imports neither json nor a regex engine nor hashlib
 
@@ -104,7 +110,7 @@ def summary_for(journal: dict, series_root: str, anchors_root: str) -> dict:
     return series_summary(series_root, anchors_root, syntax=True)
 
 
-def collect(site, series_root, anchors_root) -> dict:
+def collect(site: str, series_root: str, anchors_root: str) -> StatusDoc:
     """The status report (a JSON-ready dict, schema ``patchq.status/1``; docs/json.md documents it).
 
     Once a report has been computed by hashing, a stat stamp (:mod:`patchq.env.stamp`)
@@ -142,15 +148,20 @@ def collect(site, series_root, anchors_root) -> dict:
             doc = None
         if isinstance(doc, dict) and doc.get("schema") == SCHEMA:
             doc["pending_write"], doc["shadowed_by"] = layout.has_pending(root), shadowing(site)
-            return doc
+            return _as_status(doc)
     taken = stamp.now()
     doc, inputs = _collect(site, series_root, anchors_root, di, root)
     if not doc["pending_write"]:
         import marshal
 
         stamp.save(key, inputs, [(series_root, (".py", ".toml")), (anchors_root, (".toml",))],
-                   marshal.dumps(doc).hex(), taken)
+                   marshal.dumps(dict(doc)).hex(), taken)
     return doc
+
+
+def _as_status(doc: Any) -> StatusDoc:
+    """A report read back from its stamp (typed as collect wrote it; no typing import here)."""
+    return doc  # type: ignore[no-any-return]
 
 
 def _version() -> str:
@@ -159,7 +170,7 @@ def _version() -> str:
     return __version__
 
 
-def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str) -> tuple[dict, list[str]]:
+def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str) -> tuple[StatusDoc, list[str]]:
     """(the status report, every file it depends on: journal, RECORD, series inputs, and
     each target file it looked at or looked for) of :func:`collect`."""
     from patchq.hashing import sha256_file
@@ -186,7 +197,7 @@ def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str)
         journal = {"series": journal.get("series"), "vllm": journal.get("vllm")}
         jfiles = {}
     files, sentinels, modified = _file_states(site, relpaths, jfiles, recorded)
-    doc = {
+    doc: StatusDoc = {
         "schema": SCHEMA,
         "site_packages": site,
         "vllm": version,
@@ -214,7 +225,7 @@ def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str)
     return doc, inputs
 
 
-def _profile_drift(doc: dict, journal: dict, summary: dict, series_root: str) -> None:
+def _profile_drift(doc: StatusDoc, journal: dict, summary: dict, series_root: str) -> None:
     """Compare the applied profile with the series' profile of that name now (added field
     ``profile_drift``: null, or what differs; exit 7). The journal's ``profile_hashes`` name
     the patches the profile had when it was applied; an id the profile now names without a
@@ -314,7 +325,7 @@ def _applied_status(pid: str, entry: dict, current: str, sentinels: dict, modifi
     return "applied", ""
 
 
-def exit_code(report: dict) -> int:
+def exit_code(report: StatusDoc) -> int:
     """0 when every patch is applied or not-applied and no file is modified; else 7 (also
     for a journalled patch the series does not know: it was applied from another series,
     when this interpreter would import vllm from elsewhere: ``shadowed_by``, and when the
