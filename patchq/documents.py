@@ -99,6 +99,7 @@ if TYPE_CHECKING:
         patches: list[Json]
         files: list[Json]
         series_errors: list[str]
+        profile_drift: str | None  # added: the applied profile differs from the series' profile now
 
     class StatusDoc(_StatusDoc, total=False):
         """``patchq.status/1`` (:mod:`patchq.env.status`); ``series`` is added by the command."""

@@ -534,8 +534,10 @@ def status_text(report: Mapping[str, Any]) -> str:
         lines.append(paint(f"! this interpreter imports vllm from {report['shadowed_by']}, not from "
                      f"{report['site_packages']}: the patches below are not what it runs (PYTHONPATH or a .pth "
                      f"puts another vllm first)", "bad"))
+    if report.get("profile_drift"):
+        lines.append(paint(f"! {report['profile_drift']}", "bad"))
     for problem in report.get("series_errors", []):
-        lines.append(paint(f"! the series file does not compile: {problem}", "bad"))
+        lines.append(paint(f"! series error: {problem}", "bad"))
     width = max((len(p["id"]) for p in report["patches"]), default=8)
     for p in report["patches"]:
         reason = f"  ({p['reason']})" if p["reason"] else ""
@@ -557,6 +559,9 @@ def status_next(report: Mapping[str, Any]) -> list[str]:
         return ["`patchq revert --all --force` restores the files (keeping a copy of each edit), then apply again"]
     if report.get("note"):  # upgraded or reinstalled: the patches went with the old files
         return ["`patchq upgrade` checks every patch of the profile on this vllm, rebases what moved and applies it"]
+    if report.get("profile_drift") and report["profile"]:
+        return [f"`patchq apply --profile {report['profile']}` makes the environment carry the profile as the "
+                f"series has it now (`patchq revert --all` takes every patch out)"]
     if "stale" in statuses and report["profile"]:
         return [f"`patchq apply --profile {report['profile']}` re-applies the changed patches"]
     if "not-in-series" in statuses:

@@ -204,12 +204,44 @@ def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str)
         "files": files,
         # series files that do not compile (compiled once per series content, cached in the journal)
         "series_errors": sorted((summary.get("syntax_errors") or {}).values()),
+        "profile_drift": None,
     }
+    _profile_drift(doc, journal, summary, series_root)
     inputs = [layout.journal_path(root), os.path.join(site, di, "RECORD")]
     inputs += [os.path.join(series_root if n.startswith("series/") else anchors_root, n.split("/", 1)[1])
                for n in summary["inputs"]]
     inputs += [os.path.join(site, rel) for rel in dict.fromkeys([*relpaths, *hinted])]
     return doc, inputs
+
+
+def _profile_drift(doc: dict, journal: dict, summary: dict, series_root: str) -> None:
+    """Compare the applied profile with the series' profile of that name now (added field
+    ``profile_drift``: null, or what differs; exit 7). The journal's ``profile_hashes`` name
+    the patches the profile had when it was applied; an id the profile now names without a
+    series file is malformed series data (``series_errors``, exit 2, as ``list`` says). A
+    journal from another release or a reinstall says it in ``note`` instead; a journal
+    written before ``profile_hashes`` existed is not compared."""
+    profile, applied = journal.get("profile"), journal.get("profile_hashes")
+    if not profile or applied is None or doc["note"]:
+        return
+    members = summary["profiles"].get(profile)
+    if members is None:
+        doc["profile_drift"] = (f"profile {profile} is no longer in the series at {series_root}; "
+                                f"its patches stay applied")
+        return
+    missing = [pid for pid in members if pid not in summary["hashes"]]
+    for pid in missing:
+        doc["series_errors"].append(f"{os.path.join(series_root, 'profiles.toml')}: profile {profile} lists "
+                                    f"{pid!r}, which has no series file")
+    added = [pid for pid in members if pid not in applied and pid not in missing]
+    dropped = [pid for pid in applied if pid not in members]
+    for row in doc["patches"]:
+        if row["id"] in added and row["status"] == "not-applied":
+            row["reason"] = f"in profile {profile} since it was applied"
+    parts = ([f"lists {', '.join(added)} since it was applied"] if added else []) + (
+        [f"no longer lists {', '.join(dropped)}"] if dropped else [])
+    if parts:
+        doc["profile_drift"] = f"profile {profile} {' and '.join(parts)}: the series changed since apply"
 
 
 def _file_states(site: str, relpaths: list[str], jfiles: dict, recorded: dict) -> tuple[list, dict, set]:
@@ -285,7 +317,8 @@ def _applied_status(pid: str, entry: dict, current: str, sentinels: dict, modifi
 def exit_code(report: dict) -> int:
     """0 when every patch is applied or not-applied and no file is modified; else 7 (also
     for a journalled patch the series does not know: it was applied from another series,
-    and when this interpreter would import vllm from elsewhere: ``shadowed_by``);
+    when this interpreter would import vllm from elsewhere: ``shadowed_by``, and when the
+    applied profile differs from the series' profile of that name: ``profile_drift``);
     2 when a series file does not compile (malformed series data, docs/exit-codes.md)."""
     if report.get("series_errors"):
         from patchq.errors import EXIT_USAGE
@@ -294,5 +327,6 @@ def exit_code(report: dict) -> int:
     bad = any(p["status"] in ("stale", "foreign", "not-in-series") for p in report["patches"])
     bad = bad or any(f["state"] == "modified" for f in report["files"]) or report["pending_write"]
     bad = bad or bool(report.get("shadowed_by"))  # this interpreter would import another vllm
+    bad = bad or bool(report.get("profile_drift"))  # the applied profile is not the series' profile now
     return EXIT_DRIFT if bad else EXIT_OK
 

@@ -155,7 +155,7 @@ def test_status_reports_a_series_file_that_does_not_compile(tiny):
     for fast in (True, False):
         out = run_cli("status", "--site-packages", site, env=env, fast=fast)
         assert out.rc == 2, out
-        assert f"! the series file does not compile: {tiny['series'] / 'broken.py'}:1: SyntaxError: " in out.stdout
+        assert f"! series error: {tiny['series'] / 'broken.py'}:1: SyntaxError: " in out.stdout
     doc = run_cli("status", "--site-packages", site, "--json", env=env).json
     assert doc["series_errors"] == [f"{tiny['series'] / 'broken.py'}:1: SyntaxError: '(' was never closed"]
     (tiny["series"] / "broken.py").unlink()

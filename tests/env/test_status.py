@@ -43,6 +43,36 @@ def test_a_changed_series_makes_the_patch_stale(small):
     assert [p["status"] for p in report["patches"]] == ["stale"] and status.exit_code(report) == 7
 
 
+def test_the_applied_profile_against_the_series_profile_now(small):
+    """A profile that gained, lost or no longer has patches since apply is drift (exit 7);
+    one that names a patch without a series file is malformed series data (exit 2)."""
+    profiles = small.series.root / "profiles.toml"
+    apply.apply(small.target, small.series, "none")
+    assert _collect(small)["profile_drift"] is None
+    profiles.write_text(profiles.read_text().replace('patches = []', 'patches = ["bump-default"]'))
+    report = _collect(small)
+    assert report["profile_drift"] == "profile none lists bump-default since it was applied: the series changed since apply"
+    assert [(p["status"], p["reason"]) for p in report["patches"]] == [
+        ("not-applied", "in profile none since it was applied")]
+    assert status.exit_code(report) == 7
+    profiles.write_text(profiles.read_text().replace('patches = ["bump-default"]', 'patches = ["bump-default", "ghost"]'))
+    report = _collect(small)
+    assert report["series_errors"] == [f"{profiles}: profile none lists 'ghost', which has no series file"]
+    assert status.exit_code(report) == 2
+
+    profiles.write_text(small_series.PROFILES_TOML)
+    apply.apply(small.target, series_mod.load(small.series.root), "base")
+    assert _collect(small)["profile_drift"] is None and status.exit_code(_collect(small)) == 0
+    profiles.write_text(small_series.PROFILES_TOML.replace('patches = ["bump-default"]', 'patches = []'))
+    report = _collect(small)
+    assert report["profile_drift"] == "profile base no longer lists bump-default: the series changed since apply"
+    assert status.exit_code(report) == 7
+    profiles.write_text(small_series.PROFILES_TOML.replace("[profiles.base]", "[profiles.renamed]"))
+    report = _collect(small)
+    assert report["profile_drift"] == f"profile base is no longer in the series at {small.series.root}; its patches stay applied"
+    assert status.exit_code(report) == 7
+
+
 def test_read_journal(small):
     root = status.state_root(str(small.site))
     assert status.read_journal(root) == {}
