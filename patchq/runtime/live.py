@@ -21,6 +21,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from patchq.jsonsafe import read_bytes  # bounded, non-blocking, never through a link
 from patchq.runtime.cachefold import profile_digest
 
 RUNTIME = "runtime"
@@ -94,30 +95,12 @@ def _journal_problem(journal) -> str | None:
     return journal_problem(journal)
 
 
-def _read_regular(path: str, limit: int) -> bytes:
-    """The bytes of the regular file ``path``: a FIFO or device in its place raises
-    ValueError instead of blocking the process; so does a file over ``limit`` bytes."""
-    import stat
-
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{path} is not a regular file")
-        if st.st_size > limit:
-            raise ValueError(f"{path} is larger than {limit} bytes")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
-    finally:
-        os.close(fd)
-
-
 def check_disk(site: str, modules=None) -> Liveness:
     """Liveness from the journal and files of ``site`` (site-packages holding vllm)."""
     modules = sys.modules if modules is None else modules
     path = journal_path(site)
     try:
-        journal = json.loads(_read_regular(path, 32 << 20).decode("utf-8"))
+        journal = json.loads(read_bytes(path, 32 << 20).decode("utf-8"))
     except FileNotFoundError:
         return Liveness(NONE, source=path)
     except (OSError, ValueError) as exc:
@@ -133,9 +116,12 @@ def check_disk(site: str, modules=None) -> Liveness:
     for rel, entry in sorted(journal.get("files", {}).items()):
         full = os.path.join(site, rel)
         try:
-            data = _read_regular(full, 1 << 30)
-        except (OSError, ValueError):
+            data = read_bytes(full, 1 << 30)
+        except FileNotFoundError:
             live.problems.append(f"{rel} is missing")
+            continue
+        except (OSError, ValueError) as exc:  # a FIFO, a symlink, a directory in its place
+            live.problems.append(f"{rel} is unreadable: {exc}")
             continue
         if hashlib.sha256(data).hexdigest() != entry["patched_sha256"]:
             live.problems.append(f"{rel} changed since apply")

@@ -7,11 +7,13 @@ import hook's tooling stay stdlib-only on Linux). Nothing here creates a directo
 
 Layout under the root (who writes each entry)::
 
-    wheels/                 release wheels, one file each        (dist/releases.py)
-    releases/<version>/     extracted vllm/**/*.py + dist-info   (dist/releases.py)
-    index/<package>.json    the release list from PyPI           (dist/releases.py)
+    wheels/                 release wheels, one file each        (vllmdist/releases.py)
+    releases/<version>/     extracted vllm/**/*.py + dist-info   (vllmdist/releases.py)
+    index/<package>.json    the release list from PyPI           (vllmdist/releases.py)
     index/defs-3.sqlite     definition index, by file content    (plan/definitions.py)
     plans/                  planned texts, content-addressed     (plan/plancache.py)
+    verdicts/               check verdicts, keyed on their inputs (compat/verdictcache.py)
+    stamps/                 stat stamps of no-op answers          (env/stamp.py, helpcache.py)
     upstream/vllm.git       the releases history                 (authoring/upstream.py)
     procs/                  <pid>.json of running `patchq run`   (env/hookdir.py)
     runtime/hooks/, runtime/sources/   prepared import hooks     (env/hookdir.py)
@@ -56,6 +58,31 @@ def root() -> Path:
     import platformdirs  # pragma: no cover - not Linux
 
     return Path(platformdirs.user_cache_dir("patchq"))
+
+
+def write_entry(path: Path, data: bytes) -> None:
+    """Write a cache entry whole or not at all: a temporary file beside ``path``, then
+    :func:`os.replace` (readers see the old entry, the new one, or none). Entries carry their
+    own checksums (their readers verify them), so no fsync: a lost entry is recomputed.
+
+    Raises:
+        OSError: the directory cannot be made or written (the temporary file is removed).
+    """
+    import tempfile
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def wheels() -> Path:
