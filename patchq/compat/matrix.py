@@ -275,16 +275,11 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
     results = run_releases(versions, profiles, series_dir, workers, dist)
     wall = time.perf_counter() - t0
 
-    lv: dict[tuple, dict] = {}
-    for r in levels or []:
-        lv.setdefault((_norm_release(r.get("release")), r.get("profile"), r.get("patch")), {})[r.get("level")] = r
     boots = matrix_boot.group(boot or [], profiles, series, _norm_release)  # every run, per profile row
     cpu = matrix_boot.group(boot or [], profiles, series, _norm_release, level="cpu-boot")
-    cells, errors = _cells(results, {name: meta[name].patches for name in profiles}, lv, boots, cpu)
+    cells, errors = _cells(results, {name: meta[name].patches for name in profiles}, _levels_by_cell(levels),
+                           boots, cpu)
     changes = {name: {pid: _changes(versions, row) for pid, row in cells[name].items()} for name in profiles}
-    blocking = any(c["blocking"] for per in cells.values() for row in per.values() for c in row.values())
-    first_change = {name: {pid: (ch[0]["release"] if ch else None) for pid, ch in per.items()}
-                    for name, per in changes.items()}
     return {
         "schema": SCHEMA,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -296,12 +291,26 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         "boot": _in_release_order(boots, profiles, versions),
         "cpu_boot": _in_release_order(cpu, profiles, versions),
         "changes": changes,
-        "first_change": first_change,
+        "first_change": {name: {pid: (ch[0]["release"] if ch else None) for pid, ch in per.items()}
+                         for name, per in changes.items()},
         "errors": errors,
-        "exit_code": EXIT_PATCH_FAILED if blocking or errors else EXIT_OK,
+        "exit_code": EXIT_PATCH_FAILED if _blocking(cells) or errors else EXIT_OK,
         "timing": {"wall_s": round(wall, 3), "workers": workers,
                    "per_release_s": {r["release"]: r["seconds"] for r in results}},
     }
+
+
+def _levels_by_cell(levels: list[dict] | None) -> dict[tuple, dict]:
+    """Import/probe records by (release, profile, patch), then by level."""
+    lv: dict[tuple, dict] = {}
+    for r in levels or []:
+        lv.setdefault((_norm_release(r.get("release")), r.get("profile"), r.get("patch")), {})[r.get("level")] = r
+    return lv
+
+
+def _blocking(cells: dict) -> bool:
+    """True when apply would fail in any cell."""
+    return any(c["blocking"] for per in cells.values() for row in per.values() for c in row.values())
 
 
 def _in_release_order(runs: dict[str, dict], profiles: list[str], versions: list[str]) -> dict[str, dict]:
