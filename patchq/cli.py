@@ -542,7 +542,7 @@ def new_cmd(
     applies: str = opt(">=0.15", "--applies", metavar="SPEC", help="the vLLM versions the patch applies to"),
     summary: str | None = opt(None, "--summary", metavar="TEXT", help="one-line summary"),
     vllm: str | None = opt(None, "--vllm", metavar="VERSION", help="the release to check the anchor against "
-                                                                    "(default: the installed vLLM)"),
+                                                                    "(default: the installed vLLM's pristine files)"),
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     series_dir: str | None = SeriesDir,

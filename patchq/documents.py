@@ -234,7 +234,7 @@ if TYPE_CHECKING:
         "schema": str, "patch": str, "mode": str, "vllm": str, "files": list[str], "diff": str,
         "written": list[str], "profile": str, "added_to_profile": bool, "import": Json,
         "environment": Json, "profile_created": bool, "known_profiles": list[str],
-        "series": SeriesRef | None,
+        "series": SeriesRef | None, "variant": Json,
     })
     """``patchq.record/1``."""
 

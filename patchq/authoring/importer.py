@@ -522,6 +522,29 @@ def render_anchors(plan: ImportPlan) -> str:
     return head + tomli_w.dumps({"anchors": anchors}, multiline_strings=True)
 
 
+def variant_anchors(plan: ImportPlan, data: dict) -> dict[str, list[dict]]:
+    """Add ``plan``'s anchors to ``data`` (a parsed anchors file, changed in place) as the
+    anchors of a new variant from ``plan.release`` on: ``<anchor id>-<release>`` (``-x``
+    appended while the id is taken), no node pattern, count 1, a fingerprint on
+    ``plan.release`` only (the release the change was made and verified on). ``plan``'s
+    anchors take those ids.
+
+    Returns:
+        The variant's statement operations by new anchor id.
+    """
+    ops: dict[str, list[dict]] = {}
+    suffix = "-" + plan.release.replace(".", "-")
+    table = data.setdefault("anchors", {})
+    for a in plan.anchors:
+        aid = a.anchor_id + suffix
+        while aid in table:
+            aid += "-x"
+        table[aid] = {"module": module_of(a.relpath), "qualname": a.qualname, "count": 1,
+                      "fingerprints": {plan.release: a.fingerprint}}
+        a.anchor_id, ops[aid] = aid, a.ops
+    return ops
+
+
 def module_file_name(patch_id: str) -> str:
     """``series/<id_with_underscores>.py``'s file name (the series loader's rule)."""
     return patch_id.replace("-", "_") + ".py"

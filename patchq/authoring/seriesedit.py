@@ -1,16 +1,21 @@
-"""Small, formatting-preserving edits of ``series/<patch>.py`` (libcst), for ``rebase --write``.
+"""Small, formatting-preserving edits of ``series/<patch>.py`` (libcst), for ``rebase --write`` and ``record``.
 
-Two edits exist: widening a variant's applies-range to a release its transform was
-shown to carry forward to (:func:`widen_variant`), and ending a variant before a release
-with a verdict variant after it (:func:`add_verdict_variant`). Both write through
-:mod:`patchq.authoring.repowrite` (atomic, verified; or staged in a transaction). The variant is found by its range
-string (the first argument of ``variant(...)``) and only that string literal changes.
+The edits: widening a variant's applies-range to a release its transform was shown to
+carry forward to (:func:`widen_variant`), ending a variant before a release with a
+verdict variant (:func:`add_verdict_variant`) or an edit variant (:func:`add_edit_variant`,
+also for ``record`` of an edit made inside a variant's range) after it, and giving a variant
+new edits (:func:`replace_variant_edits`, ``record`` of an edit made where a variant
+starts). Each writes through :mod:`patchq.authoring.repowrite` (atomic, verified; or staged
+in a transaction). The variant is found by its range string (the first argument of
+``variant(...)``); what else changes is that string, the ``edits=`` argument and the
+operations dicts (``OPS_<version>``) these edits add or leave unread.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -143,9 +148,12 @@ class _Verdict(cst.CSTTransformer):
             capped, new_range = _split_range(text, self.version)
             # the new element goes on its own line: it takes the separator the list uses
             # between elements, and the matched element's own comma moves after it
+            # (a one-element list spread over lines: the newline and indent after its "[")
             sep = next((e.comma for e in updated.elements if isinstance(e.comma, cst.Comma)
                         and isinstance(e.comma.whitespace_after, cst.ParenthesizedWhitespace)),
-                       cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                       cst.Comma(whitespace_after=updated.lbracket.whitespace_after)
+                       if isinstance(updated.lbracket.whitespace_after, cst.ParenthesizedWhitespace)
+                       else cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             out[-1] = el.with_changes(value=call.with_changes(
                 args=[call.args[0].with_changes(value=cst.SimpleString(f"{quote}{capped}{quote}")), *call.args[1:]]),
                 comma=sep)
@@ -225,8 +233,6 @@ def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: d
     Raises:
         SeriesError: no such ``variant("...")`` call in a list, or more than one; no ``PATCH =``.
     """
-    from patchq.authoring.importer import _literal
-
     text = _read(Path(path), txn)
     name = "OPS_" + str(version).replace(".", "_").replace("-", "_")
     def element(applies_range: str) -> str:
@@ -237,17 +243,135 @@ def add_edit_variant(path: Path, applies: SpecifierSet, version: Version, ops: d
     new = cst.parse_module(text).visit(tr).code
     if len(tr.hits) != 1:
         raise SeriesError(f"{path}: expected one variant(\"{applies}\", ...) call in a list, found {len(tr.hits)}")
-    at = new.find("\nPATCH = ")
-    if at < 0:
-        raise SeriesError(f"{path}: no `PATCH = patch(...)` to put the new variant's operations above")
-    block = f"\n# vllm {version}: {note}\n{name} = {_literal(ops, 0)}\n\n"
-    new = new[:at + 1] + block.lstrip("\n") + "\n" + new[at + 1:]
-    if "import statement_edit" not in new:
-        new = "from patchq.statements import statement_edit\n" + new if not new.startswith('"""') else \
-            _after_docstring(new, "from patchq.statements import statement_edit\n")
+    new = _with_ops_block(new, path, name, version, note, ops)
     if write:
         _write(Path(path), new, txn)
     return (*tr.hits[0], tr.new_ranges[0])
+
+
+def _with_ops_block(text: str, path: Path, name: str, version: Version, note: str,
+                    ops: dict[str, list[dict]]) -> str:
+    """``text`` with ``name = <ops>`` (and a comment naming ``version`` and ``note``) above
+    ``PATCH = ``, and the ``statement_edit`` import added when missing.
+
+    Raises:
+        SeriesError: no ``PATCH =``.
+    """
+    from patchq.authoring.importer import _literal
+
+    at = text.find("\nPATCH = ")
+    if at < 0:
+        raise SeriesError(f"{path}: no `PATCH = patch(...)` to put the new variant's operations above")
+    block = f"\n# vllm {version}: {note}\n{name} = {_literal(ops, 0)}\n\n"
+    text = text[:at + 1] + block.lstrip("\n") + "\n" + text[at + 1:]
+    if "import statement_edit" not in text:
+        text = "from patchq.statements import statement_edit\n" + text if not text.startswith('"""') else \
+            _after_docstring(text, "from patchq.statements import statement_edit\n")
+    return text
+
+
+#: the ``edits=`` of an edit variant written by ``import``/``record``/``rebase --write``
+_OPS_EDITS = re.compile(r"\{anchor: statement_edit\(ops\) for anchor, ops in (?P<name>\w+)\.items\(\)\}")
+_PLACEHOLDER = "PATCHQ_NEW_OPS_"
+
+
+class _SwapEdits(cst.CSTTransformer):
+    """Set the ``edits=`` argument of the ``variant(...)`` call whose range equals ``applies``."""
+
+    def __init__(self, applies: SpecifierSet, edits: cst.BaseExpression) -> None:
+        self.applies, self.edits = applies, edits
+        self.hits: list[str] = []
+        self.old: list[str] = []  # the source of each replaced edits= expression
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if not (isinstance(updated.func, cst.Name) and updated.func.value == "variant" and updated.args
+                and isinstance(updated.args[0].value, cst.SimpleString)):
+            return updated
+        text = ast.literal_eval(updated.args[0].value.value)
+        try:
+            if SpecifierSet(text) != self.applies:
+                return updated
+        except InvalidSpecifier:
+            return updated
+        args = list(updated.args)
+        at = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == "edits"), None)
+        if at is None:
+            return updated  # a verdict variant: no edits to set
+        self.hits.append(text)
+        self.old.append(cst.Module([]).code_for_node(args[at].value))
+        args[at] = args[at].with_changes(value=self.edits)
+        return updated.with_changes(args=args)
+
+
+def _dict_assignment(st: cst.CSTNode, names: set[str]) -> bool:
+    """True for a top-level ``NAME = {...}`` (a dict literal) of one of ``names``."""
+    return (isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and isinstance(st.body[0], cst.Assign)
+            and len(st.body[0].targets) == 1 and isinstance(st.body[0].targets[0].target, cst.Name)
+            and st.body[0].targets[0].target.value in names and isinstance(st.body[0].value, cst.Dict))
+
+
+def _reads(text: str) -> dict[str, int]:
+    """How often each name is read in ``text``."""
+    out: dict[str, int] = {}
+    for n in ast.walk(ast.parse(text)):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            out[n.id] = out.get(n.id, 0) + 1
+    return out
+
+
+def _set_dict(text: str, name: str, ops: dict[str, list[dict]]) -> str:
+    """``text`` with the value of its top-level ``name = {...}`` set to ``ops`` (comments kept)."""
+    from patchq.authoring.importer import _literal
+
+    value = cst.parse_expression(_literal(ops, 0))
+    module = cst.parse_module(text)
+    body: list[cst.CSTNode] = []
+    for st in module.body:
+        if _dict_assignment(st, {name}):
+            assert isinstance(st, cst.SimpleStatementLine)  # _dict_assignment checked its shape
+            st = st.with_changes(body=[st.body[0].with_changes(value=value)])
+        body.append(st)
+    return module.with_changes(body=body).code
+
+
+def replace_variant_edits(path: Path, applies: SpecifierSet, version: Version, ops: dict[str, list[dict]],
+                          note: str, *, write: bool = True, txn: Transaction | None = None) -> str:
+    """Give the edit variant whose range equals ``applies`` (it starts at ``version``) new
+    edits: statement operations (:mod:`patchq.statements`) per anchor id. Its range and
+    other arguments stay. When its ``edits=`` reads an operations dict nothing else reads
+    (``OPS_<version>`` as ``import``, ``record`` and ``rebase --write`` write it), that
+    dict's value is replaced in place; otherwise the operations go into a new
+    ``OPS_<version>`` (``_2``, ... while taken) above ``PATCH``, and an operations dict the
+    old ``edits=`` read that nothing reads any more is removed. Written atomically, or
+    staged in the :class:`~patchq.authoring.repowrite.Transaction` ``txn``.
+
+    Returns:
+        The variant's range text.
+    Raises:
+        SeriesError: no such ``variant("...", edits=...)`` call, or more than one; no ``PATCH =``.
+    """
+    text = _read(Path(path), txn)
+    tr = _SwapEdits(applies, cst.parse_expression(
+        f"{{anchor: statement_edit(ops) for anchor, ops in {_PLACEHOLDER}.items()}}"))
+    swapped = cst.parse_module(text).visit(tr).code
+    if len(tr.hits) != 1 or _PLACEHOLDER in text:
+        raise SeriesError(f"{path}: expected one variant(\"{applies}\", edits=...) call, found {len(tr.hits)}")
+    own = _OPS_EDITS.fullmatch(" ".join(tr.old[0].split()))
+    module = cst.parse_module(text)
+    if own and _reads(text).get(own["name"]) == 1 and any(_dict_assignment(st, {own["name"]}) for st in module.body):
+        new = _set_dict(text, own["name"], ops)
+    else:
+        old_names = {n.id for n in ast.walk(ast.parse(tr.old[0].strip(), mode="eval")) if isinstance(n, ast.Name)}
+        dead = old_names - set(_reads(swapped))
+        module = cst.parse_module(swapped)
+        swapped = module.with_changes(body=[st for st in module.body if not _dict_assignment(st, dead)]).code
+        taken = set(_reads(swapped)) | {n.id for n in ast.walk(ast.parse(swapped)) if isinstance(n, ast.Name)}
+        base = "OPS_" + str(version).replace(".", "_").replace("-", "_")
+        name = next(n for n in (base, *(f"{base}_{i}" for i in range(2, 1000))) if n not in taken)
+        new = _with_ops_block(swapped.replace(_PLACEHOLDER, name), path, name, version, note, ops)
+    if write:
+        _write(Path(path), new, txn)
+    return tr.hits[0]
 
 
 def _after_docstring(text: str, line: str) -> str:

@@ -34,13 +34,16 @@ Documents: ``patchq.edit/1``: ``patch``, ``mode`` (``copy`` | ``in-place``), ``d
 as a new profile, with the nearest known one), ``known_profiles``, ``import`` {``release``,
 ``anchors`` [{``id``, ``path``, ``qualname``, ``fingerprint``, ``ops``}], ``notes``}, ``environment`` {``action``
 (``applied`` | ``restored`` | ``untouched`` | ``failed``), ``apply`` ({``ok``, ``error``,
-``exit_code``, ``profile``, ``written``, ``added``, ``removed``, ``foreign_kept``} or null)}.
+``exit_code``, ``profile``, ``written``, ``added``, ``removed``, ``foreign_kept``} or null)},
+``variant`` {``action`` (:data:`VARIANT_ACTIONS`), ``range``, ``capped`` ({``from``, ``to``} or
+null)} (added: how the edit went into the series; :func:`_refinement`).
 Exit codes: 0; 1 the edit cannot become an anchored patch (nothing written); 2 usage (no
 edit found, patch exists); 3 no vLLM; 4 a target file is modified by someone else (``edit``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import os
@@ -49,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchq.errors import EXIT_OK, ForeignEditError, PatchqError, UsageError, did_you_mean
-from patchq.model import Patch
+from patchq.model import Patch, Variant
 from patchq.series import Series
 from patchq.vllmdist.sources import CodeSource, sha256_hex
 
@@ -365,51 +368,65 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     scaffold.check_id(patch_id)
     wd = workdir(series, patch_id, directory)
     manifest = _read_manifest(wd) if wd.is_dir() else None
-    if directory is not None and manifest is None:
-        raise UsageError(f"--dir {wd} holds no edit (no {MANIFEST}): give the directory `patchq edit "
-                         f"{patch_id} --dir` made")
-    if manifest:
-        pairs = _working_copy_pairs(target, wd, manifest, patch_id)
-        mode, replaces = manifest["mode"], manifest.get("replaces", False)
-    else:
-        pairs = _in_place_pairs(target, files, wd, patch_id)
-        mode, replaces = "in-place", False
+    pairs, mode, replaces = _edit_pairs(series, target, patch_id, files, wd, manifest, directory)
     text = _diff(pairs)
-    if not text:
-        raise UsageError(f"nothing changed in {', '.join(pairs)}: edit the file(s) first")
-    if patch_id in series.all_patch_ids() and not replaces:
-        raise UsageError(f"patch {patch_id} exists; `patchq edit {patch_id}` to change it, or pick another id")
     from patchq.authoring import repowrite
 
-    if replaces:
-        _refuse_narrowing(series.patch(patch_id), str(target.version))
+    old = series.patch(patch_id) if replaces else None
+    action, covering = _refinement(old, str(target.version), wd) if old is not None else ("created", None)
     plan = importer.build(text, patch_id, str(target.version), source_name=f"patchq record ({mode} edit)")
-    old_anchors = series.anchors_root / f"{patch_id}.toml"
-    raw_anchors = repowrite.read_regular(old_anchors) if replaces else None
-    old_text = raw_anchors.decode("utf-8") if raw_anchors is not None else None
-    keep = (lambda txn: _keep_fingerprints(patch_id, old_text, old_anchors, txn)) if old_text is not None else None
+    if old is not None and covering is not None:
+        _check_runtime_names(plan, old, wd)
     profile = _record_profile(series, target, patch_id, profile, replaces)
     known_profiles = list(series.profiles)
     # the patch module, its anchors and the profile entry land together, verified, or not at all
     with repowrite.series_transaction(series, f"patchq record {patch_id}") as txn:
-        written = importer.write_verified(plan, series, summary, replaces, "the edit", after_write=keep, txn=txn)
+        if old is not None and covering is not None:
+            written, variant = _write_variant(plan, series, old, covering, action, mode, txn)
+        else:
+            written = importer.write_verified(plan, series, summary, replaces, "the edit",
+                                              after_write=_keeper(series, patch_id) if replaces else None, txn=txn)
+            variant = {"action": action, "range": f">={plan.release}", "capped": None}
         added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id, txn=txn)
     import_doc = _import_document(plan)
     env = _settle(series, target, profile, mode, list(pairs), apply)
     if manifest:  # only the files patchq put there: a user's file in the directory stays
         _remove_owned(wd, manifest)
         if directory is None:  # .patchq-edit/ goes too once no edit is left in it
-            try:
+            with contextlib.suppress(OSError):
                 wd.parent.rmdir()
-            except OSError:
-                pass
     doc: RecordDoc = {"schema": RECORD_SCHEMA, "patch": patch_id, "mode": mode, "vllm": str(target.version),
                       "files": sorted(pairs), "diff": text, "written": written, "profile": profile,
-                      "added_to_profile": added, "import": import_doc, "environment": env,
+                      "added_to_profile": added, "import": import_doc, "environment": env, "variant": variant,
                       "profile_created": profile not in known_profiles, "known_profiles": known_profiles,
                       "series": series.location.as_json() if series.location else None}
     code = env["apply"]["exit_code"] if env["apply"] and not env["apply"]["ok"] else EXIT_OK
     return doc, code
+
+
+def _edit_pairs(series: Series, target: CodeSource, patch_id: str, files: list[str], wd: Path,
+                manifest: dict | None, directory: str | None) -> tuple[dict[str, tuple[bytes, bytes]], str, bool]:
+    """The edit ``record`` turns into ``patch_id``: (relpath -> (pristine, edited) bytes, the
+    mode, whether it refines the existing patch).
+
+    Raises:
+        UsageError: no edit (``--dir`` without one), nothing changed, or the patch exists
+            and the edit did not start from it (``edit``).
+    """
+    if directory is not None and manifest is None:
+        raise UsageError(f"--dir {wd} holds no edit (no {MANIFEST}): give the directory `patchq edit "
+                         f"{patch_id} --dir` made")
+    if manifest:
+        pairs = _working_copy_pairs(target, wd, manifest, patch_id)
+        mode, replaces = manifest["mode"], bool(manifest.get("replaces", False))
+    else:
+        pairs = _in_place_pairs(target, files, wd, patch_id)
+        mode, replaces = "in-place", False
+    if all(old == new for old, new in pairs.values()):
+        raise UsageError(f"nothing changed in {', '.join(pairs)}: edit the file(s) first")
+    if patch_id in series.all_patch_ids() and not replaces:
+        raise UsageError(f"patch {patch_id} exists; `patchq edit {patch_id}` to change it, or pick another id")
+    return pairs, mode, replaces
 
 
 def _working_copy_pairs(target: CodeSource, wd: Path, manifest: dict,
@@ -502,35 +519,116 @@ def _import_document(plan: ImportPlan) -> dict:
             "summary": importer.summary_line(plan), "levels": importer.level_counts(plan)}
 
 
-def _refuse_narrowing(old: Patch, release: str) -> None:
-    """Refuse a re-record that would lose what the patch says about other releases.
+#: ``variant.action`` of ``patchq.record/1``: how the edit went into the series
+#: (:func:`_refinement`; ``created`` for a new patch)
+VARIANT_ACTIONS = ("created", "replaced", "added", "edits-replaced")
+#: the operators of a range ``record`` splits at a release (an upper bound carries over to the new variant)
+_SPLITTABLE = frozenset({">=", ">", "<", "<="})
 
-    ``record`` of an existing patch writes one variant made on ``release``, applying from
-    it (``>=release``). A patch with several variants, or one that applies before
-    ``release``, would lose those silently (a user's series is never lost).
 
+def _refinement(old: Patch, release: str, wd: Path) -> tuple[str, Variant | None]:
+    """How ``record`` carries an edit of the existing patch ``old`` made on ``release``
+    without losing what the patch says about other releases (docs/authoring.md):
+
+    - ``replaced``: the patch starts at ``release`` (``>=release``) and has one variant:
+      the edit replaces the patch (the fingerprints it had are kept);
+    - ``added``: ``release`` is above the start of the edit variant covering it: that
+      variant is capped below ``release`` and the edit becomes a new variant from
+      ``release`` on (the shape ``rebase --continue --write`` writes);
+    - ``edits-replaced``: the edit variant covering ``release`` starts there: it gets the
+      edit's operations, its range and the other variants stay.
+
+    Returns:
+        (the action, the covering variant; None for ``replaced``).
     Raises:
-        UsageError: ``old`` has more than one variant or an applies-range other than
-            ``>=release``; nothing is written and the working copy stays.
+        UsageError: no edit variant covers ``release`` (outside the applies-range, or a
+            verdict variant says upstreamed/absent there), or the covering range is not one
+            ``record`` splits (``==``, ``!=``, ``~=``); nothing is written, the edit stays in ``wd``.
     """
     from packaging.version import InvalidVersion, Version
 
-    own = f">={release}"
-    variants = [str(v.applies) or "all" for v in old.variants]
-    specs = list(old.applies)
-    try:
-        same_start = (len(specs) == 1 and specs[0].operator == ">="
-                      and Version(specs[0].version) == Version(release))
-    except InvalidVersion:
-        same_start = False
-    if len(variants) <= 1 and same_start:
-        return
-    raise UsageError(
-        f"patch {old.id} applies {old.applies or 'everywhere'} with {len(variants)} variant(s) "
-        f"({', '.join(variants)}); recording this edit would replace them with one variant applying {own} "
-        f"(made on vllm {release}) and lose the others; nothing was written, the edit stays. Carry the patch "
-        f"with `patchq rebase --to {release} --continue --write`, edit the variant in "
-        f"{old.source_file or 'its series file'} by hand, or record the edit under a new id")
+    rel = Version(release)
+
+    def at(spec: Any) -> bool:  # a lower bound (or pin) at the edit's release
+        try:
+            return spec.operator in (">=", "==", "~=", "===") and Version(spec.version) == rel
+        except InvalidVersion:
+            return False
+
+    if len(old.variants) <= 1 and len(list(old.applies)) == 1 and all(at(s) for s in old.applies):
+        return "replaced", None
+    where = f"{old.source_file or 'its series file'}"
+    ranges = ", ".join(str(v.applies) or "all" for v in old.variants)
+    covering = old.variant_for(rel)
+    if covering is None or covering.kind != "edit":
+        why = (f"vllm {release} is outside its applies-range {old.applies or 'everywhere'}" if rel not in old.applies
+               else f"no variant covers vllm {release}" if covering is None
+               else f"its variant {covering.applies} says {covering.kind} there")
+        raise UsageError(
+            f"patch {old.id} (variants {ranges}): {why}, so the edit has no variant to go into; nothing was "
+            f"written, the edit stays in {wd}. Give the patch an edit variant covering vllm {release} in {where} "
+            f"by hand (one that starts there may start empty, `variant(\">={release},<NEXT\", edits={{}})`; the "
+            f"applies-range must hold {release}), then `patchq record {old.id}` writes the edit into it")
+    if any(at(s) for s in covering.applies):
+        return "edits-replaced", covering
+    odd = [str(s) for s in covering.applies if s.operator not in _SPLITTABLE]
+    if odd:
+        raise UsageError(
+            f"patch {old.id}: the variant {covering.applies} covering vllm {release} has {', '.join(odd)}, a range "
+            f"record does not split at {release}; nothing was written, the edit stays in {wd}. Split it in {where} "
+            f"by hand (a variant \">={release},...\" of its own, it may start with edits={{}}), then `patchq record "
+            f"{old.id}` writes the edit into it")
+    return "added", covering
+
+
+def _write_variant(plan: ImportPlan, series: Series, old: Patch, covering: Variant, action: str, mode: str,
+                   txn: Transaction) -> tuple[list[str], dict]:
+    """Write the edit ``plan`` into ``old`` as ``action`` says (:func:`_refinement`:
+    ``added`` or ``edits-replaced``): the variant's statement operations in
+    ``series/<id>.py`` (:mod:`patchq.authoring.seriesedit`), its anchors in
+    ``anchors/<id>.toml`` (:func:`patchq.authoring.importer.variant_anchors`: fingerprinted
+    on the edit's release only; the anchors only the replaced edits used go, and so do
+    fingerprints on that release of anchors that no longer edit there), staged in ``txn``,
+    landed, then verified: the patch must give exactly the edit on its release.
+
+    Returns:
+        (the written paths, the ``variant`` field of ``patchq.record/1``).
+    Raises:
+        ImportRefused: the written patch does not reproduce the edit (``txn`` rolls back).
+    """
+    from packaging.version import Version
+
+    from patchq.authoring import fingerprints, importer, repowrite, seriesedit
+    from patchq.errors import ImportRefused
+    from patchq.hashing import toml_module
+    from patchq.series import module_file
+
+    mod, path = module_file(series.root, old.id), series.anchors_root / f"{old.id}.toml"
+    data = toml_module().loads((txn.staged(path) or repowrite.read_regular(path) or b"").decode("utf-8"))
+    table = data.setdefault("anchors", {})
+    if action == "edits-replaced":
+        kept = {a for v in old.variants if v is not covering for a in v.edits} | set(old.removes)
+        for aid in set(covering.edits) - kept:
+            table.pop(aid, None)
+    for aid in covering.edits:  # the covering variant no longer edits on the edit's release
+        table.get(aid, {}).get("fingerprints", {}).pop(plan.release, None)
+    ops = importer.variant_anchors(plan, data)
+    note = f"recorded by `patchq record` from the {mode} edit"
+    variant: dict[str, Any]
+    if action == "added":
+        old_range, capped, new_range = seriesedit.add_edit_variant(mod, covering.applies, Version(plan.release),
+                                                                   ops, note, txn=txn)
+        variant = {"action": action, "range": new_range, "capped": {"from": old_range, "to": capped}}
+    else:
+        new_range = seriesedit.replace_variant_edits(mod, covering.applies, Version(plan.release), ops, note, txn=txn)
+        variant = {"action": action, "range": new_range, "capped": None}
+    txn.write(path, fingerprints.render(old.id, data))
+    txn.apply()
+    ok, why = importer.verify(plan, Series(series.root, series.anchors_root, series.profiles, {}))
+    if not ok:
+        raise ImportRefused(f"the written variant does not reproduce the edit on vllm {plan.release} "
+                            f"(nothing written): {why}")
+    return [str(mod), str(path)], variant
 
 
 def _settle(series: Series, target: CodeSource, profile: str, mode: str, rels: list[str],
@@ -586,6 +684,12 @@ def render_record(doc: RecordDoc) -> str:
         lines.append(f"  anchor {a['id']}: {a['qualname']} ({a['path']}) fingerprint {a['fingerprint']} "
                      f"on {imp['release']}: {', '.join(a['ops'])}")
     lines += [f"  note: {n}" for n in imp["notes"]]
+    variant = doc.get("variant") or {}
+    if variant.get("action") == "added":
+        lines.append(f"  variant {variant['range']} added: the edit, from vllm {doc['vllm']} on; variant "
+                     f"{variant['capped']['from']} capped to {variant['capped']['to']} (as it was below {doc['vllm']})")
+    elif variant.get("action") == "edits-replaced":
+        lines.append(f"  variant {variant['range']}: its edits replaced by the edit (the other variants as they were)")
     lines += [f"  wrote {w}" for w in doc["written"]]
     lines.append(f"  profile {doc['profile']}: " + ("added" if doc["added_to_profile"] else "already there")
                  + (f" (a new profile{did_you_mean(doc['profile'], doc['known_profiles'])})"
@@ -607,6 +711,33 @@ def render_record(doc: RecordDoc) -> str:
         lines += [f"  hand edit moved to {c} (restore it from there if needed): {p}"
                   for p, c in env["apply"].get("foreign_kept", {}).items()]
     return "\n".join(lines) + "\n"
+
+
+def _check_runtime_names(plan: ImportPlan, old: Patch, wd: Path) -> None:
+    """Refuse a variant whose code uses names the patch does not declare (``runtime_names=``
+    is the patch's, which ``record`` leaves as written).
+
+    Raises:
+        UsageError: the edit uses undeclared names; nothing is written, the edit stays.
+    """
+    missing = sorted(set(plan.runtime_names) - set(old.runtime_names))
+    if missing:
+        raise UsageError(f"the edit uses {', '.join(missing)}, defined nowhere in vllm {plan.release}, and patch "
+                         f"{old.id} does not declare {'them' if len(missing) > 1 else 'it'}: add "
+                         f"runtime_names={missing!r} to its patch(...) in {old.source_file or 'its series file'}, "
+                         f"then `patchq record {old.id}` again (nothing was written, the edit stays in {wd})")
+
+
+def _keeper(series: Series, patch_id: str):
+    """The ``after_write`` of a replaced patch: its fingerprints carried over (:func:`_keep_fingerprints`)."""
+    from patchq.authoring import repowrite
+
+    path = series.anchors_root / f"{patch_id}.toml"
+    raw = repowrite.read_regular(path)
+    if raw is None:
+        return None
+    old_text = raw.decode("utf-8")
+    return lambda txn: _keep_fingerprints(patch_id, old_text, path, txn)
 
 
 def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn: Transaction) -> None:

@@ -128,9 +128,37 @@ def _module_names(text: str) -> list[str]:
     return out
 
 
+def pristine_text(source: CodeSource, rel: str) -> str | None:
+    """The pristine text of ``rel`` in ``source`` (None: no such file), what an anchor is
+    checked against: an installed vLLM's file may carry applied patches or a hand edit.
+
+    A release or source tree is read as is. For an installed vLLM: the RECORD-verified
+    bytes (the installed file when it equals RECORD, else patchq's pristine copy of a file
+    it patched: :func:`patchq.commands.edit.pristine_bytes`, as ``edit`` hands out); a file
+    modified by someone else is read from the release itself (patchq's cache, fetched once).
+
+    Raises:
+        TargetNotFound: RECORD has no sha256 for ``rel``, or the release of a hand-edited
+            file cannot be had.
+        StateError: patchq's pristine copy is damaged.
+    """
+    from patchq.errors import ForeignEditError
+
+    if source.kind != "installed" or not source.exists(rel):
+        return source.read_text(rel)
+    from patchq.commands.edit import pristine_bytes
+    from patchq.vllmdist.sources import release_source
+
+    try:
+        return pristine_bytes(source, rel)[0].decode("utf-8")
+    except ForeignEditError:  # a hand edit: the release's own bytes are the pristine ones
+        return release_source(str(source.version), source.dist or "vllm").read_text(rel)
+
+
 def validate_new(source: CodeSource, module: str, qualname: str,
                  node: str | None) -> tuple[str, str | None, int]:
-    """Check a ``new`` anchor against a vLLM (module docstring of ``patchq new``).
+    """Check a ``new`` anchor against a vLLM's pristine text (:func:`pristine_text`; module
+    docstring of ``patchq new``).
 
     Returns:
         (qualname to write: the definition's, or :data:`patchq.model.MODULE_QUALNAME` for a
@@ -147,11 +175,11 @@ def validate_new(source: CodeSource, module: str, qualname: str,
 
     base = module.replace(".", "/")
     rel = next((r for r in (base + ".py", base + "/__init__.py") if source.exists(r)), None)
-    where = f"vllm {source.version}"
+    where = f"{'pristine ' if source.kind == 'installed' else ''}vllm {source.version}"
     if rel is None:
         mods = [p[:-3].replace("/", ".").removesuffix(".__init__") for p in source.py_files()]
         raise UsageError(f"--at {module}:{qualname}: no module {module} in {where}{_did_you_mean(module, mods, '')}")
-    text = source.read_text(rel) or ""
+    text = pristine_text(source, rel) or ""
     index = ast_index(text)
     if qualname in index:
         if len(index[qualname]) != 1:
@@ -207,7 +235,8 @@ def new(series: Series, patch_id: str, at: str, node: str | None, profile: str,
     """Scaffold ``series/<id>.py`` + ``anchors/<id>.toml`` and add the id to ``profile``.
 
     Everything is checked first against the target release (``vllm``, else the installed
-    vLLM of ``site_packages``/``python`` or of this interpreter, else ``source``): the
+    vLLM of ``site_packages``/``python`` or of this interpreter, else ``source``), its
+    pristine text (:func:`pristine_text`: never the patches applied there): the
     applies-range parses, the module exists, the qualname is a definition of it (or a
     module-level name: a module-level anchor, anchors format 2), the pattern matches exactly
     one statement. A refusal names the nearest candidates and writes nothing.

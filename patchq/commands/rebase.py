@@ -179,14 +179,7 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
     mod, anchors_path = module_file(series.root, res.patch_id), series.anchors_root / f"{res.patch_id}.toml"
     data = tomllib.loads(anchors_path.read_text(encoding="utf-8"))
     data.pop("format", None)
-    ops, suffix = {}, "-" + res.to_version.replace(".", "-")
-    for a in plan.anchors:
-        aid = a.anchor_id + suffix
-        while aid in data.get("anchors", {}):
-            aid += "-x"
-        data.setdefault("anchors", {})[aid] = {"module": merge.module_of(a.relpath), "qualname": a.qualname,
-                                               "count": 1, "fingerprints": {res.to_version: a.fingerprint}}
-        ops[aid] = a.ops
+    ops = importer.variant_anchors(plan, data)
     from patchq.authoring import repowrite
     from patchq.errors import RepoWriteError
 

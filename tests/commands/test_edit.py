@@ -55,3 +55,99 @@ def test_editing_an_existing_patch_starts_from_its_result(world):
     (row,) = doc["files"]
     assert code == 0 and row["base"] == "patched" and "DEFAULT = 101376" in Path(row["edit"]).read_text()
     assert "# patchq:" not in Path(row["edit"]).read_text()  # sentinels are patchq's, not the author's
+
+
+def _installed(world, version: str):
+    """vLLM ``version`` of the small world, installed beside it and cached as a release."""
+    from patchq.vllmdist import sources
+    from testing.small_series import write_site
+
+    write_release(Path(os.environ["PATCHQ_CACHE_DIR"]), version)
+    return sources.installed(write_site(world.root.parent / f"site-{version}", version))
+
+
+def _refine(world, target, old: str, new: str, patch_id: str = "bump-default"):
+    """``patchq edit`` of ``patch_id`` on ``target``, ``old`` -> ``new`` in the copy, then ``record``."""
+    series = series_mod.load(world.series.root)
+    doc, _ = edit.edit(series, target, patch_id, [], in_place=False)
+    copy = Path(doc["files"][0]["edit"])
+    assert old in copy.read_text(), copy.read_text()
+    copy.write_text(copy.read_text().replace(old, new))
+    return edit.record(series, target, patch_id, [], profile=None, apply=False)
+
+
+def _result(world, version: str) -> str:
+    from patchq.vllmdist.sources import release_source
+
+    loaded = series_mod.load(world.series.root)
+    plan = engine.plan(release_source(version), [loaded.patch("bump-default")])
+    assert plan.results[0].status == engine.OK, plan.results[0].reason
+    return plan.patched[UTILS]
+
+
+def test_refining_inside_a_variant_adds_a_variant_from_that_release(world):
+    """bump-default's edit variant covers >=0.1,<0.3; refined on 0.2.0 it keeps 0.1.x as it
+    was and gets a new variant from 0.2.0 on, fingerprinted on 0.2.0 only."""
+    target = _installed(world, "0.2.0")
+    rec, code = _refine(world, target, "DEFAULT = 101376", "DEFAULT = 101377")
+    assert code == 0 and rec["variant"] == {"action": "added", "range": ">=0.2.0,<0.3",
+                                            "capped": {"from": ">=0.1,<0.3", "to": ">=0.1,<0.2.0"}}
+    loaded = series_mod.load(world.series.root).patch("bump-default")
+    assert [(str(v.applies), v.kind) for v in loaded.variants] == [
+        ("<0.2.0,>=0.1", "edit"), ("<0.3,>=0.2.0", "edit"), (">=0.3", "upstreamed")]
+    (new_anchor,) = loaded.variants[1].edits
+    assert rec["import"]["anchors"][0]["id"] == new_anchor == "backend-0-2-0"
+    assert dict(loaded.anchors[new_anchor].fingerprints) == {"0.2.0": rec["import"]["anchors"][0]["fingerprint"]}
+    assert list(loaded.anchors["default"].fingerprints) == ["0.1.0"]  # what it had
+    assert "DEFAULT = 101377" in _result(world, "0.2.0") and "DEFAULT = 101376" in _result(world, "0.1.0")
+    # refined again on 0.2.0: the variant that starts there gets the new operations in place
+    module = Path(loaded.source_file)
+    text = module.read_text()
+    rec, code = _refine(world, target, "DEFAULT = 101377", "DEFAULT = 101378")
+    assert code == 0 and rec["variant"] == {"action": "edits-replaced", "range": ">=0.2.0,<0.3", "capped": None}
+    assert module.read_text() == text.replace("DEFAULT = 101377", "DEFAULT = 101378")
+    assert "DEFAULT = 101378" in _result(world, "0.2.0") and "DEFAULT = 101376" in _result(world, "0.1.0")
+
+
+def test_refining_where_a_hand_written_variant_starts_gives_it_new_edits(world):
+    """Refined on 0.1.0, where bump-default's hand-written edit variant starts: that variant
+    gets statement operations; the later variant and the applies-range stay."""
+    rec, code = _refine(world, world.target, "DEFAULT = 101376", "DEFAULT = 101379")
+    assert code == 0 and rec["variant"] == {"action": "edits-replaced", "range": ">=0.1,<0.3", "capped": None}
+    loaded = series_mod.load(world.series.root).patch("bump-default")
+    assert [str(v.applies) for v in loaded.variants] == ["<0.3,>=0.1", ">=0.3"] and str(loaded.applies) == ">=0.1"
+    assert "DEFAULT = 101379" in _result(world, "0.1.0")
+    assert "OPS_0_1_0 = {" in Path(loaded.source_file).read_text()
+
+
+def test_refining_a_patch_recorded_on_this_release_replaces_it(world):
+    doc, _ = edit.edit(world.series, world.target, "double-get", [UTILS], in_place=False)
+    copy = Path(doc["files"][0]["edit"])
+    copy.write_text(copy.read_text().replace("        return self.DEFAULT\n", "        return self.DEFAULT * 2\n"))
+    edit.record(world.series, world.target, "double-get", [], profile=None, apply=False)
+    rec, code = _refine(world, world.target, "self.DEFAULT * 2", "self.DEFAULT * 3", "double-get")
+    assert code == 0 and rec["variant"] == {"action": "replaced", "range": ">=0.1.0", "capped": None}
+    assert [str(v.applies) for v in series_mod.load(world.series.root).patch("double-get").variants] == [">=0.1.0"]
+
+
+def test_refining_where_a_verdict_variant_covers_is_refused_and_keeps_the_edit(world):
+    """On 0.3.0 bump-default says upstreamed: an edit there has no variant to go into."""
+    target = _installed(world, "0.3.0")
+    files = {p: p.read_bytes() for p in world.root.rglob("*") if p.is_file() and ".patchq-edit" not in p.parts}
+    with pytest.raises(UsageError, match=r"its variant >=0.3 says upstreamed there, so the edit has no variant to go "
+                                         r"into; nothing was written, the edit stays in .*\. Give the patch an "
+                                         r"edit variant covering vllm 0.3.0 .* then `patchq record bump-default` "
+                                         r"writes the edit into it") as err:
+        _refine(world, target, "DEFAULT = 102400", "DEFAULT = 7")
+    assert "rebase" not in str(err.value)
+    assert {p: p.read_bytes() for p in files} == files
+    assert (world.root / ".patchq-edit/bump-default/vllm/ops/utils.py").read_text().count("DEFAULT = 7") == 1
+    # what the message says carries the edit: an (empty) edit variant there, then record
+    module = world.series.root / "bump_default.py"
+    module.write_text(module.read_text().replace('variant(">=0.3", upstreamed="0.3 sets 101376 itself")',
+                                                 'variant(">=0.3", edits={})'))
+    series = series_mod.load(world.series.root)
+    rec, code = edit.record(series, target, "bump-default", [], profile=None, apply=False)
+    assert code == 0 and rec["variant"] == {"action": "edits-replaced", "range": ">=0.3", "capped": None}
+    plan = engine.plan(target, [series_mod.load(world.series.root).patch("bump-default")])
+    assert "DEFAULT = 7" in plan.patched[UTILS]

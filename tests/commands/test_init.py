@@ -32,3 +32,37 @@ def test_init_over_an_existing_repo_writes_nothing(tmp_path):
     with pytest.raises(UsageError, match="already has .*nothing written"):
         init.init(str(tmp_path))
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and ".git" not in p.parts} == before
+
+
+def test_new_checks_the_anchor_against_pristine_text_not_the_applied_patches(small):
+    """An applied patch changed the anchored statement in the installed file: `new` checks
+    the anchor against the pristine text, as `check` plans and `edit` hands out."""
+    from patchq.commands import apply
+
+    apply.apply(small.target, small.series, "base")
+    assert "DEFAULT = 101376" in small.utils()  # bump-default is live there
+    doc, code = init.new(small.series, "x3", "vllm.ops.utils:Backend", "DEFAULT = 102400", "base", ">=0.1", None,
+                         site_packages=str(small.site))
+    assert code == 0 and doc["anchor"]["node"] == "DEFAULT = 102400" and doc["vllm"] == "0.1.0"
+    assert (small.root / "anchors" / "x3.toml").is_file()
+    with pytest.raises(UsageError, match=r"matches 0 statement\(s\) in Backend \(vllm/ops/utils.py, pristine vllm "
+                                         r"0.1.0\), not 1; nearest statements: # the default DEFAULT = 102400,"):
+        init.new(small.series, "x2", "vllm.ops.utils:Backend", "DEFAULT = 101376", "base", ">=0.1", None,
+                 site_packages=str(small.site))
+    assert not (small.root / "anchors" / "x2.toml").exists()
+
+
+def test_new_on_a_hand_edited_file_reads_the_release_itself(small):
+    """A file modified by someone else has no verified pristine copy here: the release's own
+    file (patchq's cache) is the pristine text."""
+    import os
+    from pathlib import Path
+
+    from testing import small_series
+
+    small_series.write_release(Path(os.environ["PATCHQ_CACHE_DIR"]), "0.1.0")
+    (small.site / "vllm/ops/utils.py").write_text(small.utils().replace("DEFAULT = 102400", "DEFAULT = 1"))
+    assert init.pristine_text(small.target, "vllm/ops/utils.py") == small_series.UTILS_PY
+    doc, code = init.new(small.series, "x3", "vllm.ops.utils:Backend", "DEFAULT = 102400", "base", ">=0.1", None,
+                         site_packages=str(small.site))
+    assert code == 0 and doc["anchor"]["node"] == "DEFAULT = 102400"

@@ -185,19 +185,19 @@ def test_edit_working_copy_then_record_and_refine(tmp_path, site):
     profiles = tomllib.loads((repo / "series/profiles.toml").read_text())["profiles"]
     assert profiles["extra"]["patches"] == ["tune"] and profiles["default"]["patches"] == []
     assert rec2.json["profile"] == "extra"
-    # a patch that also applies before this release (or has other variants) is never
-    # silently narrowed by a re-record: refused, nothing written, the working copy kept
+    # a patch that also applies before this release is never narrowed by a re-record: the
+    # edit replaces the edits of the variant that starts here, the applies-range stays
     module = repo / "series" / "tune.py"
     module.write_text(module.read_text().replace("applies='>=0.23.0'", "applies='>=0.20.0'", 1))
     assert "applies='>=0.20.0'" in module.read_text()
     run_cli("revert", "--all", "--site-packages", str(site), "--series", str(repo))
     assert run_cli("edit", "tune", "--site-packages", str(site), "--series", str(repo)).rc == 0
     copy.write_text(copy.read_text().replace("logger.propagate = True", "logger.propagate = None"))
-    files = {p: p.read_bytes() for p in (repo / "series").rglob("*") if p.is_file()}
-    files |= {p: p.read_bytes() for p in (repo / "anchors").rglob("*") if p.is_file()}
-    narrowed = run_cli("record", "tune", "--site-packages", str(site), "--series", str(repo))
-    assert narrowed.rc == 2 and "would replace them with one variant applying >=0.23.0" in narrowed.stderr, narrowed
-    assert all(p.read_bytes() == data for p, data in files.items()) and copy.is_file()
+    kept = run_cli("record", "tune", "--site-packages", str(site), "--series", str(repo), "--json")
+    assert kept.rc == 0 and kept.json["variant"] == {"action": "edits-replaced", "range": ">=0.23.0",
+                                                     "capped": None}, kept
+    assert "applies='>=0.20.0'" in module.read_text() and "logger.propagate = None" in module.read_text()
+    assert not copy.exists()
 
 
 def test_cache_sizes_prune_and_clean(tmp_path):
