@@ -119,10 +119,36 @@ def _parse_count(value: object, where: str) -> tuple[int, int | None]:
         raise SeriesError(f"{where}: {exc}") from None
 
 
+def _check_versions(path: Path, data: Mapping) -> None:
+    """Every key of each anchor's ``fingerprints`` table and of ``[reviews]`` is a vLLM
+    version (PEP 440, :class:`packaging.version.Version`): they are compared as versions.
+
+    Raises:
+        SeriesError: naming the file, the table and the key.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    tables = [(f"anchors.{aid}.fingerprints", t.get("fingerprints", {})) for aid, t in data["anchors"].items()]
+    for where, table in [*tables, ("reviews", data.get("reviews", {}))]:
+        for key in table:
+            try:
+                Version(key)
+            except InvalidVersion:
+                raise SeriesError(f"{path}: {where}: key {key!r} is not a vLLM version (such as \"0.23.0\")") \
+                    from None
+
+
 def load_anchor_file(path: Path) -> dict[str, AnchorSpec]:
-    """Parse ``anchors/<patch>.toml`` into anchor id -> AnchorSpec. Raises SeriesError."""
+    """Parse ``anchors/<patch>.toml`` into anchor id -> AnchorSpec.
+
+    Raises:
+        SeriesError: a malformed file (:func:`patchq.hashing.anchor_document`), a
+            fingerprint or review keyed by something that is not a version.
+    """
     out: dict[str, AnchorSpec] = {}
-    for anchor_id, table in hashing.anchor_tables(path).items():  # types checked there
+    data = hashing.anchor_document(path)  # types checked there
+    _check_versions(path, data)
+    for anchor_id, table in data["anchors"].items():
         where = f"{path.name}: anchors.{anchor_id}"
         try:
             lo, hi = _parse_count(table.get("count", 1), where)

@@ -81,6 +81,38 @@ def test_errors_name_the_problem(tmp_path):
         S.spec(">=banana")
 
 
+BAD_ANCHORS = [  # (text appended to the small series' anchors file, the message it must give)
+    ('"banana" = "0000000000000000"\n',
+     r"bump-default.toml: anchors.default.fingerprints: key 'banana' is not a vLLM version"),
+    ('\n[reviews.banana]\nby = "ana"\n', r"bump-default.toml: reviews: key 'banana' is not a vLLM version"),
+    ('\n[reviews."0.1.0"]\nby = 3\n', r'bump-default.toml: reviews."0.1.0".by must be a string, not int'),
+    ('\n[reviews]\n"0.1.0" = "ana"\n', r'bump-default.toml: reviews."0.1.0" must be a table .*not a string'),
+]
+
+
+@pytest.mark.parametrize(("tail", "message"), BAD_ANCHORS)
+def test_a_malformed_fingerprint_or_review_is_bad_input_naming_file_and_key(tmp_path, tail, message):
+    """A fingerprint or review keyed by a non-version (compared as versions later) or a
+    review field of the wrong type is a SeriesError (exit 2) naming the file and key."""
+    series = write_series(tmp_path)
+    toml = tmp_path / "anchors" / "bump-default.toml"
+    toml.write_text("format = 2\n" + toml.read_text() + tail)
+    with pytest.raises(SeriesError, match=message) as err:
+        S.load(series).patch("bump-default")
+    assert err.value.exit_code == 2 and str(tmp_path / "anchors" / "bump-default.toml") in str(err.value)
+
+
+def test_a_non_version_fingerprint_key_exits_2_with_one_line(tmp_path, cli):
+    """Through the CLI: one line on stderr, exit 2, no traceback (it was an internal error, 70)."""
+    series = write_series(tmp_path)
+    toml = tmp_path / "anchors" / "bump-default.toml"
+    toml.write_text(toml.read_text() + '"banana" = "0000000000000000"\n')
+    res = cli("list", "--series", series)
+    assert res.rc == 2, res.stderr
+    assert res.stderr.splitlines() == [f"patchq: error: {toml}: anchors.default.fingerprints: key 'banana' is not a "
+                                       f'vLLM version (such as "0.23.0")']
+
+
 def test_env_vars_select_series_and_anchors(tmp_path, monkeypatch):
     series = write_series(tmp_path / "one")
     other = tmp_path / "elsewhere"
