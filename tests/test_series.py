@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 from packaging.version import Version
+from testing.small_series import write_series
 
 from patchq import series as S
 from patchq.errors import SeriesError, UsageError
-
-from testing.small_series import write_series
 
 
 def test_load_profiles_patch_anchors_and_hash(tmp_path):
