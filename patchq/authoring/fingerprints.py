@@ -58,8 +58,7 @@ Fingerprints = dict[str, dict[str, dict[str, str]]]
 
 HEADER = (
     "# Anchors of patch {patch}: where its edits go, by structure (see patchq/model.py AnchorSpec).\n"
-    "# [anchors.<id>.fingerprints] is written by `patchq fingerprint --patch {patch} --releases X.Y.Z`\n"
-    "# (X.Y.Z: a release the patch was verified on) and `patchq review {patch} --vllm X.Y.Z --accept`.\n\n"
+    "# [anchors.<id>.fingerprints] is written by `patchq fingerprint --patch {patch}`.\n\n"
 )
 _KEY_ORDER = ("module", "qualname", "node", "count")
 
