@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from testing.small_world import UTILS
+
 from patchq import report
 from patchq.commands import apply, revert
-
-from testing.small_world import UTILS
 
 
 def test_revert_all_restores_the_pristine_bytes(small):
@@ -46,8 +46,9 @@ def test_force_over_a_damaged_journal_reports_the_patches_it_takes_out(small):
     import os
     from pathlib import Path
 
-    from patchq.env.state import StateDir
     from testing.small_series import write_release
+
+    from patchq.env.state import StateDir
 
     write_release(Path(os.environ["PATCHQ_CACHE_DIR"]), "0.1.0")
     pristine = (small.site / UTILS).read_bytes()
