@@ -80,6 +80,21 @@ def test_errors_name_the_problem(tmp_path):
         S.spec(">=banana")
 
 
+@pytest.mark.parametrize(("old", "new", "line", "what"), [
+    ('applies=">=0.1",', 'applies=">=zero",', 12, "applies="),  # the PATCH = patch( line
+    ('variant(">=0.3",', 'variant(">=zero",', 20, "variant"),
+])
+def test_a_bad_applies_range_names_the_series_file_line_and_patch(tmp_path, old, new, line, what):
+    series = write_series(tmp_path)
+    module = series / "bump_default.py"
+    module.write_text(module.read_text().replace(old, new))
+    with pytest.raises(SeriesError) as err:
+        S.load(series).patch("bump-default")
+    assert str(err.value) == (f"{module.resolve()}:{line}: patch bump-default: bad applies-range '>=zero' ({what}; "
+                              f"a PEP 440 version specifier such as '>=0.23,<0.30')")
+    assert err.value.exit_code == 2
+
+
 BAD_ANCHORS = [  # (text appended to the small series' anchors file, the message it must give)
     ('"banana" = "0000000000000000"\n',
      r"bump-default.toml: anchors.default.fingerprints: key 'banana' is not a vLLM version"),
