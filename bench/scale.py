@@ -52,7 +52,7 @@ Cases, for each N (default 5, 50, 100, 200, 400):
 Then the growth ratios (median at N over median at the smallest N) per case::
 
     python bench/scale.py --kind realistic --ns 5,50,100,200,400 --repeat 3 \
-        --baseline /work/wt/perf-before --baseline-ns 5,50,100,200 --baseline-repeat 1 --json out.json
+        --baseline <checkout before> --baseline-ns 5,50,100,200 --baseline-repeat 1 --json out.json
 """
 
 from __future__ import annotations

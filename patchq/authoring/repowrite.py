@@ -61,7 +61,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from patchq.env.fsutil import fsync_dir
+from patchq.env.fsutil import atomic_write, fsync_dir
 from patchq.errors import RepoWriteError, StateError, UsageError
 
 if TYPE_CHECKING:
@@ -197,25 +197,10 @@ def write_file(path: Path | str, data: bytes | str, mode: int | None = None) -> 
             mode = 0o666 & ~umask
         except OSError as exc:
             raise env_error(path, exc) from None
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:80]}.", suffix=TMP_SUFFIX, dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-        tmp = None
+        atomic_write(path, raw, mode)  # temp file beside it, fsync, replace, fsync of the directory
     except OSError as exc:
         raise env_error(path, exc) from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    fsync_dir(path.parent)
     back = read_regular(path)
     if back is None or _sha(back) != _sha(raw):
         raise RepoWriteError(f"{path}: the bytes read back differ from what was written (a failing disk or "

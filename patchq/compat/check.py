@@ -114,6 +114,7 @@ JSON document ``patchq.check/1`` (``patchq check --json``)::
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -646,13 +647,78 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
                                                 for rel in spec.module_paths)
     plan = engine.plan(source, planned, read=pristine_reader(source))
     _prefetch_bases(plan, planned)
-    res = _Resolver(plan)
-    rows = [classify(p, r, plan, tried.get(p.id), res) for p, r in zip(patches, plan.results, strict=False)]
+    rows = _classify_all(patches, plan, tried)
     from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
     upstreamed.annotate(rows, patches, plan)
     definitions.save_all()  # what drift and the rename search indexed
     verdictcache.store(source, patches, rows, key)
     return rows
+
+
+#: Fewer rows than this are classified in this process (a pool costs more than it saves).
+PARALLEL_FROM = 32
+_FORKED: tuple | None = None  # what the forked classifiers read (set just before the pool forks)
+
+
+def _check_workers() -> int:
+    """Processes that classify a check's rows: ``$PATCHQ_CHECK_WORKERS``, else the usable
+    CPUs; 1 inside a worker process (a matrix already checks its releases in parallel)."""
+    import multiprocessing
+
+    if multiprocessing.parent_process() is not None:
+        return 1
+    env = os.environ.get("PATCHQ_CHECK_WORKERS")
+    if env and env.isdigit():
+        return max(1, int(env))
+    from patchq.compat.matrix import usable_cpus
+
+    return usable_cpus()
+
+
+def _classify_all(patches: list[Patch], plan: engine.Plan, tried: dict[str, Variant]) -> list[PatchCheck]:
+    """:func:`classify` of every patch of ``plan``, in series order. A long series is
+    classified in forked processes (each reads the plan it inherited; the three-way and
+    backward comparisons of different patches are independent), rows returned in order;
+    what a classifier notes for the verdict cache (:func:`patchq.compat.verdictcache.note_unreadable`)
+    comes back with its rows."""
+    import multiprocessing
+
+    from patchq.compat import verdictcache
+
+    workers = _check_workers()
+    if workers <= 1 or len(patches) < PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods():
+        res = _Resolver(plan)
+        return [classify(p, r, plan, tried.get(p.id), res) for p, r in zip(patches, plan.results, strict=False)]
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _FORKED
+    chunks = [list(range(i, len(patches), workers * 4)) for i in range(workers * 4)]  # uneven costs spread
+    _FORKED = (patches, plan, tried)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(_classify_chunk, chunks))
+    finally:
+        _FORKED = None
+    rows: list = [None] * len(patches)
+    for indices, (got, unreadable) in zip(chunks, parts, strict=True):
+        for i, row in zip(indices, got, strict=True):
+            rows[i] = row
+        for version in unreadable:
+            verdictcache.note_unreadable(version)
+    return rows
+
+
+def _classify_chunk(indices: list[int]) -> tuple[list[PatchCheck], list[str]]:
+    """(rows of the patches at ``indices``, releases noted unreadable): runs in a forked process."""
+    from patchq.compat import verdictcache
+
+    assert _FORKED is not None
+    patches, plan, tried = _FORKED
+    noted = len(verdictcache._unreadable)
+    res = _Resolver(plan)
+    rows = [classify(patches[i], plan.results[i], plan, tried.get(patches[i].id), res) for i in indices]
+    definitions.save_all()  # what this process indexed (the rename search's candidates)
+    return rows, verdictcache._unreadable[noted:]
 
 
 def _prefetch_bases(plan: engine.Plan, patches: list[Patch]) -> None:

@@ -145,15 +145,21 @@ def bound_names(nodes: Iterable[ast.AST], params: bool = False) -> list[str]:
     return out
 
 
+def _normalizer(renames: Mapping[str, str] | None, alpha: Iterable[str]) -> _Normalize:
+    """The normalizer of :func:`canonical` and :func:`canonical_text`: ``renames`` applied,
+    the names in ``alpha`` renamed ``_v0, _v1, ...`` in their order (a rename wins)."""
+    names = dict(renames or {})
+    for i, n in enumerate(alpha):
+        names.setdefault(n, f"_v{i}")
+    return _Normalize(names)
+
+
 def canonical(nodes: Sequence[ast.AST], renames: Mapping[str, str] | None = None,
               alpha: Iterable[str] = ()) -> str:
     """The canonical text of ``nodes`` (statements or one definition): normalized
     constructs, ``renames`` applied (helper names), the names in ``alpha`` renamed
     ``_v0, _v1, ...`` in their order. Positions, formatting and docstrings left out."""
-    names = dict(renames or {})
-    for i, n in enumerate(alpha):
-        names.setdefault(n, f"_v{i}")
-    norm = _Normalize(names)
+    norm = _normalizer(renames, alpha)
     out = []
     for node in nodes:
         fresh = norm.visit(copy.deepcopy(node))
@@ -164,10 +170,7 @@ def canonical(nodes: Sequence[ast.AST], renames: Mapping[str, str] | None = None
 def canonical_text(nodes: Sequence[ast.AST], renames: Mapping[str, str] | None = None,
                    alpha: Iterable[str] = ()) -> str:
     """Like :func:`canonical` but as source (``ast.unparse``), for similarity scores and views."""
-    names = dict(renames or {})
-    for i, n in enumerate(alpha):
-        names.setdefault(n, f"_v{i}")
-    norm = _Normalize(names)
+    norm = _normalizer(renames, alpha)
     parts = []
     for node in nodes:
         try:

@@ -49,7 +49,8 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None, sync_dir: boo
             mode = stat.S_IMODE(path.stat().st_mode)
         except FileNotFoundError:
             mode = 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".patchq-tmp", dir=path.parent)
+    # a long name is cut so that the temporary name stays within NAME_MAX (255 bytes)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:80]}.", suffix=".patchq-tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -336,3 +336,17 @@ def test_check_installed_reads_pristine_copies(site, cli):
         pid: "applies" for pid in series.load().profile("dense").patches}
     assert all(a["verified"] == "0.23.0" for p in res.json["patches"] for a in p["anchors"])
     assert (site / "vllm/v1/core/kv_cache_utils.py").read_text() == patched  # check writes nothing
+
+
+def test_rows_classified_in_forked_processes_equal_those_of_one(monkeypatch):
+    """A long series is classified in forked processes (issue 25): the same rows, in order."""
+    from patchq.compat import check as checking
+
+    monkeypatch.setenv("PATCHQ_VERDICT_CACHE", "0")
+    patches = series.load().patches_of("dense")
+    source = release("0.33.0")
+    monkeypatch.setenv("PATCHQ_CHECK_WORKERS", "1")
+    one = [r.to_dict() for r in checking.check(source, patches)]
+    monkeypatch.setattr(checking, "PARALLEL_FROM", 1)
+    monkeypatch.setenv("PATCHQ_CHECK_WORKERS", "2")
+    assert [r.to_dict() for r in checking.check(release("0.33.0"), patches)] == one
