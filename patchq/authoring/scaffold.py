@@ -288,26 +288,27 @@ EXAMPLE_ANCHORS = {"get-logger": {"module": "vllm.logger", "qualname": "init_log
 EXAMPLE_RELEASE = "0.23.0"
 #: The example's diff on vllm 0.23.0, as ``patchq test --regen --releases 0.23.0`` renders it
 #: (series/diffs/0.23.0/example-quiet-logger.diff; sentinel hashes are compared masked).
-EXAMPLE_DIFF = '''diff --git a/vllm/logger.py b/vllm/logger.py
---- a/vllm/logger.py
-+++ b/vllm/logger.py
-@@ -201,12 +201,15 @@
-         dictConfig(logging_config)
- 
- 
-+# patchq:example-quiet-logger:58bce1572b7f (applied by patchq; `patchq status` explains)
- def init_logger(name: str) -> _VllmLogger:
-     """The main purpose of this function is to ensure that loggers are
-     retrieved in such a way that we can be sure the root vllm logger has
-     already been configured."""
- 
-     logger = logging.getLogger(name)
-+    if name == "vllm.example.quiet":  # example-quiet-logger
-+        logger.disabled = True
- 
-     for method_name, method in _METHODS_TO_PATCH.items():
-         setattr(logger, method_name, MethodType(method, logger))
-'''
+EXAMPLE_DIFF = "\n".join((
+    'diff --git a/vllm/logger.py b/vllm/logger.py',
+    '--- a/vllm/logger.py',
+    '+++ b/vllm/logger.py',
+    '@@ -201,12 +201,15 @@',
+    '         dictConfig(logging_config)',
+    ' ',
+    ' ',
+    '+# patchq:example-quiet-logger:58bce1572b7f (applied by patchq; `patchq status` explains)',
+    ' def init_logger(name: str) -> _VllmLogger:',
+    '     """The main purpose of this function is to ensure that loggers are',
+    '     retrieved in such a way that we can be sure the root vllm logger has',
+    '     already been configured."""',
+    ' ',
+    '     logger = logging.getLogger(name)',
+    '+    if name == "vllm.example.quiet":  # example-quiet-logger',
+    '+        logger.disabled = True',
+    ' ',
+    '     for method_name, method in _METHODS_TO_PATCH.items():',
+    '         setattr(logger, method_name, MethodType(method, logger))',
+)) + "\n"
 
 TEST_MODULE = '''"""Each patch of this series on each release of its expected output (patchq.testing).
 
