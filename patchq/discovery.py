@@ -214,20 +214,23 @@ def ownership_problem(path: str) -> str | None:
     return None
 
 
-def check_trusted(loc: Location) -> None:
+def check_trusted(loc: Location, cwd=None) -> None:
     """Refuse a walked-up config that another user could have planted or can change
-    (module docstring). Raises UnsafeConfig (exit 2) with the way to opt in."""
+    (module docstring). ``cwd``: where the walk started (default: the working directory),
+    for the message. Raises UnsafeConfig (exit 2) with the way to opt in."""
     config = loc.config_str
     if config is None:
         return
     directory = os.path.realpath(os.path.dirname(config))
     if _opted_in(directory):
         return
+    here = os.path.realpath(str(cwd) if cwd is not None else os.getcwd())
+    where = "in the working directory" if directory == here else f"above the working directory {here}"
     for path in (config, directory, loc.series_str, loc.anchors_str, loc.goldens_str):
         problem = ownership_problem(path) if path else None
         if problem:
             raise UnsafeConfig(
-                f"refusing the project config {config} found above the working directory: {problem}. "
+                f"refusing the project config {config} found {where}: {problem}. "
                 f"patchq would import that series' code (as git's safe.directory, CVE-2022-24765). If you trust "
                 f"it, pass --series {directory}, or set {SAFE_ENV}={directory}")
 
@@ -287,7 +290,7 @@ def find(explicit=None, cwd=None) -> Location:
         shipped = None if found else bundled()
         if found:
             loc = from_config(*found)
-            check_trusted(loc)
+            check_trusted(loc, cwd)
         elif shipped is not None:
             loc = shipped
         else:

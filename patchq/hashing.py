@@ -184,10 +184,21 @@ MODULE_QUALNAME = "<module>"  # patchq.model.MODULE_QUALNAME (stdlib only here)
 
 
 def anchor_tables(path) -> dict[str, dict]:
-    """``[anchors.<id>]`` of ``anchors/<patch>.toml``, checked: ``module`` and ``qualname``
+    """``[anchors.<id>]`` of ``anchors/<patch>.toml``, checked (:func:`anchor_document`).
+
+    Raises:
+        SeriesError: as :func:`anchor_document`.
+    """
+    return anchor_document(path)["anchors"]
+
+
+def anchor_document(path) -> dict:
+    """The whole of ``anchors/<patch>.toml`` (``anchors`` always present), its anchors
+    checked: ``module`` and ``qualname``
     strings, ``node`` a string when present, ``count`` (:func:`parse_count`),
     ``fingerprints`` a table of strings; the file's ``format`` (default 1) at most
-    :data:`ANCHORS_FORMAT`, and 2 or more when an anchor is module-level.
+    :data:`ANCHORS_FORMAT`, and 2 or more when an anchor is module-level; ``reviews`` a
+    table of tables of strings (:func:`_check_reviews`).
 
     Raises:
         SeriesError: unreadable file, a missing key or a field of the wrong type, a newer
@@ -208,7 +219,32 @@ def anchor_tables(path) -> dict[str, dict]:
         raise SeriesError(f"{path}: `anchors` must be a table of [anchors.<id>] tables, not {_kind(anchors)}")
     for anchor_id, t in anchors.items():
         _check_anchor(f"{path}: anchors.{anchor_id}", t, fmt)
-    return anchors
+    _check_reviews(path, data.get("reviews", {}))
+    return dict(data, anchors=anchors)
+
+
+#: the fields of a ``[reviews."<version>"]`` entry (patchq.authoring.fingerprints.REVIEWS), all strings
+REVIEW_FIELDS = ("by", "at", "how", "status", "note")
+
+
+def _check_reviews(path, reviews: object) -> None:
+    """``[reviews]``: a table of ``"<version>" = {by, at, how, status, note}`` tables of
+    strings (the version keys are checked by :func:`patchq.series.load_anchor_file`).
+
+    Raises:
+        SeriesError: naming the file and the entry.
+    """
+    from patchq.errors import SeriesError
+
+    if not isinstance(reviews, dict):
+        raise SeriesError(f"{path}: `reviews` must be a table of [reviews.\"<version>\"] tables, not {_kind(reviews)}")
+    for version, entry in reviews.items():
+        where = f"{path}: reviews.\"{version}\""
+        if not isinstance(entry, dict):
+            raise SeriesError(f"{where} must be a table ({', '.join(REVIEW_FIELDS)}), not {_kind(entry)}")
+        for key in REVIEW_FIELDS:
+            if key in entry and not isinstance(entry[key], str):
+                raise SeriesError(f"{where}.{key} must be a string, not {_kind(entry[key])}")
 
 
 def _check_anchor(where: str, t: object, fmt: int) -> None:

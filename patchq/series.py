@@ -50,12 +50,29 @@ def anchors_dir(series: Path) -> Path:
     return discovery.anchors_for(series)
 
 
-def spec(text: str) -> SpecifierSet:
-    """A packaging SpecifierSet from ``text`` ('' = all versions). Raises SeriesError."""
+def spec(text: str, what: str = "applies-range") -> SpecifierSet:
+    """A packaging SpecifierSet from ``text`` ('' = all versions); ``what`` names the
+    argument in the message (``applies=``, ``variant``).
+
+    Raises:
+        SeriesError: ``bad applies-range '<text>'`` (the caller names the file and patch:
+            :func:`in_series_file`).
+    """
     try:
         return SpecifierSet(text)
     except InvalidSpecifier:
-        raise SeriesError(f"bad applies-range {text!r}") from None
+        raise SeriesError(f"bad applies-range {text!r} ({what}; a PEP 440 version specifier such as "
+                          f"'>=0.23,<0.30')") from None
+
+
+def in_series_file(path: Path, line: int | None, patch_id: str, exc: SeriesError) -> SeriesError:
+    """``exc`` with the series file, the line and the patch in front (``FILE:LINE: patch
+    ID: ...``), as the edge names any other error a series file raises."""
+    where = f"{path}:{line}" if line else str(path)
+    message = str(exc)
+    if not message.startswith(f"patch {patch_id}"):
+        message = f"patch {patch_id}: {message}"
+    return SeriesError(f"{where}: {message}")
 
 
 def patch(
@@ -96,7 +113,7 @@ def patch(
             raise SeriesError(f"patch {id}: {key}= names the patch itself")
         rel[key] = tuple(dict.fromkeys(items))
     return Patch(
-        id=id, summary=summary, why=" ".join(why.split()), applies=spec(applies),
+        id=id, summary=summary, why=" ".join(why.split()), applies=spec(applies, "applies="),
         variants=tuple(variants), upstream=tuple(upstream),
         upstream_check=upstream_check, probe=probe, requires=rel["requires"], conflicts=rel["conflicts"],
         supersedes=rel["supersedes"], runtime_names=rel["runtime_names"], removes=rel["removes"],
@@ -108,7 +125,7 @@ def variant(applies: str, *, edits: Mapping[str, EditFn] | None = None, upstream
     """Declare a variant (see :class:`patchq.model.Variant`)."""
     if sum(x is not None for x in (edits, upstreamed, absent)) != 1:
         raise SeriesError("a variant has exactly one of edits=, upstreamed=, absent=")
-    return Variant(applies=spec(applies), edits=dict(edits or {}),
+    return Variant(applies=spec(applies, "variant"), edits=dict(edits or {}),
                    upstreamed=upstreamed, absent=absent, note=note)
 
 
@@ -119,10 +136,36 @@ def _parse_count(value: object, where: str) -> tuple[int, int | None]:
         raise SeriesError(f"{where}: {exc}") from None
 
 
+def _check_versions(path: Path, data: Mapping) -> None:
+    """Every key of each anchor's ``fingerprints`` table and of ``[reviews]`` is a vLLM
+    version (PEP 440, :class:`packaging.version.Version`): they are compared as versions.
+
+    Raises:
+        SeriesError: naming the file, the table and the key.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    tables = [(f"anchors.{aid}.fingerprints", t.get("fingerprints", {})) for aid, t in data["anchors"].items()]
+    for where, table in [*tables, ("reviews", data.get("reviews", {}))]:
+        for key in table:
+            try:
+                Version(key)
+            except InvalidVersion:
+                raise SeriesError(f"{path}: {where}: key {key!r} is not a vLLM version (such as \"0.23.0\")") \
+                    from None
+
+
 def load_anchor_file(path: Path) -> dict[str, AnchorSpec]:
-    """Parse ``anchors/<patch>.toml`` into anchor id -> AnchorSpec. Raises SeriesError."""
+    """Parse ``anchors/<patch>.toml`` into anchor id -> AnchorSpec.
+
+    Raises:
+        SeriesError: a malformed file (:func:`patchq.hashing.anchor_document`), a
+            fingerprint or review keyed by something that is not a version.
+    """
     out: dict[str, AnchorSpec] = {}
-    for anchor_id, table in hashing.anchor_tables(path).items():  # types checked there
+    data = hashing.anchor_document(path)  # types checked there
+    _check_versions(path, data)
+    for anchor_id, table in data["anchors"].items():
         where = f"{path.name}: anchors.{anchor_id}"
         try:
             lo, hi = _parse_count(table.get("count", 1), where)
@@ -169,10 +212,22 @@ def _exec_patch_module(path: Path, patch_id: str) -> Patch:
         if exc.filename:
             raise  # the edge names the file and line
         raise SeriesError(f"{path}: SyntaxError: {exc.msg}") from None
+    except SeriesError as exc:  # patch()/variant() refused an argument: name the file, line and patch
+        raise in_series_file(path, _line_in(exc, name), patch_id, exc) from None
     declared = getattr(module, "PATCH", None)
     if not isinstance(declared, Patch) or declared.id != patch_id:
         raise SeriesError(f"{path} must define PATCH = patch(id={patch_id!r}, ...)")
     return declared
+
+
+def _line_in(exc: BaseException, module_name: str) -> int | None:
+    """The line of the innermost frame of module ``module_name`` in ``exc``'s traceback."""
+    line, tb = None, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_globals.get("__name__") == module_name:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 @dataclass

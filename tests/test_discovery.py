@@ -150,6 +150,25 @@ def test_a_world_writable_config_directory_is_refused(tmp_path, monkeypatch):
     assert discovery.find(cwd=work).origin == "config"
 
 
+def test_the_refusal_says_where_the_config_was_found(tmp_path, monkeypatch):
+    """In the working directory itself, or above it (naming the working directory)."""
+    monkeypatch.delenv("PATCHQ_SERIES", raising=False)
+    monkeypatch.delenv(discovery.SAFE_ENV, raising=False)
+    root = tmp_path / "proj"
+    work = _config_tree(root)
+    os.chmod(root / "series", 0o777)
+    with pytest.raises(UnsafeConfig) as err:
+        discovery.find(cwd=root)
+    assert f"refusing the project config {root / 'patchq.toml'} found in the working directory: " in str(err.value)
+    with pytest.raises(UnsafeConfig) as err:
+        discovery.find(cwd=work)
+    assert f"found above the working directory {work}: " in str(err.value)
+    monkeypatch.chdir(root)  # the default: the process's working directory
+    with pytest.raises(UnsafeConfig, match="found in the working directory: "):
+        discovery.find()
+    os.chmod(root / "series", 0o755)
+
+
 @pytest.mark.parametrize("body", ['series = "../elsewhere/series"\n', 'series = "series"\nanchors = "/etc"\n',
                                   'series = "series"\ngoldens = "../../x"\n', 'series = "link"\n'])
 def test_config_paths_stay_inside_the_repo(tmp_path, monkeypatch, body):

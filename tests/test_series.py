@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 from packaging.version import Version
+from testing.small_series import write_series
 
 from patchq import series as S
 from patchq.errors import SeriesError, UsageError
-
-from testing.small_series import write_series
 
 
 def test_load_profiles_patch_anchors_and_hash(tmp_path):
@@ -79,6 +78,53 @@ def test_errors_name_the_problem(tmp_path):
         S.variant(">=1", edits={"a": None}, absent="x")
     with pytest.raises(SeriesError, match="bad applies-range"):
         S.spec(">=banana")
+
+
+@pytest.mark.parametrize(("old", "new", "line", "what"), [
+    ('applies=">=0.1",', 'applies=">=zero",', 12, "applies="),  # the PATCH = patch( line
+    ('variant(">=0.3",', 'variant(">=zero",', 20, "variant"),
+])
+def test_a_bad_applies_range_names_the_series_file_line_and_patch(tmp_path, old, new, line, what):
+    series = write_series(tmp_path)
+    module = series / "bump_default.py"
+    module.write_text(module.read_text().replace(old, new))
+    with pytest.raises(SeriesError) as err:
+        S.load(series).patch("bump-default")
+    assert str(err.value) == (f"{module.resolve()}:{line}: patch bump-default: bad applies-range '>=zero' ({what}; "
+                              f"a PEP 440 version specifier such as '>=0.23,<0.30')")
+    assert err.value.exit_code == 2
+
+
+BAD_ANCHORS = [  # (text appended to the small series' anchors file, the message it must give)
+    ('"banana" = "0000000000000000"\n',
+     r"bump-default.toml: anchors.default.fingerprints: key 'banana' is not a vLLM version"),
+    ('\n[reviews.banana]\nby = "ana"\n', r"bump-default.toml: reviews: key 'banana' is not a vLLM version"),
+    ('\n[reviews."0.1.0"]\nby = 3\n', r'bump-default.toml: reviews."0.1.0".by must be a string, not int'),
+    ('\n[reviews]\n"0.1.0" = "ana"\n', r'bump-default.toml: reviews."0.1.0" must be a table .*not a string'),
+]
+
+
+@pytest.mark.parametrize(("tail", "message"), BAD_ANCHORS)
+def test_a_malformed_fingerprint_or_review_is_bad_input_naming_file_and_key(tmp_path, tail, message):
+    """A fingerprint or review keyed by a non-version (compared as versions later) or a
+    review field of the wrong type is a SeriesError (exit 2) naming the file and key."""
+    series = write_series(tmp_path)
+    toml = tmp_path / "anchors" / "bump-default.toml"
+    toml.write_text("format = 2\n" + toml.read_text() + tail)
+    with pytest.raises(SeriesError, match=message) as err:
+        S.load(series).patch("bump-default")
+    assert err.value.exit_code == 2 and str(tmp_path / "anchors" / "bump-default.toml") in str(err.value)
+
+
+def test_a_non_version_fingerprint_key_exits_2_with_one_line(tmp_path, cli):
+    """Through the CLI: one line on stderr, exit 2, no traceback (it was an internal error, 70)."""
+    series = write_series(tmp_path)
+    toml = tmp_path / "anchors" / "bump-default.toml"
+    toml.write_text(toml.read_text() + '"banana" = "0000000000000000"\n')
+    res = cli("list", "--series", series)
+    assert res.rc == 2, res.stderr
+    assert res.stderr.splitlines() == [f"patchq: error: {toml}: anchors.default.fingerprints: key 'banana' is not a "
+                                       f'vLLM version (such as "0.23.0")']
 
 
 def test_env_vars_select_series_and_anchors(tmp_path, monkeypatch):

@@ -284,6 +284,32 @@ EXAMPLE_ANCHORS = {"get-logger": {"module": "vllm.logger", "qualname": "init_log
                                   "node": "logger = logging.getLogger(name)", "count": 1,
                                   "fingerprints": {v: _INIT_LOGGER_FP for v in _EXAMPLE_VERIFIED}}}
 
+#: The release the example's expected output is recorded on (``patchq test`` checks it there).
+EXAMPLE_RELEASE = "0.23.0"
+#: The example's diff on vllm 0.23.0, as ``patchq test --regen --releases 0.23.0`` renders it
+#: (series/diffs/0.23.0/example-quiet-logger.diff; sentinel hashes are compared masked).
+EXAMPLE_DIFF = "\n".join((
+    'diff --git a/vllm/logger.py b/vllm/logger.py',
+    '--- a/vllm/logger.py',
+    '+++ b/vllm/logger.py',
+    '@@ -201,12 +201,15 @@',
+    '         dictConfig(logging_config)',
+    ' ',
+    ' ',
+    '+# patchq:example-quiet-logger:58bce1572b7f (applied by patchq; `patchq status` explains)',
+    ' def init_logger(name: str) -> _VllmLogger:',
+    '     """The main purpose of this function is to ensure that loggers are',
+    '     retrieved in such a way that we can be sure the root vllm logger has',
+    '     already been configured."""',
+    ' ',
+    '     logger = logging.getLogger(name)',
+    '+    if name == "vllm.example.quiet":  # example-quiet-logger',
+    '+        logger.disabled = True',
+    ' ',
+    '     for method_name, method in _METHODS_TO_PATCH.items():',
+    '         setattr(logger, method_name, MethodType(method, logger))',
+)) + "\n"
+
 TEST_MODULE = '''"""Each patch of this series on each release of its expected output (patchq.testing).
 
 Expected `patchq check` verdicts (series/diffs/<patch>.expect.toml) and each patch's diff
@@ -407,12 +433,14 @@ itself (`pip install CHECKOUT`).
     patchq apply --profile default                # patch the installed vLLM
     patchq new ID --at vllm.module:Qualname --node 'statement'   # scaffold a patch
     patchq edit ID --file vllm/x.py  # pristine working copy; then: patchq record ID
-    patchq test --regen && pytest                  # goldens per release
+    patchq test && pytest                          # expected output per release (--regen rewrites it)
 """
 
 
 def init_files(name: str, action: str | None = None) -> dict[str, str]:
-    """relpath -> text of a new series repo (see ``patchq init``; ``action``: :func:`workflow`)."""
+    """relpath -> text of a new series repo (see ``patchq init``; ``action``: :func:`workflow`),
+    the example patch's expected output on :data:`EXAMPLE_RELEASE` included."""
+    from patchq.authoring.diffstore import render_verdicts
     from patchq.authoring.fingerprints import render
 
     return {
@@ -420,6 +448,10 @@ def init_files(name: str, action: str | None = None) -> dict[str, str]:
         "series/profiles.toml": PROFILES_TOML,
         "series/example_quiet_logger.py": EXAMPLE_MODULE,
         "anchors/example-quiet-logger.toml": render("example-quiet-logger", {"anchors": EXAMPLE_ANCHORS}),
+        # the example's expected output, so that `patchq test`, pytest and CI pass on a fresh repo
+        "series/diffs/example-quiet-logger.expect.toml": render_verdicts("example-quiet-logger",
+                                                                         {EXAMPLE_RELEASE: "applies"}),
+        f"series/diffs/{EXAMPLE_RELEASE}/example-quiet-logger.diff": EXAMPLE_DIFF,
         "tests/test_patches.py": TEST_MODULE,
         ".github/workflows/patchq.yml": workflow(action),
         ".pre-commit-config.yaml": PRE_COMMIT,

@@ -414,8 +414,8 @@ def _edit_pairs(series: Series, target: CodeSource, patch_id: str, files: list[s
             and the edit did not start from it (``edit``).
     """
     if directory is not None and manifest is None:
-        raise UsageError(f"--dir {wd} holds no edit (no {MANIFEST}): give the directory `patchq edit "
-                         f"{patch_id} --dir` made")
+        raise UsageError(f"--dir {wd} holds no edit (no {MANIFEST}): give the directory that `patchq "
+                         f"edit {patch_id} --dir DIR` made")
     if manifest:
         pairs = _working_copy_pairs(target, wd, manifest, patch_id)
         mode, replaces = manifest["mode"], bool(manifest.get("replaces", False))

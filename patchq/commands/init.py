@@ -99,7 +99,7 @@ def render_init(doc: InitDoc) -> str:
     lines += ["next (in that directory):",
               "  patchq check --profile example --vllm 0.23.0     # the example patch on a release",
               "  patchq new ID --at vllm.module:Qualname --node 'statement'   # or: patchq edit ID --file vllm/x.py",
-              "  patchq test --regen && pytest -q                 # goldens per release"]
+              "  patchq test && pytest -q                         # the expected output per release (series/diffs)"]
     return "\n".join(lines) + "\n"
 
 

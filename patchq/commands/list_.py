@@ -105,11 +105,11 @@ def _declared(path: Path, pid: str) -> dict | None:
     try:
         if _literal(kw["id"], str) != pid or not isinstance(kw["variants"], (ast.List, ast.Tuple)):
             return None
-        variants = [_variant(v) for v in kw["variants"].elts]
+        variants = [_variant(v, path, pid) for v in kw["variants"].elts]
         if any(v is None for v in variants):
             return None
         return {"summary": _literal(kw["summary"], str),
-                "applies": str(series_mod.spec(_literal(kw["applies"], str))),
+                "applies": _range(kw["applies"], "applies=", path, pid),
                 "upstream": list(_literal(kw["upstream"], (list, tuple))) if "upstream" in kw else [],
                 **{k: list(_literal(kw[k], (list, tuple))) if k in kw else [] for k in _RELATIONS},
                 "variants": variants}
@@ -137,13 +137,26 @@ def _is_call(node: ast.AST, name: str) -> TypeGuard[ast.Call]:
     return (isinstance(f, ast.Name) and f.id == name) or (isinstance(f, ast.Attribute) and f.attr == name)
 
 
-def _variant(node: ast.AST) -> dict | None:
+def _range(node: ast.expr, what: str, path: Path, pid: str) -> str:
+    """The applies-range literal ``node``, normalized.
+
+    Raises:
+        SeriesError: a bad range, naming the file, line and patch.
+        ValueError: not a string literal (the caller loads the module instead).
+    """
+    try:
+        return str(series_mod.spec(_literal(node, str), what))
+    except SeriesError as exc:
+        raise series_mod.in_series_file(path, node.lineno, pid, exc) from None
+
+
+def _variant(node: ast.AST, path: Path, pid: str) -> dict | None:
     if not _is_call(node, "variant") or len(node.args) != 1:
         return None
     kw = {k.arg: k.value for k in node.keywords}
     if None in kw or not set(kw) <= _VARIANT_KEYS:
         return None
-    applies = str(series_mod.spec(_literal(node.args[0], str)))
+    applies = _range(node.args[0], "variant", path, pid)
     set_ = [k for k in ("edits", "upstreamed", "absent") if k in kw]
     if len(set_) != 1:
         return None  # the loader raises the precise error

@@ -469,7 +469,7 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
         if verdict is not None:
             row.threeway = verdict.entries
     elif unverified:
-        _drifted(row, patch, unverified, verdict)
+        _drifted(row, patch, unverified, verdict, version)
     else:
         row.status = APPLIES
         # no anchor is unverified here: every ``verified`` is a version string
@@ -477,19 +477,20 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
         row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
 
 
-def _drifted(row: PatchCheck, patch: Patch, unverified: list[engine.AnchorResult], verdict) -> None:
+def _drifted(row: PatchCheck, patch: Patch, unverified: list[engine.AnchorResult], verdict,
+             version: Version) -> None:
     """``applies-drifted``: the three-way verdict's reason (when a definition has a reviewed
     release), then the drift of the definitions that have none."""
     row.status = DRIFTED
     if verdict is None:
-        row.reason = _drift_reason(unverified, row.drift, patch.id)
+        row.reason = _drift_reason(unverified, row.drift, patch.id, version)
         return
     row.threeway = verdict.entries
     rest = [a for a in unverified if not recorded_fingerprints(patch, a.qualname)]
     row.reason = verdict.reason
     if rest:
         row.reason += "; " + _drift_reason(rest, [d for a, d in zip(unverified, row.drift, strict=False)
-                                                  if a in rest], patch.id)
+                                                  if a in rest], patch.id, version)
 
 
 def _threeway(patch: Patch, unverified: list[engine.AnchorResult], source: CodeSource, res: _Resolver):
@@ -523,8 +524,11 @@ def _finish_edit(row: PatchCheck, patch: Patch, result: engine.PatchResult, trie
     return row
 
 
-def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict], patch_id: str = "ID") -> str:
-    """One phrase per drifted definition (``unverified`` and ``drift`` align), then what still holds."""
+def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict], patch_id: str,
+                  version: Version) -> str:
+    """One phrase per drifted definition (``unverified`` and ``drift`` align), then what still holds.
+    A definition never recorded names the command that records it on ``version`` (a release;
+    a dev or local build is no release to record)."""
     parts, unrecorded = [], []
     for a, d in zip(unverified, drift, strict=False):
         where = f"{a.qualname} ({a.relpath}:{a.line})"
@@ -535,8 +539,11 @@ def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict], patc
         else:
             parts.append(f"{where} changed since verified vllm {d['base']}")
     if unrecorded:
-        parts.append("no fingerprint recorded for " + ", ".join(unrecorded)
-                     + f" (`patchq fingerprint --patch {patch_id}` records them)")
+        how = (f"`patchq fingerprint --patch {patch_id} --releases {version}` records them"
+               if not (version.local or version.is_devrelease) else
+               f"vllm {version} is not a release: `patchq fingerprint --patch {patch_id} --releases X.Y.Z` "
+               f"records them on the release X.Y.Z it was authored against")
+        parts.append("no fingerprint recorded for " + ", ".join(unrecorded) + f" ({how})")
     return "; ".join(parts) + "; the transform applies and the result compiles"
 
 

@@ -39,7 +39,9 @@ class ConvergeResult:
         plan: the in-memory plan of the wanted patches.
         written: relpaths written (patched or restored), sorted.
         restored: relpaths restored to pristine.
-        added, removed: patch ids newly applied / reverted.
+        added, removed: patch ids newly applied / reverted (removed: live before and not
+            wanted now, or a sentinel of it is in a file this run writes and not in what
+            it writes there).
         noop: True when nothing needed to change.
         foreign_kept: relpath -> where a forced-over foreign edit was saved.
         recovered: relpaths rolled forward from an interrupted write.
@@ -335,9 +337,27 @@ class _Run:
                    (p not in live_before or journal.patches[p].hash != e.hash)],
             removed=[p for p in journal.patches if p not in new_journal.patches and p in live_before],
         )
+        # a patch is removed too where this run takes its sentinels out of a file: a forced
+        # revert over a foreign edit of patched code, or of files a lost journal patched
+        gone = sorted(self.sentinels_taken_out(writes) - set(new_journal.patches) - set(result.removed))
+        result.removed += gone
         result.restored = sorted(r for r in writes if r not in new_journal.files)
         result.written = sorted(writes)
         return result
+
+    def sentinels_taken_out(self, writes: Writes) -> set[str]:
+        """Patch ids with a sentinel (:mod:`patchq.sentinels`) in a file of ``writes`` now
+        that the bytes written there do not carry."""
+        from patchq.sentinels import find_sentinels
+
+        out: set[str] = set()
+        for relpath, (_, data) in writes.items():
+            now = self.target.read_bytes(relpath)
+            if now is None:
+                continue
+            before = {pid for pid, _ in find_sentinels(now.decode("utf-8", "replace"))}
+            out |= before - {pid for pid, _ in find_sentinels(data.decode("utf-8", "replace"))}
+        return out
 
     def unchanged(self, new_journal: Journal) -> bool:
         """The journal would say what it says now (the cached series summary aside)."""

@@ -26,6 +26,41 @@ def test_init_writes_a_loadable_series_repo(tmp_path):
     assert [p["id"] for p in listed["patches"]] == loaded.all_patch_ids() != []
 
 
+def test_init_writes_the_example_expected_output_so_test_has_a_case_to_verify(tmp_path):
+    """A fresh repo passes `patchq test` as written: the example's verdict and diff on
+    vllm 0.23.0 are there (no case without expected output, which fails until a regen)."""
+    from patchq import testing
+    from patchq.authoring import diffstore, scaffold
+
+    repo = tmp_path / "stack"
+    doc, _ = init.init(str(repo))
+    series = repo / "series"
+    assert diffstore.read_verdicts(series, "example-quiet-logger") == {"0.23.0": "applies"}
+    assert (series / "diffs" / "0.23.0" / "example-quiet-logger.diff").read_text() == scaffold.EXAMPLE_DIFF
+    assert [(c.patch_id, c.release) for c in testing.cases(series=series)] == [("example-quiet-logger", "0.23.0")]
+    text = init.render_init(doc)
+    assert "  patchq test && pytest -q " in text and "--regen" not in text
+
+
+@pytest.mark.wheel
+def test_a_fresh_repo_passes_patchq_test_and_pytest_and_a_regen_changes_nothing(tmp_path, cli):
+    import subprocess
+    import sys
+
+    repo = tmp_path / "stack"
+    assert cli("init", repo).rc == 0
+    before = {p: p.read_bytes() for p in (repo / "series").rglob("*") if p.is_file()}
+    res = cli("test", "--series", repo, "--json")
+    assert res.rc == 0 and [(c["release"], c["status"], c["ok"]) for c in res.json["cases"]] == [
+        ("0.23.0", "applies", True)], res.stdout + res.stderr
+    res = cli("test", "--regen", "--series", repo, "--json")
+    assert res.rc == 0 and [c["written"] for c in res.json["cases"]] == [[]], res.stdout
+    assert {p: p.read_bytes() for p in (repo / "series").rglob("*") if p.is_file()} == before
+    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=repo,
+                            capture_output=True, text=True)
+    assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout + tested.stderr
+
+
 def test_init_over_an_existing_repo_writes_nothing(tmp_path):
     init.init(str(tmp_path))
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and ".git" not in p.parts}

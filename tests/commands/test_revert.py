@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from patchq.commands import apply, revert
-
 from testing.small_world import UTILS
+
+from patchq import report
+from patchq.commands import apply, revert
 
 
 def test_revert_all_restores_the_pristine_bytes(small):
@@ -32,5 +33,27 @@ def test_force_restores_a_foreign_edit_from_the_journal_and_keeps_a_copy(small):
     assert code == 4 and "modified by someone else" in doc["error"]
     doc, code = revert.run(small.target, small.series, None, force=True)
     assert code == 0 and (small.site / UTILS).read_bytes() == pristine
+    # the report is true: the file is written and restored, the patch it carried is removed
+    assert (doc["written"], doc["restored"], doc["removed"]) == ([UTILS], [UTILS], ["bump-default"])
+    assert "removed bump-default" in report.apply_text(doc)
     (kept,) = doc["foreign_kept"].values()
     assert open(kept).read().endswith("# someone's edit\n")
+
+
+def test_force_over_a_damaged_journal_reports_the_patches_it_takes_out(small):
+    """The journal is set aside, so it names no patch: the sentinels the restored files
+    carried say which patches the revert removed."""
+    import os
+    from pathlib import Path
+
+    from testing.small_series import write_release
+
+    from patchq.env.state import StateDir
+
+    write_release(Path(os.environ["PATCHQ_CACHE_DIR"]), "0.1.0")
+    pristine = (small.site / UTILS).read_bytes()
+    apply.apply(small.target, small.series, "base")
+    StateDir(small.site).journal_path.write_text("{not json")
+    doc, code = revert.run(small.target, small.series, None, force=True)
+    assert code == 0 and (small.site / UTILS).read_bytes() == pristine
+    assert (doc["written"], doc["removed"]) == ([UTILS], ["bump-default"])

@@ -19,7 +19,8 @@ def _init(tmp_path):
     assert {os.path.relpath(w, repo) for w in res.json["written"]} == {
         "patchq.toml", "series/profiles.toml", "series/example_quiet_logger.py",
         "anchors/example-quiet-logger.toml", "tests/test_patches.py", ".github/workflows/patchq.yml",
-        "README.md", ".gitignore", ".pre-commit-config.yaml"}
+        "README.md", ".gitignore", ".pre-commit-config.yaml",
+        "series/diffs/example-quiet-logger.expect.toml", "series/diffs/0.23.0/example-quiet-logger.diff"}
     return repo
 
 

@@ -180,7 +180,7 @@ def test_patch_runs_name_their_patches_in_the_header(tiny):
 def test_check_names_the_command_that_records_a_fingerprint(tiny):
     out = run_cli("check", "--profile", "good", "--site-packages", tiny["site"], env=tiny["env"])
     assert out.rc == 0, out
-    assert "no fingerprint recorded for answer (vllm/tiny.py:1) (`patchq fingerprint --patch tiny` records them)" \
+    assert "no fingerprint recorded for answer (vllm/tiny.py:1) (`patchq fingerprint --patch tiny --releases 0.23.0` records them)" \
         in " ".join(out.stdout.split()), out.stdout
 
 

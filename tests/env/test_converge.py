@@ -36,6 +36,16 @@ def test_converge_commits_the_journal_and_a_second_run_is_a_noop(small):
     assert hashlib.sha256((small.site / UTILS).read_bytes()).hexdigest() == entry.record_sha256
 
 
+def test_removed_counts_a_patch_whose_sentinels_a_forced_write_takes_out(small):
+    """A foreign edit over patched code: the patch is not live (its file is not as patchq
+    left it), yet forcing the file back to pristine removes it: ``removed`` says so."""
+    converge(small.target, small.series.patches_of("base"), profile="base")
+    (small.site / UTILS).write_text(small.utils() + "# someone's edit\n")
+    back = converge(small.target, [], profile=None, force=True)
+    assert (back.written, back.restored, back.removed) == ([UTILS], [UTILS], ["bump-default"])
+    assert converge(small.target, [], profile=None).removed == []  # nothing left to take out
+
+
 def test_a_failed_plan_raises_with_the_plan_and_writes_nothing(small):
     small.reinstall("class Other:\n    pass\n")
     with pytest.raises(PlanFailed) as err:

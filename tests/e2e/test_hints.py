@@ -1,0 +1,133 @@
+"""Every command patchq suggests runs as printed: the ``next:`` steps and the commands quoted
+in reasons and errors (a user copies them). Offline: the small series and its release 0.1.0 in
+the layer's own cache; the CLI's own parser (typer's click command) for every quoted command."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import typer
+from support import REPO
+from testing.small_series import write_release
+
+from patchq import cli as cli_mod
+from patchq import hashing
+
+tomllib = hashing.toml_module()
+
+#: a command quoted in a message: `patchq ...` in backticks, or an indented line that starts with
+#: it (``next (in that directory):`` lists of ``init``), up to a ``#`` comment
+QUOTED = re.compile(r"`(patchq [^`]*)`|^\s+(patchq [^#\n]*?)\s*(?:#.*)?$", re.M)
+#: quoted commands that name a command in prose (what wrote a file), not a step to run
+PROSE = {"patchq rebase --write"}
+
+
+def test_the_fingerprint_command_check_suggests_records_the_release(small, cli):
+    """``check`` on a definition never recorded names ``patchq fingerprint --patch P
+    --releases V``; run as printed, it records V and ``check`` then says ``applies``."""
+    write_release(Path(os.environ["PATCHQ_CACHE_DIR"]), "0.1.0")
+    toml = small.root / "anchors" / "bump-default.toml"
+    toml.write_text(toml.read_text().split("[anchors.default.fingerprints]")[0])
+    args = ("check", "--patch", "bump-default", "--vllm", "0.1.0", "--series", small.series.root, "--json")
+    res = cli(*args)
+    row = res.json["patches"][0]
+    assert (res.rc, row["status"]) == (0, "applies-drifted"), res.stdout + res.stderr
+    (command,) = re.findall(r"`(patchq fingerprint [^`]*)`", row["reason"])
+    assert command == "patchq fingerprint --patch bump-default --releases 0.1.0"
+    res = cli(*shlex.split(command)[1:], "--series", small.series.root)
+    assert res.rc == 0, res.stderr
+    data = tomllib.loads(toml.read_text())
+    assert list(data["anchors"]["default"]["fingerprints"]) == ["0.1.0"] and data["reviews"]["0.1.0"]["how"] \
+        == "fingerprint"
+    row = cli(*args).json["patches"][0]
+    assert (row["status"], row["reviewed"]) == ("applies", True)
+
+
+def _literals(path: Path):
+    """(line, text) of every string literal of a module except docstrings; an f-string's
+    fields read ``{}``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            skip.update(id(v) for v in node.values)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body \
+                and isinstance(node.body[0], ast.Expr):
+            skip.add(id(node.body[0].value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            yield node.lineno, "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            yield node.lineno, node.value
+
+
+def suggested_commands() -> list[tuple[str, str]]:
+    """(where, command) of every ``patchq ...`` command patchq's messages quote."""
+    out = []
+    for path in sorted((REPO / "patchq").rglob("*.py")):
+        for line, text in _literals(path):
+            for m in QUOTED.finditer(text):
+                for command in (m.group(1) or m.group(2)).split("&&"):
+                    if command.strip().startswith("patchq "):
+                        out.append((f"{path.relative_to(REPO)}:{line}", command.strip()))
+    return out
+
+
+def parse_problem(command: str) -> str | None:
+    """Why the CLI's parser refuses ``command``, or None. Each f-string field standing
+    alone is read as a value (``--vllm {}``) or as options that may be empty (``patchq test
+    {ids}``): the command parses when one reading does."""
+    words = [w.replace("{}", "X") if w != "{}" else w for w in shlex.split(command)[1:]]
+    fields = [i for i, w in enumerate(words) if w == "{}"]
+    problems = []
+    for values in itertools.product(("X", None), repeat=len(fields)):
+        chosen = dict(zip(fields, values, strict=True))
+        problem = _parse([chosen.get(i, w) for i, w in enumerate(words) if chosen.get(i, w) is not None])
+        if problem is None:
+            return None
+        problems.append(problem)
+    return problems[0]
+
+
+def _parse(args: list[str]) -> str | None:
+    """Why the CLI's parser refuses ``patchq ARGS``, or None (a bare command name is a
+    reference to the command, not a step: not parsed).
+
+    typer carries its own click (``typer._click``): its classes are reached through the
+    command objects, not imported."""
+    cmd = typer.main.get_command(cli_mod.app)
+    words = ["patchq"]
+    while hasattr(cmd, "commands") and args and args[0] in cmd.commands:
+        words.append(args[0])
+        cmd = cmd.commands[args.pop(0)]
+    if hasattr(cmd, "commands"):
+        return f"no command {args[:1]} in {' '.join(words)}"
+    if not args:
+        return None
+    try:
+        cmd.make_context(" ".join(words), args)
+    except Exception as exc:  # noqa: BLE001 - click's UsageError family, from typer's copy of click
+        if type(exc).__name__ == "Exit":  # --help
+            return None
+        return exc.format_message() if hasattr(exc, "format_message") else repr(exc)
+    return None
+
+
+def test_every_suggested_command_parses_against_the_cli():
+    found = suggested_commands()
+    assert len(found) > 50 and any("--releases" in c for _, c in found if c.startswith("patchq fingerprint"))
+    bad = [f"{where}: {command}: {problem}" for where, command in found
+           if command not in PROSE and (problem := parse_problem(command)) is not None]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("command", ["patchq check --nope", "patchq fingerprint --patch", "patchq cache nope",
+                                     "patchq new X", "patchq rebase {} --to"])
+def test_the_parse_check_catches_a_wrong_command(command):
+    assert parse_problem(command) is not None
