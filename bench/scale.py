@@ -47,12 +47,25 @@ Cases, for each N (default 5, 50, 100, 200, 400):
 * ``cold apply`` (plans deleted first) on a hard-linked pristine copy of vLLM 0.23.0, then,
   2.2 s later (a server start comes after the apply: the files it wrote have settled for
   :mod:`patchq.env.stamp`), ``no-op apply, first`` and ``status, first`` (they hash, and
-  stamp) and ``no-op apply`` and ``status`` again; ``list`` and ``--help``.
+  stamp) and ``no-op apply`` and ``status`` again; ``list`` and ``--help`` (from their
+  stamps), ``--help, first`` and ``list, first`` (a cache directory without stamps: typer
+  renders the help, the series is read).
+
+``--cases A,B`` times only those cases (``startup``: the no-op apply, status, list and
+``--help`` cases); without ``cold apply`` among them the environment applied in the first
+round is kept and the no-op/status stamps are deleted before each ``first`` case. Every
+process is patchq's console script (``--entry script``, default: the script pip writes,
+whose ``import re`` costs ~0.7 of the interpreter's start here) or ``python -m patchq``
+(``--entry module``, what runs before 2026-12-04 used); ``.pyc`` files are written in the
+warm-up round (``PYTHONDONTWRITEBYTECODE`` is unset for patchq's processes, as pip compiles
+on install). The JSON records the entry and each checkout's commit.
 
 Then the growth ratios (median at N over median at the smallest N) per case::
 
     python bench/scale.py --kind realistic --ns 5,50,100,200,400 --repeat 3 \
         --baseline <checkout before> --baseline-ns 5,50,100,200 --baseline-repeat 1 --json out.json
+    python bench/scale.py --kind realistic --cases startup --ns 5,100,200 --repeat 9 \
+        --baseline <checkout before> --baseline-ns 5,100,200 --baseline-repeat 9 --json out.json
 """
 
 from __future__ import annotations
@@ -67,6 +80,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -99,12 +113,30 @@ def timed(cmd: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
     return wall, usage.ru_utime + usage.ru_stime, code
 
 
-class Impl:
-    """One patchq to time: this checkout, or a baseline checkout, run by ``python`` (the
-    clean venv's interpreter) with ``PYTHONPATH=<checkout>:<this venv's site-packages>``:
-    no editable-install finder, no ``.pth`` processing (as a regular install)."""
+#: The console script pip writes for ``patchq = "patchq.__main__:main"`` (pip 23-25's
+#: template, byte for byte apart from the interpreter line): what a user's ``patchq`` runs.
+#: Its ``import re`` alone costs about 0.7 of a bare interpreter's start on this machine.
+CONSOLE_SCRIPT = """#!{python}
+# -*- coding: utf-8 -*-
+import re
+import sys
+from patchq.__main__ import main
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(main())
+"""
 
-    def __init__(self, name: str, root: Path, work: Path, python: str) -> None:
+
+class Impl:
+    """One patchq to time: this checkout, or a baseline checkout, run by the clean venv's
+    interpreter with ``PYTHONPATH=<checkout>:<this venv's site-packages>`` (no
+    editable-install finder, no ``.pth`` processing: as a regular install), through
+    ``entry``: ``script``, the clean venv's ``bin/patchq`` (:data:`CONSOLE_SCRIPT`, what a
+    user runs), or ``module``, ``python -m patchq`` (runpy instead of the script's ``re``).
+    ``PYTHONDONTWRITEBYTECODE`` is removed: the warm-up round writes ``.pyc`` files, as
+    pip's install compiles them, so the timed rounds run compiled modules."""
+
+    def __init__(self, name: str, root: Path, work: Path, python: str, entry: str = "script") -> None:
         import sysconfig
 
         self.name = name
@@ -112,7 +144,7 @@ class Impl:
                     if not k.startswith("PATCHQ_") and k != "PYTHONDONTWRITEBYTECODE"}  # as installed: .pyc
         self.env["PYTHONPATH"] = os.pathsep.join([str(root), sysconfig.get_paths()["purelib"]])
         self.cwd = work
-        self.cmd = [python, "-m", "patchq"]
+        self.cmd = [str(Path(python).parent / "patchq")] if entry == "script" else [python, "-m", "patchq"]
 
     def run(self, *args: str, cache: Path | None = None, **extra: str) -> tuple[float, float, int]:
         env = dict(self.env, **extra)
@@ -158,11 +190,16 @@ def pristine_site(work: Path, explicit: str | None) -> Path:
 
 
 def clean_python(work: Path) -> str:
-    """A fresh venv's interpreter (no editable-install finder, empty site-packages)."""
+    """A fresh venv's interpreter (no editable-install finder, empty site-packages), with
+    patchq's console script beside it (:data:`CONSOLE_SCRIPT`; patchq comes from ``PYTHONPATH``)."""
     venv = work / "clean-venv"
     subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
                    check=True)
-    return str(venv / "bin" / "python")
+    python = venv / "bin" / "python"
+    script = venv / "bin" / "patchq"
+    script.write_text(CONSOLE_SCRIPT.format(python=python), encoding="utf-8")
+    script.chmod(0o755)
+    return str(python)
 
 
 def round_cases(impl: Impl, series: Path, n: int, site: Path, work: Path, samples: dict) -> None:
@@ -265,8 +302,9 @@ def real_round(impl: Impl, series: Path, n: int, site: Path, work: Path, samples
                                           "--json", cache=cold))
         shutil.rmtree(cold)
     for v in REAL_CHECK:
-        add(f"check warm {v}", impl.run("check", "--series", s, "--profile", "all", "--vllm", v, "--json",
-                                        cache=warm))
+        if f"check warm {v}" in cases:
+            add(f"check warm {v}", impl.run("check", "--series", s, "--profile", "all", "--vllm", v, "--json",
+                                            cache=warm))
     matrix = ("matrix", "--series", s, "--profiles", "all", "--releases", ",".join(REAL_17),
               "--out", str(work / f"m-{impl.name}-{n}"), "--json")
     if "matrix 17 warm" in cases:
@@ -277,24 +315,59 @@ def real_round(impl: Impl, series: Path, n: int, site: Path, work: Path, samples
                                                     "--json", cache=warm, PATCHQ_VERDICT_CACHE="0"))
         if "matrix 17 index-warm" in cases:
             add("matrix 17 index-warm", impl.run(*matrix, cache=warm, PATCHQ_VERDICT_CACHE="0"))
-    copy = link_copy(site, work / f"site-{impl.name}-{n}")
-    shutil.rmtree(warm / "plans", ignore_errors=True)  # a cold plan
-    add("cold apply", impl.run("apply", "--series", s, "--profile", "all", "--site-packages", str(copy),
-                               cache=warm))
-    time.sleep(2.2)  # the files apply wrote are settled (patchq.env.stamp.SETTLE_NS): a server start comes later
+    real_startup(impl, s, n, site, work, add, cases)
+
+
+def real_startup(impl: Impl, s: str, n: int, site: Path, work: Path, add: Callable, cases: set[str]) -> None:
+    """The apply and start-up cases of :func:`real_round`. With ``cold apply`` among the
+    cases, every round applies to a fresh copy (then waits 2.2 s: a server start comes
+    later, and the files apply wrote have settled for :mod:`patchq.env.stamp`); without it,
+    the copy applied in the first round is kept and the no-op and status stamps are deleted
+    instead, which is the same "first after an apply" state at a fraction of the cost."""
+    warm = work / f"cache-{impl.name}"
+    copy = work / f"site-{impl.name}-{n}"
     noop = ("apply", "--series", s, "--profile", "all", "--site-packages", str(copy))
-    add("no-op apply, first", impl.run(*noop, cache=warm))  # hashes (and stamps)
-    add("no-op apply", impl.run(*noop, cache=warm))
-    add("status, first", impl.run("status", "--series", s, "--site-packages", str(copy), cache=warm))
-    add("status", impl.run("status", "--series", s, "--site-packages", str(copy), cache=warm))
-    shutil.rmtree(copy)
+    status = ("status", "--series", s, "--site-packages", str(copy))
+    if "cold apply" in cases or (cases & set(ENV_CASES) and not copy.exists()):
+        link_copy(site, copy)
+        shutil.rmtree(warm / "plans", ignore_errors=True)  # a cold plan
+        add("cold apply", impl.run(*noop, cache=warm))
+        time.sleep(2.2)
+    elif cases & set(ENV_CASES):
+        drop_stamps(warm, ("noop-apply", "status"))
+    if cases & set(ENV_CASES):
+        add("no-op apply, first", impl.run(*noop, cache=warm))  # hashes (and stamps)
+        add("no-op apply", impl.run(*noop, cache=warm))
+        add("status, first", impl.run(*status, cache=warm))
+        add("status", impl.run(*status, cache=warm))
+    if "cold apply" in cases:
+        shutil.rmtree(copy)
     add("list", impl.run("list", "--series", s, cache=warm))
     add("--help", impl.run("--help", cache=warm))
+    if cases & {"list, first", "--help, first"}:  # a cache directory without stamps
+        fresh = work / f"fresh-{impl.name}"
+        shutil.rmtree(fresh, ignore_errors=True)
+        fresh.mkdir()
+        add("--help, first", impl.run("--help", cache=fresh))  # typer renders (the stamp's key names the cache)
+        add("list, first", impl.run("list", "--series", s, cache=fresh))
 
 
+def drop_stamps(cache: Path, commands: tuple[str, ...]) -> None:
+    """Delete the stamps in ``cache`` whose key names one of ``commands`` (:mod:`patchq.env.stamp`)."""
+    for path in (cache / "stamps").glob("*.stamp"):
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            fh.readline()
+            fields = fh.readline().rstrip("\n").split("\t")  # K, then name=value sorted by name
+        if any(f"command={c}" in fields for c in commands):
+            path.unlink()
+
+
+#: The cases that need an environment with the series applied.
+ENV_CASES = ["no-op apply, first", "no-op apply", "status, first", "status"]
+#: ``--cases startup``: what a server start, a shell or a user's first minute pays.
+STARTUP_CASES = [*ENV_CASES, "list", "list, first", "--help", "--help, first"]
 REAL_CASES = ["check cold 0.33.0", *(f"check warm {v}" for v in REAL_CHECK), "check 0.33.0 index-warm",
-              "matrix 17 warm", "matrix 17 index-warm", "cold apply", "no-op apply, first", "no-op apply",
-              "status, first", "status", "list", "--help"]
+              "matrix 17 warm", "matrix 17 index-warm", "cold apply", *STARTUP_CASES]
 
 
 def growth(rows: list[dict]) -> list[dict]:
@@ -310,20 +383,46 @@ def growth(rows: list[dict]) -> list[dict]:
     return out
 
 
+def selected_cases(names: str | None, skip: str | None) -> set[str]:
+    """``--cases`` (comma-separated, a comma and a space inside a name; ``startup`` for
+    :data:`STARTUP_CASES`; default every case) less ``--skip``. Raises SystemExit for a name
+    that is not a case."""
+    import re
+
+    def split(text: str) -> list[str]:  # a comma and a space belong to a name ("status, first")
+        return [name for name in re.split(r",(?! )", text) if name]
+
+    chosen: list[str] = []
+    for name in split(names) if names else REAL_CASES:
+        chosen += STARTUP_CASES if name == "startup" else [name]
+    dropped = set(split(skip or ""))
+    unknown = (set(chosen) | dropped) - set(REAL_CASES)
+    if unknown:
+        raise SystemExit(f"scale.py: not a case: {', '.join(sorted(unknown))} (cases: {', '.join(REAL_CASES)})")
+    return set(chosen) - dropped
+
+
+def checkout_commit(root: Path) -> str:
+    """The commit a checkout has out, ``+dirty`` when its tracked files differ from it."""
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return head.stdout.strip() + ("+dirty" if dirty else "") if head.returncode == 0 else "?"
+
+
 def main_realistic(args: argparse.Namespace) -> int:
     """``--kind realistic`` (module docstring)."""
     ns = [int(x) for x in args.ns.split(",")]
     base_ns = [int(x) for x in args.baseline_ns.split(",")] if args.baseline else []
-    skip = set(filter(None, (args.skip or "").split(",")))
-    cases = {c for c in REAL_CASES if c not in skip}
+    cases = selected_cases(args.cases, args.skip)
     started = time.time()
     load_before = os.getloadavg()
+    roots = {"patchq": REPO, **({"baseline": Path(args.baseline).resolve()} if args.baseline else {})}
     with tempfile.TemporaryDirectory(prefix="patchq-scale-") as tmp:
         work = Path(tmp)
         site = pristine_site(work, args.site)
         py = clean_python(work)
-        impls = [Impl("patchq", REPO, work, py)] + ([Impl("baseline", Path(args.baseline).resolve(), work, py)]
-                                                   if args.baseline else [])
+        impls = [Impl(name, root, work, py, args.entry) for name, root in roots.items()]
         for impl in impls:
             private_cache(work / f"cache-{impl.name}")
         gen = Path(args.series_dir) if args.series_dir else work
@@ -353,6 +452,12 @@ def main_realistic(args: argparse.Namespace) -> int:
         "cpus": os.cpu_count(), "machine": platform.machine(), "load_before": load_before,
         "load_after": os.getloadavg(), "python_start_median_s": round(base, 4),
         "clean_interpreter": "python -c pass in a fresh `python -m venv --without-pip` venv",
+        "entry": {"script": "the console script pip writes (bench/scale.py CONSOLE_SCRIPT), in that venv",
+                  "module": "python -m patchq"}[args.entry],
+        "bytecode": ".pyc written in the warm-up round (PYTHONDONTWRITEBYTECODE unset), as pip compiles on install",
+        "commits": {name: checkout_commit(root) for name, root in roots.items()},
+        "argv": sys.argv[1:],
+        "rounds": {"patchq": args.repeat, "baseline": args.baseline_repeat if args.baseline else 0},
         "seconds": round(time.time() - started, 1), "rows": rows, "growth": growth(rows),
     }
     print(f"python -c pass (clean venv): median {base * 1000:.1f} ms; load {load_before[0]:.1f} -> "
@@ -383,6 +488,9 @@ def main() -> int:
     ap.add_argument("--kind", choices=("synth", "realistic"), default="synth")
     ap.add_argument("--series-dir", help="realistic: where the series real<N>/ are (generated when missing)")
     ap.add_argument("--skip", help="realistic: comma-separated cases to leave out")
+    ap.add_argument("--cases", help="realistic: comma-separated cases to time ('startup': the start-up cases)")
+    ap.add_argument("--entry", choices=("script", "module"), default="script",
+                    help="patchq's console script (what a user runs; default) or python -m patchq")
     args = ap.parse_args()
     if args.kind == "realistic":
         if args.ns == "5,20,50,100,200":
@@ -396,8 +504,8 @@ def main() -> int:
         work = Path(tmp)
         site = pristine_site(work, args.site)
         py = clean_python(work)
-        impls = [Impl("patchq", REPO, work, py)] + ([Impl("baseline", Path(args.baseline).resolve(), work, py)]
-                                                   if args.baseline else [])
+        impls = [Impl("patchq", REPO, work, py, args.entry)] + (
+            [Impl("baseline", Path(args.baseline).resolve(), work, py, args.entry)] if args.baseline else [])
         series = {n: synth.generate(work / f"synth{n}", n) for n in sorted(set(ns) | set(base_ns) | {5})}
         dense = synth.generate(work / "dense40", 40, "dense")
         samples: dict = {}

@@ -24,10 +24,16 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-#: Environment variables the renderer (rich, click, typer) or patchq's front door reads.
+#: Environment variables the renderer (rich, click, typer) or patchq's front door reads;
+#: typer's rich_utils reads GITHUB_ACTIONS, PY_COLORS and TERMINAL_WIDTH at import (they
+#: force a terminal or a width once rich renders help), rich DATABRICKS_RUNTIME_VERSION.
 _ENV = ("COLUMNS", "LINES", "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
         "TERM_PROGRAM", "CLICOLOR", "CLICOLOR_FORCE", "JUPYTER_COLUMNS", "JUPYTER_LINES", "LANG", "LC_ALL",
-        "LC_CTYPE", "PYTHONIOENCODING")
+        "LC_CTYPE", "PYTHONIOENCODING", "GITHUB_ACTIONS", "PY_COLORS", "TERMINAL_WIDTH",
+        "DATABRICKS_RUNTIME_VERSION")
+#: Prefixes of further variables in the key: patchq's own, click's completion (``_PATCHQ_COMPLETE``),
+#: typer's (``TYPER_USE_RICH``, ``_TYPER_FORCE_DISABLE_TERMINAL``, ...).
+_ENV_PREFIXES = ("PATCHQ_", "_PATCHQ", "TYPER_", "_TYPER")
 
 
 def is_plain_help(argv: list[str]) -> bool:
@@ -43,7 +49,7 @@ def _key(argv: list[str]) -> dict[str, str]:
         size = f"{os.get_terminal_size(sys.stdout.fileno())}" if tty else "-"
     except (OSError, ValueError):
         size = "?"
-    env = {k: v for k, v in sorted(os.environ.items()) if k in _ENV or k.startswith(("PATCHQ_", "_TYPER", "_PATCHQ"))}
+    env = {k: v for k, v in sorted(os.environ.items()) if k in _ENV or k.startswith(_ENV_PREFIXES)}
     return {"command": "help", "argv": "\x1f".join(argv), "tty": str(tty), "size": size,
             "encoding": str(getattr(sys.stdout, "encoding", "")), "env": repr(env), "patchq": __version__,
             "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}

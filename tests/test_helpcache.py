@@ -58,3 +58,98 @@ def test_nothing_kept_unless_plain_and_clean(out, how: str) -> None:
     helpcache.run(argv, render)
     helpcache.run(argv, render)
     assert len(calls) == 2
+
+
+# -- the real typer app, in subprocesses: the kept text is typer's, also after patchq changes --
+
+#: ``python -c DRIVER ARGS``: the console script's entry, with every stamp "settled" at once
+#: (no 2 s wait; settling is test_stamp's), reporting on stderr whether typer was imported.
+_DRIVER = """
+import sys, time
+from patchq.env import stamp
+stamp.now = lambda: time.time_ns() + 2 * stamp.SETTLE_NS
+import patchq, patchq.__main__
+sys.argv[0] = "patchq"
+try:
+    patchq.__main__.main()
+finally:
+    sys.stderr.write(f"typer={'typer' in sys.modules} from={patchq.__file__}\\n")
+"""
+#: typer's own rendering, without the fast path or the help cache.
+_TYPER = "import sys; sys.argv[0] = 'patchq'; from patchq.cli import main; main()"
+
+
+def _run(code: str, args: list[str], env: dict[str, str]) -> tuple[str, str]:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=env["HOME"])
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, proc.stderr
+
+
+@pytest.fixture()
+def installed(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of patchq on ``PYTHONPATH`` (an installed patchq that can change), a cache of its own."""
+    import os
+    import shutil
+
+    import patchq
+
+    site = tmp_path / "site"
+    shutil.copytree(Path(patchq.__file__).parent, site / "patchq", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHQ_", "_PATCHQ", "COLUMNS", "LINES"))}
+    env.update(PYTHONPATH=str(site), PATCHQ_CACHE_DIR=str(tmp_path / "cache"), HOME=str(tmp_path),
+               PYTHONIOENCODING="utf-8", PYTHONDONTWRITEBYTECODE="1")
+    return site / "patchq", env
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["check", "--help"], ["upstream", "log", "--help"]])
+def test_the_kept_text_is_typers(installed, argv: list[str]) -> None:
+    pkg, env = installed
+    typer_text, _ = _run(_TYPER, argv, env)
+    first, err1 = _run(_DRIVER, argv, env)
+    second, err2 = _run(_DRIVER, argv, env)
+    assert f"from={pkg / '__init__.py'}" in err1  # the copy runs, not the checkout
+    assert "typer=True" in err1 and "typer=False" in err2  # rendered, then from the stamp
+    assert first == second == typer_text and typer_text.startswith("Usage: patchq ")
+
+
+@pytest.mark.parametrize("how", ["in place", "replaced"])
+def test_a_changed_patchq_shows_its_own_help(installed, how: str) -> None:
+    """Editing the installed patchq in place, or replacing a file as pip does, is seen at once."""
+    import os
+
+    pkg, env = installed
+    before, _ = _run(_DRIVER, ["--help"], env)
+    assert "typer=False" in _run(_DRIVER, ["--help"], env)[1]
+    cli = pkg / "cli.py"
+    text = cli.read_text(encoding="utf-8").replace("alive on an installed vLLM.", "alive on vLLM (changed).", 1)
+    if how == "in place":
+        with open(cli, "r+", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.truncate()
+    else:
+        (pkg / "cli.py.new").write_text(text, encoding="utf-8")
+        os.replace(pkg / "cli.py.new", cli)
+    after, err = _run(_DRIVER, ["--help"], env)
+    assert "typer=True" in err and "alive on vLLM (changed)." in after and after != before
+    assert after == _run(_TYPER, ["--help"], env)[0] == _run(_DRIVER, ["--help"], env)[0]
+
+
+def test_another_width_is_rendered_again(installed) -> None:
+    pkg, env = installed
+    wide = _run(_DRIVER, ["check", "--help"], dict(env, COLUMNS="200"))[0]
+    assert _run(_DRIVER, ["check", "--help"], dict(env, COLUMNS="200"))[0] == wide
+    narrow, err = _run(_DRIVER, ["check", "--help"], dict(env, COLUMNS="50"))
+    assert "typer=True" in err and narrow != wide
+    assert narrow == _run(_TYPER, ["check", "--help"], dict(env, COLUMNS="50"))[0]
+
+
+@pytest.mark.parametrize("var", ["COLUMNS", "GITHUB_ACTIONS", "PY_COLORS", "TERMINAL_WIDTH", "TYPER_USE_RICH",
+                                 "_TYPER_FORCE_DISABLE_TERMINAL", "_PATCHQ_COMPLETE", "NO_COLOR"])
+def test_what_the_renderer_reads_is_in_the_key(monkeypatch: pytest.MonkeyPatch, var: str) -> None:
+    monkeypatch.delenv(var, raising=False)
+    without = helpcache._key(["--help"])
+    monkeypatch.setenv(var, "1")
+    assert helpcache._key(["--help"]) != without

@@ -48,6 +48,7 @@ imports neither :mod:`json` nor :mod:`hashlib` (they cost more than the rest of 
 from __future__ import annotations
 
 import os
+from stat import S_ISDIR, S_ISREG  # imported by os already
 
 SCHEMA = "patchq.stamp/2"
 #: An input must be older than this when a stamp is saved (module docstring).
@@ -91,25 +92,33 @@ def _crc(text: str) -> str:
 def _file_stat(path: str) -> tuple | None:
     """(dev, ino, size, mtime_ns, ctime_ns) of a regular file, ``None`` when it is
     missing, or ``()`` for anything else (never equal to a stamped file)."""
-    import stat
-
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    if not stat.S_ISREG(st.st_mode):
+    if not S_ISREG(st.st_mode):
         return ()
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _file_line(path: str) -> str | None:
+    """:func:`_file_stat` as the numbers of a stamp's ``F`` line (tab-separated; ``""`` for
+    anything but a regular file): a stamp is checked by comparing text, not parsing it."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if not S_ISREG(st.st_mode):
+        return ""
+    return f"{st.st_dev}\t{st.st_ino}\t{st.st_size}\t{st.st_mtime_ns}\t{st.st_ctime_ns}"
 
 
 def _dir_stat(path: str, suffixes: tuple[str, ...]) -> tuple | None:
     """((dev, ino, mtime_ns, ctime_ns), sorted names ending with ``suffixes``) of a
     directory, ``None`` when it is missing, ``()`` when it is not a directory."""
-    import stat
-
     try:
         st = os.stat(path)
-        if not stat.S_ISDIR(st.st_mode):
+        if not S_ISDIR(st.st_mode):
             return ()
         names = sorted(n for n in os.listdir(path) if n.endswith(suffixes))
     except (FileNotFoundError, NotADirectoryError):
@@ -123,12 +132,12 @@ def _read(path: str) -> list[str] | None:
         raw = fh.read(MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         return None
-    text = raw.decode("utf-8", "surrogateescape")
-    head, _, body = text.partition("\n")
-    schema, _, crc = head.partition(" ")
-    if schema != SCHEMA or crc != _crc(body):
+    import zlib
+
+    head, _, body = raw.partition(b"\n")  # the CRC of the bytes: what _crc took of the text
+    if head != f"{SCHEMA} {zlib.crc32(body):08x}".encode():
         return None
-    return body.split("\n")
+    return body.decode("utf-8", "surrogateescape").split("\n")
 
 
 def load(key: dict[str, str]) -> str | None:
@@ -152,8 +161,8 @@ def _check(lines: list[str]) -> str | None:
         tag, _, rest = lines[i].partition("\t")
         i += 1
         if tag == "F":
-            path, *nums = rest.split("\t")
-            if _file_stat(path) != tuple(int(n) for n in nums):
+            path, _, stats = rest.partition("\t")  # a stamped path holds no tab (_BAD)
+            if _file_line(path) != stats:
                 return None
         elif tag == "M":
             if _file_stat(rest) is not None:
