@@ -155,15 +155,37 @@ def _check_versions(path: Path, data: Mapping) -> None:
                     from None
 
 
+#: the keys of an anchors file, of each ``[anchors.<id>]`` table (docs/how-it-works.md)
+ANCHORS_FILE_KEYS = ("format", "anchors", "reviews")
+ANCHOR_KEYS = ("module", "qualname", "node", "count", "fingerprints")
+
+
+def _check_keys(path: Path, data: Mapping) -> None:
+    """No key an anchors file does not define: a misspelt ``node``, ``count`` or
+    ``fingerprints`` would change what the anchor means without a word.
+
+    Raises:
+        SeriesError: naming the file, the table and the key (and the nearest known one).
+    """
+    tables: list[tuple[str, Mapping, tuple[str, ...]]] = [("the top level", data, ANCHORS_FILE_KEYS)]
+    tables += [(f"anchors.{aid}", t, ANCHOR_KEYS) for aid, t in data["anchors"].items()]
+    for where, table, known in tables:
+        for key in table:
+            if key not in known:
+                raise SeriesError(f"{path}: {where}: unknown key {key!r}{did_you_mean(key, known)} "
+                                  f"(known: {', '.join(known)})")
+
+
 def load_anchor_file(path: Path) -> dict[str, AnchorSpec]:
     """Parse ``anchors/<patch>.toml`` into anchor id -> AnchorSpec.
 
     Raises:
-        SeriesError: a malformed file (:func:`patchq.hashing.anchor_document`), a
-            fingerprint or review keyed by something that is not a version.
+        SeriesError: a malformed file (:func:`patchq.hashing.anchor_document`), an
+            unknown key, a fingerprint or review keyed by something that is not a version.
     """
     out: dict[str, AnchorSpec] = {}
     data = hashing.anchor_document(path)  # types checked there
+    _check_keys(path, data)
     _check_versions(path, data)
     for anchor_id, table in data["anchors"].items():
         where = f"{path.name}: anchors.{anchor_id}"

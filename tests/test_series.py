@@ -116,6 +116,23 @@ def test_a_malformed_fingerprint_or_review_is_bad_input_naming_file_and_key(tmp_
     assert err.value.exit_code == 2 and str(tmp_path / "anchors" / "bump-default.toml") in str(err.value)
 
 
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("count = 1\n", 'count = 1\nnodes = "x"\n',
+     r"anchors.default: unknown key 'nodes'; did you mean 'node'\? \(known: module, qualname, node, count, "
+     r"fingerprints\)"),
+    ("[anchors.default]\n", '[review."0.1.0"]\nby = "ana"\n\n[anchors.default]\n',
+     r"the top level: unknown key 'review'; did you mean 'reviews'\? \(known: format, anchors, reviews\)"),
+])
+def test_an_unknown_key_in_an_anchors_file_is_named(tmp_path, old, new, message):
+    """A misspelt key would change what an anchor means (no node, count 1, nothing
+    verified) without a word: it is a malformed file."""
+    series = write_series(tmp_path)
+    toml = tmp_path / "anchors" / "bump-default.toml"
+    toml.write_text(toml.read_text().replace(old, new))
+    with pytest.raises(SeriesError, match=f"bump-default.toml: {message}"):
+        S.load(series).patch("bump-default")
+
+
 def test_a_non_version_fingerprint_key_exits_2_with_one_line(tmp_path, cli):
     """Through the CLI: one line on stderr, exit 2, no traceback (it was an internal error, 70)."""
     series = write_series(tmp_path)

@@ -428,7 +428,7 @@ def _classify_absent(row: PatchCheck, patch: Patch, result: engine.PatchResult, 
     found = _locate_all(patch, near, res, row)
     row.confirmed = not found
     if found:
-        where = ", ".join(f"{a['qualname']} ({a['path']}:{a['line']})" for a in found)
+        where = ", ".join(f"{a['qualname']} ({_at(a['path'], a['line'])})" for a in found)
         row.reason += f"; but the variant's claim is contradicted: {where} resolves"
         row.notes.append("absent variant contradicted: an anchored definition exists")
     elif near is not None:
@@ -456,7 +456,7 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
     row.reviewed = all(a.verified == str(version) for a in result.anchors)
     verdict = _threeway(patch, unverified, source, res)
     where_moved = "; ".join(
-        f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {a.relpath}:{a.line}"
+        f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {_at(a.relpath, a.line)}"
         for a in moved)
     if verdict is not None and verdict.blocking:
         row.status, row.reason, row.blocking = verdict.status, verdict.reason, True
@@ -524,6 +524,11 @@ def _finish_edit(row: PatchCheck, patch: Patch, result: engine.PatchResult, trie
     return row
 
 
+def _at(relpath: str, line: int | None) -> str:
+    """``path:line``, or the path alone for a module-level anchor (it has no line)."""
+    return f"{relpath}:{line}" if line else relpath
+
+
 def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict], patch_id: str,
                   version: Version) -> str:
     """One phrase per drifted definition (``unverified`` and ``drift`` align), then what still holds.
@@ -531,7 +536,7 @@ def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict], patc
     a dev or local build is no release to record)."""
     parts, unrecorded = [], []
     for a, d in zip(unverified, drift, strict=False):
-        where = f"{a.qualname} ({a.relpath}:{a.line})"
+        where = f"{a.qualname} ({_at(a.relpath, a.line)})"
         if d["base"] is None:
             unrecorded.append(where)
         elif d["diff"] == "":
