@@ -6,9 +6,10 @@ click and rich, and of what the renderer looks at in the environment (the termin
 width and whether it is one, colour variables, the output's encoding). So the first
 ``patchq [WORDS...] --help`` runs the typer app as always while keeping a copy of what it
 writes to stdout, and stores it in a stamp (:mod:`patchq.env.stamp`) whose key holds the
-command words and those environment values, and whose inputs are every ``.py`` file of
-patchq and the ``__init__.py`` of typer, click and rich; a later identical request whose
-inputs stat as stamped writes the stored text and exits 0 without importing them.
+command words, those environment values and ``sys.path`` (where typer, click and rich
+come from), and whose inputs are the files of the patchq modules that rendered it (as
+every stamp's) and the ``__init__.py`` of typer, click and rich; a later identical request whose inputs stat as
+stamped writes the stored text and exits 0 without importing them.
 
 Only plain requests are kept: ``--help`` last, after command words only, on a UTF-8
 stdout, exit 0, nothing written to stderr and nothing written past the copy (the binary
@@ -52,18 +53,17 @@ def _key(argv: list[str]) -> dict[str, str]:
     env = {k: v for k, v in sorted(os.environ.items()) if k in _ENV or k.startswith(_ENV_PREFIXES)}
     return {"command": "help", "argv": "\x1f".join(argv), "tty": str(tty), "size": size,
             "encoding": str(getattr(sys.stdout, "encoding", "")), "env": repr(env), "patchq": __version__,
-            "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
+            "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+            "path": "\x1f".join(sys.path)}  # where typer, click and rich are imported from
 
 
 def _inputs() -> list[str]:
-    """Every ``.py`` file of patchq, and the ``__init__.py`` of the renderer's packages."""
+    """The ``__init__.py`` of the renderer's packages (every stamp also holds the files of the
+    patchq modules loaded: :func:`patchq.env.stamp.own_sources`)."""
     import importlib.util
 
     here = os.path.dirname(os.path.abspath(__file__))
     out = []
-    for dirpath, dirnames, filenames in os.walk(here):
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
-        out += [os.path.join(dirpath, n) for n in sorted(filenames) if n.endswith(".py")]
     for name in ("typer", "click", "rich"):
         spec = importlib.util.find_spec(name)  # found, not imported
         out.append(spec.origin if spec is not None and spec.origin else os.path.join(here, f".no-{name}"))

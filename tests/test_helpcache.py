@@ -153,3 +153,19 @@ def test_what_the_renderer_reads_is_in_the_key(monkeypatch: pytest.MonkeyPatch, 
     without = helpcache._key(["--help"])
     monkeypatch.setenv(var, "1")
     assert helpcache._key(["--help"]) != without
+
+
+def test_two_installs_of_one_version_keep_their_own_help(installed, tmp_path: Path) -> None:
+    """Two copies of patchq (same version, one changed) sharing one cache: each prints its own help."""
+    import shutil
+
+    pkg, env = installed
+    other = tmp_path / "other" / "patchq"
+    shutil.copytree(pkg, other)
+    cli = other / "cli.py"
+    cli.write_text(cli.read_text(encoding="utf-8").replace("alive on an installed vLLM.", "alive (other).", 1),
+                   encoding="utf-8")
+    env_b = dict(env, PYTHONPATH=str(other.parent))
+    a1, b1 = _run(_DRIVER, ["--help"], env)[0], _run(_DRIVER, ["--help"], env_b)[0]
+    a2, b2 = _run(_DRIVER, ["--help"], env)[0], _run(_DRIVER, ["--help"], env_b)[0]
+    assert a1 == a2 != b1 == b2 and "alive (other)." in b2

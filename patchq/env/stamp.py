@@ -38,6 +38,11 @@ Why equal stats mean equal content here, and where the classic holes are closed:
   caller hashes), never trusted. Its key names everything the payload depends on
   besides the stamped files (the command, the profile, the paths, the vLLM dist-info,
   patchq's version); a stamp of another key is ignored.
+* **patchq itself.** A payload is what *this* patchq computed, so every key also names
+  the directory patchq runs from (``code``), and every stamp also holds the file of each
+  patchq module loaded when it was saved as an input (:func:`own_sources`): another install
+  of the same version sharing the cache (a second venv, a worktree), or a patchq changed
+  in place (a checkout's ``git pull``, an edit) reads no stamp another patchq wrote.
 
 Stamps are a cache: ``<cache>/stamps/<CRC-32 and Adler-32 of the key>.stamp``, one line
 per input (written atomically; an unwritable cache only costs the hashing). Reading one
@@ -70,8 +75,25 @@ def enabled() -> bool:
     return os.environ.get("PATCHQ_STAMPS", "1") != "0"
 
 
+#: The directory patchq runs from (module docstring: "patchq itself").
+CODE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _key_line(key: dict[str, str]) -> str:
+    key = {**key, "code": CODE}
     return "K\t" + "\t".join(f"{k}={key[k]}" for k in sorted(key))
+
+
+def own_sources() -> list[str]:
+    """The files of patchq's modules loaded in this process, sorted: the code that computed
+    a payload (inputs of every stamp; a change that alters the answer changes one of them,
+    or one of them to import another)."""
+    import sys
+
+    prefix = os.path.join(CODE, "")
+    files = {getattr(m, "__file__", None) for name, m in list(sys.modules.items())
+             if name == "patchq" or name.startswith("patchq.")}
+    return sorted(f for f in files if isinstance(f, str) and os.path.abspath(f).startswith(prefix))
 
 
 def _path(key: dict[str, str]) -> str:
@@ -200,7 +222,7 @@ def save(key: dict[str, str], files: list[str], dirs: list[tuple[str, tuple[str,
     if not enabled() or any(c in v for v in [*key.values(), *files, *(d for d, _ in dirs), payload] for c in _BAD):
         return False
     lines = [_key_line(key)]
-    for path in files:
+    for path in [*files, *own_sources()]:
         st = _file_stat(path)
         if st is None:
             lines.append(f"M\t{path}")

@@ -93,3 +93,35 @@ def test_off_by_environment(cache: Path, tmp_path: Path, monkeypatch: pytest.Mon
     assert stamp.save(KEY, [str(a)], [], "payload", _later())
     monkeypatch.setenv("PATCHQ_STAMPS", "0")
     assert stamp.load(KEY) is None
+
+
+def test_another_or_a_changed_patchq_reads_no_stamp(cache: Path, tmp_path: Path, monkeypatch) -> None:
+    """Every stamp names the directory patchq runs from and holds its sources: a second
+    install of the same version, or patchq changed in place, computes afresh."""
+    import sys
+    import types
+
+    d, a = _files(tmp_path)
+    code = tmp_path / "install-a"
+    code.mkdir()
+    src = code / "cli.py"
+    src.write_text("X = 1\n")
+    module = types.ModuleType("patchq.fake_cli")
+    module.__file__ = str(src)
+    monkeypatch.setitem(sys.modules, "patchq.fake_cli", module)
+    monkeypatch.setattr(stamp, "CODE", str(code))
+    assert stamp.own_sources() == [str(src)]
+    assert stamp.save(KEY, [str(a)], [], "payload", _later())
+    assert stamp.load(KEY) == "payload"
+    monkeypatch.setattr(stamp, "CODE", str(tmp_path / "install-b"))  # another install, same version
+    assert stamp.load(KEY) is None
+    monkeypatch.setattr(stamp, "CODE", str(code))
+    src.write_text("X = 22\n")  # patchq edited in place
+    assert stamp.load(KEY) is None
+
+
+def test_the_loaded_patchq_modules_are_every_stamps_inputs() -> None:
+    import patchq
+
+    assert stamp.CODE == os.path.dirname(os.path.abspath(patchq.__file__))
+    assert {patchq.__file__, stamp.__file__} <= set(stamp.own_sources())
