@@ -196,7 +196,7 @@ def anchor_document(path) -> dict:
     """The whole of ``anchors/<patch>.toml`` (``anchors`` always present), its anchors
     checked: ``module`` and ``qualname``
     strings, ``node`` a string when present, ``count`` (:func:`parse_count`),
-    ``fingerprints`` a table of strings; the file's ``format`` (default 1) at most
+    ``fingerprints`` a table of fingerprints (16 hex digits); the file's ``format`` (default 1) at most
     :data:`ANCHORS_FORMAT`, and 2 or more when an anchor is module-level; ``reviews`` a
     table of tables of strings (:func:`_check_reviews`).
 
@@ -279,6 +279,10 @@ def _check_anchor(where: str, t: object, fmt: int) -> None:
     fps = t.get("fingerprints", {})
     if not isinstance(fps, dict) or not all(isinstance(v, str) for v in fps.values()):
         raise SeriesError(f"{where}.fingerprints must be a table of version = \"fingerprint\" strings")
+    for version, fp in fps.items():  # a mistyped one would never match: the release unverified without a word
+        if not re.fullmatch(r"[0-9a-f]{16}", fp):
+            raise SeriesError(f"{where}.fingerprints.\"{version}\" = {fp!r} is not a fingerprint (16 hex digits, "
+                              f"as `patchq fingerprint` writes them)")
 
 
 def patch_hash_from_files(source: Path, anchor_file: Path) -> str:  # noqa: F821

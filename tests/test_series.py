@@ -98,6 +98,8 @@ def test_a_bad_applies_range_names_the_series_file_line_and_patch(tmp_path, old,
 BAD_ANCHORS = [  # (text appended to the small series' anchors file, the message it must give)
     ('"banana" = "0000000000000000"\n',
      r"bump-default.toml: anchors.default.fingerprints: key 'banana' is not a vLLM version"),
+    ('"0.2.0" = "not-a-fingerprint"\n',
+     r'bump-default.toml: anchors.default.fingerprints."0.2.0" = \'not-a-fingerprint\' is not a fingerprint'),
     ('\n[reviews.banana]\nby = "ana"\n', r"bump-default.toml: reviews: key 'banana' is not a vLLM version"),
     ('\n[reviews."0.1.0"]\nby = 3\n', r'bump-default.toml: reviews."0.1.0".by must be a string, not int'),
     ('\n[reviews]\n"0.1.0" = "ana"\n', r'bump-default.toml: reviews."0.1.0" must be a table .*not a string'),
