@@ -23,7 +23,9 @@ Steps (each one line of progress on stderr):
    transform's result (``--continue``): the AST anchors carry it, a line merge cannot.
    A patch whose own upstream check finds its change in VERSION gets an ``upstreamed``
    variant from VERSION on (:func:`patchq.authoring.seriesedit.add_verdict_variant`).
-5. **fingerprints** of VERSION recorded for every anchor that verifies there, and the
+5. **fingerprints** of VERSION recorded for every anchor that verifies there, except for a
+   patch that ``check`` blocks on VERSION (``review``, ``possibly-upstreamed``, ...): that
+   is a person's review (``patchq review``), so it stays blocking and needs a human; and the
    **rendered diffs** regenerated (``patchq diff --release VERSION --write``).
 6. **commit** series/, anchors/ and the conflict files (``.patchq-rebase/VERSION/``) on the
    branch; nothing is pushed.
@@ -489,9 +491,20 @@ def turnaround(args: argparse.Namespace, progress: Progress) -> tuple[dict[str, 
         entry["notes"] += notes
         entry["rebase"] = {k: p.get(k) for k in ("status", "merge", "transform", "from", "to", "reason", "next_steps")}
 
-    # 5. fingerprints and rendered diffs
+    # 5. fingerprints (never where check blocks a patch: recording there is a person's review) and rendered diffs
+    from patchq.commands.fingerprint import blocking_rows
+
+    unreviewed = progress.run(f"check every patch on {version} before recording",
+                              lambda: blocking_rows(_load_series(series_dir), list(s.all_patch_ids()), [version]),
+                              lambda r: f"{len(r)} blocked" if r else "none blocked")
+    for pid, by_release in unreviewed.items():
+        row = by_release[version]
+        patches[pid]["notes"].append(f"not fingerprinted on {version}: check says {row['status']} ({row['reason']}); "
+                                     f"`patchq review {pid} --vllm {version}` records it once a person accepts it")
+
     def record_fps():
-        return fingerprints.record(_load_series(series_dir), [version])
+        return fingerprints.record(_load_series(series_dir), [version],
+                                   patch_ids=[pid for pid in s.all_patch_ids() if pid not in unreviewed])
     fps = progress.run(f"fingerprints of {version}", record_fps, lambda r: f"{len(r)} anchor file(s) changed")
 
     def diffs():

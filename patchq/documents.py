@@ -248,6 +248,7 @@ if TYPE_CHECKING:
         patches: list[str]
         changed: list[str]
         skipped: dict[str, list[str]]
+        blocked: dict[str, dict[str, dict[str, str]]]
         series: SeriesRef | None
 
     UpgradeDoc = TypedDict("UpgradeDoc", {

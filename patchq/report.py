@@ -271,13 +271,22 @@ def next_line(step: str, err: bool = False) -> str:
     return f"{paint('next:', 'bold', err)} {step}"
 
 
+#: what a ``check`` reason says when a patch fails on a release recorded as verified for the
+#: failing anchor (:func:`patchq.compat.check._edited_since_verified`): the fix is in the series
+VERIFIED_HERE = "this release is recorded as verified for anchor"
+
+
 def check_next(doc: CheckDoc) -> list[str]:
-    """The obvious next step after a ``patchq.check/1``: rebase what blocks, record what drifted."""
+    """The obvious next step after a ``patchq.check/1``: rebase what blocks, record what
+    drifted, fix an anchor that no longer matches the release it was verified on."""
     version = doc["vllm"]["version"]
     review = [p["id"] for p in doc["patches"] if p["status"] in ("review", "possibly-upstreamed")]
     steps = [f"`patchq review {pid} --vllm {version}` shows what upstream changed under it; `--accept` records "
              f"that you reviewed it" for pid in review]
-    blocking = [p["id"] for p in doc["patches"] if p["blocking"] and p["id"] not in review]
+    edited = [p["id"] for p in doc["patches"] if p["blocking"] and VERIFIED_HERE in (p["reason"] or "")]
+    steps += [f"fix anchors/{pid}.toml or the patch: {pid} fails on vllm {version}, where it was verified"
+              for pid in edited]
+    blocking = [p["id"] for p in doc["patches"] if p["blocking"] and p["id"] not in review + edited]
     if blocking:
         ids = " ".join(f"--patch {pid}" for pid in blocking)
         return steps + [f"`patchq rebase --to {version} {ids}` carries them to vllm {version} "

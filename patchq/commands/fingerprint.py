@@ -9,20 +9,27 @@ records only where someone said so:
   was authored against);
 * ``--releases 0.29.0,0.30.0`` (an explicit list, downloaded once when not cached): those
   releases are recorded where the patch verifies, each with a ``[reviews]`` entry (``how
-  = "fingerprint"``, who and when);
+  = "fingerprint"``, who and when). Where ``check`` blocks the patch on a named release
+  (``review``, ``possibly-upstreamed``, a conflict, ...), nothing at all is recorded: a
+  fingerprint there would turn the verdict into ``applies`` without anyone having seen why
+  it blocked. The command exits 1 naming each (patch, release, status); ``patchq review
+  PATCH --vllm X`` shows the three-way view and records the release with the status it had;
 * ``--releases '>=0.23'`` (a range among the cached releases): only the recorded releases
   inside it are refreshed; the others are listed under ``skipped`` (drift is blessed with
   ``patchq review PATCH --vllm X``).
 
 ``patchq.fingerprint/1``: ``ok``, ``check``, ``releases`` [versions computed], ``patches``
 [ids], ``changed`` [anchor files written, or out of date with ``--check``], ``skipped``
-{patch: [versions not recorded because nobody named them]} (added), ``series``.
-Exit 0; 1 with ``--check`` when a file is out of date; 2 for an unknown patch or nothing
-to record.
+{patch: [versions not recorded because nobody named them]} (added), ``blocked`` {patch:
+{release: {``status``, ``reason``}}}: named releases where ``check`` blocks the patch, so
+nothing was recorded (added), ``series``.
+Exit 0; 1 with ``--check`` when a file is out of date, and when a named release is
+blocked; 2 for an unknown patch or nothing to record.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from patchq.authoring import fingerprints
@@ -81,6 +88,9 @@ def run(series: Series, patches: list[str], spec: str | None, check: bool = Fals
     if explicit:  # a person named these releases: record them for every patch, reviewed
         only = {pid: set(versions) for pid in ids}
         review = None if check else fingerprints.review_entry("fingerprint", by, series_root=series.root)
+        blocked = {} if check else blocking_rows(series, ids, versions)
+        if blocked:  # naming a release is not a review of what check blocks there: nothing written
+            return _document(series, ids, check, [], {}, {}, blocked), EXIT_PATCH_FAILED
     else:  # refresh what was recorded, inside the range
         only = {pid: recorded[pid] & set(versions) for pid in ids}
         review = None
@@ -88,10 +98,41 @@ def run(series: Series, patches: list[str], spec: str | None, check: bool = Fals
     computed = sorted({v for vs in only.values() for v in vs}, key=releases.Version)
     changed = fingerprints.record(series, computed, write=not check, patch_ids=ids, only=only, review=review) \
         if computed else {}
-    doc: FingerprintDoc = {"schema": SCHEMA, "ok": not (check and changed), "check": check, "releases": computed,
-                           "patches": ids, "changed": sorted(str(p) for p in changed), "skipped": skipped,
-                           "series": series.location.as_json() if series.location else None}
+    doc = _document(series, ids, check, computed, changed, skipped, {})
     return doc, EXIT_PATCH_FAILED if (check and changed) else EXIT_OK
+
+
+def _document(series: Series, ids: list[str], check: bool, computed: list[str], changed: Mapping,
+              skipped: dict[str, list[str]], blocked: dict[str, dict[str, dict[str, str]]]) -> FingerprintDoc:
+    """The ``patchq.fingerprint/1`` document (module docstring)."""
+    return {"schema": SCHEMA, "ok": not (check and changed) and not blocked, "check": check, "releases": computed,
+            "patches": ids, "changed": sorted(str(p) for p in changed), "skipped": skipped, "blocked": blocked,
+            "series": series.location.as_json() if series.location else None}
+
+
+def blocking_rows(series: Series, ids: list[str], versions: list[str]) -> dict[str, dict[str, dict[str, str]]]:
+    """patch id -> {release: {``status``, ``reason``}} for the ``ids`` that ``patchq check``
+    blocks on each of ``versions`` (inside their applies-range), the series' patches
+    checked together as :func:`patchq.authoring.fingerprints.compute` plans them.
+
+    Raises:
+        TargetNotFound: a release cannot be had. SeriesError: broken series data.
+    """
+    from packaging.version import Version
+
+    from patchq.compat import check as checking
+    from patchq.vllmdist.sources import release_source
+
+    patches = [series.patch(pid) for pid in series.all_patch_ids()]
+    wanted = set(ids)
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for version in versions:
+        if not any(p.id in wanted and p.anchors and Version(version) in p.applies for p in patches):
+            continue
+        for patch, row in zip(patches, checking.check(release_source(version), patches), strict=True):
+            if patch.id in wanted and row.blocking:
+                out.setdefault(patch.id, {})[version] = {"status": row.status, "reason": row.reason}
+    return out
 
 
 def _skipped(only: dict[str, set[str]], versions: list[str]) -> dict[str, list[str]]:
@@ -123,7 +164,20 @@ def _versions(series: Series, recorded: dict[str, set[str]], spec: str | None, n
 
 
 def render_text(doc: FingerprintDoc) -> str:
-    """What was recorded (or is out of date), and what was not recorded because nobody named it."""
+    """What was recorded (or is out of date), what was not recorded because nobody named
+    it, or why nothing was recorded (a named release where ``check`` blocks)."""
+    if doc.get("blocked"):
+        from patchq.report import next_line
+
+        lines = [f"nothing recorded: check blocks {len(doc['blocked'])} patch(es) on a named release "
+                 f"(a fingerprint there would bless what nobody reviewed)"]
+        for pid, by_release in sorted(doc["blocked"].items()):
+            for version, row in by_release.items():
+                lines.append(f"  {pid} on {version}: {row['status']}: {row['reason']}")
+        first, version = next((pid, v) for pid, vs in sorted(doc["blocked"].items()) for v in vs)
+        lines.append(next_line(f"`patchq review {first} --vllm {version}` shows why and records the release "
+                               f"when you accept it"))
+        return "\n".join(lines) + "\n"
     verb = "out of date" if doc["check"] else "wrote"
     span = f" ({doc['releases'][0]} .. {doc['releases'][-1]})" if doc["releases"] else ""
     lines = [f"fingerprints of {', '.join(doc['patches'])} on {len(doc['releases'])} release(s){span}"]

@@ -122,6 +122,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from patchq import report
 from patchq.compat.drift import (  # noqa: F401 - re-exported (check's public names)
     definition_text,
     drift_entry,
@@ -589,6 +590,7 @@ def _classify_failure(patch: Patch, result: engine.PatchResult, res: _Resolver, 
         row.status = GONE
         if cands:
             row.reason += "; same-named candidates: " + ", ".join(f"{q} ({r}:{ln})" for r, q, ln in cands)
+        _edited_since_verified(patch, spec, str(res.plan.source.version), row)
         return
     row.status = CONFLICT
     if spec is not None:
@@ -596,6 +598,16 @@ def _classify_failure(patch: Patch, result: engine.PatchResult, res: _Resolver, 
         if loc is not None:
             row.anchors = [loc]
             row.touched.add(loc["path"])
+        _edited_since_verified(patch, spec, str(res.plan.source.version), row)
+
+
+def _edited_since_verified(patch: Patch, spec: AnchorSpec, version: str, row: PatchCheck) -> None:
+    """A patch that fails on a release its anchors file records as verified for the failing
+    anchor: upstream did not move (that release's code is what was verified), the anchor or
+    the patch changed since; a rebase cannot help, so the reason says what to fix."""
+    if str(version) in spec.fingerprints:
+        row.reason += (f"; {report.VERIFIED_HERE} {spec.id} in anchors/{patch.id}.toml: the anchor or the "
+                       f"patch changed since (fix its module, qualname or node), a rebase cannot help")
 
 
 # ---------------------------------------------------------------------------

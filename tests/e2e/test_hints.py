@@ -49,6 +49,21 @@ def test_the_fingerprint_command_check_suggests_records_the_release(small, cli):
     assert (row["status"], row["reviewed"]) == ("applies", True)
 
 
+def test_an_anchor_that_fails_on_its_verified_release_points_at_the_anchors_file(small, cli):
+    """A qualname typo: the anchor is gone on 0.1.0, the very release its fingerprint was
+    recorded on. Upstream did not move, so no rebase is suggested (it would answer "already
+    carried"); the reason and the next step name the anchors file."""
+    write_release(Path(os.environ["PATCHQ_CACHE_DIR"]), "0.1.0")
+    toml = small.root / "anchors" / "bump-default.toml"
+    toml.write_text(toml.read_text().replace('qualname = "Backend"', 'qualname = "Backnd"'))
+    res = cli("check", "--patch", "bump-default", "--vllm", "0.1.0", "--series", small.series.root)
+    text = " ".join(res.stdout.split())  # the text rendering wraps reasons
+    assert res.rc == 1, res.stdout + res.stderr
+    assert "this release is recorded as verified for anchor default in anchors/bump-default.toml" in text, text
+    assert "next: fix anchors/bump-default.toml or the patch: bump-default fails on vllm 0.1.0" in text
+    assert "patchq rebase" not in text
+
+
 def _literals(path: Path):
     """(line, text) of every string literal of a module except docstrings; an f-string's
     fields read ``{}``."""
