@@ -568,13 +568,13 @@ def status_next(report: Mapping[str, Any]) -> list[str]:
         return ["`patchq revert --all --force` restores the files (keeping a copy of each edit), then apply again"]
     if report.get("note"):  # upgraded or reinstalled: the patches went with the old files
         return ["`patchq upgrade` checks every patch of the profile on this vllm, rebases what moved and applies it"]
+    if "not-in-series" in statuses:  # first: this series' profile of that name is not the one applied
+        return ["give the series that applied them (`--series DIR`), or `patchq revert --all`"]
     if report.get("profile_drift") and report["profile"]:
         return [f"`patchq apply --profile {report['profile']}` makes the environment carry the profile as the "
                 f"series has it now (`patchq revert --all` takes every patch out)"]
     if "stale" in statuses and report["profile"]:
         return [f"`patchq apply --profile {report['profile']}` re-applies the changed patches"]
-    if "not-in-series" in statuses:
-        return ["give the series that applied them (`--series DIR`), or `patchq revert --all`"]
     if not report["profile"] and statuses <= {"not-applied"} and report["patches"]:
         return ["`patchq apply --profile NAME` patches this vllm (`patchq list` shows the profiles)"]
     return []

@@ -58,3 +58,15 @@ def test_real_documents_render(small):
     lines = report.check_text(ck).splitlines()
     assert any("bump-default" in ln and "applies" in ln for ln in lines)
     assert report.series_line(st) == [f"series {small.series.root} (from $PATCHQ_SERIES)"]
+
+
+def test_status_from_another_series_asks_for_that_series_before_its_profile():
+    """Run from another directory, status reads another series: the applied profile's name
+    means nothing there (``apply --profile default`` would be refused as unknown), so the next
+    step names the series that applied the patches (found by a fresh user)."""
+    doc = {"series_errors": {}, "pending_write": False, "files": [], "note": "", "profile": "default",
+           "profile_drift": "profile default is not in this series",
+           "patches": [{"id": "log-configured", "status": "not-in-series"}, {"id": "fla-shmem", "status": "not-applied"}]}
+    assert report.status_next(doc) == ["give the series that applied them (`--series DIR`), or `patchq revert --all`"]
+    doc["patches"] = [{"id": "fla-shmem", "status": "not-applied"}]
+    assert report.status_next(doc)[0].startswith("`patchq apply --profile default`")
