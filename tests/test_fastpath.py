@@ -9,19 +9,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from support import REPO
-from testing import small_series
+from testing import small_series, stamped
 
 from patchq import fastpath
-from patchq import series as series_mod
 from patchq.commands import apply
 from patchq.env import stamp
-from patchq.plan.anchors import ast_index, fingerprint_ast
-from patchq.vllmdist import sources
 
 
 def test_what_it_does_not_answer_goes_to_the_full_cli(small):
@@ -61,32 +57,20 @@ def test_importing_it_imports_no_libcst_typer_or_rich():
 
 @pytest.fixture()
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("PATCHQ_STAMPS", raising=False)
-    return tmp_path / "cache"
+    return stamped.use_cache(tmp_path, monkeypatch)
 
 
-def _later() -> int:
-    """A verification that started well after every file of the test was written."""
-    return time.time_ns() + 2 * stamp.SETTLE_NS
+_later = stamped.later
 
 
 @pytest.fixture()
 def applied(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     """A small site-packages with profile ``base`` applied, and a clock that sees every
     file as settled (the stamps are saved by the first verified no-op / status)."""
-    site = small_series.write_site(tmp_path / "site")
-    repo = tmp_path / "repo"
-    small_series.write_series(repo, fingerprint=fingerprint_ast(ast_index(small_series.UTILS_PY)["Backend"][0]))
-    s = series_mod.load(str(repo / "series"))
-    doc, code = apply.apply(sources.installed(str(site)), s, "base")
-    assert code == 0, doc
-    monkeypatch.setattr(stamp, "now", _later)
-    return {"site": str(site), "series": str(repo / "series"), "anchors": str(repo / "anchors"), "repo": repo}
+    return stamped.apply_base(tmp_path, monkeypatch)
 
 
-def _stamps(cache: Path) -> list[Path]:
-    return sorted((cache / "stamps").glob("*.stamp")) if (cache / "stamps").is_dir() else []
+_stamps = stamped.stamp_files
 
 
 def _noop(w: dict) -> dict | None:

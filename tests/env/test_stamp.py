@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from testing import stamped
 
 from patchq.env import stamp
 
@@ -17,14 +18,10 @@ KEY = {"command": "test", "where": "here"}
 
 @pytest.fixture()
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("PATCHQ_STAMPS", raising=False)
-    return tmp_path / "cache"
+    return stamped.use_cache(tmp_path, monkeypatch)
 
 
-def _later() -> int:
-    """A verification that started well after every file of the test was written."""
-    return time.time_ns() + 2 * stamp.SETTLE_NS
+_later = stamped.later
 
 
 def _files(tmp_path: Path) -> tuple[Path, Path]:

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from testing import small_series
+from testing import small_series, stamped
 from testing.small_series import write_site
 from testing.small_world import UTILS
 
 from patchq import series as series_mod
 from patchq.commands import apply
-from patchq.env import stamp, status
+from patchq.env import status
 from patchq.errors import StateError
-from patchq.plan.anchors import ast_index, fingerprint_ast
-from patchq.vllmdist import sources
 
 
 def _collect(small) -> dict:
@@ -107,32 +104,20 @@ def test_exit_code_rules():
 
 @pytest.fixture()
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("PATCHQ_STAMPS", raising=False)
-    return tmp_path / "cache"
+    return stamped.use_cache(tmp_path, monkeypatch)
 
 
-def _later() -> int:
-    """A verification that started well after every file of the test was written."""
-    return time.time_ns() + 2 * stamp.SETTLE_NS
+_later = stamped.later
 
 
 @pytest.fixture()
 def applied(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     """A small site-packages with profile ``base`` applied, and a clock that sees every
     file as settled (the stamps are saved by the first verified no-op / status)."""
-    site = small_series.write_site(tmp_path / "site")
-    repo = tmp_path / "repo"
-    small_series.write_series(repo, fingerprint=fingerprint_ast(ast_index(small_series.UTILS_PY)["Backend"][0]))
-    s = series_mod.load(str(repo / "series"))
-    doc, code = apply.apply(sources.installed(str(site)), s, "base")
-    assert code == 0, doc
-    monkeypatch.setattr(stamp, "now", _later)
-    return {"site": str(site), "series": str(repo / "series"), "anchors": str(repo / "anchors"), "repo": repo}
+    return stamped.apply_base(tmp_path, monkeypatch)
 
 
-def _stamps(cache: Path) -> list[Path]:
-    return sorted((cache / "stamps").glob("*.stamp")) if (cache / "stamps").is_dir() else []
+_stamps = stamped.stamp_files
 
 
 def test_status_is_stamped_and_sees_a_change(applied: dict, cache: Path) -> None:
