@@ -135,7 +135,7 @@ from patchq.compat.views import check_profiles, union_order, view_is_exact  # no
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, AnchorError
 from patchq.model import AnchorSpec, Patch, Variant
 from patchq.plan import definitions, engine
-from patchq.plan.anchors import Pattern, locate_definition
+from patchq.plan.anchors import Pattern, ast_index, fingerprint_ast, locate_definition
 from patchq.vllmdist.sources import CodeSource
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -590,7 +590,9 @@ def _classify_failure(patch: Patch, result: engine.PatchResult, res: _Resolver, 
         row.status = GONE
         if cands:
             row.reason += "; same-named candidates: " + ", ".join(f"{q} ({r}:{ln})" for r, q, ln in cands)
-        _edited_since_verified(patch, spec, str(res.plan.source.version), row)
+        # the definition is gone: only a release's own files are the code that was verified
+        if res.plan.source.kind == "release":
+            _edited_since_verified(patch, spec, str(res.plan.source.version), row)
         return
     row.status = CONFLICT
     if spec is not None:
@@ -598,13 +600,27 @@ def _classify_failure(patch: Patch, result: engine.PatchResult, res: _Resolver, 
         if loc is not None:
             row.anchors = [loc]
             row.touched.add(loc["path"])
-        _edited_since_verified(patch, spec, str(res.plan.source.version), row)
+            if _fingerprint_at(res, loc["path"], spec.qualname) == spec.fingerprints.get(
+                    str(res.plan.source.version)):
+                _edited_since_verified(patch, spec, str(res.plan.source.version), row)
+
+
+def _fingerprint_at(res: _Resolver, relpath: str, qualname: str) -> str | None:
+    """The fingerprint (16 hex) of ``qualname``'s first definition in ``relpath`` as this
+    source has it (pristine where patchq patched it), or None when it has none."""
+    try:
+        nodes = ast_index(res.text(relpath)).get(qualname)
+    except SyntaxError:
+        return None
+    return fingerprint_ast(nodes[0]) if nodes else None
 
 
 def _edited_since_verified(patch: Patch, spec: AnchorSpec, version: str, row: PatchCheck) -> None:
     """A patch that fails on a release its anchors file records as verified for the failing
-    anchor: upstream did not move (that release's code is what was verified), the anchor or
-    the patch changed since; a rebase cannot help, so the reason says what to fix."""
+    anchor, on the very code that was verified (the definition's fingerprint is the one
+    recorded for that release, or the release's own files hold no such definition): upstream
+    did not move, the anchor or the patch changed since; a rebase cannot help, so the reason
+    says what to fix. A source tree that only carries the release's number says nothing."""
     if str(version) in spec.fingerprints:
         row.reason += (f"; {report.VERIFIED_HERE} {spec.id} in anchors/{patch.id}.toml: the anchor or the "
                        f"patch changed since (fix its module, qualname or node), a rebase cannot help")

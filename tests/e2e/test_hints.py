@@ -64,6 +64,18 @@ def test_an_anchor_that_fails_on_its_verified_release_points_at_the_anchors_file
     assert "patchq rebase" not in text
 
 
+def test_a_node_pattern_that_fails_on_its_verified_release_points_at_the_anchors_file(small, cli):
+    """The definition is there with the fingerprint recorded for 0.1.0, but the node pattern
+    was edited to match nothing: a conflict the series made, not upstream."""
+    write_release(Path(os.environ["PATCHQ_CACHE_DIR"]), "0.1.0")
+    toml = small.root / "anchors" / "bump-default.toml"
+    toml.write_text(toml.read_text().replace('node = "DEFAULT = ..."', 'node = "DEFAULTS = ..."'))
+    res = cli("check", "--patch", "bump-default", "--vllm", "0.1.0", "--series", small.series.root, "--json")
+    row = res.json["patches"][0]
+    assert (res.rc, row["status"]) == (1, "conflict"), res.stdout + res.stderr
+    assert "this release is recorded as verified for anchor default in anchors/bump-default.toml" in row["reason"]
+
+
 def _literals(path: Path):
     """(line, text) of every string literal of a module except docstrings; an f-string's
     fields read ``{}``."""
