@@ -11,4 +11,5 @@ def test_ci_runs_the_readme_test_command():
 
 def test_the_fast_layer_runs_on_an_empty_cache():
     command = (REPO / ".ci/run").read_text().strip().splitlines()[-1]
-    assert 'PATCHQ_CACHE_DIR="$(mktemp -d)" .venv/bin/python -m pytest -q -m "not wheel"' in command
+    assert 'PATCHQ_CACHE_DIR="$(mktemp -d)" .venv/bin/python -m pytest -q -n auto --maxprocesses 4 -m "not wheel"' \
+        in command
