@@ -55,7 +55,8 @@ SIMILARITY_MIN = 85.0
 CLEAN = "clean"
 CONFLICT = "conflict"
 GONE = "gone"
-#: a patch status: the patch has a unit rebase cannot merge (a module-level anchor)
+#: a patch status: the patch has a unit rebase cannot merge (a module-level anchor), or fails
+#: on a target it is recorded as verified on (the series changed, not upstream)
 UNSUPPORTED = "unsupported"
 
 
@@ -230,7 +231,9 @@ class PatchRebase:
             ``needs-variant`` (merged cleanly, but the transform differs or fails at the
             target: a new variant is needed), ``conflict``, ``gone``,
             ``failed-at-base`` (the variant does not apply at the from release),
-            ``skipped`` (no edit variant at the from release), or the series' own
+            ``skipped`` (no edit variant at the from release, or already carried: verified
+            at the target), ``unsupported`` (a module-level unit; or a variant verified at
+            the target that check blocks there), or the series' own
             verdict at the target, ``upstreamed`` / ``absent`` (the merge is still run
             and shown).
         merge: the merge outcome alone: ``clean``, ``conflict``, ``gone`` or ``""``.

@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from patchq import report
 from patchq.authoring import diffstore, merge, rangediff, seriesedit
 from patchq.commands import version_arg
+from patchq.compat import check
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 from patchq.model import Patch
 from patchq.series import Series, module_file
@@ -36,6 +38,7 @@ from patchq.vllmdist.sources import release_source
 if TYPE_CHECKING:
     from patchq.authoring.repowrite import Transaction
     from patchq.documents import RebaseDoc
+    from patchq.vllmdist.sources import CodeSource
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -216,6 +219,24 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
     return None
 
 
+def _broken_on_verified(patch: Patch, to_source: CodeSource) -> merge.PatchRebase | None:
+    """A patch whose variant is recorded as verified on the target but that ``check`` blocks
+    there (an anchor or the patch edited since it was verified): status ``unsupported``, as a
+    rebase cannot help (upstream is the code that was verified), with check's reason; None
+    when check passes it."""
+    (row,) = check.check(to_source, [patch])
+    if not row.blocking:
+        return None
+    tv = to_source.version
+    why = row.reason.split(f"; {report.VERIFIED_HERE}")[0]  # said below, once
+    res = merge.PatchRebase(patch.id, "", str(tv), status=merge.UNSUPPORTED,
+                            reason=(f"recorded as verified on vllm {tv}, but check gives {row.status}: {why}; "
+                                    f"fix anchors/{patch.id}.toml or the patch (a rebase cannot help)"))
+    res.next_steps.append(f"fix anchors/{patch.id}.toml or the patch, then `patchq check --patch {patch.id} "
+                          f"--vllm {tv}`")
+    return res
+
+
 def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] | None = None,
         write: bool = False, workdir: str | Path | None = None, resume: bool = False) -> tuple[RebaseDoc, int]:
     """Rebase the series' patches to ``to``. Returns (``patchq.rebase/1`` document, exit code).
@@ -239,7 +260,12 @@ def run(series: Series, to: str, from_: str | None = None, patch_ids: list[str] 
         carried = patch.variant_for(target)
         if not from_ and carried is not None and (carried.kind != "edit" or all(
                 str(target) in patch.anchors[a].fingerprints for a in carried.edits)):
-            # the series already carries the patch to the target: nothing to merge
+            # the series already carries the patch to the target: nothing to merge, once check
+            # confirms that the verified variant still applies there
+            broken = _broken_on_verified(patch, to_source) if carried.kind == "edit" else None
+            if broken is not None:
+                results.append(broken)
+                continue
             what = (f"variant {carried.applies} is verified on {target}" if carried.kind == "edit"
                     else f"variant {carried.applies} says {carried.kind}")
             results.append(merge.PatchRebase(pid, "", str(target), status="skipped",

@@ -62,6 +62,17 @@ def test_an_anchor_that_fails_on_its_verified_release_points_at_the_anchors_file
     assert "this release is recorded as verified for anchor default in anchors/bump-default.toml" in text, text
     assert "next: fix anchors/bump-default.toml or the patch: bump-default fails on vllm 0.1.0" in text
     assert "patchq rebase" not in text
+    # and a rebase to that release does not call the broken patch "already carried"
+    res = cli("rebase", "--to", "0.1.0", "--series", small.series.root, "--json")
+    (row,) = res.json["patches"]
+    assert (res.rc, row["status"]) == (1, "unsupported"), res.stdout + res.stderr
+    assert row["reason"].startswith("recorded as verified on vllm 0.1.0, but check gives gone: "), row["reason"]
+    assert row["reason"].endswith("fix anchors/bump-default.toml or the patch (a rebase cannot help)")
+    assert "already carried" not in res.stdout
+    toml.write_text(toml.read_text().replace('qualname = "Backnd"', 'qualname = "Backend"'))
+    res = cli("rebase", "--to", "0.1.0", "--series", small.series.root, "--json")
+    assert (res.rc, res.json["patches"][0]["status"]) == (0, "skipped"), res.stdout + res.stderr
+    assert res.json["patches"][0]["reason"].startswith("already carried: ")
 
 
 def test_a_node_pattern_that_fails_on_its_verified_release_points_at_the_anchors_file(small, cli):
