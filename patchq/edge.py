@@ -37,11 +37,8 @@ from patchq.errors import (  # noqa: E402 - after the TYPE_CHECKING block, which
     EXIT_READ_ONLY,
     EXIT_USAGE,
     PatchqError,
-    SeriesError,
+    series_error,
 )
-
-#: Module-name prefix of loaded series files (:meth:`patchq.series.Series.patch`).
-_SERIES_MODULE = "patchq_series_"
 
 _json_mode: bool | None = None
 
@@ -126,34 +123,6 @@ def write_log(exc: BaseException, argv: Sequence[str]) -> str:
             last = err
     assert last is not None
     raise last
-
-
-def series_error(exc: BaseException) -> SeriesError | None:
-    """A :class:`SeriesError` naming the series file (and line) ``exc`` came from, or None
-    when it did not come from a series file.
-
-    A series file runs as module ``patchq_series_<name>``: an exception whose innermost
-    series frame is there is the series' fault (it raised on import, or a transform
-    raised). A syntax error carries its file; it is the series' when the import was
-    made by the series loader (:mod:`patchq.series`).
-    """
-    tb = exc.__traceback__
-    hit = None
-    loader = False
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_globals.get("__name__", "").startswith(_SERIES_MODULE):
-            hit = (frame.f_code.co_filename, tb.tb_lineno)
-        elif frame.f_globals.get("__name__") == "patchq.series":
-            loader = True
-        tb = tb.tb_next
-    what = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, SyntaxError) and exc.filename and (loader or hit):
-        line = f":{exc.lineno}" if exc.lineno else ""
-        return SeriesError(f"{exc.filename}{line}: {type(exc).__name__}: {exc.msg}")
-    if hit is not None:
-        return SeriesError(f"{hit[0]}:{hit[1]}: {what}")
-    return None
 
 
 def _click_usage(exc: BaseException) -> tuple[str, int] | None:

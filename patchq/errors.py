@@ -163,3 +163,35 @@ class UnsafeConfig(SeriesError):
     """A project config found by walking up from the working directory is not safe to
     use: it, its directory or a directory it names is owned by another user or writable
     by others (:mod:`patchq.discovery`, after git's ``safe.directory``). Exit 2."""
+
+
+#: Module-name prefix of loaded series files (:meth:`patchq.series.Series.patch`).
+_SERIES_MODULE = "patchq_series_"
+
+
+def series_error(exc: BaseException) -> SeriesError | None:
+    """A :class:`SeriesError` naming the series file (and line) ``exc`` came from, or None
+    when it did not come from a series file.
+
+    A series file runs as module ``patchq_series_<name>``: an exception whose innermost
+    series frame is there is the series' fault (it raised on import, or a transform
+    raised). A syntax error carries its file; it is the series' when the import was
+    made by the series loader (:mod:`patchq.series`).
+    """
+    tb = exc.__traceback__
+    hit = None
+    loader = False
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__", "").startswith(_SERIES_MODULE):
+            hit = (frame.f_code.co_filename, tb.tb_lineno)
+        elif frame.f_globals.get("__name__") == "patchq.series":
+            loader = True
+        tb = tb.tb_next
+    what = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SyntaxError) and exc.filename and (loader or hit):
+        line = f":{exc.lineno}" if exc.lineno else ""
+        return SeriesError(f"{exc.filename}{line}: {type(exc).__name__}: {exc.msg}")
+    if hit is not None:
+        return SeriesError(f"{hit[0]}:{hit[1]}: {what}")
+    return None

@@ -347,7 +347,7 @@ def series_summary(series_root: str | Path, anchors_root: str | Path, syntax: bo
     profile naming an unknown patch breaks only that profile (:func:`profile_hashes`), not
     the others. ``syntax_errors`` (only with ``syntax``: it compiles every series file, which
     a warm ``patchq run`` must not pay): the series files that do not compile
-    (``FILE:LINE: SyntaxError: msg``, as :func:`patchq.edge.series_error` words it); they
+    (``FILE:LINE: SyntaxError: msg``, as :func:`patchq.errors.series_error` words it); they
     break only the profiles holding them, and ``status`` reports them (exit 2).
 
     Raises:

@@ -348,7 +348,12 @@ class Series:
         """
         from patchq.plan.relations import validate_profile
 
-        patches = [self.patch(pid) for pid in self.profile(profile).patches]
+        pids = self.profile(profile).patches
+        for pid in pids:  # the file the mistake is in, as status says it
+            if not module_file(self.root, pid).exists():
+                raise UsageError(f"{self.root / 'profiles.toml'}: profile {profile} lists {pid!r}, which has no "
+                                 f"series file (no {module_file(self.root, pid).name} in {self.root})")
+        patches = [self.patch(pid) for pid in pids]
         validate_profile(profile, patches)
         return patches
 

@@ -29,7 +29,8 @@ def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: s
         (document, {kind: path written}, exit code: 1 when any cell is blocking or a
         release could not be checked).
     Raises:
-        UsageError: bad spec or profile. TargetNotFound: the release list is unavailable.
+        UsageError: bad spec or profile. SeriesError: malformed series data.
+        TargetNotFound: the release list is unavailable.
     """
     from patchq.vllmdist import releases
 
@@ -37,6 +38,7 @@ def run(releases_spec: str, profiles: str, out_dir: str | Path, *, series_dir: s
     if not names:
         raise UsageError("--profiles is empty")
     matrix.check_out(out_dir)  # before any release is read
+    matrix.check_series(names, series_dir)
     try:
         versions = [str(v) for v in releases.list_releases(releases_spec, package=dist or "vllm")]
     except releases.ReleaseError as exc:

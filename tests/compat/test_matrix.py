@@ -286,3 +286,22 @@ def test_cli_matrix(tmp_path, cli):
     assert res.rc == 2 and "unknown profile" in res.stderr
     res = cli("matrix", "--releases", "0.23.0,>=0.24", "--out", str(out))
     assert res.rc == 2
+
+
+@pytest.mark.parametrize("breakage, where", [
+    (("anchors", "fla-shmem.toml", "[anchors.target\n"), "fla-shmem.toml: "),
+    (("series", "fla_shmem.py", "PATCH = patch(\n"), "fla_shmem.py:"),
+    (("series", "profiles.toml", None), "profiles.toml: profile base lists 'fla-shmemm', which has no series file"),
+])
+def test_malformed_series_data_fails_the_whole_matrix_with_exit_2(tmp_path, cli, series_copy, breakage, where):
+    """A broken file of the series is exit 2 naming it, as for every other command: never a
+    release "not checked" (exit 1) with the reason only in matrix.json."""
+    folder, name, text = breakage
+    path = series_copy.parent / folder / name
+    path.write_text(path.read_text().replace('"fla-shmem"', '"fla-shmemm"', 1) if text is None else text)
+    res = cli("matrix", "--releases", "0.23.0,0.26.0", "--profiles", "base", "--series", str(series_copy),
+              "--out", str(tmp_path / "m"))
+    assert res.rc == 2, res.stdout + res.stderr
+    line = " ".join(res.stderr.split())
+    assert line.startswith("patchq: error: ") and where in line, line
+    assert not (tmp_path / "m" / "matrix.json").exists()

@@ -130,6 +130,12 @@ def test_a_typo_in_another_profile_breaks_only_that_profile(tiny):
     assert bad.rc == 2 and "tinny" in one_line(bad.stderr), bad
     bad_apply = run_cli("apply", "--profile", "typo", "--site-packages", site, env=env)
     assert bad_apply.rc == 2 and "tinny" in one_line(bad_apply.stderr), bad_apply
+    for args in (["check", "--profile", "typo", "--site-packages", str(site)],
+                 ["matrix", "--profiles", "good,typo", "--releases", "0.1.0", "--out", str(site.parent / "m")]):
+        bad = run_cli(*args, env=env)  # the file the mistake is in
+        assert bad.rc == 2 and one_line(bad.stderr).endswith(
+            f"profiles.toml: profile typo lists 'tinny', which has no series file (no tinny.py in "
+            f"{tiny['series']})"), bad
     reverted = run_cli("revert", "--all", "--site-packages", site, env=env)
     assert reverted.rc == 0 and (site / "vllm" / "tiny.py").read_text() == TINY, reverted
 
