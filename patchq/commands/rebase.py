@@ -6,7 +6,8 @@ what a clean rebase proves (:func:`record`):
 * the transform carries forward (its result at the target equals the clean merge):
   the variant's range is widened to the target when no variant covers it
   (:func:`patchq.authoring.seriesedit.widen_variant`), the anchors' fingerprints at both releases
-  go into ``anchors/<patch>.toml`` (:mod:`patchq.authoring.fingerprints`' format), and the patch's
+  go into ``anchors/<patch>.toml`` (the target's only when ``check`` does not block the written
+  patch there, or after ``--continue``: a clean merge is not a review) (:mod:`patchq.authoring.fingerprints`' format), and the patch's
   diff at the target into ``series/diffs/<target>/<patch>.diff`` (:mod:`patchq.authoring.diffstore`);
 * the merge is clean but the transform differs or fails: the merged definitions (the
   proposed new variant's golden text) and the merged diff go to the work directory;
@@ -120,10 +121,11 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool =
             res.written.append(str(path))
         return
     with repowrite.series_transaction(series, f"patchq rebase --to {res.to_version} --write") as txn:
-        _record_carried(res, series, txn, tv, fv)
+        _record_carried(res, series, txn, tv, fv, resume)
 
 
-def _record_carried(res: merge.PatchRebase, series: Series, txn: Transaction, tv: Version, fv: str) -> None:
+def _record_carried(res: merge.PatchRebase, series: Series, txn: Transaction, tv: Version, fv: str,
+                    resume: bool = False) -> None:
     patch = series.patch(res.patch_id)
     current = patch.variant_for(tv)
     if current is None:
@@ -146,8 +148,7 @@ def _record_carried(res: merge.PatchRebase, series: Series, txn: Transaction, tv
         if not covers:
             res.next_steps.append(f"the series has its own variant at vllm {tv} ({res.target_variant}): "
                                   f"fingerprints at {tv} not recorded for the {res.variant} variant")
-    fps = {a: {v: fp for v, fp in table.items() if v == fv or (covers and v == str(tv))}
-           for a, table in res.fingerprints.items()}
+    fps = {a: {v: fp for v, fp in table.items() if v == fv} for a, table in res.fingerprints.items()}
     written = _write_anchor_fingerprints(series, patch.id, fps, txn)
     if written:
         res.written.append(written)
@@ -155,6 +156,21 @@ def _record_carried(res: merge.PatchRebase, series: Series, txn: Transaction, tv
         txn.apply()  # the diff is rendered from the widened series on disk
         fresh = Series(series.root, series.anchors_root, series.profiles, {})  # re-read: the hash changed
         source = release_source(res.to_version)
+        # a clean merge is not a review: the target's fingerprints are recorded only when check,
+        # with none recorded there, does not block the patch (review, possibly-upstreamed, ...),
+        # or when a person took the merge (--continue: resolved by hand or taken as it is)
+        (row,) = check.check(source, [fresh.patch(patch.id)]) if not resume else (None,)
+        if row is not None and row.blocking:
+            res.next_steps.insert(0, f"check gives {row.status} on vllm {tv}, so its fingerprints are not recorded: "
+                                     f"`patchq review {patch.id} --vllm {tv}` shows what upstream changed under "
+                                     f"it; `--accept` records that you reviewed it")
+        else:
+            tv_fps = {a: {v: fp for v, fp in table.items() if v == str(tv)} for a, table in res.fingerprints.items()}
+            written = _write_anchor_fingerprints(series, patch.id, tv_fps, txn)
+            if written and written not in res.written:
+                res.written.append(written)
+            txn.apply()
+            fresh = Series(series.root, series.anchors_root, series.profiles, {})
         rendered = diffstore.write(diffstore.render(source, [fresh.patch(patch.id)]), source,
                                    diffstore.diffs_dir(series.root, res.to_version), txn)
         if rendered[0].action in ("wrote", "unchanged"):

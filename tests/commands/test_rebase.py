@@ -322,3 +322,50 @@ def test_continue_write_writes_the_new_variant_of_a_hand_resolution(tmp_path, cl
     assert plan.results[0].status == "ok", plan.results[0].reason
     assert "page_size_padded=int(max_page_size)" in plan.patched["vllm/v1/core/kv_cache_utils.py"]
     assert engine.plan(release_source("0.23.0"), [patch]).results[0].status == "ok"  # the old variant still
+
+
+FINISH_PATCH = '''
+from patchq import edits
+from patchq.series import patch, variant
+
+
+def finish_log(definition, found, ctx):
+    (stmt,) = found
+    return edits.insert_after(definition, stmt, edits.stmts(
+        'self._patch_aborted_count = getattr(self, "_patch_aborted_count", 0) + 1'))
+
+
+PATCH = patch(
+    id="finish-log",
+    summary="count aborted requests",
+    why="test",
+    applies=">=0.15",
+    variants=[variant(">=0.15", edits={"target": finish_log})],
+)
+'''
+
+FINISH_ANCHORS = '''
+[anchors.target]
+module = "vllm.v1.core.sched.scheduler"
+qualname = "Scheduler.finish_requests"
+node = "valid_requests.append(request)"
+count = 1
+'''
+
+
+def test_write_records_no_fingerprint_where_check_asks_for_a_review(tmp_path, cli):
+    """Upstream changed finish_requests' header by 0.33.0: check says review there. A clean
+    merge is not a review, so --write keeps 0.33.0's fingerprints out (a fresh user's find:
+    they were recorded, and check then said applies without anyone reviewing)."""
+    sdir = mini_series(tmp_path, "finish-log", FINISH_PATCH, FINISH_ANCHORS)
+    assert cli("fingerprint", "--patch", "finish-log", "--releases", "0.23.0", "--series", sdir).rc == 0
+    before = cli("check", "--patch", "finish-log", "--vllm", "0.33.0", "--series", sdir, "--json")
+    assert (before.rc, before.json["patches"][0]["status"]) == (1, "review"), before.stdout
+    res = cli("rebase", "--to", "0.33.0", "--patch", "finish-log", "--write", "--series", sdir, "--json")
+    (p,) = res.json["patches"]
+    assert (res.rc, p["status"], p["transform"]) == (0, "clean", "carries-forward"), res.stdout + res.stderr
+    assert p["next_steps"][0].startswith("check gives review on vllm 0.33.0, so its fingerprints are not recorded")
+    fps = series_mod.load(sdir).patch("finish-log").anchors["target"].fingerprints
+    assert set(fps) == {"0.23.0"}
+    after = cli("check", "--patch", "finish-log", "--vllm", "0.33.0", "--series", sdir, "--json")
+    assert (after.rc, after.json["patches"][0]["status"]) == (1, "review"), after.stdout
