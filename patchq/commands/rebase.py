@@ -6,8 +6,9 @@ what a clean rebase proves (:func:`record`):
 * the transform carries forward (its result at the target equals the clean merge):
   the variant's range is widened to the target when no variant covers it
   (:func:`patchq.authoring.seriesedit.widen_variant`), the anchors' fingerprints at both releases
-  go into ``anchors/<patch>.toml`` (the target's only when ``check`` does not block the written
-  patch there, or after ``--continue``: a clean merge is not a review) (:mod:`patchq.authoring.fingerprints`' format), and the patch's
+  go into ``anchors/<patch>.toml`` (:mod:`patchq.authoring.fingerprints`' format; the target's
+  only when ``check`` does not block the written patch there, or after ``--continue``: a clean
+  merge is not a review), and the patch's
   diff at the target into ``series/diffs/<target>/<patch>.diff`` (:mod:`patchq.authoring.diffstore`);
 * the merge is clean but the transform differs or fails: the merged definitions (the
   proposed new variant's golden text) and the merged diff go to the work directory;
@@ -153,28 +154,35 @@ def _record_carried(res: merge.PatchRebase, series: Series, txn: Transaction, tv
     if written:
         res.written.append(written)
     if covers:
-        txn.apply()  # the diff is rendered from the widened series on disk
-        fresh = Series(series.root, series.anchors_root, series.profiles, {})  # re-read: the hash changed
-        source = release_source(res.to_version)
-        # a clean merge is not a review: the target's fingerprints are recorded only when check,
-        # with none recorded there, does not block the patch (review, possibly-upstreamed, ...),
-        # or when a person took the merge (--continue: resolved by hand or taken as it is)
-        (row,) = check.check(source, [fresh.patch(patch.id)]) if not resume else (None,)
-        if row is not None and row.blocking:
-            res.next_steps.insert(0, f"check gives {row.status} on vllm {tv}, so its fingerprints are not recorded: "
-                                     f"`patchq review {patch.id} --vllm {tv}` shows what upstream changed under "
-                                     f"it; `--accept` records that you reviewed it")
-        else:
-            tv_fps = {a: {v: fp for v, fp in table.items() if v == str(tv)} for a, table in res.fingerprints.items()}
-            written = _write_anchor_fingerprints(series, patch.id, tv_fps, txn)
-            if written and written not in res.written:
-                res.written.append(written)
-            txn.apply()
-            fresh = Series(series.root, series.anchors_root, series.profiles, {})
-        rendered = diffstore.write(diffstore.render(source, [fresh.patch(patch.id)]), source,
-                                   diffstore.diffs_dir(series.root, res.to_version), txn)
-        if rendered[0].action in ("wrote", "unchanged"):
-            res.written.append(rendered[0].path)
+        _record_target(res, series, txn, patch.id, tv, resume)
+
+
+def _record_target(res: merge.PatchRebase, series: Series, txn: Transaction, patch_id: str, tv: Version,
+                   resume: bool) -> None:
+    """The target's side of a carried patch: its fingerprints (unless check blocks the
+    written patch there and no person took the merge) and its stored diff."""
+    txn.apply()  # the diff is rendered from the widened series on disk
+    fresh = Series(series.root, series.anchors_root, series.profiles, {})  # re-read: the hash changed
+    source = release_source(res.to_version)
+    # a clean merge is not a review: the target's fingerprints are recorded only when check,
+    # with none recorded there, does not block the patch (review, possibly-upstreamed, ...),
+    # or when a person took the merge (--continue: resolved by hand or taken as it is)
+    (row,) = check.check(source, [fresh.patch(patch_id)]) if not resume else (None,)
+    if row is not None and row.blocking:
+        res.next_steps.insert(0, f"check gives {row.status} on vllm {tv}, so its fingerprints are not recorded: "
+                                 f"`patchq review {patch_id} --vllm {tv}` shows what upstream changed under "
+                                 f"it; `--accept` records that you reviewed it")
+    else:
+        tv_fps = {a: {v: fp for v, fp in table.items() if v == str(tv)} for a, table in res.fingerprints.items()}
+        written = _write_anchor_fingerprints(series, patch_id, tv_fps, txn)
+        if written and written not in res.written:
+            res.written.append(written)
+        txn.apply()
+        fresh = Series(series.root, series.anchors_root, series.profiles, {})
+    rendered = diffstore.write(diffstore.render(source, [fresh.patch(patch_id)]), source,
+                               diffstore.diffs_dir(series.root, res.to_version), txn)
+    if rendered[0].action in ("wrote", "unchanged"):
+        res.written.append(rendered[0].path)
 
 
 def write_variant(res: merge.PatchRebase, series: Series) -> str | None:

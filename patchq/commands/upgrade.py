@@ -156,7 +156,10 @@ def _blocked_steps(doc: UpgradeDoc, work: Path) -> list[str]:
     to, rows = doc["to"], doc["patches"]
     conflicts = [p["id"] for p in rows if p["rebase"] in ("conflict", "gone", "needs-variant", "failed-at-base")]
     unwritten = [p["id"] for p in rows if p["rebase"] == "clean" and not doc["write"]]
-    by_hand = [p["id"] for p in rows if p["blocking"] and p["id"] not in conflicts + unwritten]
+    review = [p["id"] for p in rows if p["check"] in ("review", "possibly-upstreamed") and p["id"] not in conflicts]
+    by_hand = [p["id"] for p in rows if p["blocking"] and p["id"] not in conflicts + unwritten + review]
+    out += [f"`patchq review {pid} --vllm {to}` shows what upstream changed under {pid}; `--accept` records "
+            f"that you reviewed it, then `patchq upgrade` again" for pid in review]
     if conflicts:
         out.append(f"resolve {', '.join(conflicts)} in {work / to} (the steps above), then "
                    f"`patchq rebase --to {to} --continue --write` and `patchq upgrade` again")

@@ -40,3 +40,15 @@ def test_without_a_profile_given_or_applied_it_is_a_usage_error(small):
         upgrade.run(small.series, small.target, None, None, write=False)
     with pytest.raises(UsageError, match="--to 'next'"):
         upgrade.run(small.series, small.target, "base", "next", write=False)
+
+
+def test_a_patch_check_asks_to_review_is_sent_to_patchq_review_not_to_a_hand_edit(small):
+    """Upstream changed what bump-default touches (the installed 0.1.0 differs from the one
+    reviewed): check says review, and the next step is patchq review (a fresh user's find:
+    upgrade said to change the series by hand)."""
+    small.reinstall(small.utils().replace("return self.DEFAULT", "return self.DEFAULT + 1"))
+    doc, code = upgrade.run(small.series, small.target, "base", None, write=False)
+    (row,) = doc["patches"]
+    assert code == 1 and (row["check"], row["blocking"], row["applied"]) == ("review", True, False)
+    assert doc["next"][0].startswith("`patchq review bump-default --vllm 0.1.0` shows what upstream changed")
+    assert not any("by hand" in step for step in doc["next"]), doc["next"]
