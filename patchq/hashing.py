@@ -342,7 +342,10 @@ def series_summary(series_root: str | Path, anchors_root: str | Path, syntax: bo
     """What status and the no-op check need from the series, parsed once.
 
     Returns ``{"inputs": {...}, "profiles": {name: [ids]}, "ids": [...],
-    "hashes": {id: hash}, "modules": {id: [relpath, ...]}, "syntax_errors": {id: message}}``.
+    "hashes": {id: hash}, "modules": {id: [relpath, ...]}, "anchor_errors": {id: message},
+    "syntax_errors": {id: message}}``. ``anchor_errors``: the anchors files that do not parse
+    (their patch's ``modules`` is empty); like a series file that does not compile, such a
+    file breaks only the profiles holding its patch (loading that patch raises).
     ``ids`` (and ``hashes``, ``modules``) hold the patches that have a series file: a
     profile naming an unknown patch breaks only that profile (:func:`profile_hashes`), not
     the others. ``syntax_errors`` (only with ``syntax``: it compiles every series file, which
@@ -351,9 +354,11 @@ def series_summary(series_root: str | Path, anchors_root: str | Path, syntax: bo
     break only the profiles holding them, and ``status`` reports them (exit 2).
 
     Raises:
-        SeriesError: a malformed ``profiles.toml`` or anchors file (see :func:`read_toml`).
+        SeriesError: a malformed ``profiles.toml`` (see :func:`read_toml`).
     """
     from pathlib import Path
+
+    from patchq.errors import SeriesError
 
     series_root, anchors_root = Path(series_root), Path(anchors_root)
     profiles = {name: t["patches"] for name, t in profile_tables(series_root / "profiles.toml").items()}
@@ -368,10 +373,19 @@ def series_summary(series_root: str | Path, anchors_root: str | Path, syntax: bo
         "inputs": series_inputs(str(series_root), str(anchors_root)),
         "profiles": profiles,
         "ids": ids,
-        "hashes": {pid: patch_hash_from_files(series_root / (pid.replace("-", "_") + ".py"),
-                                              anchors_root / f"{pid}.toml") for pid in ids},
-        "modules": {pid: anchor_modules(anchors_root / f"{pid}.toml") for pid in ids},
     }
+    hashes: dict[str, str] = {}
+    modules: dict[str, list[str]] = {}
+    anchor_errors: dict[str, str] = {}
+    for pid in ids:  # a malformed anchors file breaks only the profiles holding its patch
+        module, anchor_file = series_root / (pid.replace("-", "_") + ".py"), anchors_root / f"{pid}.toml"
+        try:
+            hashes[pid] = patch_hash_from_files(module, anchor_file)
+            modules[pid] = anchor_modules(anchor_file)
+        except SeriesError as exc:  # a hash no patch has: nothing journalled matches it
+            hashes[pid] = "!" + hashlib.sha256(str(exc).encode()).hexdigest()[:15]
+            modules[pid], anchor_errors[pid] = [], str(exc)
+    summary.update(hashes=hashes, modules=modules, anchor_errors=anchor_errors)
     if syntax:
         summary["syntax_errors"] = syntax_errors(series_root, ids)
     return summary

@@ -213,8 +213,10 @@ def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str)
         "shadowed_by": shadowing(site),
         "patches": _patch_rows(summary, journal.get("patches", {}), sentinels, modified, series_root),
         "files": files,
-        # series files that do not compile (compiled once per series content, cached in the journal)
-        "series_errors": sorted((summary.get("syntax_errors") or {}).values()),
+        # series files that do not compile (compiled once per series content, cached in the
+        # journal) and anchors files that do not parse
+        "series_errors": sorted([*(summary.get("syntax_errors") or {}).values(),
+                                 *(summary.get("anchor_errors") or {}).values()]),
         "profile_drift": None,
     }
     _profile_drift(doc, journal, summary, series_root)

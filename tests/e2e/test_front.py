@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from support import REPO, run_cli
-from testing.tiny import PROFILES, TINY, TYPO, one_line
+from testing.tiny import ANCHORS, PATCH, PROFILES, TINY, TYPO, one_line
 
 
 # -- the error edge ------------------------------------------------------------------
@@ -138,6 +138,23 @@ def test_a_typo_in_another_profile_breaks_only_that_profile(tiny):
             f"{tiny['series']})"), bad
     reverted = run_cli("revert", "--all", "--site-packages", site, env=env)
     assert reverted.rc == 0 and (site / "vllm" / "tiny.py").read_text() == TINY, reverted
+
+
+def test_a_broken_file_of_a_patch_in_another_profile_breaks_only_that_profile(tiny):
+    """docs/commands.md: a mistake in another profile does not stop apply, whether it is a
+    series file that does not compile or an anchors file that does not parse (a fresh
+    user's find: the anchors file stopped every profile)."""
+    env, site = tiny["env"], tiny["site"]
+    (tiny["series"] / "profiles.toml").write_text(PROFILES + '[profiles.other]\npatches = ["two"]\n')
+    (tiny["series"] / "two.py").write_text(PATCH.replace('id="tiny"', 'id="two"'))
+    for broken in ((tiny["anchors"] / "two.toml", "[anchors.x\n"), (tiny["series"] / "two.py", "PATCH = patch(\n")):
+        broken[0].write_text(broken[1])
+        applied = run_cli("apply", "--profile", "good", "--site-packages", site, env=env)
+        assert applied.rc == 0 and "x = 42" in (site / "vllm" / "tiny.py").read_text(), applied
+        other = run_cli("apply", "--profile", "other", "--site-packages", site, env=env)
+        assert other.rc == 2 and str(broken[0]) in one_line(other.stderr), other
+        assert run_cli("revert", "--all", "--site-packages", site, env=env).rc == 0
+        (tiny["anchors"] / "two.toml").write_text(ANCHORS)
 
 
 def test_diff_defaults_to_the_applied_profile(tiny):
