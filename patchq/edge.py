@@ -63,16 +63,23 @@ def wants_json(argv: Sequence[str]) -> bool:
 
 
 def hoist_json(argv: Sequence[str]) -> list[str]:
-    """``argv`` with a ``--json`` given before the verb (``patchq --json list``) moved to
-    the verb's options (before any ``--``), where every verb takes it."""
+    """``argv`` with ``--json`` and ``--series DIR`` (or ``--series=DIR``) given before the
+    verb (``patchq --json --series s list``) moved to the verb's options (before any
+    ``--``), where the verbs take them (a verb without ``--series`` says so)."""
     argv = list(argv)
-    hoisted = False
-    while len(argv) > 1 and argv[0] == "--json":
-        argv.pop(0)
-        hoisted = True
+    hoisted: list[str] = []
+    while len(argv) > 1:
+        if argv[0] == "--json":
+            hoisted.append(argv.pop(0))
+        elif argv[0] == "--series" and len(argv) > 2:
+            hoisted += [argv.pop(0), argv.pop(0)]
+        elif argv[0].startswith("--series="):
+            hoisted.append(argv.pop(0))
+        else:
+            break
     if hoisted:
         at = argv.index("--") if "--" in argv else len(argv)
-        argv.insert(at, "--json")
+        argv[at:at] = hoisted
     return argv
 
 

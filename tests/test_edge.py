@@ -85,6 +85,10 @@ def test_hoist_json_moves_a_leading_json_to_the_verb():
     assert edge.hoist_json(["--json", "list"]) == ["list", "--json"]
     assert edge.hoist_json(["--json", "run", "--", "cmd"]) == ["run", "--json", "--", "cmd"]
     assert edge.hoist_json(["status"]) == ["status"]
+    # --series DIR before the verb too (the README names it beside --json)
+    assert edge.hoist_json(["--series", "s", "--json", "list"]) == ["list", "--series", "s", "--json"]
+    assert edge.hoist_json(["--series=s", "run", "--", "cmd"]) == ["run", "--series=s", "--", "cmd"]
+    assert edge.hoist_json(["--series"]) == ["--series"]
 
 
 def test_a_closed_stdout_exits_141_quietly(monkeypatch):
