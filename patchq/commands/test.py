@@ -75,29 +75,11 @@ def _row(out: testing.Outcome) -> dict:
             "problems": out.problems, "written": out.written, "warnings": out.warnings, "layout": case.layout}
 
 
-def _authoring_cases(loc, cases: list[testing.Case]) -> list[testing.Case]:
-    """The authoring release of each patch that has recorded cases but none there (a regen
-    records it, as it does for a patch without any: :func:`patchq.testing.authoring_releases`)."""
-    from packaging.version import Version
-
-    recorded: dict[str, set[str]] = {}
-    for c in cases:
-        if c.release is not None:
-            recorded.setdefault(c.patch_id, set()).add(str(Version(c.release)))
-    if not recorded:
-        return []
-    series = testing.load_series(loc)
-    return [testing.Case(loc, pid, rel) for pid, have in recorded.items() if pid in series.all_patch_ids()
-            for rel in testing.authoring_releases(series.patch(pid)) if str(Version(rel)) not in have]
-
-
 def _test(loc, patches: list[str], regen: bool, wanted: list[str] | None) -> list[dict]:
     """Every case verified (or regenerated); with ``wanted``, exactly those releases recorded."""
     cases = testing.cases(location=loc, patches=patches or None)
     if wanted is not None:
         cases = [testing.Case(loc, pid, None) for pid in dict.fromkeys(c.patch_id for c in cases)]
-    elif regen:
-        cases += _authoring_cases(loc, cases)
     rows = [_row(testing.run_case(case, regen=regen, releases=wanted)) for case in cases]
     if regen and wanted is None:  # each patch's releases as recorded must pass together
         for pid in dict.fromkeys(c.patch_id for c in cases):

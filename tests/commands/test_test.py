@@ -37,22 +37,6 @@ def test_regen_records_then_test_verifies_and_a_changed_patch_fails(cached):
     assert "fail" in test_cmd.render_text(doc)
 
 
-def test_a_plain_regen_records_the_authoring_release_a_stored_patch_lacks(cached):
-    """bump-default was made on 0.1.0 (its fingerprint); with only 0.3.0 stored, a regen
-    without --releases records 0.1.0 too, as docs/commands.md says (a fresh user's find:
-    only the stored releases were rewritten)."""
-    root = str(cached.series.root)
-    assert test_cmd.run(root, [], regen=True, releases="0.3.0")[1] == 0
-    diffstore.diff_path(root, "0.1.0", "bump-default").unlink()  # as a store written by hand, or by rebase
-    expect = diffstore.expect_path(root, "bump-default")
-    expect.write_text("".join(line for line in expect.read_text().splitlines(True) if not line.startswith('"0.1.0"')))
-    assert diffstore.read_verdicts(root, "bump-default") == {"0.3.0": "upstreamed"}
-    doc, code = test_cmd.run(root, [], regen=True, releases=None)
-    assert code == 0 and doc["ok"], doc
-    assert diffstore.read_verdicts(root, "bump-default") == {"0.1.0": "applies", "0.3.0": "upstreamed"}
-    assert diffstore.diff_path(root, "0.1.0", "bump-default").is_file()
-
-
 def test_usage_errors(cached):
     root = str(cached.series.root)
     with pytest.raises(UsageError, match="unknown patch"):
