@@ -216,9 +216,21 @@ def test_init_runs_git_init_and_names_patchq_fingerprint(tmp_path):
 FAKE_VLLM = '#!/bin/sh\necho "vllm $* | PATCHQ_EXPECT_PROFILE=$PATCHQ_EXPECT_PROFILE LEVEL=$LEVEL"\n'
 
 
+def _skip_with_a_vllm_of_its_own() -> None:
+    """The serve scenarios put the tiny site on PYTHONPATH. In an environment with its own
+    vLLM (README command 1 run before command 2), serve targets that install and rightly
+    refuses to patch it while another vllm is imported first (exit 5)."""
+    from patchq.vllmdist.sources import current_site_packages
+
+    own = sorted(current_site_packages().glob("vllm-*.dist-info"))
+    if own:
+        pytest.skip(f"this environment has a vLLM of its own ({own[0].name}): serve targets it")
+
+
 def test_serve_applies_then_execs_vllm_with_the_profile_flags(tiny, tmp_path):
     """`patchq serve` (what runtime/serve.sh runs, shipped in the wheel): apply, then exec
     vllm with the generic flags, the profile's serve table and the extra args."""
+    _skip_with_a_vllm_of_its_own()
     with open(tiny["series"] / "profiles.toml", "a") as fh:
         fh.write('\n[profiles.good.serve]\nargs = ["--enforce-eager"]\nenv = {LEVEL = "${LOG:-INFO}"}\n')
     fake = tmp_path / "bin" / "vllm"
@@ -257,6 +269,7 @@ def test_serve_names_a_missing_vllm_and_writes_nothing(tiny):
 
 
 def test_serve_does_not_serve_a_profile_that_does_not_apply(tiny, tmp_path):
+    _skip_with_a_vllm_of_its_own()
     fake = tmp_path / "vllm"
     fake.write_text(FAKE_VLLM)
     fake.chmod(0o755)
