@@ -37,6 +37,15 @@ PATCHQ_ENV = ("PATCHQ_FAULT_AFTER_WRITES", "PATCHQ_STATE_DIR", "PATCHQ_SERIES", 
 # -- files and hashes ----------------------------------------------------------
 
 
+def own_vllm() -> str | None:
+    """The dist-info name of a vLLM installed in this interpreter's own site-packages (README
+    command 1 run before command 2), or None: some scenarios read differently there."""
+    from patchq.vllmdist.sources import current_site_packages
+
+    found = sorted(current_site_packages().glob("vllm-*.dist-info"))
+    return found[0].name if found else None
+
+
 def sha256_bytes(data: bytes) -> str:
     """Hex sha256 of ``data``."""
     return hashlib.sha256(data).hexdigest()

@@ -16,7 +16,7 @@ import sys
 import time
 
 import pytest
-from support import REPO, run_cli
+from support import REPO, own_vllm, run_cli
 from testing.tiny import one_line
 
 
@@ -220,11 +220,9 @@ def _skip_with_a_vllm_of_its_own() -> None:
     """The serve scenarios put the tiny site on PYTHONPATH. In an environment with its own
     vLLM (README command 1 run before command 2), serve targets that install and rightly
     refuses to patch it while another vllm is imported first (exit 5)."""
-    from patchq.vllmdist.sources import current_site_packages
-
-    own = sorted(current_site_packages().glob("vllm-*.dist-info"))
+    own = own_vllm()
     if own:
-        pytest.skip(f"this environment has a vLLM of its own ({own[0].name}): serve targets it")
+        pytest.skip(f"this environment has a vLLM of its own ({own}): serve targets it")
 
 
 def test_serve_applies_then_execs_vllm_with_the_profile_flags(tiny, tmp_path):
