@@ -348,14 +348,25 @@ class Series:
         """
         from patchq.plan.relations import validate_profile
 
-        pids = self.profile(profile).patches
-        for pid in pids:  # the file the mistake is in, as status says it
-            if not module_file(self.root, pid).exists():
-                raise UsageError(f"{self.root / 'profiles.toml'}: profile {profile} lists {pid!r}, which has no "
-                                 f"series file (no {module_file(self.root, pid).name} in {self.root})")
-        patches = [self.patch(pid) for pid in pids]
+        patches = [self.patch(pid) for pid in self.profile_ids(profile)]
         validate_profile(profile, patches)
         return patches
+
+    def profile_ids(self, profile: str) -> list[str]:
+        """The profile's patch ids, each checked to have its series file (a stat each,
+        nothing imported).
+
+        Raises:
+            UsageError: unknown profile, or it lists a patch with no series file (naming
+                ``profiles.toml``, the file the mistake is in, as status does).
+        """
+        pids = list(self.profile(profile).patches)
+        for pid in pids:
+            path = module_file(self.root, pid)
+            if not path.exists():
+                raise UsageError(f"{self.root / 'profiles.toml'}: profile {profile} lists {pid!r}, which has no "
+                                 f"series file (no {path.name} in {self.root})")
+        return pids
 
 
 def load_profiles(path: Path) -> dict[str, Profile]:

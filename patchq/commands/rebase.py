@@ -176,9 +176,7 @@ def _record_target(res: merge.PatchRebase, series: Series, txn: Transaction, pat
         tv_fps = {a: {v: fp for v, fp in table.items() if v == str(tv)} for a, table in res.fingerprints.items()}
         written = _write_anchor_fingerprints(series, patch_id, tv_fps, txn)
         if written and written not in res.written:
-            res.written.append(written)
-        txn.apply()
-        fresh = Series(series.root, series.anchors_root, series.profiles, {})
+            res.written.append(written)  # lands with the transaction (fingerprints leave the hash alone)
     rendered = diffstore.write(diffstore.render(source, [fresh.patch(patch_id)]), source,
                                diffstore.diffs_dir(series.root, res.to_version), txn)
     if rendered[0].action in ("wrote", "unchanged"):

@@ -66,7 +66,7 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, UsageError
+from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def check_release(version: str, profiles: list[str], series_dir: str | None = No
         SeriesError, UsageError: malformed series data (a series or anchors file, a profile).
     """
     from patchq.compat import check
-    from patchq.errors import PatchqError, SeriesError, series_error
+    from patchq.errors import PatchqError, SeriesError, UsageError, series_error
     from patchq.vllmdist import sources
 
     t0 = time.perf_counter()
@@ -171,6 +171,7 @@ def load_records(path: str | Path) -> list[dict]:
     Raises:
         UsageError: the file is unreadable or not such a document.
     """
+    from patchq.errors import UsageError
 
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -269,14 +270,9 @@ def check_series(profiles: list[str], series_dir: str | None = None) -> None:
     Raises:
         UsageError: an unknown profile, or one listing a patch with no series file.
     """
-    from patchq.series import module_file
-
     series = _series(series_dir)
     for name in profiles:
-        for pid in series.profile(name).patches:
-            if not module_file(series.root, pid).exists():
-                raise UsageError(f"{series.root / 'profiles.toml'}: profile {name} lists {pid!r}, which has "
-                                 f"no series file (no {module_file(series.root, pid).name} in {series.root})")
+        series.profile_ids(name)
 
 
 def build(releases: Iterable[str], profiles: list[str], series_dir: str | None = None, workers: int = 0,
