@@ -51,7 +51,7 @@ Statuses (the rule that decides each, in this order):
 ``possibly-upstreamed`` (blocking)
     upstream's change where the patch's goes is alike it but not provably the same
     (three-way), or, for an anchor that no longer matches, the backward detection finds a
-    likeness (:mod:`patchq.compat.meaning`): both texts and the similarity.
+    likeness (:mod:`patchq.plan.meaning`): both texts and the similarity.
 ``superseded``, ``interaction``, ``partially-upstreamed``
     relations between patches and generic upstream detection: see
     :mod:`patchq.compat.upstreamed` (``interaction`` and ``partially-upstreamed`` block).

@@ -8,7 +8,7 @@ release) is compared three ways, as a merge would see it:
 * **ours**: base patched (the target's variant planned alone on the base release);
 * **theirs**: the definition on the target.
 
-Each definition is flattened into its statements in order (:func:`flatten`: a compound
+Each definition is flattened into its statements in order (:func:`patchq.plan.astdiff.flatten`: a compound
 statement is its header, then its blocks; docstrings left out; each element keyed by
 its normalized AST and depth, so formatting and comments never count), and two element
 diffs are taken: the patch's hunks (base -> ours) and upstream's hunks (base ->
@@ -36,7 +36,7 @@ only when none of these holds (:func:`findings`), each rule naming the upstream 
 
 Any finding gives ``review`` (blocking: "upstream changed what this patch touches"),
 or ``possibly-upstreamed`` (blocking) when upstream's change in the touched place is
-alike the patch's (:func:`patchq.compat.meaning.similarity` >= :data:`meaning.POSSIBLE`),
+alike the patch's (:func:`patchq.plan.meaning.similarity` >= :data:`meaning.POSSIBLE`),
 with both texts. Nothing here writes; the classification is a pure function of the two
 release trees and the patch.
 """
@@ -46,16 +46,15 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
-import functools
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import SpecifierSet
 
-from patchq.compat import meaning
 from patchq.model import Patch, Variant
-from patchq.plan import definitions
+from patchq.plan import astdiff, definitions, meaning
+from patchq.plan.astdiff import Elem, Hunk, flatten, hunks
 from patchq.plan.results import Plan
 from patchq.vllmdist.sources import CodeSource
 
@@ -63,276 +62,10 @@ DRIFTED = "applies-drifted"
 REVIEW = "review"
 POSSIBLE = "possibly-upstreamed"
 
-_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_DEFS = (*_FUNCS, ast.ClassDef)
+_FUNCS = astdiff.FUNCS
+_DEFS = astdiff.DEFS
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _JUMPS = {ast.Return: "return", ast.Raise: "raise", ast.Continue: "continue", ast.Break: "break"}
-_MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "pop", "remove", "clear", "setdefault",
-                       "discard", "popitem", "sort", "reverse", "__setitem__", "__delitem__"})
-_SKIP = frozenset({"type_comment"})
-
-
-# ---------------------------------------------------------------------------
-# flattening
-
-
-@dataclass
-class Elem:
-    """One element of a flattened definition.
-
-    Attributes:
-        key: hash of (kind, depth, normalized AST of the statement, or of its header).
-        kind: ``stmt`` | ``head`` (a compound statement's header) | ``block`` (``else:``,
-            ``finally:``, ...) | ``def`` (a function's or class's header).
-        depth: nesting depth under the anchored definition. node: the statement.
-        line, end: 1-based lines in its file. scope: names of the enclosing definitions.
-        stop: index after the element's last descendant (its extent in the list).
-        reads, writes: names (scoped bare names ``scope::x``, attribute chains ``a.b``).
-    """
-
-    key: int
-    kind: str
-    depth: int
-    node: ast.AST
-    line: int
-    end: int
-    scope: str
-    stop: int = 0
-    #: (nodes the names come from, their scope): reads/writes are computed on first use
-    names_from: tuple = ()
-    _names: tuple | None = None
-
-    @property
-    def reads(self) -> frozenset:
-        return self._rw()[0]
-
-    @property
-    def writes(self) -> frozenset:
-        return self._rw()[1]
-
-    def _rw(self) -> tuple:
-        if self._names is None:
-            self._names = _names(*self.names_from) if self.names_from else (frozenset(), frozenset())
-        return self._names
-
-    @property
-    def code(self) -> str:
-        """The element as one line of source."""
-        from patchq.plan.survival import one_line
-
-        if self.kind == "block":
-            return f"{self.node}:" if isinstance(self.node, str) else "block:"
-        return one_line(self.node)
-
-
-def _value_key(value: object) -> object:
-    if isinstance(value, ast.AST):
-        return _node_key(value)
-    if isinstance(value, list):
-        return tuple(_value_key(v) for v in value)
-    return (type(value).__name__, repr(value))
-
-
-def _node_key(node: ast.AST, skip: Iterable[str] = ()) -> int:
-    skip = set(skip) | _SKIP
-    return hash((type(node).__name__, tuple((f, _value_key(getattr(node, f, None))) for f in node._fields
-                                            if f not in skip)))
-
-
-_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-def _is_docstring(stmt: ast.AST) -> bool:
-    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
-
-
-def _chain(node: ast.AST) -> str | None:
-    """``a.b.c`` for an attribute chain on a name, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return ".".join([node.id, *reversed(parts)])
-    return None
-
-
-def _names(nodes: Iterable[ast.AST], scope: str) -> tuple[frozenset, frozenset]:
-    """(reads, writes) of ``nodes`` (see :class:`Elem`)."""
-    reads: set[str] = set()
-    writes: set[str] = set()
-    nodes = list(nodes)
-    inner, lambda_args = _inner_names(nodes)
-    for node in nodes:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name) and sub.id in inner:
-                continue
-            if isinstance(sub, ast.arg) and id(sub) in lambda_args:
-                continue
-            _note_names(sub, scope, reads, writes)
-    return frozenset(reads), frozenset(writes)
-
-
-def _inner_names(nodes: list[ast.AST]) -> tuple[set[str], set[int]]:
-    """Names bound inside a comprehension or lambda of ``nodes`` (not the function's
-    names), and the ids of the lambdas' ``ast.arg`` nodes."""
-    inner: set[str] = set()
-    for node in nodes:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.comprehension):
-                inner |= {n.id for n in ast.walk(sub.target) if isinstance(n, ast.Name)}
-            elif isinstance(sub, ast.Lambda):
-                inner |= {a.arg for a in ast.walk(sub.args) if isinstance(a, ast.arg)}
-    lambda_args = {id(a) for node in nodes for sub in ast.walk(node) if isinstance(sub, ast.Lambda)
-                   for a in ast.walk(sub.args) if isinstance(a, ast.arg)}
-    return inner, lambda_args
-
-
-def _scoped(chain: str, scope: str) -> str:
-    """A dotted chain as is; a bare name qualified by its scope (``scope::name``)."""
-    return chain if "." in chain else f"{scope}::{chain}"
-
-
-def _stores(node: ast.AST) -> bool:
-    return isinstance(getattr(node, "ctx", None), (ast.Store, ast.Del))
-
-
-def _note_names(sub: ast.AST, scope: str, reads: set[str], writes: set[str]) -> None:
-    """Add what the one node ``sub`` reads and writes (not its children)."""
-    if isinstance(sub, ast.Name):
-        (writes if _stores(sub) else reads).add(f"{scope}::{sub.id}")
-    elif isinstance(sub, ast.Attribute):
-        chain = _chain(sub)
-        if chain is None:
-            return
-        if _stores(sub):
-            writes.add(chain)
-        else:
-            parts = chain.split(".")
-            reads.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
-    elif isinstance(sub, ast.arg):
-        writes.add(f"{scope}::{sub.arg}")
-    elif isinstance(sub, ast.ExceptHandler) and sub.name:
-        writes.add(f"{scope}::{sub.name}")
-    elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-        writes.update(f"{scope}::{(a.asname or a.name).split('.')[0]}" for a in sub.names)
-    else:
-        _note_changed(sub, scope, reads, writes)
-
-
-def _note_changed(sub: ast.AST, scope: str, reads: set[str], writes: set[str]) -> None:
-    """An item or slice stored or deleted, a mutating method called (a write of the
-    container), an augmented assignment (a read of its target)."""
-    if isinstance(sub, ast.Subscript) and _stores(sub):
-        chain = _chain(sub.value)
-        if chain:
-            writes.add(_scoped(chain, scope))
-    elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _MUTATORS:
-        chain = _chain(sub.func.value)
-        if chain:
-            writes.add(_scoped(chain, scope))
-    elif isinstance(sub, ast.AugAssign):
-        chain = _chain(sub.target)
-        if chain:
-            reads.add(_scoped(chain, scope))
-
-
-def _header_nodes(node: ast.AST) -> list[ast.AST]:
-    """The parts of a compound statement outside its blocks."""
-    out: list[ast.AST] = []
-    for f in node._fields:
-        if f in _BLOCKS or f in _SKIP:
-            continue
-        value = getattr(node, f, None)
-        if isinstance(value, ast.AST):
-            out.append(value)
-        elif isinstance(value, list):
-            out += [v for v in value if isinstance(v, ast.AST)]
-    return out
-
-
-def flatten(defn: ast.AST) -> list[Elem]:
-    """The elements of a definition (module docstring), in source order.
-
-    The first element is the definition's own header (kind ``def``)."""
-    out: list[Elem] = []
-
-    def add(kind: str, depth: int, node: ast.AST, key: int, scope: str, names_of: list[ast.AST], inner: str) -> int:
-        line = getattr(node, "lineno", 0) if isinstance(node, ast.AST) else 0
-        end = getattr(node, "end_lineno", line) if isinstance(node, ast.AST) else line
-        if kind in ("def", "head"):
-            body = getattr(node, "body", None)
-            if isinstance(body, list) and body:
-                end = line  # a header's own lines: up to its first body statement
-                first = body[0]
-                end = max(line, getattr(first, "lineno", line) - 1)
-        out.append(Elem(hash((kind, depth, key)), kind, depth, node, line, end, scope,
-                        names_from=(tuple(names_of), inner) if names_of else ()))
-        return len(out) - 1
-
-    def walk_block(stmts: list, depth: int, scope: str) -> None:
-        for stmt in stmts:
-            walk_stmt(stmt, depth, scope)
-
-    def walk_stmt(stmt: ast.AST, depth: int, scope: str) -> None:
-        if isinstance(stmt, _DEFS):
-            inner = f"{scope}.{stmt.name}" if scope else stmt.name
-            # parameters and decorators belong to the header; the name binds in the outer scope
-            idx = add("def", depth, stmt, _node_key(stmt, ("body",)), scope, _header_nodes(stmt), inner)
-            body = stmt.body[1:] if stmt.body and _is_docstring(stmt.body[0]) else stmt.body
-            walk_block(body, depth + 1, inner)
-            out[idx].stop = len(out)
-            return
-        blocks = [f for f in _BLOCKS if isinstance(getattr(stmt, f, None), list) and getattr(stmt, f)]
-        if isinstance(stmt, ast.stmt) and not blocks:
-            idx = add("stmt", depth, stmt, _node_key(stmt), scope, [stmt], scope)
-            out[idx].stop = idx + 1
-            return
-        idx = add("head", depth, stmt, _node_key(stmt, _BLOCKS), scope, _header_nodes(stmt), scope)
-        for f in _BLOCKS:
-            value = getattr(stmt, f, None)
-            if not isinstance(value, list) or not value:
-                continue
-            if f != "body":
-                m = add("block", depth, stmt, hash(f), scope, [], scope)
-                out[m].stop = m + 1
-                out[m].node = stmt  # for line numbers
-            for item in value:
-                if isinstance(item, (ast.ExceptHandler, ast.match_case)):
-                    h = add("head", depth + 1, item, _node_key(item, ("body",)), scope,
-                            _header_nodes(item), scope)
-                    walk_block(item.body, depth + 2, scope)
-                    out[h].stop = len(out)
-                else:
-                    walk_stmt(item, depth + 1, scope)
-        out[idx].stop = len(out)
-
-    if isinstance(defn, _DEFS):
-        walk_stmt(defn, 0, "")
-    else:
-        walk_stmt(defn, 0, "")
-    return out
-
-
-@dataclass(frozen=True)
-class Hunk:
-    """One change between two flattened definitions: base elements ``[i1, i2)`` became
-    other elements ``[j1, j2)``."""
-
-    i1: int
-    i2: int
-    j1: int
-    j2: int
-
-    def touches(self, other: Hunk) -> bool:
-        """True when the two hunks overlap or are adjacent in base positions."""
-        return self.i1 <= other.i2 and other.i1 <= self.i2
-
-
-def hunks(base: Sequence[Elem], other: Sequence[Elem]) -> list[Hunk]:
-    """The element diff base -> other (:class:`difflib.SequenceMatcher`, no junk heuristic)."""
-    sm = difflib.SequenceMatcher(None, [e.key for e in base], [e.key for e in other], autojunk=False)
-    return [Hunk(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in sm.get_opcodes() if tag != "equal"]
 
 
 # ---------------------------------------------------------------------------
@@ -402,7 +135,7 @@ class _Blank(ast.NodeTransformer):
 
 
 def _shape_nodes(e: Elem) -> list[ast.AST]:
-    return [e.node] if e.kind == "stmt" else _header_nodes(e.node) if e.kind in ("head", "def") else []
+    return [e.node] if e.kind == "stmt" else astdiff.header_nodes(e.node) if e.kind in ("head", "def") else []
 
 
 def renamed_locals(base: Sequence[Elem], theirs: Sequence[Elem], u: Hunk) -> dict[str, str] | None:
@@ -565,25 +298,17 @@ def _top_bindings(tree: ast.Module) -> dict[str, list[ast.AST]]:
 
 def _binding_key(node: ast.AST) -> int:
     if isinstance(node, _FUNCS):
-        return _node_key(node.args)  # what a caller relies on: the signature
+        return astdiff.node_key(node.args)  # what a caller relies on: the signature
     if isinstance(node, ast.ClassDef):
-        return _node_key(node, ("body", "decorator_list"))
-    return _node_key(node)
-
-
-@functools.lru_cache(maxsize=64)
-def _module_tree(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except SyntaxError:
-        return None
+        return astdiff.node_key(node, ("body", "decorator_list"))
+    return astdiff.node_key(node)
 
 
 def module_changes(base_text: str, theirs_text: str, relpath: str, names: Iterable[str]) -> dict[str, str]:
     """Module-level ``names`` bound differently in two versions of a module: a ``def``'s
     signature, a class header, an import or an assignment changed, or the binding is
     gone. Returns name -> ``path:line`` in the target (``path`` alone when gone)."""
-    a, b = _module_tree(base_text), _module_tree(theirs_text)
+    a, b = astdiff.module_tree(base_text), astdiff.module_tree(theirs_text)
     if a is None or b is None:
         return {}
     ba, bb = _top_bindings(a), _top_bindings(b)
@@ -679,37 +404,6 @@ def view(base: Side, ours: Side, theirs: Side, qualname: str) -> str:
             + "== upstream's change (base -> theirs)\n" + upstream)
 
 
-def _tops(elems: Sequence[Elem], lo: int, hi: int) -> list[ast.AST]:
-    """The outermost statements among elements ``[lo, hi)`` (an element's extent, ``stop``,
-    skips its descendants: linear, no tree walks)."""
-    nodes: list[ast.AST] = []
-    i = lo
-    while i < hi:
-        e = elems[i]
-        if e.kind in ("stmt", "head", "def"):
-            nodes.append(e.node)
-            i = max(e.stop, i + 1)
-        else:
-            i += 1
-    return nodes
-
-
-def _added(side: Side, hs: Iterable[Hunk], other: Side) -> list[ast.AST]:
-    """Statements ``other`` has in place of ``side``'s elements in the hunks (outermost ones)."""
-    nodes: list[ast.AST] = []
-    for h in sorted(hs, key=lambda h: h.j1):
-        nodes += [n for n in _tops(other.elems, h.j1, h.j2) if not any(n is m for m in nodes)]
-    return nodes
-
-
-def _replaced(base: Side, hs: Iterable[Hunk]) -> list[ast.AST]:
-    """The base statements the hunks replace (outermost first, each once)."""
-    nodes: list[ast.AST] = []
-    for h in sorted(hs, key=lambda h: h.i1):
-        nodes += [n for n in _tops(base.elems, h.i1, h.i2) if not any(n is m for m in nodes)]
-    return nodes
-
-
 def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: str, theirs_module: str) -> dict:
     """The ``threeway`` entry of one drifted definition: findings, a possible upstream
     match (score and both texts), the view."""
@@ -726,9 +420,9 @@ def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: st
     if found:
         u_hunks = hunks(base.elems, theirs.elems)
         near = [u for u in u_hunks if any(u.touches(p) for p in p_hunks)] or u_hunks
-        mine = _added(base, p_hunks, ours)
-        theirs_added = _added(base, near, theirs)
-        replaced = _replaced(base, [*p_hunks, *near])
+        mine = astdiff.added(ours.elems, p_hunks)
+        theirs_added = astdiff.added(theirs.elems, near)
+        replaced = astdiff.replaced(base.elems, [*p_hunks, *near])
         score = meaning.similarity(mine, theirs_added, base=replaced)
         entry["score"] = score
         entry["patch_text"] = meaning.canonical_text(mine)

@@ -16,7 +16,7 @@ The engine (:mod:`patchq.plan.engine`) decides; this module turns its outcomes i
     names which, with ``file:line`` evidence.
 ``possibly-upstreamed`` (blocking)
     an anchor no longer matches and the backward detection finds upstream's change alike
-    the patch's, not provably the same (:mod:`patchq.compat.meaning`): both texts.
+    the patch's, not provably the same (:mod:`patchq.plan.meaning`): both texts.
 ``upstreamed`` from generic detection (not blocking)
     every edit's added statements are already in the release, by statement or by meaning
     (:func:`by_meaning`, the engine's hook), or, backwards, the release's definition
@@ -31,7 +31,6 @@ detection found already in the release; empty when nothing).
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -41,7 +40,6 @@ from patchq.plan.relations import relations_row
 
 if TYPE_CHECKING:
     from patchq.compat.check import PatchCheck
-    from patchq.plan.survival import EditChange
 
 SUPERSEDED = "superseded"
 INTERACTION = "interaction"
@@ -129,89 +127,3 @@ def depends_on_others(rows: Iterable) -> bool:
     """True when a row's outcome came from another patch of the plan (superseded, or an
     interaction): a profile view taken from a larger plan is then not exact."""
     return any(r.status in (SUPERSEDED, INTERACTION) for r in rows)
-
-
-# ---------------------------------------------------------------------------
-# upstream by meaning (forwards): the engine's hook after statement identity
-
-
-def _helper_candidates(ws: engine.Workspace, relpath: str, pristine: ast.AST) -> list:
-    """The release's definitions a patch helper may equal: the edited definition's members
-    and the module's top-level definitions (pristine), each with ``path:line``."""
-    import ast
-
-    from patchq.compat import threeway
-    from patchq.plan.survival import member_names
-
-    out = [(n, f"{relpath}:{getattr(n, 'lineno', 0)}") for defs in member_names(pristine).values() for n in defs]
-    tree = threeway._module_tree(ws.pristine_text.get(relpath, ""))
-    if tree is not None:
-        out += [(n, f"{relpath}:{n.lineno}") for n in tree.body
-                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-    return out
-
-
-def _module_helpers(ws: engine.Workspace, relpath: str) -> list:
-    """Top-level definitions the plan added to ``relpath`` so far (beside an edited one)."""
-    before = ws.pristine_index(relpath) or {}
-    now = ws.index(relpath) or {}
-    out = []
-    for qual in now:
-        if "." not in qual and qual not in before:
-            node = ws.current_node(relpath, qual)
-            if node is not None:
-                out.append(node)
-    return out
-
-
-def by_meaning(ws: engine.Workspace, changes: Iterable[EditChange]) -> None:
-    """Fill ``upstream`` of each change whose added statements are not all found by
-    identity but are in the release's definition by meaning
-    (:func:`patchq.compat.meaning.group_found`, helpers matched by body under another
-    name: :func:`patchq.compat.meaning.helper_renames`). Sets ``meaning`` (evidence
-    lines, score 1.0) on those changes. Sure matches only: a likeness is never upstream."""
-    for ch in changes:
-        if ch.added and not ch.is_upstream and ch.after is not None:
-            _change_by_meaning(ws, ch)
-
-
-def _change_by_meaning(ws: engine.Workspace, ch: EditChange) -> None:
-    """:func:`by_meaning` for one change with added statements (``ch.after`` set)."""
-    from patchq.compat import meaning
-
-    after = ch.after
-    pristine = ws.pristine_node(ch.relpath, ch.qualname)
-    if after is None or pristine is None:
-        return
-    keys = {i.key for i in ch.added}
-    nodes = meaning.added_nodes(after, keys)
-    if not nodes:
-        return
-    renames, group = _renamed_helpers(ws, ch, nodes, pristine)
-    if not group:
-        return
-    evidence = [f"helper `{a}` has the body of upstream's `{b}` ({w})" for a, (b, w) in renames.items()]
-    match = meaning.group_found(group, pristine, ch.relpath, {a: b for a, (b, _) in renames.items()},
-                                keep=lambda a=after, g=group: meaning.reads_outside(a, g),
-                                group_root=after)
-    if match is None:
-        return
-    evidence.append(f"{match.what} ({match.where})")
-    where = match.where
-    ch.upstream = [(item, where) for item in ch.added]
-    ch.meaning = evidence
-
-
-def _renamed_helpers(ws: engine.Workspace, ch: EditChange, nodes: list,
-                     pristine: ast.AST) -> tuple[dict[str, tuple[str, str]], list]:
-    """The added helpers upstream has under another name, as {helper: (upstream's name,
-    why)}, and the rest of the added ``nodes`` (the group to find)."""
-    from patchq.compat import meaning
-
-    names = {i.member for i in ch.added if i.member}
-    helpers = [n for n in nodes if getattr(n, "name", None) in names]
-    helpers += _module_helpers(ws, ch.relpath)
-    renames = meaning.helper_renames(helpers, _helper_candidates(ws, ch.relpath, pristine)) if helpers else {}
-    group = [n for n in nodes if getattr(n, "name", None) not in renames]
-    renames = meaning.used_by(renames, group)  # a helper only a framework calls is no evidence
-    return renames, [n for n in nodes if getattr(n, "name", None) not in renames]

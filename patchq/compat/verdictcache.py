@@ -49,13 +49,13 @@ from pathlib import Path
 from typing import Any
 
 from patchq.model import Patch
-from patchq.vllmdist import cache
+from patchq.vllmdist import cache, releases
 from patchq.vllmdist.sources import CodeSource
 
 FORMAT = 1
 
 _code_digest: str | None = None
-_unreadable: list[str] = []
+_unreadable = releases.UNREADABLE  # the one list (plan/ and vllmdist/ note into it too)
 
 
 def enabled(source: CodeSource) -> bool:
@@ -66,8 +66,9 @@ def enabled(source: CodeSource) -> bool:
 
 def note_unreadable(version: str) -> None:
     """A release the check needed could not be read although it may be readable later
-    (offline, a failed fetch): the check's rows are not stored (module docstring)."""
-    _unreadable.append(version)
+    (offline, a failed fetch): the check's rows are not stored (module docstring;
+    :func:`patchq.vllmdist.releases.note_unreadable`)."""
+    releases.note_unreadable(version)
 
 
 def code_digest() -> str:

@@ -24,7 +24,7 @@ from packaging.version import Version
 
 from patchq.errors import AnchorError
 from patchq.model import AnchorSpec, Patch
-from patchq.plan import survival
+from patchq.plan import astdiff, forward, meaning, survival
 from patchq.plan.anchors import ast_index, fingerprint_ast, locate_definition
 from patchq.vllmdist.sources import CodeSource
 
@@ -55,9 +55,7 @@ def cached_release(version: str) -> CodeSource | None:
         _SOURCES[key] = sources.release_source(version)
         return _SOURCES[key]
     except Exception:  # a broken cache entry must not break a plan
-        from patchq.compat.verdictcache import note_unreadable  # the answer may change: not kept
-
-        note_unreadable(version)
+        releases.note_unreadable(version)  # the answer may change: no verdict kept
         return None
 
 
@@ -170,7 +168,6 @@ def _by_statements(patch: Patch, changes: list, targets: dict, source: CodeSourc
 def _ours_and_helpers(ref_plan, changes) -> tuple[dict[tuple[str, str], ast.AST], list[ast.AST]]:
     """(the patched definitions of the reference plan by (relpath, qualname), the helpers
     the patch added: new top-level definitions and new members)."""
-    from patchq.compat import meaning
 
     ws = ref_plan.workspace
     ours_defs: dict[tuple[str, str], ast.AST] = {}
@@ -198,19 +195,17 @@ def _ours_and_helpers(ref_plan, changes) -> tuple[dict[tuple[str, str], ast.AST]
 
 def _by_meaning(patch: Patch, ref_plan, changes, targets: dict, source: CodeSource, ws,
                 ref_version: str) -> tuple[str, str] | None:
-    """Step 3 of the module docstring, by meaning (:mod:`patchq.compat.meaning`): the
+    """Step 3 of the module docstring, by meaning (:mod:`patchq.plan.meaning`): the
     target's definitions equal what the patch produced up to local names, helper names
     and equivalent constructs, or hold every edit's added statements so -> ``upstreamed``
     (similarity 1.00); else upstream's change to the definition is alike the patch's
-    (:data:`patchq.compat.meaning.POSSIBLE` or more) -> ``possibly-upstreamed`` with both
+    (:data:`patchq.plan.meaning.POSSIBLE` or more) -> ``possibly-upstreamed`` with both
     texts (blocking); else None."""
-    from patchq.compat import meaning
-    from patchq.compat.upstreamed import _helper_candidates
 
     ours_defs, helpers = _ours_and_helpers(ref_plan, changes)
     cands = []
     for (_, _), (t_rel, t_node) in targets.items():
-        cands += _helper_candidates(ws, t_rel, t_node)
+        cands += forward.helper_candidates(ws, t_rel, t_node)
     found_renames = meaning.helper_renames(helpers, cands)
     patch_code = [n for ch in changes if ch.after is not None
                   for n in meaning.added_nodes(ch.after, {i.key for i in ch.added})
@@ -249,14 +244,13 @@ def _alike(changes, targets: dict, renames: dict) -> tuple[list[str], tuple] | N
     (where)``; the best (similarity, the patch's text, upstream's text, where) of the
     others: how alike upstream's change base -> target is to the patch's base -> ours);
     None when an edit has no target or no before/after to compare."""
-    from patchq.compat import meaning, threeway
 
     hits, best = [], (0.0, "", "", "")
     flats: dict[int, list] = {}
 
     def flat(node: ast.AST) -> list:  # edits of one definition share its before and target
         if id(node) not in flats:
-            flats[id(node)] = threeway.flatten(node)
+            flats[id(node)] = astdiff.flatten(node)
         return flats[id(node)]
 
     for ch in changes:
@@ -271,14 +265,12 @@ def _alike(changes, targets: dict, renames: dict) -> tuple[list[str], tuple] | N
             hits.append(f"{ch.anchor}: {match.what} ({match.where})")
             continue
         base_e, ours_e, theirs_e = (flat(n) for n in (ch.before, ch.after, t[1]))
-        p_h = threeway.hunks(base_e, ours_e)
-        u_h = threeway.hunks(base_e, theirs_e)
+        p_h = astdiff.hunks(base_e, ours_e)
+        u_h = astdiff.hunks(base_e, theirs_e)
         near = [u for u in u_h if any(u.touches(p) for p in p_h)] or u_h
-        mine = threeway._added(threeway.Side("", ch.relpath, ch.before, ""), p_h,
-                               threeway.Side("", ch.relpath, ch.after, "", ours_e))
-        theirs = threeway._added(threeway.Side("", ch.relpath, ch.before, ""), near,
-                                 threeway.Side("", t[0], t[1], "", theirs_e))
-        replaced = threeway._replaced(threeway.Side("", ch.relpath, ch.before, "", base_e), [*p_h, *near])
+        mine = astdiff.added(ours_e, p_h)
+        theirs = astdiff.added(theirs_e, near)
+        replaced = astdiff.replaced(base_e, [*p_h, *near])
         score = meaning.similarity(mine, theirs, renames, base=replaced)
         if score > best[0]:
             where = ", ".join(f"{t[0]}:{theirs_e[u.j1].line}" for u in near if u.j2 > u.j1)[:120]

@@ -44,7 +44,7 @@ import libcst as cst
 from patchq.edits import EditContext, add_sentinel
 from patchq.errors import AnchorError
 from patchq.model import MODULE_QUALNAME, AnchorSpec, Patch
-from patchq.plan import definitions, survival, validate
+from patchq.plan import definitions, forward, survival, validate
 from patchq.plan.anchors import (
     Pattern,
     Segment,
@@ -645,16 +645,14 @@ def _detect_upstream(ws: Workspace, changes: list[survival.EditChange]) -> None:
         pristine = _pristine_def(ws, ch.relpath, ch.qualname)
         if pristine is not None and ch.added:
             ch.upstream = survival.upstream_items(ch, pristine, ch.relpath)
-    from patchq.compat import upstreamed  # hook: the same change in another form (by meaning)
-
-    upstreamed.by_meaning(ws, changes)
+    forward.by_meaning(ws, changes)  # the same change in another form
 
 
 def upstream_evidence(changes: list[survival.EditChange]) -> str:
     """``anchor: `stmt` (path:line), ...`` for the upstream items of ``changes``."""
     parts = []
     for ch in changes:
-        if getattr(ch, "meaning", None):  # found by meaning (compat/upstreamed.py by_meaning)
+        if getattr(ch, "meaning", None):  # found by meaning (plan/forward.py by_meaning)
             parts.append(f"{ch.anchor}: by meaning, similarity 1.00: {'; '.join(ch.meaning)}")
             continue
         for item, where in ch.upstream:

@@ -76,7 +76,7 @@ class EditChange:
     before: ast.AST | None = field(default=None, repr=False, compare=False)
     after: ast.AST | None = field(default=None, repr=False, compare=False)
     #: evidence when the added items were found upstream by meaning
-    #: (:func:`patchq.compat.upstreamed.by_meaning`); empty when not
+    #: (:func:`patchq.plan.forward.by_meaning`); empty when not
     meaning: list[str] = field(default_factory=list, repr=False, compare=False)
 
     @property

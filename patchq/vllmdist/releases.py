@@ -76,6 +76,8 @@ __all__ = [
     "tree_info",
     "cached_releases",
     "build_date",
+    "note_unreadable",
+    "UNREADABLE",
     "SIMPLE_INDEX_URL",
     "PLATFORMS",
 ]
@@ -112,6 +114,17 @@ _SPEC_OPERATOR = re.compile(r"^\s*(===|~=|==|!=|<=|>=|<|>)")
 
 
 # --------------------------------------------------------------------------- cache
+
+
+#: Releases this process needed but could not read, though they may be readable later
+#: (offline, a failed fetch, a damaged cache entry): a verdict that depended on one is not
+#: kept (:mod:`patchq.compat.verdictcache`). Cleared by whoever starts a new computation.
+UNREADABLE: list[str] = []
+
+
+def note_unreadable(version: str) -> None:
+    """Note that the release ``version`` was needed and could not be read (:data:`UNREADABLE`)."""
+    UNREADABLE.append(version)
 
 
 def cache_dir() -> Path:

@@ -1,6 +1,6 @@
 """patchq.compat.threeway: the three-way drift rules, on small parsed definitions (no release:
 the rules are pure functions of the three definitions). Detection by meaning is
-tests/compat/test_meaning.py's."""
+tests/plan/test_meaning.py's."""
 
 from __future__ import annotations
 

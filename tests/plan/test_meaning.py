@@ -1,4 +1,4 @@
-"""patchq.compat.meaning: upstream detection by normalized AST, on small parsed definitions
+"""patchq.plan.meaning: upstream detection by normalized AST, on small parsed definitions
 (no release: the rules are pure functions of the definitions)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from patchq.compat import meaning
+from patchq.plan import meaning
 
 
 def stmts(code: str) -> list[ast.stmt]:
