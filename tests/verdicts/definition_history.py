@@ -1,4 +1,4 @@
-"""Print one vLLM definition across cached releases, for reading a corpus cell's truth.
+r"""Print one vLLM definition across cached releases, for reading a corpus cell's truth.
 
     python tests/verdicts/definition_history.py vllm/v1/worker/utils.py bind_kv_cache
     python tests/verdicts/definition_history.py vllm/config/scheduler.py SchedulerConfig.__post_init__ --from 0.20.0
@@ -10,8 +10,9 @@ Releases with the same text (comments and formatting included) are grouped; betw
 groups the unified diff is printed, with the line numbers of the release's file. Where
 the file or the definition is missing the release says so (a rewrite may have moved it:
 search the release tree). ``--block REGEX`` narrows the definition to the statement whose
-first line matches (that line and the lines indented under it). ``--grep`` lists, per release, the file's lines that match a
-regular expression instead (where a name is set, sized or read outside the definition).
+first line matches (that line and the lines indented under it). ``--grep`` lists, per release,
+the file's lines that match a regular expression instead (where a name is set, sized or read
+outside the definition).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import ast
 import difflib
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -123,4 +125,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
     main()
