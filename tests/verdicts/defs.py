@@ -3,6 +3,8 @@
     python tests/verdicts/defs.py vllm/v1/core/sched/scheduler.py Scheduler._free_request
     python tests/verdicts/defs.py vllm/logger.py '<module>' --releases 0.25.1,0.34.0
     python tests/verdicts/defs.py vllm/x.py Cls.method --find 'pattern'
+    python tests/verdicts/defs.py vllm/config/speculative.py SpeculativeConfig.__post_init__ --block 'if self.method in'
+    python tests/verdicts/defs.py vllm/v1/worker/utils.py --grep kv_cache
 
 The definition (``Cls.method``, nested functions too: ``Cls.method.inner``) is read from
 each release's tree (:func:`patchq.vllmdist.releases.release_tree`). Releases whose
@@ -10,7 +12,10 @@ text is identical are grouped; the first text is printed whole, then the unified
 from each distinct text to the next, its hunk headers in *file* line numbers, so a
 reason can cite ``file:line`` directly. ``<module>`` is the module's own statements,
 every def/class body elided to ``...``. ``--find REGEX`` lists, per release, the files
-under ``vllm/`` with a matching line (where a definition went when it is gone).
+under ``vllm/`` with a matching line (where a definition went when it is gone); ``--grep
+REGEX`` lists the matching lines of FILE itself per release (where a name is set, sized or
+read outside the definition); ``--block REGEX`` narrows the definition to the statement
+whose first line matches (that line and the lines indented under it).
 """
 
 from __future__ import annotations
@@ -65,6 +70,21 @@ def _body_defs(node: ast.AST) -> list:
     return out
 
 
+def block(text: str, start: int, pattern: str) -> tuple[str, int] | str:
+    """(text, first line) of the first statement in ``text`` (which starts at file line
+    ``start``) whose first line matches ``pattern``, with the lines indented under it."""
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if re.search(pattern, line):
+            indent = len(line) - len(line.lstrip())
+            j = i + 1
+            while j < len(lines) and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > indent
+                                      or lines[j].lstrip().startswith(")")):
+                j += 1
+            return "".join(lines[i:j]), start + i
+    return "no-block"
+
+
 def text_of(path: Path, qualname: str) -> tuple[str, int] | str:
     """(text, first line) of the definition in ``path``, or a one-word reason it is not there."""
     if not path.is_file():
@@ -100,11 +120,14 @@ def _renumber(diff: list[str], old_start: int, new_start: int) -> list[str]:
     return out
 
 
-def show(rel: str, qualname: str, versions: list[str]) -> None:
-    """Print the grouped texts and the diffs between consecutive distinct ones."""
+def show(rel: str, qualname: str, versions: list[str], narrow: str | None = None) -> None:
+    """Print the grouped texts and the diffs between consecutive distinct ones (only the
+    statement matching ``narrow`` when given)."""
     groups: list[tuple[list[str], tuple[str, int] | str]] = []
     for v in versions:
         got = text_of(releases.release_tree(v) / rel, qualname)
+        if narrow and not isinstance(got, str):
+            got = block(got[0], got[1], narrow)
         key = got if isinstance(got, str) else got[0]
         last = groups[-1][1] if groups else None
         lastkey = last if isinstance(last, str) or last is None else last[0]
@@ -147,20 +170,37 @@ def find(pattern: str, versions: list[str]) -> None:
         print(f"{v}: {' '.join(hits) or '-'}")
 
 
+def grep(rel: str, pattern: str, versions: list[str]) -> None:
+    """Per release, the lines of ``rel`` matching ``pattern`` (line: text)."""
+    rx = re.compile(pattern)
+    for v in versions:
+        path = releases.release_tree(v) / rel
+        if not path.is_file():
+            print(f"== {v}\n  (no file)")
+            continue
+        hits = [f"{n}: {line.rstrip()}" for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                if rx.search(line)]
+        print(f"== {v}\n  " + "\n  ".join(hits or ["(no match)"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file", nargs="?", help="path under the release tree, e.g. vllm/v1/worker/gpu_model_runner.py")
     ap.add_argument("qualname", nargs="?", help="Cls.method, a function, or <module>")
     ap.add_argument("--releases", default=DEFAULT, help="comma-separated versions (default: the corpus's)")
     ap.add_argument("--find", metavar="REGEX", help="list matching lines per release instead")
+    ap.add_argument("--grep", metavar="REGEX", help="list FILE's lines matching REGEX per release instead")
+    ap.add_argument("--block", metavar="REGEX", help="only the statement whose first line matches REGEX")
     args = ap.parse_args(argv)
     versions = [v.strip() for v in args.releases.split(",") if v.strip()]
     if args.find:
         find(args.find, versions)
+    elif args.file and args.grep:
+        grep(args.file, args.grep, versions)
     elif args.file and args.qualname:
-        show(args.file, args.qualname, versions)
+        show(args.file, args.qualname, versions, args.block)
     else:
-        ap.error("give FILE QUALNAME, or --find REGEX")
+        ap.error("give FILE QUALNAME, FILE --grep REGEX, or --find REGEX")
     return 0
 
 
