@@ -13,9 +13,12 @@ Truth classes and the verdicts that match them:
 ``upstreamed`` the release does what the patch does: ``upstreamed``.
 ``conflict``   the patch cannot apply: ``conflict``, ``gone`` or ``moved`` (blocking).
 
-A **false apply** is a non-blocking verdict where the truth is ``review``, ``upstreamed``
-or ``conflict`` (applying would drop or duplicate upstream behaviour); a **false
-conflict** is a blocking verdict where the truth is ``apply``.
+A **false apply** is a non-blocking verdict that does not match the truth (``review`` or
+``conflict``, or ``upstreamed`` called anything but ``upstreamed``: applying would drop or
+duplicate upstream behaviour); a **false block** is a blocking verdict where the truth is
+``apply`` or ``upstreamed`` (a review nobody needed: applying is right, or the patch can be
+dropped), as issue 35 counts them; a **false conflict** is the narrower blocking verdict
+where the truth is ``apply``.
 
 ``python tests/verdicts/verdict_corpus.py`` prints the per-stack tables and per-cell tables in
 Markdown (what ``docs/verdicts.md`` holds).
@@ -58,7 +61,7 @@ def truth(stack: str) -> dict:
 
 def evaluate(stack: str) -> list[dict]:
     """Every cell of ``stack``: {patch, version, truth, reason, status, blocking, verdict
-    reason, match, false_apply, false_conflict, names_lines}, in truth-file order."""
+    reason, match, false_apply, false_block, false_conflict, names_lines}, in truth-file order."""
     from patchq import series
     from patchq.compat import check
     from patchq.vllmdist import sources
@@ -80,28 +83,37 @@ def evaluate(stack: str) -> list[dict]:
             out.append({"patch": pid, "version": v, "truth": cell["truth"], "why": cell["reason"],
                         "status": r.status, "blocking": r.blocking, "reason": r.reason, "match": ok,
                         "false_apply": not r.blocking and cell["truth"] != "apply" and not ok,
+                        "false_block": r.blocking and cell["truth"] in ("apply", "upstreamed"),
                         "false_conflict": r.blocking and cell["truth"] == "apply",
                         "names_lines": (not r.blocking) or bool(WHERE.search(r.reason))})
     return out
 
 
 def summary(cells: list[dict]) -> dict:
-    """cells, matches, false applies, false conflicts, blocking verdicts without upstream lines."""
+    """cells, matches, false applies, false blocks, false conflicts, blocking verdicts without
+    upstream lines."""
     return {"cells": len(cells), "matches": sum(c["match"] for c in cells),
             "false_applies": sum(c["false_apply"] for c in cells),
+            "false_blocks": sum(c["false_block"] for c in cells),
             "false_conflicts": sum(c["false_conflict"] for c in cells),
             "unnamed_blocking": sum(not c["names_lines"] for c in cells)}
 
 
 def markdown() -> str:
     """The per-stack table, then one per-cell table per stack."""
-    lines = ["| stack | cells | matches | false applies | false conflicts | blocking without upstream lines |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| stack | cells | matches | false applies | false blocks | of which truth apply | "
+             "blocking without upstream lines |",
+             "|---|---|---|---|---|---|---|"]
     per = {s: evaluate(s) for s in stacks()}
     for s, cells in per.items():
         m = summary(cells)
-        lines.append(f"| {s} | {m['cells']} | {m['matches']} | {m['false_applies']} | {m['false_conflicts']} | "
+        lines.append(f"| {s} | {m['cells']} | {m['matches']} | {m['false_applies']} | {m['false_blocks']} | "
+                     f"{m['false_conflicts']} | "
                      f"{m['unnamed_blocking']} |")
+    m = summary([c for cells in per.values() for c in cells])
+    lines.append(f"| **all {len(per)}** | **{m['cells']}** | **{m['matches']}** | **{m['false_applies']}** | "
+                 f"**{m['false_blocks']}** ({100 * m['false_blocks'] / max(m['cells'], 1):.1f}%) | "
+                 f"{m['false_conflicts']} | {m['unnamed_blocking']} |")
     for s, cells in per.items():
         lines += ["", f"### {s}", "", "| patch | release | truth | verdict | match | why (truth) |",
                   "|---|---|---|---|---|---|"]
