@@ -97,6 +97,7 @@ def _op_context(block: Sequence[cst.CSTNode], i: int, j: int) -> dict:
 #: own body; index of the block among that statement's blocks: ``if`` 0, ``else`` 1, ...)
 Owner = tuple[str | None, int]
 
+
 def _emit(ops: list[Op], a: Sequence[cst.CSTNode], i: int, j: int, new: Sequence[cst.CSTNode],
           owner: Owner = (None, 0), module: bool = False) -> Emitted:
     new_src = "".join(stmt_text(s) for s in new)
