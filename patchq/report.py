@@ -454,7 +454,10 @@ def _rebase_unit_lines(u: dict) -> list[str]:
     up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
     merged = "resolved by hand" if u["resolution"] == "resolved" else u["merge"]
     line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {merged}"
-    if u["conflicts"]:
+    if u.get("by_structure"):
+        line += (f" by structure (git merge-file: {u['conflicts']} conflict block(s) on lines next to the "
+                 f"patch's; its statement operations found their places)")
+    elif u["conflicts"]:
         line += f" ({u['conflicts']} conflict block(s))"
     if u["transform"]:
         line += f"; transform {u['transform'].replace('-', ' ')}"

@@ -15,13 +15,24 @@ normalized AST (:func:`patchq.plan.anchors.ast_match`), never by line number:
 ``{"op": "replace", "old": SRC, "new": SRC, "after": PAT|None, "before": PAT|None}``
     the run of statements ``old`` becomes ``new`` (``""``: deleted); ``after``/``before``
     are the neighbouring statements (a compound one reduced to its header, ``...`` for
-    each block) that tell alike places apart.
+    each block) that tell alike places apart. A run that starts with a string statement
+    and has nothing before it (``after`` None) and is not there as recorded is the
+    definition's docstring, whatever its text (fingerprints leave docstrings out).
 ``{"op": "insert", "new": SRC, "after": PAT|None, "before": PAT|None}``
-    ``new`` goes between the siblings matching ``after`` and ``before``. With ``"at":
+    ``new`` goes between the siblings matching ``after`` and ``before`` (both; else the one
+    that is unique). With ``"at": "top"`` it goes at the top of the definition's body, after
+    its docstring if it has one, whatever its neighbours are now. With ``"at":
     "start"|"end"``, ``"block": HEADER|None`` and ``"branch": N`` it is a block
     prepend/append: the block is the ``N``-th block of the compound statement whose header
     matches ``HEADER`` (None: the definition's own body), so it still applies when the
-    first/last statement of that block changed.
+    first/last statement of that block changed; when no block has that header any more
+    (upstream changed the condition), the block of the same kind and branch whose
+    first/last statement matches ``before``/``after``. With ``"under": true`` the inserted
+    block goes under the comment and blank lines above the statement after it (they move
+    to its top).
+``new`` (on replace/insert)
+    may end with comment and blank lines: they go above the statement after the place (a
+    blank line after an inserted block, PEP 8 style).
 ``"nth": K, "of": N`` (on replace/insert)
     the statement occurs N times alike (same neighbours): the K-th of them in source
     order; where they are not N any more the operation refuses (never a guess).
@@ -39,6 +50,11 @@ normalized AST (:func:`patchq.plan.anchors.ast_match`), never by line number:
 Every ``SRC`` is source at column 0; comment lines above a statement belong to it. An
 operation that finds no place, or several where none was recorded, raises
 :class:`patchq.errors.AnchorError` (the patch fails with kind ``conflict``).
+
+Operations written by an earlier patchq load unchanged and mean what they meant: an
+insertion it recorded as a ``replace`` of the statement after it (a blank line followed
+the insertion) is read as that insertion, applied as recorded wherever the replace places
+(:mod:`patchq.plan.legacyops`).
 """
 
 from __future__ import annotations

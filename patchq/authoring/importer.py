@@ -14,9 +14,11 @@
    classes nest, nested functions do not): removed lines by the pristine file, added
    lines by the patched one (a definition new in the patch counts as its parent's
    change). A hunk outside every definition is *module level*.
-5. **Node-scoped changes**: for each touched definition (the outermost, when a class and
-   one of its methods are both touched) :func:`patchq.plan.stmtpatch.diff_definition` gives
-   the statement operations. Module-level insertions are anchored to the nearest
+5. **Node-scoped changes**: for each touched definition :func:`patchq.plan.stmtpatch.diff_definition`
+   gives the statement operations; when a class and one of its methods are both touched,
+   the method is an anchor of its own and the class's operations are its own statements
+   (computed with the method already changed), so a change of the method is found in the
+   method and fingerprinted there. Module-level insertions are anchored to the nearest
    definition by structure: right before the definition that follows them, else right
    after the one before them; when neither neighbour is a definition (e.g. an import
    in the middle of the imports) they go before the next definition and are reported as
@@ -258,10 +260,17 @@ def hunk_levels(hunks: list[HunkInfo], anchors: list) -> None:
 
 
 def _outermost(qualnames: list[str]) -> list[str]:
-    """The qualnames not nested in another of them, each once (two hunks in one definition
-    are one anchor: a second anchor would apply the same operations twice)."""
+    """The qualnames not nested in another of them, each once."""
     unique = list(dict.fromkeys(qualnames))
     return [q for q in unique if not any(q.startswith(o + ".") for o in unique if o != q)]
+
+
+def _touched(qualnames: list[str]) -> list[str]:
+    """The definitions the hunks touch, each once, innermost first: every changed definition
+    is an anchor of its own (a changed method is anchored on the method, not on its class:
+    issue 37, item 7), and a class whose own statements changed is anchored for those."""
+    unique = list(dict.fromkeys(qualnames))
+    return sorted(unique, key=lambda q: -q.count("."))
 
 
 # --------------------------------------------------------------------------- module level
@@ -292,7 +301,7 @@ def module_anchor(relpath: str, pristine: str, patched: str, definition_anchors:
     Raises:
         ImportRefused: the operations do not reproduce the patched module exactly.
     """
-    middle = _with_definitions(pristine, patched, relpath, [a.qualname for a in definition_anchors])
+    middle = _with_definitions(pristine, patched, relpath, _outermost([a.qualname for a in definition_anchors]))
     ops = stmtpatch.diff_module(cst.parse_module(middle), cst.parse_module(patched))
     if not ops and middle != patched:
         raise ImportRefused(f"{relpath}: the module-level change cannot be expressed as statement operations on "
@@ -401,20 +410,32 @@ def _anchor_definitions(plan: ImportPlan, relpath: str, pristine: str, patched: 
     Raises:
         ImportRefused: a touched definition is not defined exactly once on both sides.
     """
-    touched = _outermost([q for i in infos for q in i.qualnames if q])
+    touched = _touched([q for i in infos for q in i.qualnames if q])
     old_index, new_index = ast_index(pristine), ast_index(patched)
     for q in touched:
         if len(old_index.get(q, [])) != 1 or len(new_index.get(q, [])) != 1:
             raise ImportRefused(f"{relpath}: {q} is not defined exactly once in the pristine and the "
                                 f"patched file (conditional definitions): cannot anchor it")
-        old_seg = cut_segment(pristine, relpath, q, old_index[q][0])
+        pristine_seg = cut_segment(pristine, relpath, q, old_index[q][0])
+        inner = _outermost([t for t in touched if t.startswith(q + ".")])  # changed by their own anchors first
+        old_seg = pristine_seg
+        if inner:
+            before = _with_definitions(pristine, patched, relpath, inner)
+            old_seg = cut_segment(before, relpath, q, ast_index(before)[q][0])
         new_seg = cut_segment(patched, relpath, q, new_index[q][0])
+        if old_seg.def_text == new_seg.def_text:
+            continue  # only its inner definitions changed
         ops = stmtpatch.diff_definition(old_seg.node, new_seg.node)
+        fp = fingerprint(pristine_seg.node)
         if any(o["op"] == "definition" for o in ops):
             plan.notes.append(f"{q}: replaced as a whole: no statement, expression or block operation "
                               f"reproduces the patched text exactly; it applies only where {q} is unchanged "
-                              f"(fingerprint {fingerprint(old_seg.node)})")
-        plan.anchors.append(AnchorOut(_anchor_id(q, taken), relpath, q, fingerprint(old_seg.node), ops))
+                              f"(fingerprint {fp})")
+            if inner:  # the whole definition, inner ones included, as one anchor
+                ops = stmtpatch.diff_definition(pristine_seg.node, new_seg.node)
+                plan.anchors[:] = [a for a in plan.anchors
+                                   if not (a.relpath == relpath and a.qualname.startswith(q + "."))]
+        plan.anchors.append(AnchorOut(_anchor_id(q, taken), relpath, q, fp, ops))
 
 
 def build(diff_text: str, patch_id: str, release: str | None = None, source_name: str = "") -> ImportPlan:

@@ -198,6 +198,9 @@ class UnitRebase:
         transform_text: the transform's definition at the target (sentinels left out).
         reason: one line for anything not clean.
         files: work files written for this unit.
+        by_structure: git merge-file conflicted, and the merge is the transform's result:
+            its edits are statement operations, which found their places at the target by
+            structure (:func:`_statement_ops_only`).
     """
 
     qualname: str
@@ -219,6 +222,7 @@ class UnitRebase:
     reason: str = ""
     files: list[str] = field(default_factory=list)
     target_span: tuple[int, int] | None = None
+    by_structure: bool = False
 
 
 @dataclass
@@ -418,7 +422,25 @@ def _merge_unit(res: PatchRebase, unit: UnitRebase, sides: _Sides, target_texts:
             unit.merged, unit.merge, unit.resolution = resolved.read_text(encoding="utf-8"), CLEAN, "resolved"
             unit.reason = f"{unit.conflicts} conflict(s) in {q}, resolved by hand in {resolved}"
     _check_transform(unit, theirs, sides.rt, sides.plan_t)
+    if unit.merge == CONFLICT and unit.transform_text is not None and _statement_ops_only(res.variant_obj, unit):
+        unit.merged, unit.merge, unit.transform, unit.by_structure = unit.transform_text, CLEAN, "carries-forward", True
     return True
+
+
+def _statement_ops_only(variant: Variant | None, unit: UnitRebase) -> bool:
+    """True when every edit of the unit is statement operations (:func:`patchq.statements.statement_edit`).
+
+    Such a transform that applies at the target is a three-way merge by structure: each
+    statement it replaces or removes was found there as the patch recorded it (normalized
+    AST), each insertion by its block or its neighbours, and every other statement of the
+    target is kept. git merge-file's conflicts on it are lines next to the patch's, which a
+    line merge cannot order (an insert at the top of a body whose docstring and first
+    statement both changed: issue 35, class 1c); whether upstream's change there matters is
+    ``check``'s three-way verdict.
+    """
+    if variant is None:
+        return False
+    return all(hasattr(variant.edits.get(a), "statement_ops") for a in unit.anchors)
 
 
 def _check_parses(res: PatchRebase, target_texts: dict[str, str]) -> None:

@@ -380,3 +380,58 @@ def _after_docstring(text: str, line: str) -> str:
     end = tree.body[0].end_lineno if tree.body and isinstance(tree.body[0], ast.Expr) else 0
     lines = text.splitlines(keepends=True)
     return "".join(lines[:end]) + "\n" + line + "".join(lines[end:])
+
+
+class _PatchArguments(cst.CSTTransformer):
+    """Set keyword arguments of the ``patch(...)`` call that ``PATCH = `` assigns."""
+
+    def __init__(self, values: dict[str, cst.BaseExpression]) -> None:
+        self.values = values
+        self.hits = 0
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        call = updated.value
+        if not (len(updated.targets) == 1 and isinstance(updated.targets[0].target, cst.Name)
+                and updated.targets[0].target.value == "PATCH" and isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Name) and call.func.value == "patch"):
+            return updated
+        self.hits += 1
+        args = list(call.args)
+        for name, value in self.values.items():
+            at = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == name), None)
+            if at is not None:
+                args[at] = args[at].with_changes(value=value)
+                continue
+            where = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == "variants"),
+                         len(args))
+            like = args[where - 1] if where else (args[0] if args else None)
+            new = cst.Arg(keyword=cst.Name(name), value=value, equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            if like is not None and like.comma is not cst.MaybeSentinel.DEFAULT:
+                new = new.with_changes(comma=like.comma)
+            elif where == len(args) and args:  # the last argument gets a comma before the new one
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.insert(where, new)
+        return updated.with_changes(value=call.with_changes(args=args))
+
+
+def set_patch_arguments(path: Path, values: dict[str, str | list[str]], *, write: bool = True,
+                        txn: Transaction | None = None) -> str:
+    """Set keyword arguments of ``PATCH = patch(...)`` in ``series/<patch>.py`` (a string or
+    a list of strings each: ``summary``, ``runtime_names``...), the rest of the file as it
+    is (written atomically, or staged in the :class:`~patchq.authoring.repowrite.Transaction`
+    ``txn``). An argument the call lacks is added before ``variants=``.
+
+    Returns:
+        The new text.
+    Raises:
+        SeriesError: no ``PATCH = patch(...)``, or more than one.
+    """
+    text = _read(Path(path), txn)
+    tr = _PatchArguments({k: cst.parse_expression(repr(v)) for k, v in values.items()})
+    new = cst.parse_module(text).visit(tr).code
+    if tr.hits != 1:
+        raise SeriesError(f"{path}: expected one `PATCH = patch(...)`, found {tr.hits}")
+    if write and new != text:
+        _write(Path(path), new, txn)
+    return new

@@ -383,6 +383,9 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
     with repowrite.series_transaction(series, f"patchq record {patch_id}") as txn:
         if old is not None and covering is not None:
             written, variant = _write_variant(plan, series, old, covering, action, mode, txn)
+        elif old is not None and old.variants and old.variants[0].kind == "edit":
+            written = _replace_edits(plan, series, old, summary, mode, txn)
+            variant = {"action": action, "range": f">={plan.release}", "capped": None}
         else:
             written = importer.write_verified(plan, series, summary, replaces, "the edit",
                                               after_write=_keeper(series, patch_id) if replaces else None, txn=txn)
@@ -631,6 +634,50 @@ def _write_variant(plan: ImportPlan, series: Series, old: Patch, covering: Varia
     return [str(mod), str(path)], variant
 
 
+def _replace_edits(plan: ImportPlan, series: Series, old: Patch, summary: str | None, mode: str,
+                   txn: Transaction) -> list[str]:
+    """Write the edit ``plan`` as the edits of ``old``, a patch that starts at the edit's
+    release with one edit variant (``replaced``): the variant's statement operations change
+    in ``series/<id>.py`` (:func:`patchq.authoring.seriesedit.replace_variant_edits`), and
+    everything else the user wrote stays: summary (unless ``summary`` is given), why,
+    upstream links, applies-range, relations, comments; ``runtime_names`` gains the names the
+    edit needs and the patch did not declare. ``anchors/<id>.toml`` gets the edit's anchors,
+    with the fingerprints and the ``[reviews]`` the old anchors of the same definitions had.
+    Staged in ``txn``, landed, then verified: the patch must give exactly the edit.
+
+    Returns:
+        The written paths.
+    Raises:
+        ImportRefused: the written patch does not reproduce the edit (``txn`` rolls back).
+    """
+    from packaging.version import Version
+
+    from patchq.authoring import importer, seriesedit
+    from patchq.errors import ImportRefused
+    from patchq.series import module_file
+
+    mod, path = module_file(series.root, old.id), series.anchors_root / f"{old.id}.toml"
+    keep = _keeper(series, old.id)
+    seriesedit.replace_variant_edits(mod, old.variants[0].applies, Version(plan.release),
+                                     {a.anchor_id: a.ops for a in plan.anchors},
+                                     f"recorded by `patchq record` from the {mode} edit", txn=txn)
+    values: dict[str, str | list[str]] = {"summary": summary} if summary else {}
+    more = [n for n in plan.runtime_names if n not in old.runtime_names]
+    if more:
+        values["runtime_names"] = [*old.runtime_names, *more]
+    if values:
+        seriesedit.set_patch_arguments(mod, values, txn=txn)
+    txn.write(path, importer.render_anchors(plan))
+    if keep is not None:
+        keep(txn)
+    txn.apply()
+    ok, why = importer.verify(plan, Series(series.root, series.anchors_root, series.profiles, {}))
+    if not ok:
+        raise ImportRefused(f"the written patch does not reproduce the edit on vllm {plan.release} "
+                            f"(nothing written): {why}")
+    return [str(mod), str(path)]
+
+
 def _settle(series: Series, target: CodeSource, profile: str, mode: str, rels: list[str],
             apply: bool | None) -> dict:
     """Make the environment consistent after recording (see module docstring): restore, then apply."""
@@ -750,8 +797,8 @@ def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn: Transactio
 
     tomllib = toml_module()
 
-    old = {t.get("qualname"): t.get("fingerprints", {})
-           for t in tomllib.loads(old_text).get("anchors", {}).values()}
+    old_data = tomllib.loads(old_text)
+    old = {t.get("qualname"): t.get("fingerprints", {}) for t in old_data.get("anchors", {}).values()}
     new_text = (txn.staged(path) or b"").decode("utf-8")
     data = tomllib.loads(new_text)
     changed = False
@@ -762,5 +809,11 @@ def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn: Transactio
             table["fingerprints"] = fingerprints.merged(kept, table.get("fingerprints", {}),
                                                         table.get("fingerprints", {}))
             changed = True
+    versions = {v for table in data.get("anchors", {}).values() for v in table.get("fingerprints", {})}
+    reviews = {v: r for v, r in old_data.get("reviews", {}).items() if v in versions}
+    if reviews:  # who reviewed a release the kept fingerprints still record
+        data["reviews"] = {**reviews, **data.get("reviews", {})}
+        data["format"] = max(2, int(data.get("format", 1)))
+        changed = True
     if changed:
         txn.write(path, fingerprints.rewrite(patch_id, new_text, data))

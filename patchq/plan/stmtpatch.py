@@ -10,7 +10,9 @@ list of *operations*, plain dicts that ``series/<patch>.py`` stores as literals:
     the run of statements ``old`` (matched by normalized AST, anywhere in the
     definition, as consecutive siblings) becomes ``new`` (``""``: deleted);
 ``{"op": "insert", "new": SRC, "after": PAT|None, "before": PAT|None}``
-    ``new`` goes between the sibling statements matching ``after`` and ``before``;
+    ``new`` goes between the sibling statements matching ``after`` and ``before``
+    (``"at": "top"``: at the top of the definition's body, after its docstring;
+    ``"at": "start"|"end"``: a block prepend/append, :mod:`patchq.statements`);
 ``{"op": "header", "old": SRC, "new": SRC}``
     the definition's own decorators/signature change (body kept);
 ``{"op": "definition", "fingerprint": FP, "new": SRC}``
@@ -21,6 +23,10 @@ list of *operations*, plain dicts that ``series/<patch>.py`` stores as literals:
     module-level statements placed right before/after the anchored definition; for
     ``before``, ``gap`` blank lines separate them from the definition (the blank lines
     above the inserted block are the ones already above the definition, outside it).
+
+Statements are compared without the comment and blank lines above them
+(:func:`code_text`), so an insertion is an insertion whatever blank lines or comments
+surround it: lines that changed above the statement after it belong to it (:func:`absorb`).
 
 ``after``/``before`` are the neighbouring statements' patterns (a compound statement is
 reduced to its header, ``...`` standing for each block), so an operation finds its place
@@ -36,72 +42,30 @@ from __future__ import annotations
 import ast
 import difflib
 from collections.abc import Callable, Sequence
-from typing import cast
 
 import libcst as cst
 
 from patchq.errors import AnchorError
-from patchq.plan.anchors import ast_match, fingerprint, node_code
+from patchq.plan import legacyops
+from patchq.plan.anchors import ast_match, fingerprint, node_code  # noqa: F401 - node_code re-exported
+from patchq.plan.stmtviews import (  # noqa: F401 - re-exported: series and patchq.statements import them from here
+    Emitted,
+    absorb,
+    all_blocks,
+    code_text,
+    header_text,
+    is_docstring,
+    leading,
+    lines_text,
+    parse_statements,
+    parse_with_tail,
+    stmt_text,
+    sub_blocks,
+)
 
 DefNode = cst.FunctionDef | cst.ClassDef
 Op = dict
 
-_ELLIPSIS = cst.SimpleStatementLine(body=[cst.Expr(cst.Ellipsis())])
-
-
-# --------------------------------------------------------------------------- statement views
-
-
-class _Blocks(cst.CSTVisitor):
-    """IndentedBlocks under a node; ``depth1`` stops at the first level."""
-
-    def __init__(self, depth1: bool) -> None:
-        self.depth1 = depth1
-        self.found: list[cst.IndentedBlock] = []
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
-        self.found.append(node)
-        return not self.depth1
-
-
-def sub_blocks(stmt: cst.CSTNode) -> list[cst.IndentedBlock]:
-    """The blocks directly under a compound statement (body, elif/else, handlers...), in order."""
-    v = _Blocks(depth1=True)
-    stmt.visit(v)
-    return v.found
-
-
-def all_blocks(defn: cst.CSTNode) -> list[cst.IndentedBlock]:
-    """Every block inside ``defn`` at any depth (its own body first), in source order."""
-    v = _Blocks(depth1=False)
-    defn.visit(v)
-    return v.found
-
-
-class _Headers(cst.CSTTransformer):
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> bool:
-        return False
-
-    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        return updated.with_changes(body=[_ELLIPSIS], footer=[])
-
-
-def stmt_text(stmt: cst.CSTNode) -> str:
-    """A statement's source at column 0, comments above it included."""
-    return node_code(stmt)
-
-
-def header_text(stmt: cst.CSTNode, leading: bool = True) -> str:
-    """A statement with every block directly under it reduced to ``...`` (a pattern).
-
-    For a simple statement this is its text. ``leading=False`` leaves out the comment
-    lines above it.
-    """
-    if not leading and hasattr(stmt, "leading_lines"):
-        stmt = stmt.with_changes(leading_lines=[])
-    if not sub_blocks(stmt):
-        return stmt_text(stmt)
-    return stmt_text(cast(cst.CSTNode, stmt.visit(_Headers())))  # _Headers removes nothing
 
 
 def _pattern(text: str) -> ast.stmt:
@@ -112,31 +76,13 @@ def _stmts_ast(text: str) -> list[ast.stmt]:
     return ast.parse(text).body if text.strip() else []
 
 
-def parse_statements(text: str) -> list[cst.BaseStatement]:
-    """Statements of ``text`` (at column 0) with the comment and blank lines above the first
-    one kept as its ``leading_lines``: a plain :func:`libcst.parse_module` would put them in
-    the module header, and an inserted comment would be lost."""
-    if not text.strip():
-        return []
-    return [_unindent_blank_lines(s) for s in cst.parse_module(_LEAD + text).body[1:]]
-
-
-class _BlankLines(cst.CSTTransformer):
-    def leave_EmptyLine(self, original: cst.EmptyLine, updated: cst.EmptyLine) -> cst.EmptyLine:
-        return updated.with_changes(indent=False) if updated.comment is None and not updated.whitespace.value \
-            else updated
-
-
-def _unindent_blank_lines(stmt: cst.BaseStatement) -> cst.BaseStatement:
-    """Blank lines parsed at column 0 count as indented; in a block they would render with its
-    indentation. An empty line in the source is an empty line in the result."""
-    return stmt.visit(_BlankLines())  # type: ignore[return-value]
-
-
-_LEAD = "pass\n"  # keeps the comments above the first statement out of Module.header
-
-
+_LEAD = "pass\n"  # keeps the comments above the first line out of Module.header
 _parse_stmts = parse_statements
+
+
+def _is_docstring_pattern(pattern: ast.stmt) -> bool:
+    return isinstance(pattern, ast.Expr) and isinstance(pattern.value, ast.Constant) \
+        and isinstance(pattern.value.value, str)
 
 
 # --------------------------------------------------------------------------- diff
@@ -153,33 +99,54 @@ Owner = tuple[str | None, int]
 
 
 def _emit(ops: list[Op], a: Sequence[cst.CSTNode], i: int, j: int, new: Sequence[cst.CSTNode],
-          owner: Owner = (None, 0)) -> None:
+          owner: Owner = (None, 0), module: bool = False) -> Emitted:
     new_src = "".join(stmt_text(s) for s in new)
     ctx = _op_context(a, i, j)
     if i == j:
         op = {"op": "insert", "new": new_src, **ctx}
-        if i == 0 or j == len(a):  # a block prepend/append: found by its block, not only by a neighbour
+        if owner == (None, 0) and not module and (i == 0 and not (a and is_docstring(a[0]))
+                                                  or i == 1 and is_docstring(a[0])):
+            op["at"] = "top"  # the definition's body start (after its docstring): found whatever its neighbours
+        elif i == 0 or j == len(a):  # a block prepend/append: found by its block, not only by a neighbour
             op.update({"at": "start" if i == 0 else "end", "block": owner[0], "branch": owner[1]})
-        ops.append(op)
     else:
-        ops.append({"op": "replace", "old": "".join(stmt_text(s) for s in a[i:j]), "new": new_src, **ctx})
+        op = {"op": "replace", "old": "".join(stmt_text(s) for s in a[i:j]), "new": new_src, **ctx}
+    ops.append(op)
+    return op, new
 
 
 def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[Op], module: bool = False,
                  owner: Owner = (None, 0)) -> None:
-    ka, kb = [stmt_text(s) for s in a], [stmt_text(s) for s in b]
+    """Statement operations turning block ``a`` into ``b``: statements are compared without
+    the comment and blank lines above them (:func:`code_text`); a change of those lines
+    belongs to the operation right before (:func:`absorb`), else it replaces the statement."""
+    last: Emitted | None = None
+
+    def pair(i: int, x: cst.CSTNode, y: cst.CSTNode) -> bool:
+        """True when the lines above ``x``/``y`` are alike or taken by ``last``; otherwise
+        ``x`` is replaced by ``y`` whole (its comments changed)."""
+        nonlocal last
+        if lines_text(leading(x)) == lines_text(leading(y)) or absorb(last, x, y):
+            last = None
+            return True
+        last = _emit(ops, a, i, i + 1, [y], owner, module)
+        return False
+
+    ka, kb = [code_text(s) for s in a], [code_text(s) for s in b]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, ka, kb, autojunk=False).get_opcodes():
         if tag == "equal":
+            for k in range(i2 - i1):
+                pair(i1 + k, a[i1 + k], b[j1 + k])
             continue
-        ha = [header_text(s) for s in a[i1:i2]]
-        hb = [header_text(s) for s in b[j1:j2]]
+        ha = [header_text(s, leading=False) for s in a[i1:i2]]
+        hb = [header_text(s, leading=False) for s in b[j1:j2]]
         for t2, a1, a2, b1, b2 in difflib.SequenceMatcher(None, ha, hb, autojunk=False).get_opcodes():
             if t2 != "equal":
-                _emit(ops, a, i1 + a1, i1 + a2, b[j1 + b1:j1 + b2], owner)
+                last = _emit(ops, a, i1 + a1, i1 + a2, b[j1 + b1:j1 + b2], owner, module)
                 continue
             for k in range(a2 - a1):
                 x, y = a[i1 + a1 + k], b[j1 + b1 + k]
-                if stmt_text(x) == stmt_text(y):
+                if not pair(i1 + a1 + k, x, y) or code_text(x) == code_text(y):
                     continue
                 bx, by = sub_blocks(x), sub_blocks(y)
                 nested = not (module and isinstance(x, (cst.FunctionDef, cst.ClassDef)))  # a module op stays outside
@@ -189,7 +156,7 @@ def _diff_blocks(a: Sequence[cst.CSTNode], b: Sequence[cst.CSTNode], ops: list[O
                         _diff_blocks(sx.body, sy.body, ops, module, (head, n))
                         _diff_footer(sx, sy, ops, (head, n))
                 else:
-                    _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y], owner)
+                    last = _emit(ops, a, i1 + a1 + k, i1 + a1 + k + 1, [y], owner, module)
 
 
 def _footer_text(block: cst.IndentedBlock) -> str:
@@ -313,10 +280,42 @@ def _places(defn: DefNode, op: Op, cache: dict) -> list[tuple[cst.IndentedBlock,
         for i in range(len(body) - k + 1 if k else len(body) + 1):
             if all(_norm_match(p, body[i + n], cache) for n, p in enumerate(old)):
                 runs.append((block, i, i + k))
+    if not runs and old and _is_docstring_pattern(old[0]) and not op.get("after"):
+        runs = _docstring_runs(defn, old, cache)  # a docstring is found as the docstring, whatever it says
     if "nth" in op:  # several alike places when the patch was made: the nth of them, if still as many
         found = _candidates(defn, op, runs, cache)
         return [found[op["nth"]]] if len(found) == op["of"] else found
     return _candidates(defn, op, runs, cache)
+
+
+def _own_body(defn: cst.CSTNode) -> cst.IndentedBlock | None:
+    """The body of a definition (None for a module or a one-line body)."""
+    if isinstance(defn, (cst.FunctionDef, cst.ClassDef)) and isinstance(defn.body, cst.IndentedBlock):
+        return defn.body
+    return None
+
+
+def _docstring_runs(defn: cst.CSTNode, old: list[ast.stmt], cache: dict) -> list[tuple[cst.IndentedBlock, int, int]]:
+    """The run of a replace whose first old statement is a string opening its block (nothing
+    before it: ``after`` is None) and is not there as recorded: the definition's docstring,
+    whatever its text (fingerprints leave docstrings out, so an upstream change of the
+    docstring alone is no reason to lose the place). The statements after it must match as
+    recorded."""
+    own = _own_body(defn)
+    if own is None or len(own.body) < len(old) or not is_docstring(own.body[0]):
+        return []
+    if not all(_norm_match(p, own.body[n], cache) for n, p in enumerate(old) if n):
+        return []
+    return [(own, 0, len(old))]
+
+
+def _top_candidates(defn: cst.CSTNode, runs: list[Run]) -> list[Run]:
+    """The place of an insert at the top of the definition's body: after its docstring, if it has one."""
+    own = _own_body(defn)
+    if own is None:
+        return []
+    at = 1 if own.body and is_docstring(own.body[0]) else 0
+    return [r for r in runs if r[0] is own and r[1] == at]
 
 
 def _block_owners(defn: cst.CSTNode) -> dict[int, Owner]:
@@ -376,6 +375,8 @@ def _candidates(defn: cst.CSTNode, op: Op, runs: list[Run], cache: dict) -> list
     neighbours, the one before, the one after, any) that leaves exactly one, else the
     largest tier."""
     ctx = _Context(op, cache)
+    if op["op"] == "insert" and op.get("at") == "top":
+        return _top_candidates(defn, runs)
     if op.get("at") in ("start", "end") and op["op"] == "insert":
         return _edge_candidates(defn, op, runs, ctx)
     if op["op"] == "replace" and len(runs) == 1:
@@ -387,7 +388,25 @@ def _candidates(defn: cst.CSTNode, op: Op, runs: list[Run], cache: dict) -> list
         if len(tier) == 1:
             return tier
     best = max(tiers, key=len) if tiers else runs
+    if not best and op["op"] == "insert" and ctx.after is not None and _is_docstring_pattern(ctx.after):
+        return _lost_docstring_neighbour(defn, runs)
     return best if best else []
+
+
+def _lost_docstring_neighbour(defn: cst.CSTNode, runs: list[Run]) -> list[Run]:
+    """An insert recorded right after a string statement (before ``"at": "top"`` existed, an
+    insert at the top of a body was found by the docstring and the first statement), when
+    neither neighbour is there any more: the top of a function's body, when the string can
+    only have been its docstring: the function has one, and no other statement of it is a
+    bare string. Otherwise no place."""
+    if not isinstance(defn, cst.FunctionDef):
+        return []
+    own = _own_body(defn)
+    if own is None or not own.body or not is_docstring(own.body[0]):
+        return []
+    if sum(is_docstring(st) for blk in all_blocks(defn) for st in blk.body) != 1:
+        return []
+    return [r for r in runs if r[0] is own and r[1] == 1]
 
 
 def _edge_candidates(defn: cst.CSTNode, op: Op, runs: list[Run], ctx: _Context) -> list[Run]:
@@ -404,12 +423,28 @@ def _edge_candidates(defn: cst.CSTNode, op: Op, runs: list[Run], ctx: _Context) 
             return got[0] is None
         return got[0] is not None and ast_match(want_head, _pattern(got[0]))
 
-    at = [r for r in runs if owned(r[0]) and (r[1] == 0 if op["at"] == "start" else r[1] == len(r[0].body))]
-    near = [r for r in at if (ctx.ok_before(r) if op["at"] == "start" else ctx.ok_after(r))]
+    def edge(r: Run) -> bool:
+        return r[1] == 0 if op["at"] == "start" else r[1] == len(r[0].body)
+
+    def neighbour(r: Run) -> bool:
+        return ctx.ok_before(r) if op["at"] == "start" else ctx.ok_after(r)
+
+    at = [r for r in runs if owned(r[0]) and edge(r)]
+    near = [r for r in at if neighbour(r)]
     for tier in (near, at):
         if len(tier) == 1:
             return tier
-    return near or at
+    if near or at or want_head is None:
+        return near or at
+
+    def alike(blk: cst.IndentedBlock) -> bool:  # the same branch of the same kind of statement
+        got = owners.get(id(blk))
+        return got is not None and got[0] is not None and got[1] == op.get("branch", 0) and \
+            type(_pattern(got[0])) is type(want_head)
+
+    # no block has the recorded header (upstream changed the condition, the loop...): the
+    # block is found by the statement inside it next to the insert, as a middle insert is
+    return [r for r in runs if edge(r) and neighbour(r) and alike(r[0])]
 
 
 def _describe(op: Op) -> str:
@@ -424,6 +459,12 @@ def _name(defn: cst.CSTNode) -> str:
 
 def apply_op(defn: DefNode, op: Op) -> DefNode | cst.FlattenSentinel:
     """Apply one operation to ``defn``. Raises AnchorError when its place is missing or ambiguous."""
+    legacy = op.get("_legacy")
+    if legacy is not None:  # an insertion recorded as a replace (patchq.plan.legacyops): as recorded where it places
+        try:
+            return apply_op(defn, legacy)
+        except AnchorError:
+            pass
     kind = op["op"]
     if kind == "header":
         if not ast_match(_pattern(op["old"]), _pattern(header_text(defn, leading=False))):
@@ -473,15 +514,30 @@ def _apply_footer(defn: DefNode, op: Op) -> DefNode:
 
 
 def _apply_at(defn, op: Op, place: tuple) -> DefNode:
-    """``op`` applied at ``place`` (block, start, end) of ``defn``."""
+    """``op`` applied at ``place`` (block, start, end) of ``defn``. The comment and blank
+    lines ending ``op["new"]`` go above the statement after the place (at the end of the
+    block: above its closing comments); with ``"under"`` the lines above that statement
+    open the inserted block instead."""
     block, i, j = place
     body = list(block.body)
-    body[i:j] = _parse_stmts(op["new"])
+    new, tail = parse_with_tail(op["new"])
+    following = body[j] if j < len(body) else None
+    footer = None
+    if following is not None and (tail or op.get("under") and new):
+        lead = leading(following)
+        if op.get("under") and new:
+            new[0] = new[0].with_changes(leading_lines=[*lead, *leading(new[0])])
+            lead = []
+        body[j] = following.with_changes(leading_lines=[*tail, *lead])
+    elif following is None and tail:
+        footer = [*tail, *block.footer]
+    body[i:j] = new
     if not body and not isinstance(block, cst.Module):
         body = [cst.SimpleStatementLine(body=[cst.Pass()])]
+    changed = block.with_changes(body=body) if footer is None else block.with_changes(body=body, footer=footer)
     if block is defn:
-        return block.with_changes(body=body)  # type: ignore[return-value]
-    return defn.deep_replace(block, block.with_changes(body=body))  # type: ignore[return-value]
+        return changed  # type: ignore[return-value]
+    return defn.deep_replace(block, changed)  # type: ignore[return-value]
 
 
 def apply_ops(defn: DefNode, ops: Sequence[Op]) -> DefNode | cst.FlattenSentinel:
@@ -514,16 +570,26 @@ def apply_ops(defn: DefNode, ops: Sequence[Op]) -> DefNode | cst.FlattenSentinel
 
 
 def statement_edit(ops: Sequence[Op]) -> Callable:
-    """An edit function for :func:`patchq.series.variant` that applies ``ops``."""
+    """An edit function for :func:`patchq.series.variant` that applies ``ops``.
+
+    Operations an earlier patchq wrote are read as what they mean
+    (:func:`patchq.plan.legacyops.read`, on the first call): the series file is not rewritten.
+    The function's ``statement_ops`` attribute is ``ops`` as written (``rebase`` merges a
+    definition whose edits are all statement operations by structure).
+    """
+    read: list[Sequence[Op]] = []
 
     def edit(defn, found, ctx):
+        if not read:
+            read.append(legacyops.read(ops))
         if isinstance(defn, cst.FlattenSentinel):  # an earlier edit placed statements beside the definition
             nodes = list(defn.nodes)
             at = next(i for i, n in enumerate(nodes) if isinstance(n, (cst.FunctionDef, cst.ClassDef)))
-            done = apply_ops(nodes[at], ops)
+            done = apply_ops(nodes[at], read[0])
             inner = list(done.nodes) if isinstance(done, cst.FlattenSentinel) else [done]
             return cst.FlattenSentinel([*nodes[:at], *inner, *nodes[at + 1:]])
-        return apply_ops(defn, ops)
+        return apply_ops(defn, read[0])
 
     edit.__doc__ = f"{len(ops)} statement operation(s) (patchq.plan.stmtpatch), generated by `patchq import`."
+    edit.statement_ops = list(ops)  # type: ignore[attr-defined]
     return edit

@@ -377,3 +377,87 @@ def test_import_a_monkeypatch_as_statement_edits(tmp_path, cli):
     assert "definition" not in doc["anchors"][0]["ops"]
     text = (series.root / "quiet.py").read_text()
     assert "from patchq.statements import statement_edit" in text and "logger.disabled = True" in text
+
+
+# -- an edit keeps its place (issue 35 class 1, issue 37 items 1, 6, 7) ---------------------------------
+
+
+def _check(series_root: Path, pid: str, version: str):
+    from patchq.compat import check
+
+    (row,) = check.check(release_source(version), [series_mod.load(series_root).patch(pid)])
+    return row
+
+
+def _edit_in(rel: str, release: str, definition: str, old: str, new: str) -> str:
+    """A diff of ``old`` -> ``new`` at its first place after ``definition`` in ``rel`` at ``release``."""
+    text = release_source(release).read_text(rel)
+    assert text is not None
+    at = text.index(definition)
+    i = text.index(old, at)
+    return diffs.unified(rel, text, text[:i] + new + text[i + len(old):])
+
+
+def test_an_insertion_followed_by_a_blank_line_imports_as_an_insertion(tmp_path):
+    """issue 37 items 1 and 6: a line added with a PEP 8 blank line after it became a replace of
+    the next statement (here the whole ``if current_platform.is_cuda(): ... else:`` chain of
+    TopKTopPSampler.__init__), which conflicted on 0.27.0, where upstream changed that chain."""
+    diff = _edit_in("vllm/v1/sample/ops/topk_topp_sampler.py", "0.26.0", "class TopKTopPSampler",
+                    "        self.use_fp64_gumbel = use_fp64_gumbel\n",
+                    "        self.use_fp64_gumbel = use_fp64_gumbel\n        self.num_topk_calls = 0\n\n")
+    plan = _import(tmp_path, diff, "0.26.0", "count-topk")
+    assert [o["op"] for a in plan.anchors for o in a.ops] == ["insert"]
+    row = _check(tmp_path / "series", "count-topk", "0.27.0")
+    assert row.status == "applies-drifted" and not row.blocking, (row.status, row.reason)
+
+
+def test_a_block_insert_whose_if_changed_places_and_is_judged_three_way(tmp_path):
+    """issue 35, 1b: a line at the start of get_computed_blocks' early-return branch (0.26.0).
+    0.27.0 rewrote the condition and kept the ``return`` the insert is found by: the patch
+    places, and the three-way verdict (review, with the view) replaces ``conflict``."""
+    diff = _edit_in("vllm/v1/core/kv_cache_manager.py", "0.26.0", "    def get_computed_blocks(",
+                    "            return self.empty_kv_cache_blocks, 0, 0\n",
+                    "            logger.debug(\"prefix cache lookup skipped for %s\", request.request_id)\n"
+                    "            return self.empty_kv_cache_blocks, 0, 0\n")
+    _import(tmp_path, diff, "0.26.0", "log-skip")
+    row = _check(tmp_path / "series", "log-skip", "0.27.0")
+    assert row.status == "review" and row.threeway and "prefix_cache_lookup_enabled" in row.reason, row.reason
+
+
+def test_an_insert_at_the_top_of_a_body_survives_its_docstring_and_first_statement_changing(tmp_path):
+    """issue 35, 1c: a guard at the top of MediaConnector.fetch_image (0.26.0) was anchored on
+    the docstring and the first statement; 0.27.0 and 0.34.0 changed both, and it conflicted
+    (rebase too). At the top of the body it places; the verdict is the three-way engine's."""
+    diff = _edit_in("vllm/multimodal/media/connector.py", "0.26.0", "    def fetch_image(",
+                    "        \"\"\"\n        image_io", "        \"\"\"\n        if image_url.startswith(\"file:\"):\n"
+                    "            raise ValueError(\"local image files are not served\")\n\n        image_io")
+    plan = _import(tmp_path, diff, "0.26.0", "no-file-urls")
+    assert [(o["op"], o.get("at")) for a in plan.anchors for o in a.ops] == [("insert", "top")]
+    assert [h.level for h in plan.hunks] == ["block"]
+    for version in ("0.27.0", "0.34.0"):
+        row = _check(tmp_path / "series", "no-file-urls", version)
+        assert row.status != "conflict" and row.threeway, (version, row.status, row.reason)
+
+
+def test_a_multi_hunk_diff_is_anchored_per_definition(tmp_path):
+    """issue 37 item 7: a field added to SamplingParams and its check in _verify_args (0.33.0)
+    were one anchor on the whole class; now the check is anchored on _verify_args (its own
+    fingerprint: 0.34.0 changed the class, not the method) and the field on the class."""
+    rel = "vllm/sampling_params.py"
+    text = release_source("0.33.0").read_text(rel)
+    doc_end = "    still computed. Conflict checking is performed at the engine level.\"\"\"\n"
+    verify = "        _verify_num_sequences(self.n, \"n\")\n"
+    assert text.count(doc_end) == 1 and text.count(verify) == 1
+    edited = text.replace(doc_end, doc_end + "\n    max_think_lines: int | None = None\n"
+                          "    \"\"\"Stop thinking after this many newline tokens (None: no limit).\"\"\"\n")
+    edited = edited.replace(verify, verify +
+                            "        if self.max_think_lines is not None and self.max_think_lines < 1:\n"
+                            "            raise VLLMValidationError(\n"
+                            "                f\"max_think_lines must be at least 1, got {self.max_think_lines}.\"\n"
+                            "            )\n")
+    plan = _import(tmp_path, diffs.unified(rel, text, edited), "0.33.0", "think-lines")
+    assert [(a.qualname, [o["op"] for o in a.ops]) for a in plan.anchors] == \
+        [("SamplingParams._verify_args", ["insert"]), ("SamplingParams", ["insert"])]
+    row = _check(tmp_path / "series", "think-lines", "0.34.0")
+    assert not row.blocking and {a["qualname"]: a["verified"] for a in row.anchors} == \
+        {"SamplingParams._verify_args": "0.33.0", "SamplingParams": None}, row.anchors

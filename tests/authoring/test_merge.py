@@ -62,3 +62,34 @@ def test_a_patch_with_no_edit_variant_at_the_base_is_skipped(small, tmp_path):
     tree = sources.source_tree(write_tree(tmp_path / "t"), version="0.3.0")  # upstreamed there
     res = merge.rebase_patch(patch, tree, tree, tmp_path / "work")
     assert res.status == "skipped" and "is 'upstreamed': nothing to carry" in res.reason
+
+
+@pytest.mark.wheel
+def test_statement_operations_merge_by_structure_where_git_conflicts_on_neighbouring_lines(tmp_path):
+    """issue 35, 1c: a guard imported at the top of MediaConnector.fetch_image (0.26.0, after
+    the docstring). 0.34.0 rewrote the docstring and the first statement: git merge-file
+    conflicts on the lines around the guard, and the rebase conflicted the same way check
+    did. The imported operations place it at the top of the body there, keeping all of
+    0.34.0's code, and the unit merges by structure."""
+    from patchq import series as series_mod
+    from patchq.authoring import importer
+    from patchq.plan import diffs
+    from patchq.vllmdist.sources import release_source
+
+    rel = "vllm/multimodal/media/connector.py"
+    text = release_source("0.26.0").read_text(rel)
+    at = text.index("    def fetch_image(")
+    guard = "        if image_url.startswith(\"file:\"):\n            raise ValueError(\"no local files\")\n\n"
+    i = text.index("        image_io = ImageMediaIO(", at)
+    root = tmp_path / "series"
+    root.mkdir()
+    (root / "profiles.toml").write_text("[profiles.default]\npatches = []\n")
+    plan = importer.build(diffs.unified(rel, text, text[:i] + guard + text[i:]), "no-file-urls", "0.26.0")
+    importer.write_verified(plan, series_mod.load(root), None, False, "the diff")
+    patch = series_mod.load(root).patch("no-file-urls")
+    res = merge.rebase_patch(patch, release_source("0.26.0"), release_source("0.34.0"), tmp_path / "work")
+    (unit,) = res.units
+    assert (res.status, res.transform, unit.by_structure, unit.conflicts) == ("clean", "carries-forward", True, 1)
+    assert '(e.g. preserving the alpha channel).\n        """\n' + guard + "        image_io = self._image_io(" \
+           in unit.merged
+    assert not (tmp_path / "work").exists()  # nothing to resolve

@@ -115,3 +115,21 @@ def test_replace_variant_edits_of_a_hand_written_variant(tmp_path):
     compile(out, "p.py", "exec")
     with pytest.raises(SeriesError, match=r"expected one variant\(\">=0.40\", edits=...\) call, found 0"):
         replace_variant_edits(path, SpecifierSet(">=0.40"), Version("0.40"), OPS_B, "none")
+
+
+def test_set_patch_arguments_changes_only_the_named_arguments(tmp_path):
+    from patchq.authoring.seriesedit import set_patch_arguments
+
+    path = tmp_path / "p.py"
+    text = ('# keep me\nPATCH = patch(\n    id="p",\n    summary="imported",  # say what\n    why="because",\n'
+            '    variants=[variant(">=0.1", edits={})],\n)\n')
+    path.write_text(text)
+    set_patch_arguments(path, {"summary": "mine", "runtime_names": ["A"]})
+    assert path.read_text() == text.replace('"imported"', "'mine'").replace(
+        "    variants=", "    runtime_names=['A'],\n    variants=")
+    path.write_text('PATCH = patch(id="p", summary="s")\n')
+    set_patch_arguments(path, {"runtime_names": ["A"]})
+    assert path.read_text() == "PATCH = patch(id=\"p\", summary=\"s\", runtime_names=['A'])\n"
+    path.write_text("X = 1\n")
+    with pytest.raises(SeriesError, match="expected one `PATCH = patch"):
+        set_patch_arguments(path, {"summary": "s"})

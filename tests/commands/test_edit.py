@@ -151,3 +151,70 @@ def test_refining_where_a_verdict_variant_covers_is_refused_and_keeps_the_edit(w
     assert code == 0 and rec["variant"] == {"action": "edits-replaced", "range": ">=0.3", "capped": None}
     plan = engine.plan(target, [series_mod.load(world.series.root).patch("bump-default")])
     assert "DEFAULT = 7" in plan.patched[UTILS]
+
+
+@pytest.mark.wheel
+def test_recording_a_patch_again_keeps_what_the_user_said(tmp_path, make_site):
+    """issue 37 item 5: `record` of an existing patch (here its one variant starts at the
+    installed vLLM 0.26.0: the edit replaces its edits) replaced the summary with "imported
+    from patchq record (copy edit)" and dropped the why, the upstream links and the
+    relations. The edit's operations change; what the user wrote stays."""
+    from patchq.vllmdist import sources
+
+    target = sources.installed(make_site("0.26.0", runtime=False))
+    root = tmp_path / "repo" / "series"
+    root.mkdir(parents=True)
+    (root / "profiles.toml").write_text("[profiles.metrics]\npatches = []\n")
+
+    def record(pid: str, rel: str, old: str, new: str):
+        series = series_mod.load(root)
+        doc, _ = edit.edit(series, target, pid, [rel] if pid not in series.all_patch_ids() else [], in_place=False)
+        copy = Path(doc["files"][0]["edit"])
+        assert copy.read_text().count(old) == 1, old
+        copy.write_text(copy.read_text().replace(old, new))
+        return edit.record(series, target, pid, [], profile="metrics" if pid not in series.all_patch_ids() else None,
+                           apply=False)
+
+    topk = "vllm/v1/sample/ops/topk_topp_sampler.py"
+    doc_end = "        PyTorch-native implementation of top-k and top-p sampling.\n\n" \
+              "        The logits tensor may be updated in-place.\n        \"\"\"\n"
+    assert record("sampler-kind", topk, doc_end, doc_end + "        self.last_kind = \"native\"\n")[1] == 0
+    assert record("count-topk", topk, "        self.use_fp64_gumbel = use_fp64_gumbel\n",
+                  "        self.use_fp64_gumbel = use_fp64_gumbel\n        self.num_topk_calls = 0\n\n")[1] == 0
+    module = root / "count_topk.py"
+    text = module.read_text()
+    for old, new in (("summary='imported from patchq record (copy edit) (vllm 0.26.0)'",
+                      "summary='count the top-k/top-p samplers'"),
+                     ("why='Imported from patchq record (copy edit); describe why vLLM needs it.'",
+                      "why='the metrics exporter reads it'"),
+                     ("applies='>=0.26.0',", "applies='>=0.26.0',\n    upstream=['https://example.org/pr/1'],\n"
+                                            "    requires=['sampler-kind'],")):
+        assert old in text, old
+        text = text.replace(old, new)
+    module.write_text(text)
+    anchors = root.parent / "anchors" / "count-topk.toml"
+    anchors.write_text("format = 2\n" + anchors.read_text() + '\n[reviews."0.26.0"]\nby = "ana"\n'
+                       'at = "2026-12-06T00:00:00Z"\nhow = "fingerprint"\n')
+    rec, code = record("count-topk", topk, "self.num_topk_calls = 0", "self.num_topk_calls = 1")
+    assert code == 0 and rec["variant"]["action"] == "replaced" and rec["profile"] == "metrics"
+    patch = series_mod.load(root).patch("count-topk")
+    assert (patch.summary, patch.why, list(patch.upstream), list(patch.requires), str(patch.applies)) == \
+        ("count the top-k/top-p samplers", "the metrics exporter reads it", ["https://example.org/pr/1"],
+         ["sampler-kind"], ">=0.26.0")
+    assert "self.num_topk_calls = 1" in module.read_text() and "self.num_topk_calls = 0" not in module.read_text()
+    assert series_mod.load(root).profile("metrics").patches == ("sampler-kind", "count-topk")
+    assert '[reviews."0.26.0"]\nby = "ana"' in anchors.read_text()  # who reviewed a release it keeps
+    # a summary given on the command line is the user's word too
+    rec, code = edit.record(*_started(root, target, "count-topk", "self.num_topk_calls = 1", "self.num_topk_calls = 2"),
+                            profile=None, apply=False, summary="count samplers")
+    assert code == 0 and series_mod.load(root).patch("count-topk").summary == "count samplers"
+    assert series_mod.load(root).patch("count-topk").why == "the metrics exporter reads it"
+
+
+def _started(root: Path, target, pid: str, old: str, new: str):
+    """(series, target, patch id, files): `patchq edit` of ``pid`` with ``old`` -> ``new`` in its copy."""
+    series = series_mod.load(root)
+    doc, _ = edit.edit(series, target, pid, [], in_place=False)
+    copy = Path(doc["files"][0]["edit"])
+    copy.write_text(copy.read_text().replace(old, new))
+    return series, target, pid, []
