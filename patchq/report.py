@@ -76,8 +76,28 @@ def paint(text: str, style: str | None, err: bool = False) -> str:
     return f"\x1b[{_SGR[style]}m{text}\x1b[0m"
 
 
+#: a module-level anchor's qualname (:data:`patchq.model.MODULE_QUALNAME`; rendering imports
+#: nothing of the planner)
+MODULE_QUALNAME = "<module>"
+
+
+def definition_label(qualname: str, relpath: str | None = None, line: int | None = None) -> str:
+    """How an anchored definition is named to a person: ``Class.method (path:line)``
+    (``path`` and ``line`` when given); a module-level anchor's "definition" is ``the
+    module-level statements of path`` (``<module>``, :data:`patchq.model.MODULE_QUALNAME`,
+    is the anchors file's word, not the user's)."""
+    if qualname == MODULE_QUALNAME:
+        return f"the module-level statements of {relpath}" if relpath else "the module-level statements"
+    if relpath:
+        return f"{qualname} ({relpath}:{line})" if line else f"{qualname} ({relpath})"
+    return qualname
+
+
 def _where(anchor: dict) -> str:
-    """``qualname (file.py:line)``; a module-level anchor has no line: ``<module> (file.py)``."""
+    """``qualname (file.py:line)``; a module-level anchor: ``the module-level statements of
+    path`` (:func:`definition_label`)."""
+    if anchor["qualname"] == MODULE_QUALNAME:
+        return definition_label(anchor["qualname"], anchor["path"])
     name = anchor["path"].rsplit("/", 1)[-1]
     line = anchor.get("line")
     return f"{anchor['qualname']} ({name}:{line})" if line is not None else f"{anchor['qualname']} ({name})"
@@ -250,6 +270,13 @@ def check_text(doc: CheckDoc, show_diffs: bool = True) -> str:
         "".join(f"\n{next_line(s)}" for s in check_next(doc))
 
 
+def _threeway_name(entry: dict) -> str:
+    """A three-way entry's definition as a person reads it (a module-level anchor's: the
+    module-level statements of its file)."""
+    q = entry["qualname"]
+    return definition_label(q, entry.get("path")) if q == MODULE_QUALNAME else q
+
+
 def threeway_text(doc: CheckDoc) -> str:
     """The three-way views of blocking drift (``review``, ``possibly-upstreamed``): per
     definition its findings (rule, upstream ``path:line``) and the two diffs."""
@@ -258,7 +285,7 @@ def threeway_text(doc: CheckDoc) -> str:
         for e in p.get("threeway") or []:
             if not e.get("findings"):
                 continue
-            lines = [f"{p['id']}: {p['status']}: {e['qualname']}"]
+            lines = [f"{p['id']}: {p['status']}: {_threeway_name(e)}"]
             lines += [f"  [{f['rule']}] {f['upstream']}: {f['message']}" for f in e["findings"]]
             if e.get("score") is not None:
                 lines.append(f"  similarity of upstream's change to the patch's: {e['score']:.2f}")
@@ -453,7 +480,8 @@ def _rebase_unit_lines(u: dict) -> list[str]:
         where += f" -> {u['target_path']}"
     up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
     merged = "resolved by hand" if u["resolution"] == "resolved" else u["merge"]
-    line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {merged}"
+    name = "module-level statements" if u["qualname"] == MODULE_QUALNAME else u["qualname"]
+    line = f"  {name} [{where}] {u['resolution']}, {up}: merge {merged}"
     if u["conflicts"]:
         line += f" ({u['conflicts']} conflict block(s))"
     if u["transform"]:

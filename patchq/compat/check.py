@@ -442,7 +442,7 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
     source = res.plan.source
     version = source.version
     for a in result.anchors:
-        a.verified = verified_release(patch, a.qualname, a.fingerprint, version)
+        a.verified = verified_release(patch, a.qualname, a.fingerprint, version, a.relpath)
     row.anchors = [_anchor_row(a) for a in result.anchors]
     row.touched = set(result.files) | {a.relpath for a in result.anchors}
     moved = [a for a in result.anchors if a.moved]
@@ -453,7 +453,7 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
             unverified.append(a)
     for a in unverified:
         row.drift.append(drift_entry(patch.anchors[a.anchor], a, source, res.text(a.relpath),
-                                     recorded_fingerprints(patch, a.qualname)))
+                                     recorded_fingerprints(patch, a.qualname, a.relpath)))
     row.reviewed = all(a.verified == str(version) for a in result.anchors)
     verdict = _threeway(patch, unverified, source, res)
     where_moved = "; ".join(
@@ -487,7 +487,7 @@ def _drifted(row: PatchCheck, patch: Patch, unverified: list[engine.AnchorResult
         row.reason = _drift_reason(unverified, row.drift, patch.id, version)
         return
     row.threeway = verdict.entries
-    rest = [a for a in unverified if not recorded_fingerprints(patch, a.qualname)]
+    rest = [a for a in unverified if not recorded_fingerprints(patch, a.qualname, a.relpath)]
     row.reason = verdict.reason
     if rest:
         row.reason += "; " + _drift_reason(rest, [d for a, d in zip(unverified, row.drift, strict=False)
@@ -500,10 +500,10 @@ def _threeway(patch: Patch, unverified: list[engine.AnchorResult], source: CodeS
     never reviewed is reported as drift without a base, not blocking)."""
     from patchq.compat import threeway
 
-    drifted = [(a.relpath, a.qualname) for a in unverified if recorded_fingerprints(patch, a.qualname)]
+    drifted = [(a.relpath, a.qualname) for a in unverified if recorded_fingerprints(patch, a.qualname, a.relpath)]
     if not drifted:
         return None
-    known = {q: list(recorded_fingerprints(patch, q)) for _, q in drifted}
+    known = {(rel, q): list(recorded_fingerprints(patch, q, rel)) for rel, q in drifted}
     ws = res.ws
     node = (lambda rel, q: ws.pristine_node(rel, q)) if ws is not None else None
     return threeway.classify(patch, drifted, source, res.text, known, node)
@@ -537,7 +537,7 @@ def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict], patc
     a dev or local build is no release to record)."""
     parts, unrecorded = [], []
     for a, d in zip(unverified, drift, strict=False):
-        where = f"{a.qualname} ({_at(a.relpath, a.line)})"
+        where = report.definition_label(a.qualname, a.relpath, a.line)
         if d["base"] is None:
             unrecorded.append(where)
         elif d["diff"] == "":
@@ -764,7 +764,7 @@ def _prefetch_bases(plan: engine.Plan, patches: list[Patch]) -> None:
         if result.status != engine.OK:
             continue
         for a in result.anchors:
-            recorded = recorded_fingerprints(patch, a.qualname)
+            recorded = recorded_fingerprints(patch, a.qualname, a.relpath)
             if recorded and a.fingerprint not in recorded.values():
                 base = nearest_verified(recorded, plan.source.version)
                 if base is not None:

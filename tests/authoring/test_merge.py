@@ -62,3 +62,25 @@ def test_a_patch_with_no_edit_variant_at_the_base_is_skipped(small, tmp_path):
     tree = sources.source_tree(write_tree(tmp_path / "t"), version="0.3.0")  # upstreamed there
     res = merge.rebase_patch(patch, tree, tree, tmp_path / "work")
     assert res.status == "skipped" and "is 'upstreamed': nothing to carry" in res.reason
+
+
+@pytest.mark.wheel  # NeMo-RL's import guard of vllm/tool_parsers/utils.py (tests/verdicts/nemo-rl), 0.25.1 -> 0.28.0/0.32.0
+def test_a_module_level_patch_merges_its_module(tmp_path):
+    from patchq import series
+    from patchq.vllmdist.sources import release_source
+    from support import REPO
+
+    patch = series.load(REPO / "tests/verdicts/nemo-rl/series").patch("nemo-namespace-tool-import")
+    old = release_source("0.25.1")
+    # 0.28.0 added an import at the top and helpers further down: the module merges cleanly
+    res = merge.rebase_patch(patch, old, release_source("0.28.0"), tmp_path / "work")
+    assert (res.status, res.merge, res.transform) == ("clean", "clean", "carries-forward"), res.reason
+    (unit,) = res.units
+    assert (unit.qualname, unit.base_path, unit.upstream_changed) == ("<module>", "vllm/tool_parsers/utils.py", True)
+    assert "+import keyword as _python_keyword\n" not in res.new_diff  # upstream's, not the patch's
+    assert "+    from openai.types.responses import NamespaceTool\n" in res.new_diff
+    # 0.32.0 added names to the very import the patch rewrites: a conflict, in the module's work file
+    res = merge.rebase_patch(patch, old, release_source("0.32.0"), tmp_path / "work")
+    assert (res.status, res.merge) == ("conflict", "conflict")
+    work = merge.unit_dir(tmp_path / "work", "0.32.0", patch.id) / "module.vllm.tool_parsers.utils.py"
+    assert res.units[0].files[0] == str(work) and "<<<<<<< nemo-namespace-tool-import on vllm 0.25.1" in work.read_text()

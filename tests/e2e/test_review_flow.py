@@ -69,3 +69,85 @@ def test_review_blocks_check_and_apply_until_accepted(make_site, series_copy, cl
     assert res.rc == 0 and "0.27.0" in res.json["skipped"]["unify-kv-page"]
     data = tomllib.loads((anchors / "unify-kv-page.toml").read_text(encoding="utf-8"))
     assert "0.27.0" not in data["anchors"]["scaled-replace"]["fingerprints"]
+
+
+# -- module-level anchors are first-class (issue 35, item 4) ---------------------------------
+
+
+def _stack_with_diff(tmp_path, patch_id: str, release: str, edits: dict[str, tuple[str, str]]):
+    """A series repo (``patchq init``) holding ``patch_id``, imported from a diff of the real
+    release's files: relpath -> (old line, new line)."""
+    import difflib
+
+    from patchq.vllmdist import releases
+    from support import run_cli
+
+    repo = tmp_path / "stack"
+    assert run_cli("init", repo).rc == 0
+    tree = releases.release_tree(release)
+    parts = []
+    for rel, (old, new) in edits.items():
+        text = (tree / rel).read_text(encoding="utf-8")
+        assert text.count(old) == 1, (rel, old)
+        parts += difflib.unified_diff(text.splitlines(True), text.replace(old, new).splitlines(True),
+                                      f"a/{rel}", f"b/{rel}")
+    diff = tmp_path / f"{patch_id}.diff"
+    diff.write_text("".join(parts), encoding="utf-8")
+    res = run_cli("import", diff, "--id", patch_id, "--release", release, "--series", repo, "--json")
+    assert res.rc == 0 and res.json["verified"], res.stdout + res.stderr
+    return repo
+
+
+def test_two_module_anchors_of_one_patch_each_verify_their_own_file(tmp_path, cli):
+    # a module-level constant changed in each of two files on 0.33.0: the two <module> anchors
+    # pair by (file, qualname); before, check blocked on 0.33.0 itself ("<module> is not
+    # defined once on both sides"), the release the import had just verified
+    repo = _stack_with_diff(tmp_path, "two-consts", "0.33.0", {
+        "vllm/logger.py": ('_DATE_FORMAT = "%m-%d %H:%M:%S"\n', '_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"\n'),
+        "vllm/utils/network_utils.py": ("_ZMQ_LARGE_BUFFER_SIZE = 512 * 1024**2\n",
+                                        "_ZMQ_LARGE_BUFFER_SIZE = 256 * 1024**2\n")})
+    res = cli("check", "--patch", "two-consts", "--vllm", "0.33.0", "--series", repo, "--json")
+    (row,) = res.json["patches"]
+    assert (res.rc, row["status"], row["reviewed"]) == (0, "applies", True), row["reason"]
+    assert {a["path"]: a["verified"] for a in row["anchors"]} == {
+        "vllm/logger.py": "0.33.0", "vllm/utils/network_utils.py": "0.33.0"}
+    text = cli("check", "--patch", "two-consts", "--vllm", "0.33.0", "--series", repo).stdout
+    assert "at the module-level statements of vllm/logger.py" in text and "<module>" not in text
+
+
+def test_a_module_level_patch_on_a_later_release_is_reviewed_accepted_and_rebased(tmp_path, cli):
+    # _DATE_FORMAT changed on 0.30.0; 0.31.0 rewrote _FORMAT right above it, added
+    # _vllm_process_info right below and a logging config that reads it: check gives review
+    # with the three-way view of the module's own statements, review shows it, rebase merges
+    # the module, and --accept clears the very check. Before: "<module> is not defined once on
+    # both sides: no three-way view", an empty review, and rebase said unsupported
+    repo = _stack_with_diff(tmp_path, "date-fmt", "0.30.0", {
+        "vllm/logger.py": ('_DATE_FORMAT = "%m-%d %H:%M:%S"\n', '_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"\n')})
+    res = cli("check", "--patch", "date-fmt", "--vllm", "0.31.0", "--series", repo, "--json")
+    (row,) = res.json["patches"]
+    assert (res.rc, row["status"], row["blocking"]) == (1, "review", True)
+    assert "not defined once" not in row["reason"] and "vllm/logger.py:" in row["reason"]
+    (entry,) = row["threeway"]
+    assert (entry["qualname"], entry["base"], entry["path"]) == ("<module>", "0.30.0", "vllm/logger.py")
+    assert {f["rule"] for f in entry["findings"]} >= {"overlap"}
+    assert entry["view"].startswith("three-way view of the module-level statements of vllm/logger.py")
+    assert '+_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"' in entry["view"]
+    assert "+_vllm_process_info: tuple[str, int] | None = None" in entry["view"]
+    # a definition is its name and header, its body is not the module's own
+    assert "+def set_vllm_process_name(process_name: str, *, skip_if_set: bool = False) -> None:\n+    ...\n" \
+        in entry["view"]
+
+    shown = cli("review", "date-fmt", "--vllm", "0.31.0", "--series", repo, "--json")
+    assert shown.rc == 1 and shown.json["threeway"] == row["threeway"] and not shown.json["accepted"]
+
+    rebased = cli("rebase", "--to", "0.31.0", "--patch", "date-fmt", "--series", repo, "--json")
+    (rp,) = rebased.json["patches"]
+    assert (rebased.rc, rp["status"], rp["transform"]) == (0, "clean", "carries-forward"), rp["reason"]
+    assert [(u["qualname"], u["merge"], u["upstream_changed"]) for u in rp["units"]] == [("<module>", "clean", True)]
+
+    accepted = cli("review", "date-fmt", "--vllm", "0.31.0", "--accept", "--by", "tester", "--series", repo,
+                   "--json")
+    assert accepted.rc == 0 and accepted.json["accepted"], accepted.stdout
+    assert accepted.json["changed"] == [str(repo / "anchors" / "date-fmt.toml")]
+    res = cli("check", "--patch", "date-fmt", "--vllm", "0.31.0", "--series", repo, "--json")
+    assert (res.rc, res.json["patches"][0]["status"]) == (0, "applies")
