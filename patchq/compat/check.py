@@ -191,6 +191,10 @@ class PatchCheck:
     #: files this patch read or changed in the plan (for profile views; not in JSON)
     touched: set = field(default_factory=set, repr=False)
     compile_failed: bool = field(default=False, repr=False)
+    #: True when the plan kept this patch's edits (its result ``ok`` or ``superseded``), also
+    #: where check then blocks it (``review``, an uncovered release's trial): a later patch of
+    #: the same plan planned on them (for profile views; not in JSON)
+    left_edits: bool = field(default=False, repr=False)
 
     def to_dict(self) -> dict:
         """The JSON row."""
@@ -365,6 +369,7 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
     """
     res = resolver or _Resolver(plan)
     row = _new_row(patch, plan.source.version)
+    row.left_edits = result.status in (engine.OK, engine.SUPERSEDED)
     if result.status == engine.NOT_APPLICABLE:
         return _not_applicable(row, result)
     _upstream_verdict(row, patch, plan)
