@@ -177,6 +177,7 @@ if TYPE_CHECKING:
         """``patchq.review/1``."""
 
         refused: str
+        after: Json  # added: {status, blocking} of check once the release is recorded
 
     class ImportDoc(TypedDict):
         """``patchq.import/1``."""

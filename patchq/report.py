@@ -303,17 +303,66 @@ def next_line(step: str, err: bool = False) -> str:
 VERIFIED_HERE = "this release is recorded as verified for anchor"
 
 
+def _applied(row: Mapping[str, Any]) -> bool:
+    """True when check planned the row's transform (every anchor has its fingerprint)."""
+    anchors = row.get("anchors") or []
+    return bool(anchors) and all(a.get("fingerprint") for a in anchors)
+
+
+#: the kinds of :func:`remedy`
+REVIEW, REBASE, FIX_SERIES, RELATION = "review", "rebase", "fix-series", "relation"
+
+
+def remedy_kind(row: Mapping[str, Any]) -> str | None:
+    """Which step clears a blocking ``patchq.check/1`` row (None when it does not block):
+
+    * ``review``: the transform applies and upstream changed what it touches (``review``,
+      ``possibly-upstreamed`` by the three-way comparison): ``patchq review --accept``
+      records the person's word, after which check says ``applies``;
+    * ``fix-series``: the patch fails on a release recorded as verified for it: the anchor
+      or the patch changed since, upstream did not;
+    * ``relation``: another patch of the profile rewrote its statement (``interaction``);
+    * ``rebase``: everything else (a conflict, a gone or moved definition, partly or
+      possibly upstream by the backward detection, an uncovered release): ``patchq rebase
+      --write`` carries the patch (a widened range, or a new variant from the merge once
+      ``--continue`` takes it).
+    """
+    if not row.get("blocking"):
+        return None
+    if VERIFIED_HERE in (row.get("reason") or ""):
+        return FIX_SERIES
+    if row.get("status") == "interaction":
+        return RELATION
+    if row.get("status") in ("review", "possibly-upstreamed") and _applied(row) and not row.get("tried_variant"):
+        return REVIEW
+    return REBASE
+
+
+def remedy(row: Mapping[str, Any], version: str) -> str | None:
+    """The one step that clears a blocking ``patchq.check/1`` row on ``version``, as a
+    person reads it (:func:`remedy_kind`); None when the row does not block."""
+    pid, kind = row.get("id"), remedy_kind(row)
+    if kind == REVIEW:
+        return (f"`patchq review {pid} --vllm {version}` shows what upstream changed under it; `--accept` "
+                f"records that you reviewed it")
+    if kind == FIX_SERIES:
+        return f"fix anchors/{pid}.toml or the patch: {pid} fails on vllm {version}, where it was verified"
+    if kind == RELATION:
+        return (f"{pid} and the patch its reason names rewrite one statement: declare the relation the reason "
+                f"names, or keep them in different profiles (a patch is judged with its own profile's patches)")
+    if kind == REBASE:
+        return (f"`patchq rebase --to {version} --patch {pid} --write` carries it to vllm {version} (resolve what it "
+                f"leaves in the work directory, then add `--continue`)")
+    return None
+
+
 def check_next(doc: CheckDoc) -> list[str]:
-    """The obvious next step after a ``patchq.check/1``: rebase what blocks, record what
-    drifted, fix an anchor that no longer matches the release it was verified on."""
+    """The obvious next step after a ``patchq.check/1``: one remedy per blocking row
+    (:func:`remedy`; the rebases in one command), then recording what drifted."""
     version = doc["vllm"]["version"]
-    review = [p["id"] for p in doc["patches"] if p["status"] in ("review", "possibly-upstreamed")]
-    steps = [f"`patchq review {pid} --vllm {version}` shows what upstream changed under it; `--accept` records "
-             f"that you reviewed it" for pid in review]
-    edited = [p["id"] for p in doc["patches"] if p["blocking"] and VERIFIED_HERE in (p["reason"] or "")]
-    steps += [f"fix anchors/{pid}.toml or the patch: {pid} fails on vllm {version}, where it was verified"
-              for pid in edited]
-    blocking = [p["id"] for p in doc["patches"] if p["blocking"] and p["id"] not in review + edited]
+    kinds = {p["id"]: remedy_kind(p) for p in doc["patches"]}
+    steps = [remedy(p, version) or "" for p in doc["patches"] if kinds[p["id"]] in (REVIEW, FIX_SERIES, RELATION)]
+    blocking = [pid for pid, kind in kinds.items() if kind == REBASE]
     if blocking:
         ids = " ".join(f"--patch {pid}" for pid in blocking)
         return steps + [f"`patchq rebase --to {version} {ids}` carries them to vllm {version} "

@@ -105,7 +105,10 @@ JSON document ``patchq.check/1`` (``patchq check --json``)::
                         "findings": [{"rule": "skipped-path", "message": "…", "upstream": "path:651-655"}],
                         "score": 0.15, "patch_text": "…", "upstream_text": "…",
                         "view": "three-way view: the patch's and upstream's unified diffs"}],  # added
-          "reviewed": true                        # this very release reviewed for every anchor (added)
+          "reviewed": true,                       # this very release reviewed for every anchor (added)
+          "remedy": null                          # the one step that clears a blocking row (added):
+                                                  # patchq review --accept, patchq rebase --write, fix the
+                                                  # series, or a relation; null when not blocking
         }
       ]
     }
@@ -188,6 +191,9 @@ class PatchCheck:
     #: recorded for this version); False when it applies by equality with another release's
     #: or drifted; None when nothing was planned
     reviewed: bool | None = None
+    #: the one step that clears a blocking row (:func:`patchq.report.remedy`); None when
+    #: it does not block
+    remedy: str | None = None
     #: files this patch read or changed in the plan (for profile views; not in JSON)
     touched: set = field(default_factory=set, repr=False)
     compile_failed: bool = field(default=False, repr=False)
@@ -205,7 +211,7 @@ class PatchCheck:
             "anchors": self.anchors, "upstream_check": self.upstream_check,
             "drift": self.drift, "notes": self.notes, "level": self.level,
             "relations": self.relations, "upstream_evidence": self.upstream_evidence,
-            "threeway": self.threeway, "reviewed": self.reviewed,
+            "threeway": self.threeway, "reviewed": self.reviewed, "remedy": self.remedy,
         }
 
 
@@ -688,6 +694,8 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     rows = _classify_all(patches, plan, tried)
     from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
     upstreamed.annotate(rows, patches, plan)
+    for row in rows:
+        row.remedy = report.remedy(row.to_dict(), str(source.version))
     definitions.save_all()  # what drift and the rename search indexed
     verdictcache.store(source, patches, rows, key)
     return rows

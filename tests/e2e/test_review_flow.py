@@ -5,6 +5,7 @@ and both proceed; ``fingerprint`` with a range never blesses an unreviewed relea
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -74,16 +75,19 @@ def test_review_blocks_check_and_apply_until_accepted(make_site, series_copy, cl
 # -- module-level anchors are first-class (issue 35, item 4) ---------------------------------
 
 
-def _stack_with_diff(tmp_path, patch_id: str, release: str, edits: dict[str, tuple[str, str]]):
-    """A series repo (``patchq init``) holding ``patch_id``, imported from a diff of the real
-    release's files: relpath -> (old line, new line)."""
+def _stack_with_diff(tmp_path, patch_id: str, release: str, edits: dict[str, tuple[str, str]],
+                     profile: str = "default", repo=None):
+    """A series repo (``patchq init``; or ``repo``) holding ``patch_id`` in ``profile``,
+    imported from a diff of the real release's files: relpath -> (old line, new line)."""
     import difflib
 
-    from patchq.vllmdist import releases
     from support import run_cli
 
-    repo = tmp_path / "stack"
-    assert run_cli("init", repo).rc == 0
+    from patchq.vllmdist import releases
+
+    if repo is None:
+        repo = tmp_path / "stack"
+        assert run_cli("init", repo).rc == 0
     tree = releases.release_tree(release)
     parts = []
     for rel, (old, new) in edits.items():
@@ -93,7 +97,8 @@ def _stack_with_diff(tmp_path, patch_id: str, release: str, edits: dict[str, tup
                                       f"a/{rel}", f"b/{rel}")
     diff = tmp_path / f"{patch_id}.diff"
     diff.write_text("".join(parts), encoding="utf-8")
-    res = run_cli("import", diff, "--id", patch_id, "--release", release, "--series", repo, "--json")
+    res = run_cli("import", diff, "--id", patch_id, "--release", release, "--profile", profile, "--series", repo,
+                  "--json")
     assert res.rc == 0 and res.json["verified"], res.stdout + res.stderr
     return repo
 
@@ -148,6 +153,49 @@ def test_a_module_level_patch_on_a_later_release_is_reviewed_accepted_and_rebase
     accepted = cli("review", "date-fmt", "--vllm", "0.31.0", "--accept", "--by", "tester", "--series", repo,
                    "--json")
     assert accepted.rc == 0 and accepted.json["accepted"], accepted.stdout
+    assert accepted.json["after"] == {"status": "applies", "blocking": False}
     assert accepted.json["changed"] == [str(repo / "anchors" / "date-fmt.toml")]
     res = cli("check", "--patch", "date-fmt", "--vllm", "0.31.0", "--series", repo, "--json")
     assert (res.rc, res.json["patches"][0]["status"]) == (0, "applies")
+
+
+# -- review you can trust (issue 35, item 6) ----------------------------------------------------
+
+DATE = "vllm/logger.py", '_DATE_FORMAT = "%m-%d %H:%M:%S"\n'
+
+
+def test_accept_records_what_check_saw_and_the_same_check_then_passes(tmp_path, cli):
+    # two patches of two profiles rewrite _DATE_FORMAT on 0.30.0; on 0.31.0 both drift to
+    # review. Accepting the second planned the whole series, where the first had already
+    # replaced the statement: nothing was recorded, yet review said "accepted" and exited 0,
+    # and check --profile long still blocked
+    repo = _stack_with_diff(tmp_path, "date-iso", "0.30.0", {DATE[0]: (DATE[1], '_DATE_FORMAT = "%Y-%m-%d"\n')},
+                            profile="iso")
+    _stack_with_diff(tmp_path, "date-long", "0.30.0", {DATE[0]: (DATE[1], '_DATE_FORMAT = "%c"\n')},
+                     profile="long", repo=repo)
+    res = cli("check", "--profile", "long", "--vllm", "0.31.0", "--series", repo, "--json")
+    assert (res.rc, res.json["patches"][0]["status"]) == (1, "review")
+    res = cli("review", "date-long", "--vllm", "0.31.0", "--accept", "--by", "tester", "--series", repo, "--json")
+    assert res.rc == 0 and res.json["accepted"], res.stdout
+    assert res.json["changed"] == [str(repo / "anchors" / "date-long.toml")]
+    assert res.json["after"] == {"status": "applies", "blocking": False}
+    data = tomllib.loads((repo / "anchors" / "date-long.toml").read_text(encoding="utf-8"))
+    assert "0.31.0" in data["anchors"]["module-logger"]["fingerprints"] and data["reviews"]["0.31.0"]["by"] == "tester"
+    res = cli("check", "--profile", "long", "--vllm", "0.31.0", "--series", repo, "--json")
+    assert (res.rc, res.json["patches"][0]["status"]) == (0, "applies")
+
+
+def test_a_patch_whose_transform_fails_is_not_accepted_and_review_says_what_will(tmp_path, cli):
+    # NeMo-RL's import guard on 0.32.0: the import it rewrites gained two names, its replace
+    # finds no place (conflict): nothing is recorded, exit 1, and the refusal names rebase
+    import shutil
+
+    stack = tmp_path / "nemo"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "verdicts" / "nemo-rl", stack)
+    anchors = (stack / "anchors" / "nemo-namespace-tool-import.toml").read_bytes()
+    res = cli("review", "nemo-namespace-tool-import", "--vllm", "0.32.0", "--accept", "--series", stack / "series",
+              "--json")
+    assert res.rc == 1 and not res.json["accepted"] and res.json["status"] == "conflict"
+    assert "its transform does not apply there (conflict)" in res.json["refused"]
+    assert "`patchq rebase --to 0.32.0 --patch nemo-namespace-tool-import --write`" in res.json["refused"]
+    assert (stack / "anchors" / "nemo-namespace-tool-import.toml").read_bytes() == anchors
