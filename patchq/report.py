@@ -321,7 +321,8 @@ def remedy_kind(row: Mapping[str, Any]) -> str | None:
       records the person's word, after which check says ``applies``;
     * ``fix-series``: the patch fails on a release recorded as verified for it: the anchor
       or the patch changed since, upstream did not;
-    * ``relation``: another patch of the profile rewrote its statement (``interaction``);
+    * ``relation``: another patch of the profile changed its definition first
+      (``interaction``): two profiles, or a declared relation;
     * ``rebase``: everything else (a conflict, a gone or moved definition, partly or
       possibly upstream by the backward detection, an uncovered release): ``patchq rebase
       --write`` carries the patch (a widened range, or a new variant from the merge once
@@ -348,8 +349,9 @@ def remedy(row: Mapping[str, Any], version: str) -> str | None:
     if kind == FIX_SERIES:
         return f"fix anchors/{pid}.toml or the patch: {pid} fails on vllm {version}, where it was verified"
     if kind == RELATION:
-        return (f"{pid} and the patch its reason names rewrite one statement: declare the relation the reason "
-                f"names, or keep them in different profiles (a patch is judged with its own profile's patches)")
+        return (f"{pid} and the patch its reason names change one definition: keep them in different profiles (a "
+                f"patch is judged with its own profile's patches), or make {pid} build on the other (`requires` or "
+                f"`supersedes`, anchored on its result)")
     if kind == REBASE:
         return (f"`patchq rebase --to {version} --patch {pid} --write` carries it to vllm {version} (resolve what it "
                 f"leaves in the work directory, then add `--continue`)")

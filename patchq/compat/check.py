@@ -55,6 +55,9 @@ Statuses (the rule that decides each, in this order):
 ``superseded``, ``interaction``, ``partially-upstreamed``
     relations between patches and generic upstream detection: see
     :mod:`patchq.compat.upstreamed` (``interaction`` and ``partially-upstreamed`` block).
+    A conflict in a definition that a patch planned before it changed, where the patch
+    planned alone applies, is an ``interaction`` naming those patches (:func:`_stacked`):
+    the stacking failed, not the anchor.
     ``upstreamed`` also comes from generic detection when the patch has no
     ``upstream_check`` (every edit's change already in the release; or, backwards, the
     release's definition equals the patch's result on its last verified release).
@@ -136,7 +139,7 @@ from patchq.compat.drift import (  # noqa: F401 - re-exported (check's public na
 from patchq.compat.variants import _label, effective_patches, nearest_edit_variant  # noqa: F401
 from patchq.compat.views import check_profiles, union_order, view_is_exact  # noqa: F401
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, AnchorError
-from patchq.model import AnchorSpec, Patch, Variant
+from patchq.model import MODULE_QUALNAME, AnchorSpec, Patch, Variant
 from patchq.plan import definitions, engine
 from patchq.plan.anchors import Pattern, ast_index, fingerprint_ast, locate_definition
 from patchq.vllmdist.sources import CodeSource
@@ -611,9 +614,34 @@ def _classify_failure(patch: Patch, result: engine.PatchResult, res: _Resolver, 
         if loc is not None:
             row.anchors = [loc]
             row.touched.add(loc["path"])
+            if result.failure == "conflict" and _stacked(patch, result, res, row, loc["path"], spec.qualname):
+                return
             if _fingerprint_at(res, loc["path"], spec.qualname) == spec.fingerprints.get(
                     str(res.plan.source.version)):
                 _edited_since_verified(patch, spec, str(res.plan.source.version), row)
+
+
+def _stacked(patch: Patch, result: engine.PatchResult, res: _Resolver, row: PatchCheck, relpath: str,
+             qualname: str) -> bool:
+    """A conflict that the patches planned before it cause, not upstream: an earlier patch
+    of the plan changed the definition the failing anchor is in, and the patch planned
+    alone on the same release applies. Then the row is an ``interaction`` naming them
+    (True); else nothing changes (False). Only such a conflict pays for the second plan."""
+    plan = res.plan
+    idx = next((i for i, r in enumerate(plan.results) if r is result), len(plan.results))
+    others = [r.patch_id for r in plan.results[:idx] if r.status in (engine.OK, engine.SUPERSEDED)
+              and any((c.relpath, c.qualname) == (relpath, qualname) for c in plan.changes.get(r.patch_id, []))]
+    if not others:
+        return False
+    alone = engine.plan(plan.source, [patch], read=pristine_reader(plan.source), backward=False).results[0]
+    if alone.status != engine.OK:
+        return False
+    row.status = INTERACTION
+    row.reason = (f"interaction: {patch.id} applies alone on vllm {plan.source.version}, but not after "
+                  f"{', '.join(others)} (before it in the plan), which changed "
+                  f"{report.definition_label(qualname, relpath) if qualname == MODULE_QUALNAME else qualname} first: "
+                  f"{result.reason}")
+    return True
 
 
 def _fingerprint_at(res: _Resolver, relpath: str, qualname: str) -> str | None:
