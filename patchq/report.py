@@ -326,7 +326,8 @@ def remedy_kind(row: Mapping[str, Any]) -> str | None:
     * ``rebase``: everything else (a conflict, a gone or moved definition, partly or
       possibly upstream by the backward detection, an uncovered release): ``patchq rebase
       --write`` carries the patch (a widened range, or a new variant from the merge once
-      ``--continue`` takes it).
+      ``--continue`` takes it); where the code is gone for good or upstream does the
+      patch's work, ``patchq review --absent/--upstreamed WHY`` ends its variant there.
     """
     if not row.get("blocking"):
         return None
@@ -353,8 +354,15 @@ def remedy(row: Mapping[str, Any], version: str) -> str | None:
                 f"patch is judged with its own profile's patches), or make {pid} build on the other (`requires` or "
                 f"`supersedes`, anchored on its result)")
     if kind == REBASE:
-        return (f"`patchq rebase --to {version} --patch {pid} --write` carries it to vllm {version} (resolve what it "
+        step = (f"`patchq rebase --to {version} --patch {pid} --write` carries it to vllm {version} (resolve what it "
                 f"leaves in the work directory, then add `--continue`)")
+        if row.get("status") == "gone":  # a rebase follows a renamed or moved definition, not a deleted one
+            step += (f"; where the definition is gone for good, `patchq review {pid} --vllm {version} --absent WHY` "
+                     f"(or `--upstreamed WHY`) ends its variant there")
+        elif row.get("status") in ("possibly-upstreamed", "partially-upstreamed"):
+            step += (f"; where upstream's change does what the patch does, `patchq review {pid} --vllm {version} "
+                     f"--upstreamed WHY` ends its variant there")
+        return step
     return None
 
 
@@ -363,8 +371,10 @@ def check_next(doc: CheckDoc) -> list[str]:
     (:func:`remedy`; the rebases in one command), then recording what drifted."""
     version = doc["vllm"]["version"]
     kinds = {p["id"]: remedy_kind(p) for p in doc["patches"]}
-    steps = [remedy(p, version) or "" for p in doc["patches"] if kinds[p["id"]] in (REVIEW, FIX_SERIES, RELATION)]
-    blocking = [pid for pid, kind in kinds.items() if kind == REBASE]
+    alone = ("gone", "possibly-upstreamed", "partially-upstreamed")  # a rebase, or the person's word on upstream
+    steps = [remedy(p, version) or "" for p in doc["patches"]
+             if kinds[p["id"]] in (REVIEW, FIX_SERIES, RELATION) or (kinds[p["id"]] == REBASE and p["status"] in alone)]
+    blocking = [p["id"] for p in doc["patches"] if kinds[p["id"]] == REBASE and p["status"] not in alone]
     if blocking:
         ids = " ".join(f"--patch {pid}" for pid in blocking)
         return steps + [f"`patchq rebase --to {version} {ids}` carries them to vllm {version} "

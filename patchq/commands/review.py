@@ -148,6 +148,77 @@ def _accept(doc: ReviewDoc, target: CodeSource, series: Series, row: dict, by: s
     return None
 
 
+def declare(target: CodeSource, series: Series, patch_id: str, kind: str, why: str) -> tuple[ReviewDoc, int]:
+    """``review --upstreamed WHY`` / ``--absent WHY``: a person's word that from ``target``'s
+    release on upstream does what the patch does (``upstreamed``), or the code it changes
+    is gone (``absent``). The edit variant that covers the release (or, where none does,
+    the nearest one check tried) is ended before it and a verdict variant saying ``why``
+    starts there (:func:`patchq.authoring.seriesedit.add_verdict_variant`), in one
+    transaction; the same check then runs on the written series and the change stands only
+    when it no longer blocks.
+
+    Returns:
+        (``patchq.review/1`` with ``declared`` {``kind``, ``why``, ``range``}, exit code 0;
+        1 with ``refused`` when the release is not after every release the variant is
+        recorded as verified on, or the check still blocks: nothing written).
+    Raises:
+        UsageError: unknown patch, an empty WHY, or a target that is not a release.
+    """
+    from packaging.version import Version
+
+    from patchq.authoring import repowrite, seriesedit
+    from patchq.compat.variants import nearest_edit_variant
+    from patchq.series import module_file
+    from patchq.testing import verified_on
+
+    if patch_id not in series.all_patch_ids():
+        raise UsageError(f"unknown patch {patch_id!r}; known: {', '.join(series.all_patch_ids())}")
+    if not why.strip():
+        raise UsageError(f"--{kind} needs WHY: what the release does instead")
+    if target.kind != "release":
+        raise UsageError(f"--{kind} names a release (--vllm X): a variant starts at a version")
+    doc_check, row = _row(target, series, patch_id)
+    doc: ReviewDoc = {"schema": SCHEMA, "ok": False, "patch": patch_id, "vllm": doc_check["vllm"],
+                      "status": row["status"], "blocking": row["blocking"], "reason": row["reason"],
+                      "threeway": row.get("threeway", []), "accepted": False, "review": None, "changed": [],
+                      "series": series.location.as_json() if series.location else None}
+    patch, version = series.patch(patch_id), Version(str(target.version))
+    variant = patch.variant_for(version)
+    if variant is None or variant.kind != "edit":
+        variant = nearest_edit_variant(patch, version)
+    verified = [v for v in verified_on(patch) if variant is not None and variant.applies.contains(v, prereleases=True)]
+    if variant is None or variant.kind != "edit" or any(Version(v) >= version for v in verified):
+        doc["refused"] = (f"cannot declare {patch_id} {kind} from vllm {version}: "
+                          + ("no edit variant to end" if variant is None or variant.kind != "edit" else
+                             f"its variant {variant.applies} is recorded as verified on "
+                             f"{', '.join(v for v in verified if Version(v) >= version)}, at or after it")
+                          + " (nothing written)")
+        return doc, EXIT_PATCH_FAILED
+    path = module_file(series.root, patch_id)
+
+    class _StillBlocks(Exception):
+        pass
+
+    try:
+        with repowrite.series_transaction(series, f"patchq review {patch_id} --vllm {version} --{kind}") as txn:
+            _, capped = seriesedit.add_verdict_variant(path, variant.applies, version, kind, why.strip(), txn=txn)
+            written = txn.apply()
+            sys.modules.pop("patchq_series_" + path.stem, None)
+            after = _row(target, Series(series.root, series.anchors_root, series.profiles, {},
+                                        location=series.location), patch_id)[1]
+            if after["blocking"]:
+                raise _StillBlocks(f"{after['status']}: {after['reason']}")
+    except _StillBlocks as exc:
+        sys.modules.pop("patchq_series_" + path.stem, None)
+        doc["refused"] = (f"cannot declare {patch_id} {kind} from vllm {version}: check would still give {exc} "
+                          f"(nothing written)")
+        return doc, EXIT_PATCH_FAILED
+    doc["ok"], doc["changed"] = True, sorted(written)
+    doc["declared"] = {"kind": kind, "why": why.strip(), "range": f">={version}", "capped": capped}
+    doc["after"] = {"status": after["status"], "blocking": after["blocking"]}
+    return doc, EXIT_OK
+
+
 def prompt(doc: ReviewDoc) -> bool:
     """Print the review and ask on the terminal; False when stdin is not a terminal."""
     if not sys.stdin.isatty():
@@ -168,9 +239,15 @@ def render_text(doc: ReviewDoc) -> str:
         if e.get("score") is not None:
             lines.append(f"  similarity of upstream's change to the patch's: {e['score']:.2f}")
         lines.append(e.get("view", "").rstrip("\n"))
-    if doc["accepted"] and doc["review"] is not None:
+    declared, after = doc.get("declared"), doc.get("after")
+    if isinstance(declared, dict):
+        lines.append(f"declared {declared['kind']} from vllm {doc['vllm']['version']} on: variant "
+                     f"\"{declared['range']}\" ({declared['why']}); the edit variant now ends at "
+                     f"\"{declared['capped']}\""
+                     + (f"; check now gives {after['status']}" if isinstance(after, dict) else ""))
+        lines += [f"  wrote {p}" for p in doc["changed"]]
+    elif doc["accepted"] and doc["review"] is not None:
         r = doc["review"]
-        after = doc.get("after")
         lines.append(f"accepted: vllm {doc['vllm']['version']} recorded as reviewed by {r['by']} at {r['at']}"
                      + (f"; check now gives {after['status']}" if isinstance(after, dict) else ""))
         lines += [f"  wrote {p}" for p in doc["changed"]]

@@ -128,3 +128,45 @@ def test_an_interaction_names_the_relation_or_another_profile(tmp_path):
         assert (rc, [p["status"] for p in doc["patches"]]) == (0, ["applies"]), name
     rc, doc = _row(repo, "0.30.0", "--all")
     assert rc == 0 and {p["status"] for p in doc["patches"]} == {"applies"}
+
+
+def _corpus(tmp_path: Path, stack: str) -> Path:
+    dest = tmp_path / stack
+    shutil.copytree(Path(__file__).resolve().parents[1] / "verdicts" / stack, dest)
+    return dest / "series"
+
+
+def test_a_definition_gone_for_good_is_cleared_by_the_persons_word_it_names(tmp_path):
+    # NeMo-RL's runtime_env patch of RayDistributedExecutor._init_executor: vLLM 0.33.0 deleted
+    # the v1 Ray executor (nothing to patch; no rename to follow). Before, the only step named
+    # was a rebase, which reports `gone` again
+    series, pid = _corpus(tmp_path, "nemo-rl"), "nemo-ray-init-workers-runtime-env"
+    rc, doc = _row(series, "0.33.0", "--patch", pid)
+    (row,) = doc["patches"]
+    assert (rc, row["status"]) == (1, "gone")
+    assert f"`patchq review {pid} --vllm 0.33.0 --absent WHY`" in row["remedy"]
+    refused = run_cli("review", pid, "--vllm", "0.25.1", "--absent", "x", "--series", series, "--json")
+    assert refused.rc == 1 and "recorded as verified on 0.25.1" in refused.json["refused"]  # its own release
+    res = run_cli("review", pid, "--vllm", "0.33.0", "--absent", "0.33.0 deleted the v1 Ray executor",
+                  "--series", series, "--json")
+    assert res.rc == 0 and res.json["declared"]["range"] == ">=0.33.0", res.stdout
+    assert res.json["after"] == {"status": "absent", "blocking": False}
+    for version, status in (("0.33.0", "absent"), ("0.34.0", "absent"), ("0.25.1", "applies")):
+        rc, doc = _row(series, version, "--patch", pid)
+        assert (rc, doc["patches"][0]["status"]) == (0, status), version
+
+
+def test_possibly_upstreamed_is_cleared_by_the_persons_word_it_names(tmp_path):
+    # SkyRL's cap of get_numel_loaded (made on 0.23.0): 0.31.0 caps with
+    # get_tensor_load_numel(param) where the patch had param.numel(): alike (similarity 0.92),
+    # not provably the same, so check blocks; the person says upstream does it
+    series, pid = _corpus(tmp_path, "skyrl"), "skyrl-numel-loaded-cap"
+    rc, doc = _row(series, "0.31.0", "--patch", pid)
+    (row,) = doc["patches"]
+    assert (rc, row["status"]) == (1, "possibly-upstreamed")
+    assert f"`patchq review {pid} --vllm 0.31.0 --upstreamed WHY`" in row["remedy"]
+    res = run_cli("review", pid, "--vllm", "0.31.0", "--upstreamed", "0.31.0 caps loaded numel itself",
+                  "--series", series, "--json")
+    assert res.rc == 0 and res.json["after"] == {"status": "upstreamed", "blocking": False}, res.stdout
+    rc, doc = _row(series, "0.31.0", "--patch", pid)
+    assert (rc, doc["patches"][0]["status"]) == (0, "upstreamed")
