@@ -484,15 +484,15 @@ def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSourc
 def _base_anchor(patch: Patch | None, anchors: Sequence, relpath: str, qualname: str):
     """The anchor result of the base plan that stands for the target's ``(relpath,
     qualname)``: by qualname and file, else by qualname and the anchor's module hint (a
-    module moved between ``a.py`` and ``a/__init__.py``), else the only one with that
-    qualname; None when none. Two module-level anchors of one patch (two files) never
-    stand for each other."""
+    definition that moved to the hinted module, a module between ``a.py`` and
+    ``a/__init__.py``), else the first definition with that qualname; None when none. Two
+    module-level anchors of one patch (two files) never stand for each other."""
     same = [x for x in anchors if x.qualname == qualname]
     hit = next((x for x in same if x.relpath == relpath), None)
     if hit is None and patch is not None:
         hit = next((x for x in same if x.anchor in patch.anchors
                     and relpath in patch.anchors[x.anchor].module_paths), None)
-    if hit is None and len(same) == 1 and qualname != MODULE_QUALNAME:
+    if hit is None and same and qualname != MODULE_QUALNAME:  # a definition is its qualname (it may move)
         hit = same[0]
     return hit
 
