@@ -588,14 +588,28 @@ def review_cmd(
     accept: bool = typer.Option(False, "--accept", help="record the release as reviewed (no prompt)"),
     by: str | None = opt(None, "--by", metavar="NAME", help="who reviews (default: $PATCHQ_REVIEWER, git user.name)"),
     note: str = typer.Option("", "--note", help="a note kept with the review"),
+    upstreamed: str | None = opt(None, "--upstreamed", metavar="WHY",
+                                 help="upstream does what the patch does from this release on: end the patch's "
+                                      "variant before it with an upstreamed variant saying WHY"),
+    absent: str | None = opt(None, "--absent", metavar="WHY",
+                             help="the code the patch changes is gone from this release on: end its variant "
+                                  "before it with an absent variant saying WHY"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Show a patch's three-way view on a release; on acceptance record it as reviewed."""
     from patchq.commands import review as cmd
     from patchq.compat.check import target_for
+    from patchq.errors import UsageError
 
+    if sum(map(bool, (accept, upstreamed, absent))) > 1:
+        raise UsageError("give one of --accept, --upstreamed WHY, --absent WHY")
     target = target_for(vllm, source, as_version, site_packages, python, dist)
+    if upstreamed or absent:
+        doc, code = cmd.declare(target, _series(series_dir), patch_id, "upstreamed" if upstreamed else "absent",
+                                upstreamed or absent or "")
+        _finish(doc, code, as_json, cmd.render_text)
+        return
     ask = None if (accept or as_json) else cmd.prompt
     doc, code = cmd.run(target, _series(series_dir), patch_id, accept=True if accept else None, by=by,
                         note=note, ask=ask)

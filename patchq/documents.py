@@ -177,6 +177,8 @@ if TYPE_CHECKING:
         """``patchq.review/1``."""
 
         refused: str
+        after: Json  # added: {status, blocking} of check once the release is recorded
+        declared: Json  # added: {kind, why, range, capped} written by --upstreamed / --absent
 
     class ImportDoc(TypedDict):
         """``patchq.import/1``."""

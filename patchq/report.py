@@ -76,8 +76,28 @@ def paint(text: str, style: str | None, err: bool = False) -> str:
     return f"\x1b[{_SGR[style]}m{text}\x1b[0m"
 
 
+#: a module-level anchor's qualname (:data:`patchq.model.MODULE_QUALNAME`; rendering imports
+#: nothing of the planner)
+MODULE_QUALNAME = "<module>"
+
+
+def definition_label(qualname: str, relpath: str | None = None, line: int | None = None) -> str:
+    """How an anchored definition is named to a person: ``Class.method (path:line)``
+    (``path`` and ``line`` when given); a module-level anchor's "definition" is ``the
+    module-level statements of path`` (``<module>``, :data:`patchq.model.MODULE_QUALNAME`,
+    is the anchors file's word, not the user's)."""
+    if qualname == MODULE_QUALNAME:
+        return f"the module-level statements of {relpath}" if relpath else "the module-level statements"
+    if relpath:
+        return f"{qualname} ({relpath}:{line})" if line else f"{qualname} ({relpath})"
+    return qualname
+
+
 def _where(anchor: dict) -> str:
-    """``qualname (file.py:line)``; a module-level anchor has no line: ``<module> (file.py)``."""
+    """``qualname (file.py:line)``; a module-level anchor: ``the module-level statements of
+    path`` (:func:`definition_label`)."""
+    if anchor["qualname"] == MODULE_QUALNAME:
+        return definition_label(anchor["qualname"], anchor["path"])
     name = anchor["path"].rsplit("/", 1)[-1]
     line = anchor.get("line")
     return f"{anchor['qualname']} ({name}:{line})" if line is not None else f"{anchor['qualname']} ({name})"
@@ -250,6 +270,13 @@ def check_text(doc: CheckDoc, show_diffs: bool = True) -> str:
         "".join(f"\n{next_line(s)}" for s in check_next(doc))
 
 
+def _threeway_name(entry: dict) -> str:
+    """A three-way entry's definition as a person reads it (a module-level anchor's: the
+    module-level statements of its file)."""
+    q = entry["qualname"]
+    return definition_label(q, entry.get("path")) if q == MODULE_QUALNAME else q
+
+
 def threeway_text(doc: CheckDoc) -> str:
     """The three-way views of blocking drift (``review``, ``possibly-upstreamed``): per
     definition its findings (rule, upstream ``path:line``) and the two diffs."""
@@ -258,7 +285,7 @@ def threeway_text(doc: CheckDoc) -> str:
         for e in p.get("threeway") or []:
             if not e.get("findings"):
                 continue
-            lines = [f"{p['id']}: {p['status']}: {e['qualname']}"]
+            lines = [f"{p['id']}: {p['status']}: {_threeway_name(e)}"]
             lines += [f"  [{f['rule']}] {f['upstream']}: {f['message']}" for f in e["findings"]]
             if e.get("score") is not None:
                 lines.append(f"  similarity of upstream's change to the patch's: {e['score']:.2f}")
@@ -276,17 +303,78 @@ def next_line(step: str, err: bool = False) -> str:
 VERIFIED_HERE = "this release is recorded as verified for anchor"
 
 
+def _applied(row: Mapping[str, Any]) -> bool:
+    """True when check planned the row's transform (every anchor has its fingerprint)."""
+    anchors = row.get("anchors") or []
+    return bool(anchors) and all(a.get("fingerprint") for a in anchors)
+
+
+#: the kinds of :func:`remedy`
+REVIEW, REBASE, FIX_SERIES, RELATION = "review", "rebase", "fix-series", "relation"
+
+
+def remedy_kind(row: Mapping[str, Any]) -> str | None:
+    """Which step clears a blocking ``patchq.check/1`` row (None when it does not block):
+
+    * ``review``: the transform applies and upstream changed what it touches (``review``,
+      ``possibly-upstreamed`` by the three-way comparison): ``patchq review --accept``
+      records the person's word, after which check says ``applies``;
+    * ``fix-series``: the patch fails on a release recorded as verified for it: the anchor
+      or the patch changed since, upstream did not;
+    * ``relation``: another patch of the profile changed its definition first
+      (``interaction``): two profiles, or a declared relation;
+    * ``rebase``: everything else (a conflict, a gone or moved definition, partly or
+      possibly upstream by the backward detection, an uncovered release): ``patchq rebase
+      --write`` carries the patch (a widened range, or a new variant from the merge once
+      ``--continue`` takes it); where the code is gone for good or upstream does the
+      patch's work, ``patchq review --absent/--upstreamed WHY`` ends its variant there.
+    """
+    if not row.get("blocking"):
+        return None
+    if VERIFIED_HERE in (row.get("reason") or ""):
+        return FIX_SERIES
+    if row.get("status") == "interaction":
+        return RELATION
+    if row.get("status") in ("review", "possibly-upstreamed") and _applied(row) and not row.get("tried_variant"):
+        return REVIEW
+    return REBASE
+
+
+def remedy(row: Mapping[str, Any], version: str) -> str | None:
+    """The one step that clears a blocking ``patchq.check/1`` row on ``version``, as a
+    person reads it (:func:`remedy_kind`); None when the row does not block."""
+    pid, kind = row.get("id"), remedy_kind(row)
+    if kind == REVIEW:
+        return (f"`patchq review {pid} --vllm {version}` shows what upstream changed under it; `--accept` "
+                f"records that you reviewed it")
+    if kind == FIX_SERIES:
+        return f"fix anchors/{pid}.toml or the patch: {pid} fails on vllm {version}, where it was verified"
+    if kind == RELATION:
+        return (f"{pid} and the patch its reason names change one definition: keep them in different profiles (a "
+                f"patch is judged with its own profile's patches), or make {pid} build on the other (`requires` or "
+                f"`supersedes`, anchored on its result)")
+    if kind == REBASE:
+        step = (f"`patchq rebase --to {version} --patch {pid} --write` carries it to vllm {version} (resolve what it "
+                f"leaves in the work directory, then add `--continue`)")
+        if row.get("status") == "gone":  # a rebase follows a renamed or moved definition, not a deleted one
+            step += (f"; where the definition is gone for good, `patchq review {pid} --vllm {version} --absent WHY` "
+                     f"(or `--upstreamed WHY`) ends its variant there")
+        elif row.get("status") in ("possibly-upstreamed", "partially-upstreamed"):
+            step += (f"; where upstream's change does what the patch does, `patchq review {pid} --vllm {version} "
+                     f"--upstreamed WHY` ends its variant there")
+        return step
+    return None
+
+
 def check_next(doc: CheckDoc) -> list[str]:
-    """The obvious next step after a ``patchq.check/1``: rebase what blocks, record what
-    drifted, fix an anchor that no longer matches the release it was verified on."""
+    """The obvious next step after a ``patchq.check/1``: one remedy per blocking row
+    (:func:`remedy`; the rebases in one command), then recording what drifted."""
     version = doc["vllm"]["version"]
-    review = [p["id"] for p in doc["patches"] if p["status"] in ("review", "possibly-upstreamed")]
-    steps = [f"`patchq review {pid} --vllm {version}` shows what upstream changed under it; `--accept` records "
-             f"that you reviewed it" for pid in review]
-    edited = [p["id"] for p in doc["patches"] if p["blocking"] and VERIFIED_HERE in (p["reason"] or "")]
-    steps += [f"fix anchors/{pid}.toml or the patch: {pid} fails on vllm {version}, where it was verified"
-              for pid in edited]
-    blocking = [p["id"] for p in doc["patches"] if p["blocking"] and p["id"] not in review + edited]
+    kinds = {p["id"]: remedy_kind(p) for p in doc["patches"]}
+    alone = ("gone", "possibly-upstreamed", "partially-upstreamed")  # a rebase, or the person's word on upstream
+    steps = [remedy(p, version) or "" for p in doc["patches"]
+             if kinds[p["id"]] in (REVIEW, FIX_SERIES, RELATION) or (kinds[p["id"]] == REBASE and p["status"] in alone)]
+    blocking = [p["id"] for p in doc["patches"] if kinds[p["id"]] == REBASE and p["status"] not in alone]
     if blocking:
         ids = " ".join(f"--patch {pid}" for pid in blocking)
         return steps + [f"`patchq rebase --to {version} {ids}` carries them to vllm {version} "
@@ -453,7 +541,8 @@ def _rebase_unit_lines(u: dict) -> list[str]:
         where += f" -> {u['target_path']}"
     up = "upstream changed it" if u["upstream_changed"] else "upstream unchanged"
     merged = "resolved by hand" if u["resolution"] == "resolved" else u["merge"]
-    line = f"  {u['qualname']} [{where}] {u['resolution']}, {up}: merge {merged}"
+    name = "module-level statements" if u["qualname"] == MODULE_QUALNAME else u["qualname"]
+    line = f"  {name} [{where}] {u['resolution']}, {up}: merge {merged}"
     if u.get("by_structure"):
         line += (f" by structure (git merge-file: {u['conflicts']} conflict block(s) on lines next to the "
                  f"patch's; its statement operations found their places)")

@@ -260,8 +260,15 @@ NON_BLOCKING = frozenset({"applies", "applies-drifted", "upstreamed", "supersede
 def authoring_releases(patch) -> list[str]:
     """The release a patch was made on: the oldest its anchors have fingerprints for inside
     its applies-range (``record``/``import`` write the release they were made against;
-    later releases are added by ``fingerprint`` and ``rebase``); else
+    later releases are added by ``fingerprint`` and ``rebase``: :func:`authored_on`); else
     :func:`default_releases`."""
+    return authored_on(patch) or default_releases(patch)
+
+
+def authored_on(patch) -> list[str]:
+    """The release the patch was made on when its anchors say so: the oldest they have
+    fingerprints for inside its applies-range (``record``/``import`` write it); [] when none
+    is recorded (:func:`authoring_releases` then guesses, and a guess refuses nothing)."""
     from packaging.version import InvalidVersion, Version
 
     out = set()
@@ -272,7 +279,40 @@ def authoring_releases(patch) -> list[str]:
                     out.add(v)
             except InvalidVersion:
                 continue
-    return sorted(out, key=Version)[:1] or default_releases(patch)
+    return sorted(out, key=Version)[:1]
+
+
+def verified_on(patch) -> list[str]:
+    """The releases the anchors file records as verified for every anchor of the variant
+    that covers them: a person's word that the patch is right there
+    (:mod:`patchq.authoring.fingerprints`)."""
+    from packaging.version import InvalidVersion, Version
+
+    out = []
+    for v in sorted({v for spec in patch.anchors.values() for v in spec.fingerprints}):
+        try:
+            variant = patch.variant_for(Version(v))
+        except InvalidVersion:
+            continue
+        if variant is not None and variant.kind == "edit" and variant.edits and \
+                all(v in patch.anchors[a].fingerprints for a in variant.edits if a in patch.anchors):
+            out.append(v)
+    return out
+
+
+def _refused(case: Case, seen: _Seen) -> str:
+    """Why a regen does not store a blocking verdict on the release the patch was made on
+    (or one recorded as verified): the patch does not apply where it was written, so that
+    is no expected output but a broken patch; what clears it."""
+    from patchq.report import remedy
+
+    row = seen.row
+    fix = remedy(row, str(case.release)) if row is not None else None
+    return (f"{case.patch_id} on vllm {case.release}: check says {seen.status}, which is blocking, on a release "
+            f"the patch was made on or recorded as verified on: not recorded as its expected verdict (nothing "
+            f"written); "
+            f"`patchq check --patch {case.patch_id} --vllm {case.release}` says why"
+            + (f"; {fix}" if fix else ""))
 
 
 def definition(text: str, qualname: str) -> str | None:
@@ -305,6 +345,8 @@ class _Seen:
     source: CodeSource
     plan: Plan
     diff: str | None
+    #: the check row (``patchq.check/1``), for the remedy a refusal names
+    row: dict | None = None
 
 
 def _observe(patch, release: str) -> _Seen:
@@ -317,7 +359,7 @@ def _observe(patch, release: str) -> _Seen:
     plan = engine.plan(source, [patch])
     ok = plan.results[0].status == engine.OK
     return _Seen(row.status, row.blocking, source, plan,
-                 diffs.unified_all(plan.pristine, plan.patched) if ok else None)
+                 diffs.unified_all(plan.pristine, plan.patched) if ok else None, row.to_dict())
 
 
 def _definition_texts(seen: _Seen) -> dict[str, str]:
@@ -350,6 +392,9 @@ def run_case(case: Case, regen: bool = False, releases: list[str] | None = None)
     seen = _observe(patch, case.release)
     out.status = seen.status
     if regen:
+        if seen.blocking and case.release in authored_on(patch) + verified_on(patch):
+            out.problems.append(_refused(case, seen))
+            return out
         if seen.blocking:
             out.warnings.append(f"{case.patch_id} on vllm {case.release}: the recorded expected verdict is "
                                 f"`{seen.status}`, which is blocking (apply fails there); `patchq check --patch "
@@ -397,6 +442,7 @@ def _record_new(case: Case, out: Outcome, releases: list[str] | None) -> Outcome
         done = run_case(Case(case.location, case.patch_id, rel), True)
         out.written += done.written
         out.warnings += done.warnings
+        out.problems += done.problems
     _settle_goldens(case, out)
     return out
 
@@ -519,6 +565,7 @@ def _settle_goldens(case: Case, out: Outcome) -> None:
             again = run_case(one, True)
             out.written += again.written
             out.warnings += [w for w in again.warnings if w not in out.warnings]
+            out.problems += [p for p in again.problems if p not in out.problems]
             out.problems += [f"after regen: {p}" for p in run_case(one).problems]
 
 

@@ -107,3 +107,26 @@ def test_migrate_refuses_while_a_layout1_case_fails_and_writes_nothing(old_repo)
     assert "then `patchq test --migrate --patch example-quiet-logger`" in \
         run_cli("test", "--migrate", "--series", str(old_repo)).stdout
     assert run_cli("test", "--migrate", "--regen", "--series", str(old_repo)).rc == 2
+
+
+def test_regen_refuses_a_blocking_verdict_on_the_release_the_patch_was_made_on(tmp_path):
+    # `patchq init`'s example patch, recorded on 0.15.1 (its oldest fingerprint), with its
+    # anchor pattern mistyped by hand: check says conflict on 0.15.1 itself. A regen stored
+    # `conflict` as the expected verdict there (a warning, exit 0), so the test stayed green
+    from support import run_cli
+
+    repo = tmp_path / "stack"
+    assert run_cli("init", repo).rc == 0
+    anchors = repo / "anchors" / "example-quiet-logger.toml"
+    anchors.write_text(anchors.read_text().replace('node = "logger = logging.getLogger(name)"',
+                                                   'node = "logger = logging.getLogger(nam)"'))
+    before = _files(repo / "series")
+    res = run_cli("test", "--regen", "--releases", "0.15.1", "--series", repo, "--json")
+    assert res.rc == 1 and not res.json["ok"], res.stdout
+    (case,) = [c for c in res.json["cases"] if c["release"] is None or c["release"] == "0.15.1"]
+    problem = next(p for p in case["problems"] if "the patch was made on or recorded as verified on" in p)
+    assert "check says conflict, which is blocking" in problem and "nothing written" in problem
+    assert "fix anchors/example-quiet-logger.toml or the patch" in problem  # the remedy check names
+    # 0.23.0, recorded before and verified too, keeps its expected verdict: nothing written
+    assert _files(repo / "series") == before
+    assert any("vllm 0.23.0: check says conflict" in p for c in res.json["cases"] for p in c["problems"])

@@ -310,6 +310,35 @@ def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = 
     return changed
 
 
+def with_release(loaded: series_mod.Series, patch_id: str, version: str, fps: Mapping[str, str],
+                 review: Mapping[str, str]) -> tuple[Path, str]:
+    """The anchors file of ``patch_id`` with ``version`` recorded: each anchor of ``fps``
+    (anchor id -> fingerprint, as ``check`` computed it on that release) gets it, and
+    ``[reviews."<version>"]`` is ``review`` (format 2); comments and layout kept
+    (:func:`rewrite`). Nothing is written.
+
+    Returns:
+        (path, new text).
+    Raises:
+        SeriesError: the anchors file is missing or does not parse.
+    """
+    from patchq.authoring import repowrite
+    from patchq.errors import SeriesError
+
+    path = loaded.anchors_root / f"{patch_id}.toml"
+    raw = repowrite.read_regular(path)
+    if raw is None:
+        raise SeriesError(f"{path}: no anchors file for patch {patch_id}")
+    old_text = raw.decode("utf-8")
+    data = tomllib.loads(old_text)
+    for anchor_id, table in data.get("anchors", {}).items():
+        if anchor_id in fps:
+            table["fingerprints"] = merged(table.get("fingerprints", {}), {version: fps[anchor_id]}, [version])
+    data.setdefault("reviews", {})[version] = dict(review)
+    data["format"] = max(2, int(data.get("format", 1)))  # [reviews] is format 2
+    return path, rewrite(patch_id, old_text, data)
+
+
 #: The ``[reviews]`` table (anchors file ``format = 2``): ``"<version>" = {by, at, how,
 #: status, note}``: who accepted that release and when (UTC, ISO 8601), how (``review``:
 #: ``patchq review --accept``; ``fingerprint``: named explicitly to ``patchq fingerprint

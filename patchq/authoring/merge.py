@@ -20,7 +20,9 @@ target and its definition compared with the merge (``carries-forward`` when equa
 ``carries-forward (formatting)`` when equal by normalized AST; ``differs`` or
 ``fails`` otherwise: the signal that a new variant is needed). A conflicted merge is
 written with its markers to ``<workdir>/<target>/<patch>/<qualname>.py``, beside
-``<qualname>.transform.py`` when the transform still applies at the target.
+``<qualname>.transform.py`` when the transform still applies at the target. A module-level
+anchor's unit (``<module>``) is its whole file: every other unit of that file merges with
+it (:func:`unit_file` names its work files ``module.<dotted module>.py``).
 
 Finally the patch's rendered diff at the two releases is compared hunk by hunk
 (:mod:`patchq.authoring.rangediff`). Writing (``--write``) is :func:`record`'s job.
@@ -41,9 +43,9 @@ from packaging.version import Version
 
 from patchq.authoring import rangediff
 from patchq.errors import AnchorError
-from patchq.model import AnchorSpec, Patch, Variant
+from patchq.model import MODULE_QUALNAME, AnchorSpec, Patch, Variant
 from patchq.plan import definitions, diffs, engine
-from patchq.plan.anchors import fingerprint_ast, locate_definition, split_lines
+from patchq.plan.anchors import fingerprint_ast, fingerprint_code, locate_definition, split_lines
 from patchq.plan.definitions import Definition, module_of  # noqa: F401 - re-exported
 from patchq.sentinels import SENTINEL_RE
 from patchq.vllmdist.sources import CodeSource
@@ -55,8 +57,8 @@ SIMILARITY_MIN = 85.0
 CLEAN = "clean"
 CONFLICT = "conflict"
 GONE = "gone"
-#: a patch status: the patch has a unit rebase cannot merge (a module-level anchor), or fails
-#: on a target it is recorded as verified on (the series changed, not upstream)
+#: a patch status: the patch fails on a target it is recorded as verified on (the series
+#: changed, not upstream), or a unit could not be cut out of its patched release
 UNSUPPORTED = "unsupported"
 
 
@@ -236,7 +238,7 @@ class PatchRebase:
             target: a new variant is needed), ``conflict``, ``gone``,
             ``failed-at-base`` (the variant does not apply at the from release),
             ``skipped`` (no edit variant at the from release, or already carried: verified
-            at the target), ``unsupported`` (a module-level unit; or a variant verified at
+            at the target), ``unsupported`` (a unit that cannot be cut out; or a variant verified at
             the target that check blocks there), or the series' own
             verdict at the target, ``upstreamed`` / ``absent`` (the merge is still run
             and shown).
@@ -287,9 +289,13 @@ def forced(patch: Patch, variant: Variant) -> Patch:
 
 
 def _outermost(units: dict[tuple[str, str], list[str]]) -> dict[tuple[str, str], list[str]]:
+    """Each unit folded into its outermost enclosing unit of the same file; a module-level
+    unit (``<module>``) encloses every unit of its file (the file is merged whole)."""
     out: dict[tuple[str, str], list[str]] = {}
     for (rel, q), ids in units.items():
         outer = [(r2, q2) for (r2, q2) in units if r2 == rel and q.startswith(q2 + ".")]
+        if (rel, MODULE_QUALNAME) in units and q != MODULE_QUALNAME:
+            outer = [(rel, MODULE_QUALNAME)]
         key = min(outer, key=lambda k: len(k[1])) if outer else (rel, q)
         out.setdefault(key, [])
         out[key] += [i for i in ids if i not in out[key]]
@@ -367,7 +373,8 @@ def _units(anchors: list[engine.AnchorResult]) -> dict[tuple[str, str], list[str
     units = _outermost({(a.relpath, a.qualname): [] for a in anchors})
     for a in anchors:
         for (rel, q), ids in units.items():
-            if rel == a.relpath and (a.qualname == q or a.qualname.startswith(q + ".")) and a.anchor not in ids:
+            inside = a.qualname == q or a.qualname.startswith(q + ".") or q == MODULE_QUALNAME
+            if rel == a.relpath and inside and a.anchor not in ids:
                 ids.append(a.anchor)
     return units
 
@@ -391,18 +398,19 @@ def _merge_unit(res: PatchRebase, unit: UnitRebase, sides: _Sides, target_texts:
                 workdir: Path, resume: bool) -> bool:
     """Merge one unit three-way (base, ours at the old release, theirs at the target) and
     compare with the transform; the target file's text is kept in ``target_texts``.
-    Returns False when the rebase stops here (a module-level anchor: ``res`` says why)."""
+    Returns False when the rebase stops here (``res`` says why)."""
     patch, fv, tv = sides.patch, sides.from_source.version, sides.to_source.version
     rel, q = unit.base_path, unit.qualname
-    base = cut(sides.plan_f.pristine[rel], rel, q)
-    ours = cut(sides.plan_f.patched[rel], rel, q)
-    if base is None or ours is None:  # a module-level anchor (<module>): no definition to merge three-way
+    if q == MODULE_QUALNAME:  # the module itself: its whole file is merged three-way
+        base, ours = _module_definition(sides.plan_f.pristine[rel], rel), \
+            _module_definition(sides.plan_f.patched[rel], rel)
+    else:
+        base, ours = cut(sides.plan_f.pristine[rel], rel, q), cut(sides.plan_f.patched[rel], rel, q)
+    if base is None or ours is None:  # pragma: no cover - the plan changed (and parsed) this definition
         res.units = []
         res.status = UNSUPPORTED
-        res.reason = (f"{q} in {rel} is not a definition: module-level edits are not merged three-way; "
-                      f"`patchq check --patch {patch.id} --vllm {tv}` says whether the patch applies there, "
-                      f"and a variant for vllm {tv} is written by hand (or re-record the patch there)")
-        res.next_steps.append(f"check {patch.id} on vllm {tv}; if it fails, add a variant by hand")
+        res.reason = f"{q} in {rel} could not be cut out of the patched vllm {fv}: nothing to merge"
+        res.next_steps.append(f"re-record {patch.id} on vllm {tv} (`patchq edit {patch.id}`, then `patchq record`)")
         return False
     unit.base_fingerprint = base.fingerprint
     theirs = _resolve_target(unit, base, patch, sides.to_source, sides.index_t, sides.from_source)
@@ -417,7 +425,7 @@ def _merge_unit(res: PatchRebase, unit: UnitRebase, sides: _Sides, target_texts:
     unit.merge = CONFLICT if unit.conflicts else CLEAN
     if unit.conflicts:
         unit.reason = f"{unit.conflicts} conflict(s) in {q}"
-        resolved = unit_dir(workdir, str(tv), patch.id) / f"{_slug(q)}.py"
+        resolved = unit_dir(workdir, str(tv), patch.id) / unit_file(q, rel)
         if resume and resolved.is_file() and not _MARKERS.search(resolved.read_text(encoding="utf-8")):
             unit.merged, unit.merge, unit.resolution = resolved.read_text(encoding="utf-8"), CLEAN, "resolved"
             unit.reason = f"{unit.conflicts} conflict(s) in {q}, resolved by hand in {resolved}"
@@ -455,10 +463,37 @@ def _check_parses(res: PatchRebase, target_texts: dict[str, str]) -> None:
                     u.merge, u.reason = CONFLICT, f"the merged file does not parse: line {exc.lineno}: {exc.msg}"
 
 
+def _module_definition(text: str, relpath: str) -> Definition | None:
+    """A whole module as the :class:`Definition` a module-level unit merges (lines 1..n,
+    fingerprint :func:`patchq.plan.anchors.module_fingerprint`); None when it does not parse."""
+    from patchq.plan.anchors import module_fingerprint
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return Definition(relpath, MODULE_QUALNAME, 1, max(1, len(split_lines(text))), body, module_fingerprint(text),
+                      "module", tree)  # type: ignore[arg-type]
+
+
 def _resolve_target(unit: UnitRebase, base: Definition, patch: Patch, to_source: CodeSource,
                     index_t: Callable, from_source: CodeSource) -> Definition | None:
     """The unit's definition at the target, or None (unit.merge set to gone/conflict)."""
     spec = AnchorSpec(id=unit.qualname, module=module_of(unit.base_path), qualname=unit.qualname)
+    if unit.qualname == MODULE_QUALNAME:  # the module, at its file (or the other spelling of its path)
+        try:
+            rel, moved = locate_definition(spec, to_source, index_t, getattr(index_t, "package", None))
+        except AnchorError as exc:
+            unit.resolution, unit.merge, unit.reason = "gone", GONE, str(exc)
+            return None
+        theirs = _module_definition(to_source.read_text(rel) or "", rel)
+        if theirs is None:
+            unit.merge, unit.reason = CONFLICT, f"{rel} does not parse in vllm {to_source.version}"
+            return None
+        unit.resolution = "moved" if rel != unit.base_path else "same"
+        unit.target_path, unit.target_qualname = theirs.relpath, theirs.qualname
+        return theirs
     try:
         rel, moved = locate_definition(spec, to_source, index_t, getattr(index_t, "package", None))
     except AnchorError as exc:
@@ -508,7 +543,10 @@ def _check_transform(unit: UnitRebase, theirs: Definition, rt: engine.PatchResul
         unit.transform, unit.transform_reason = "fails", rt.reason
         return
     text = plan_t.patched.get(theirs.relpath)
-    mine = cut(text, theirs.relpath, theirs.qualname) if text is not None else None
+    if theirs.qualname == MODULE_QUALNAME:
+        mine = _module_definition(text, theirs.relpath) if text is not None else None
+    else:
+        mine = cut(text, theirs.relpath, theirs.qualname) if text is not None else None
     if mine is None:
         unit.transform, unit.transform_reason = "fails", f"the transform does not change {theirs.qualname}"
         return
@@ -519,8 +557,11 @@ def _check_transform(unit: UnitRebase, theirs: Definition, rt: engine.PatchResul
         unit.transform = "carries-forward"
     else:
         try:
-            same = fingerprint_ast(ast.parse(_dedent_def(unit.transform_text)).body[0]) == \
-                fingerprint_ast(ast.parse(_dedent_def(unit.merged or "")).body[0])
+            if theirs.qualname == MODULE_QUALNAME:
+                same = fingerprint_code(unit.transform_text) == fingerprint_code(unit.merged or "")
+            else:
+                same = fingerprint_ast(ast.parse(_dedent_def(unit.transform_text)).body[0]) == \
+                    fingerprint_ast(ast.parse(_dedent_def(unit.merged or "")).body[0])
         except SyntaxError:
             same = False
         unit.transform = "carries-forward (formatting)" if same else "differs"
@@ -539,8 +580,12 @@ def _dedent_def(text: str) -> str:
 _MARKERS = re.compile(r"^(<<<<<<<|>>>>>>>|=======$)", re.M)
 
 
-def _slug(qualname: str) -> str:
-    return qualname.replace("/", "_")
+def unit_file(qualname: str, relpath: str) -> str:
+    """The work file name of a unit: ``<qualname>.py``; a module-level unit's,
+    ``module.<dotted module>.py`` (``module.vllm.logger.py``)."""
+    if qualname == MODULE_QUALNAME:
+        return f"module.{module_of(relpath)}.py"
+    return qualname.replace("/", "_") + ".py"
 
 
 def unit_dir(workdir: Path, version: str, patch_id: str) -> Path:
@@ -555,11 +600,11 @@ def _write_conflicts(res: PatchRebase, workdir: Path) -> None:
         from patchq.authoring import repowrite
 
         d = unit_dir(workdir, res.to_version, res.patch_id)
-        path = d / f"{_slug(u.qualname)}.py"
+        path = d / unit_file(u.qualname, u.base_path)
         repowrite.write_file(path, u.merged)  # atomic and verified, as every write into the repo
         u.files.append(str(path))
         if u.transform_text is not None:
-            tpath = d / f"{_slug(u.qualname)}.transform.py"
+            tpath = d / (unit_file(u.qualname, u.base_path)[:-3] + ".transform.py")
             repowrite.write_file(tpath, u.transform_text)
             u.files.append(str(tpath))
         res.written += u.files

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 def run(target: CodeSource, series: Series, profile: str | None) -> tuple[CheckDoc, int]:
-    """Check ``profile``'s patches (None: every patch of the series) on ``target``.
+    """Check ``profile``'s patches (None: every patch of the series, each in the context of
+    its own profiles: :func:`patchq.compat.views.check_all`) on ``target``.
 
     Returns:
         (the ``patchq.check/1`` document, exit code: 1 when any row is blocking, else 0).
@@ -21,8 +22,12 @@ def run(target: CodeSource, series: Series, profile: str | None) -> tuple[CheckD
         UsageError: unknown profile. SeriesError: broken series data.
     """
     # relations hook: a profile's patches come validated against their declared relations
-    patches = series.patches_of(profile) if profile else [series.patch(pid) for pid in series.all_patch_ids()]
-    rows = checking.check(target, patches)
+    if profile:
+        rows = checking.check(target, series.patches_of(profile))
+    else:  # each patch in the context of its own profiles, never stacked on other profiles' patches
+        from patchq.compat.views import check_all
+
+        rows = check_all(target, series)
     doc = checking.document(target, profile, rows)
     return doc, doc["exit_code"]
 

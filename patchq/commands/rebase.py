@@ -112,7 +112,7 @@ def record(res: merge.PatchRebase, series: Series, workdir: Path, resume: bool =
     if res.transform != "carries-forward":
         d = merge.unit_dir(workdir, res.to_version, res.patch_id)
         for u in res.units:
-            path = d / f"{u.qualname}.py"
+            path = d / merge.unit_file(u.qualname, u.base_path)
             repowrite.write_file(path, u.merged or "")
             u.files.append(str(path))
             res.written.append(str(path))

@@ -11,7 +11,10 @@ patchq)}], ``migrate`` (added: bool).
 A regen records the named releases (``--releases``) and the patch's authoring releases
 (the oldest its anchors have fingerprints for: where it was made), then checks every
 recorded release: one that fails is recorded again, so a regen never leaves expected
-output that fails. ``--migrate`` moves layout-1 patches into the store (:func:`patchq.testing.migrate`).
+output that fails. A blocking verdict on the release the patch was made on, or on one its
+anchors record as verified, is never recorded as expected (:func:`patchq.testing.authored_on`,
+:func:`patchq.testing.verified_on`): that case fails, naming why.
+``--migrate`` moves layout-1 patches into the store (:func:`patchq.testing.migrate`).
 Exit 0 when every case passes (or was regenerated, or migrated), 1 when one fails.
 """
 

@@ -55,6 +55,9 @@ Statuses (the rule that decides each, in this order):
 ``superseded``, ``interaction``, ``partially-upstreamed``
     relations between patches and generic upstream detection: see
     :mod:`patchq.compat.upstreamed` (``interaction`` and ``partially-upstreamed`` block).
+    A conflict in a definition that a patch planned before it changed, where the patch
+    planned alone applies, is an ``interaction`` naming those patches (:func:`_stacked`):
+    the stacking failed, not the anchor.
     ``upstreamed`` also comes from generic detection when the patch has no
     ``upstream_check`` (every edit's change already in the release; or, backwards, the
     release's definition equals the patch's result on its last verified release).
@@ -105,7 +108,10 @@ JSON document ``patchq.check/1`` (``patchq check --json``)::
                         "findings": [{"rule": "skipped-path", "message": "…", "upstream": "path:651-655"}],
                         "score": 0.15, "patch_text": "…", "upstream_text": "…",
                         "view": "three-way view: the patch's and upstream's unified diffs"}],  # added
-          "reviewed": true                        # this very release reviewed for every anchor (added)
+          "reviewed": true,                       # this very release reviewed for every anchor (added)
+          "remedy": null                          # the one step that clears a blocking row (added):
+                                                  # patchq review --accept, patchq rebase --write, fix the
+                                                  # series, or a relation; null when not blocking
         }
       ]
     }
@@ -133,7 +139,7 @@ from patchq.compat.drift import (  # noqa: F401 - re-exported (check's public na
 from patchq.compat.variants import _label, effective_patches, nearest_edit_variant  # noqa: F401
 from patchq.compat.views import check_profiles, union_order, view_is_exact  # noqa: F401
 from patchq.errors import EXIT_OK, EXIT_PATCH_FAILED, AnchorError
-from patchq.model import AnchorSpec, Patch, Variant
+from patchq.model import MODULE_QUALNAME, AnchorSpec, Patch, Variant
 from patchq.plan import definitions, engine
 from patchq.plan.anchors import Pattern, ast_index, fingerprint_ast, locate_definition
 from patchq.vllmdist.sources import CodeSource
@@ -188,9 +194,16 @@ class PatchCheck:
     #: recorded for this version); False when it applies by equality with another release's
     #: or drifted; None when nothing was planned
     reviewed: bool | None = None
+    #: the one step that clears a blocking row (:func:`patchq.report.remedy`); None when
+    #: it does not block
+    remedy: str | None = None
     #: files this patch read or changed in the plan (for profile views; not in JSON)
     touched: set = field(default_factory=set, repr=False)
     compile_failed: bool = field(default=False, repr=False)
+    #: True when the plan kept this patch's edits (its result ``ok`` or ``superseded``), also
+    #: where check then blocks it (``review``, an uncovered release's trial): a later patch of
+    #: the same plan planned on them (for profile views; not in JSON)
+    left_edits: bool = field(default=False, repr=False)
 
     def to_dict(self) -> dict:
         """The JSON row."""
@@ -201,7 +214,7 @@ class PatchCheck:
             "anchors": self.anchors, "upstream_check": self.upstream_check,
             "drift": self.drift, "notes": self.notes, "level": self.level,
             "relations": self.relations, "upstream_evidence": self.upstream_evidence,
-            "threeway": self.threeway, "reviewed": self.reviewed,
+            "threeway": self.threeway, "reviewed": self.reviewed, "remedy": self.remedy,
         }
 
 
@@ -365,6 +378,7 @@ def classify(patch: Patch, result: engine.PatchResult, plan: engine.Plan,
     """
     res = resolver or _Resolver(plan)
     row = _new_row(patch, plan.source.version)
+    row.left_edits = result.status in (engine.OK, engine.SUPERSEDED)
     if result.status == engine.NOT_APPLICABLE:
         return _not_applicable(row, result)
     _upstream_verdict(row, patch, plan)
@@ -442,7 +456,7 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
     source = res.plan.source
     version = source.version
     for a in result.anchors:
-        a.verified = verified_release(patch, a.qualname, a.fingerprint, version)
+        a.verified = verified_release(patch, a.qualname, a.fingerprint, version, a.relpath)
     row.anchors = [_anchor_row(a) for a in result.anchors]
     row.touched = set(result.files) | {a.relpath for a in result.anchors}
     moved = [a for a in result.anchors if a.moved]
@@ -453,7 +467,7 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
             unverified.append(a)
     for a in unverified:
         row.drift.append(drift_entry(patch.anchors[a.anchor], a, source, res.text(a.relpath),
-                                     recorded_fingerprints(patch, a.qualname)))
+                                     recorded_fingerprints(patch, a.qualname, a.relpath)))
     row.reviewed = all(a.verified == str(version) for a in result.anchors)
     verdict = _threeway(patch, unverified, source, res)
     where_moved = "; ".join(
@@ -487,7 +501,7 @@ def _drifted(row: PatchCheck, patch: Patch, unverified: list[engine.AnchorResult
         row.reason = _drift_reason(unverified, row.drift, patch.id, version)
         return
     row.threeway = verdict.entries
-    rest = [a for a in unverified if not recorded_fingerprints(patch, a.qualname)]
+    rest = [a for a in unverified if not recorded_fingerprints(patch, a.qualname, a.relpath)]
     row.reason = verdict.reason
     if rest:
         row.reason += "; " + _drift_reason(rest, [d for a, d in zip(unverified, row.drift, strict=False)
@@ -500,10 +514,10 @@ def _threeway(patch: Patch, unverified: list[engine.AnchorResult], source: CodeS
     never reviewed is reported as drift without a base, not blocking)."""
     from patchq.compat import threeway
 
-    drifted = [(a.relpath, a.qualname) for a in unverified if recorded_fingerprints(patch, a.qualname)]
+    drifted = [(a.relpath, a.qualname) for a in unverified if recorded_fingerprints(patch, a.qualname, a.relpath)]
     if not drifted:
         return None
-    known = {q: list(recorded_fingerprints(patch, q)) for _, q in drifted}
+    known = {(rel, q): list(recorded_fingerprints(patch, q, rel)) for rel, q in drifted}
     ws = res.ws
     node = (lambda rel, q: ws.pristine_node(rel, q)) if ws is not None else None
     return threeway.classify(patch, drifted, source, res.text, known, node)
@@ -537,7 +551,7 @@ def _drift_reason(unverified: list[engine.AnchorResult], drift: list[dict], patc
     a dev or local build is no release to record)."""
     parts, unrecorded = [], []
     for a, d in zip(unverified, drift, strict=False):
-        where = f"{a.qualname} ({_at(a.relpath, a.line)})"
+        where = report.definition_label(a.qualname, a.relpath, a.line)
         if d["base"] is None:
             unrecorded.append(where)
         elif d["diff"] == "":
@@ -600,9 +614,34 @@ def _classify_failure(patch: Patch, result: engine.PatchResult, res: _Resolver, 
         if loc is not None:
             row.anchors = [loc]
             row.touched.add(loc["path"])
+            if result.failure == "conflict" and _stacked(patch, result, res, row, loc["path"], spec.qualname):
+                return
             if _fingerprint_at(res, loc["path"], spec.qualname) == spec.fingerprints.get(
                     str(res.plan.source.version)):
                 _edited_since_verified(patch, spec, str(res.plan.source.version), row)
+
+
+def _stacked(patch: Patch, result: engine.PatchResult, res: _Resolver, row: PatchCheck, relpath: str,
+             qualname: str) -> bool:
+    """A conflict that the patches planned before it cause, not upstream: an earlier patch
+    of the plan changed the definition the failing anchor is in, and the patch planned
+    alone on the same release applies. Then the row is an ``interaction`` naming them
+    (True); else nothing changes (False). Only such a conflict pays for the second plan."""
+    plan = res.plan
+    idx = next((i for i, r in enumerate(plan.results) if r is result), len(plan.results))
+    others = [r.patch_id for r in plan.results[:idx] if r.status in (engine.OK, engine.SUPERSEDED)
+              and any((c.relpath, c.qualname) == (relpath, qualname) for c in plan.changes.get(r.patch_id, []))]
+    if not others:
+        return False
+    alone = engine.plan(plan.source, [patch], read=pristine_reader(plan.source), backward=False).results[0]
+    if alone.status != engine.OK:
+        return False
+    row.status = INTERACTION
+    row.reason = (f"interaction: {patch.id} applies alone on vllm {plan.source.version}, but not after "
+                  f"{', '.join(others)} (before it in the plan), which changed "
+                  f"{report.definition_label(qualname, relpath) if qualname == MODULE_QUALNAME else qualname} first: "
+                  f"{result.reason}")
+    return True
 
 
 def _fingerprint_at(res: _Resolver, relpath: str, qualname: str) -> str | None:
@@ -683,6 +722,8 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     rows = _classify_all(patches, plan, tried)
     from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
     upstreamed.annotate(rows, patches, plan)
+    for row in rows:
+        row.remedy = report.remedy(row.to_dict(), str(source.version))
     definitions.save_all()  # what drift and the rename search indexed
     verdictcache.store(source, patches, rows, key)
     return rows
@@ -764,7 +805,7 @@ def _prefetch_bases(plan: engine.Plan, patches: list[Patch]) -> None:
         if result.status != engine.OK:
             continue
         for a in result.anchors:
-            recorded = recorded_fingerprints(patch, a.qualname)
+            recorded = recorded_fingerprints(patch, a.qualname, a.relpath)
             if recorded and a.fingerprint not in recorded.values():
                 base = nearest_verified(recorded, plan.source.version)
                 if base is not None:

@@ -20,27 +20,36 @@ from packaging.version import Version
 from patchq.model import AnchorSpec, Patch
 from patchq.plan import definitions, engine
 from patchq.plan.definitions import definition_text  # noqa: F401 - re-exported
+from patchq.report import definition_label
 from patchq.vllmdist.sources import CodeSource
 
 
-def recorded_fingerprints(patch: Patch, qualname: str) -> dict[str, str]:
+def recorded_fingerprints(patch: Patch, qualname: str, relpath: str | None = None) -> dict[str, str]:
     """version -> fingerprint recorded for ``qualname`` by any anchor of ``patch``.
 
     A fingerprint belongs to the definition, not to the anchor: a variant's new anchor
     (say, at a moved module) is verified by an older anchor's record of the same
-    definition. Records of the anchors that name ``qualname`` are merged.
+    definition. Records of the anchors that name ``qualname`` are merged. A module-level
+    anchor's definition is its module: with ``relpath`` (the file the anchor resolved
+    to), only the module-level anchors of that file count, so two modules of one patch
+    never verify each other (without ``relpath``: every one).
     """
     out: dict[str, str] = {}
     for spec in patch.anchors.values():
-        if spec.qualname == qualname:
-            out.update(spec.fingerprints)
+        if spec.qualname != qualname:
+            continue
+        if spec.is_module and relpath is not None and relpath not in spec.module_paths:
+            continue
+        out.update(spec.fingerprints)
     return out
 
 
-def verified_release(patch: Patch, qualname: str, fp: str, version: Version) -> str | None:
+def verified_release(patch: Patch, qualname: str, fp: str, version: Version,
+                     relpath: str | None = None) -> str | None:
     """The recorded release nearest to ``version`` (:func:`nearest_verified`) whose
-    fingerprint of ``qualname`` equals ``fp``, or None."""
-    hits = [v for v, f in recorded_fingerprints(patch, qualname).items() if f == fp]
+    fingerprint of ``qualname`` (in ``relpath``, for a module-level anchor:
+    :func:`recorded_fingerprints`) equals ``fp``, or None."""
+    hits = [v for v, f in recorded_fingerprints(patch, qualname, relpath).items() if f == fp]
     return nearest_verified(hits, version)
 
 
@@ -144,6 +153,19 @@ def _find_reference(spec: AnchorSpec, ref: CodeSource, prefer: str) -> tuple[str
     return hits[0] if len(hits) == 1 else None
 
 
+def _module_reference(spec: AnchorSpec, ref: CodeSource, prefer: str) -> tuple[str, int, str] | None:
+    """(relpath, 1, outline) of a module-level anchor's module in a reference release
+    (:func:`patchq.plan.moduleview.outline`: the module's own statements, definition
+    bodies cut), or None when its file is not there."""
+    from patchq.plan import moduleview
+
+    for rel in dict.fromkeys((prefer, *spec.module_paths)):
+        text = ref.read_text(rel)
+        if text is not None:
+            return rel, 1, moduleview.outline(text)
+    return None
+
+
 def drift_entry(spec: AnchorSpec, anchor: engine.AnchorResult, target: CodeSource, target_text: str,
                 known: Iterable[str] = ()) -> dict:
     """The ``drift`` item of an unverified anchor: the definition's diff from its nearest
@@ -162,14 +184,22 @@ def drift_entry(spec: AnchorSpec, anchor: engine.AnchorResult, target: CodeSourc
     if ref is None:
         entry["note"] = f"vllm {base} is not in patchq's release cache: no diff"
         return entry
-    found = _find_reference(spec, ref, anchor.relpath)
-    mine = _definition_text(target, anchor.relpath, target_text, anchor.qualname)
+    if spec.is_module:  # the module's own statements (plan/moduleview.py), as its fingerprint sees them
+        from patchq.plan import moduleview
+
+        found = _module_reference(spec, ref, anchor.relpath)
+        mine: tuple[int, str] | None = (1, moduleview.outline(target_text))
+        what = "the module-level statements"
+    else:
+        found = _find_reference(spec, ref, anchor.relpath)
+        mine = _definition_text(target, anchor.relpath, target_text, anchor.qualname)
+        what = spec.qualname
     if found is None or mine is None:
-        entry["note"] = f"{spec.qualname} not found once in vllm {base}: no diff"
+        entry["note"] = f"{definition_label(spec.qualname, anchor.relpath)} not found once in vllm {base}: no diff"
         return entry
     rel, line, text = found
     entry["base_path"], entry["base_line"] = rel, line
     entry["diff"] = "".join(difflib.unified_diff(
         text.splitlines(keepends=True), mine[1].splitlines(keepends=True),
-        f"{base}/{rel}:{line} {spec.qualname}", f"{target.version}/{anchor.relpath}:{mine[0]} {spec.qualname}"))
+        f"{base}/{rel}:{line} {what}", f"{target.version}/{anchor.relpath}:{mine[0]} {what}"))
     return entry

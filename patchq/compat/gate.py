@@ -39,14 +39,14 @@ def review(plan: planned.Plan, patches: Iterable[Patch]) -> None:
         drifted, seen = [], set()
         for a in r.anchors:
             key = (a.relpath, a.qualname)
-            if key in seen or not recorded_fingerprints(patch, a.qualname):
+            if key in seen or not recorded_fingerprints(patch, a.qualname, a.relpath):
                 continue
             seen.add(key)
-            if verified_release(patch, a.qualname, a.fingerprint, version) is None:
+            if verified_release(patch, a.qualname, a.fingerprint, version, a.relpath) is None:
                 drifted.append(key)
         if not drifted:
             continue
-        known = {q: list(recorded_fingerprints(patch, q)) for _, q in drifted}
+        known = {(rel, q): list(recorded_fingerprints(patch, q, rel)) for rel, q in drifted}
         node = (lambda rel, q: ws.pristine_node(rel, q)) if ws is not None else None
         verdict = threeway.classify(patch, drifted, plan.source, text, known, node)
         if verdict.blocking:

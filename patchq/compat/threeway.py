@@ -52,10 +52,11 @@ from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import SpecifierSet
 
-from patchq.model import Patch, Variant
+from patchq.model import MODULE_QUALNAME, Patch, Variant
 from patchq.plan import astdiff, definitions, meaning
 from patchq.plan.astdiff import Elem, Hunk, flatten, hunks
 from patchq.plan.results import Plan
+from patchq.report import definition_label
 from patchq.vllmdist.sources import CodeSource
 
 DRIFTED = "applies-drifted"
@@ -84,7 +85,8 @@ class Side:
 
     @property
     def line(self) -> int:
-        return min([getattr(self.node, "lineno", 0)] + [d.lineno for d in getattr(self.node, "decorator_list", [])])
+        """The definition's first line (decorators included); 1 for a module."""
+        return min([getattr(self.node, "lineno", 1)] + [d.lineno for d in getattr(self.node, "decorator_list", [])])
 
 
 def _span(elems: Sequence[Elem], j1: int, j2: int, relpath: str) -> str:
@@ -394,7 +396,8 @@ def view(base: Side, ours: Side, theirs: Side, qualname: str) -> str:
     """The three-way view: the patch's change (base -> ours) and upstream's (base ->
     theirs) as unified diffs of the definition, headers with ``path:line``."""
     b, o, t = (textwrap.dedent(s.text).splitlines(keepends=True) for s in (base, ours, theirs))
-    head = (f"three-way view of {qualname}: base = reviewed vllm {base.version} ({base.relpath}:{base.line}), "
+    head = (f"three-way view of {_shown(qualname, theirs.relpath)}: base = reviewed vllm {base.version} "
+            f"({base.relpath}:{base.line}), "
             f"ours = base patched, theirs = vllm {theirs.version} ({theirs.relpath}:{theirs.line})\n")
     patch = "".join(difflib.unified_diff(b, o, f"base {base.version}/{base.relpath}:{base.line}",
                                          f"ours {base.version}+patch"))
@@ -431,7 +434,7 @@ def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: st
 
 
 def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSource,
-             target_text: Callable[[str], str | None], known: Mapping[str, Iterable[str]],
+             target_text: Callable[[str], str | None], known: Mapping[tuple[str, str], Iterable[str]],
              target_node: Callable[[str, str], ast.AST | None] | None = None) -> Verdict:
     """The three-way verdict for ``patch``'s drifted definitions on ``target``.
 
@@ -440,7 +443,9 @@ def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSourc
         target_text: relpath -> the target's pristine text.
         target_node: (relpath, qualname) -> the target's pristine :mod:`ast` definition
             (file line numbers) or None; default: the text is indexed here.
-        known: qualname -> releases recorded as reviewed for it.
+        known: (relpath, qualname) -> releases recorded as reviewed for that definition
+            (:func:`patchq.compat.drift.recorded_fingerprints` with its file: two
+            module-level anchors of one patch are two definitions).
     Returns:
         A :class:`Verdict`; ``review`` (with the reason) when any definition has no
         reviewed release, the base release cannot be read, or the patch does not plan
@@ -456,16 +461,17 @@ def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSourc
     label = str(variant.applies) if variant is not None else ""
     entries, problems, possible = [], [], []
     for relpath, qualname in drifted:
-        base_v = nearest_verified(known.get(qualname, ()), target.version)
+        shown = _shown(qualname, relpath)
+        base_v = nearest_verified(known.get((relpath, qualname), ()), target.version)
         if base_v is None:
-            problems.append(f"{qualname} has no reviewed release recorded: no base to compare with")
+            problems.append(f"{shown} has no reviewed release recorded: no base to compare with")
             continue
         plan = _base_plan(patch, label, base_v) if variant is not None else None
         if plan is None:
             why = "no edit variant" if variant is None else "not cached, and not fetched"
-            problems.append(f"reviewed vllm {base_v} is not available ({why}): no three-way view of {qualname}")
+            problems.append(f"reviewed vllm {base_v} is not available ({why}): no three-way view of {shown}")
             continue
-        entry = _entry(plan, base_v, relpath, qualname, target, target_text, target_node)
+        entry = _entry(plan, base_v, relpath, qualname, target, target_text, target_node, patch)
         if isinstance(entry, str):
             problems.append(entry)
             continue
@@ -475,30 +481,67 @@ def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSourc
     return _verdict(patch, target, entries, problems, possible)
 
 
+def _base_anchor(patch: Patch | None, anchors: Sequence, relpath: str, qualname: str):
+    """The anchor result of the base plan that stands for the target's ``(relpath,
+    qualname)``: by qualname and file, else by qualname and the anchor's module hint (a
+    definition that moved to the hinted module, a module between ``a.py`` and
+    ``a/__init__.py``), else the first definition with that qualname; None when none. Two
+    module-level anchors of one patch (two files) never stand for each other."""
+    same = [x for x in anchors if x.qualname == qualname]
+    hit = next((x for x in same if x.relpath == relpath), None)
+    if hit is None and patch is not None:
+        hit = next((x for x in same if x.anchor in patch.anchors
+                    and relpath in patch.anchors[x.anchor].module_paths), None)
+    if hit is None and same and qualname != MODULE_QUALNAME:  # a definition is its qualname (it may move)
+        hit = same[0]
+    return hit
+
+
+def _module_side(version: str, relpath: str, text: str) -> Side | None:
+    """A module-level anchor's side: the module's own statements
+    (:func:`patchq.plan.moduleview.flatten`), shown as its outline; None when the text
+    does not parse."""
+    from patchq.plan import moduleview
+    from patchq.sentinels import SENTINEL_RE
+
+    tree = astdiff.module_tree(text)
+    if tree is None:
+        return None
+    shown = "".join(ln for ln in moduleview.outline(text, tree).splitlines(keepends=True)
+                    if not (ln.lstrip().startswith("#") and SENTINEL_RE.search(ln)))  # as a definition's view
+    return Side(version, relpath, tree, shown, moduleview.flatten(tree))
+
+
 def _entry(plan: Plan, base_v: str, relpath: str, qualname: str, target: CodeSource,
            target_text: Callable[[str], str | None],
-           target_node: Callable[[str, str], ast.AST | None] | None) -> dict | str:
+           target_node: Callable[[str, str], ast.AST | None] | None, patch: Patch | None = None) -> dict | str:
     """The three-way entry (:func:`compare`) of one drifted definition, its base the
     patch's plan on reviewed release ``base_v``; or why there is none (a problem line)."""
     result = plan.results[0]
-    a = next((x for x in result.anchors if x.qualname == qualname), None)
+    a = _base_anchor(patch, result.anchors, relpath, qualname)
+    shown = _shown(qualname, relpath)
     if result.status != "ok" or a is None:
-        why = result.reason or f"{qualname} is not edited there"
+        why = result.reason or f"{shown} is not edited there"
         return f"the patch does not plan on reviewed vllm {base_v} ({why}): no three-way view"
     base_text = plan.pristine.get(a.relpath) or plan.source.read_text(a.relpath) or ""
     ours_text = plan.patched.get(a.relpath, base_text)
     theirs_text = target_text(relpath) or ""
-    ws = plan.workspace
-    base = _side(base_v, a.relpath, base_text, qualname,
-                 ws.pristine_node(a.relpath, qualname) if ws is not None else None)
-    ours = _side(base_v, a.relpath, ours_text, qualname,
-                 ws.current_node(a.relpath, qualname) if ws is not None else None)
     target_label = str(target.version) if target.kind in ("release", "installed") else \
         f"{target.version} {target.kind}"
-    theirs = _side(target_label, relpath, theirs_text, qualname,
-                   target_node(relpath, qualname) if target_node is not None else None)
+    if qualname == MODULE_QUALNAME:  # the module's own statements: plan/moduleview.py
+        base, ours, theirs = (_module_side(base_v, a.relpath, base_text), _module_side(base_v, a.relpath, ours_text),
+                              _module_side(target_label, relpath, theirs_text))
+    else:
+        ws = plan.workspace
+        base = _side(base_v, a.relpath, base_text, qualname,
+                     ws.pristine_node(a.relpath, qualname) if ws is not None else None)
+        ours = _side(base_v, a.relpath, ours_text, qualname,
+                     ws.current_node(a.relpath, qualname) if ws is not None else None)
+        theirs = _side(target_label, relpath, theirs_text, qualname,
+                       target_node(relpath, qualname) if target_node is not None else None)
     if base is None or ours is None or theirs is None:
-        return f"{qualname} is not defined once on both sides: no three-way view"
+        return (f"{shown} is not defined exactly once in reviewed vllm {base_v}, in the patched result and in "
+                f"vllm {target_label}: no three-way view")
     return compare(qualname, base, ours, theirs, base_text, theirs_text)
 
 
@@ -509,7 +552,8 @@ def _verdict(patch: Patch, target: CodeSource, entries: list[dict], problems: li
     blocking = [e for e in entries if e["findings"]]
     if possible:
         e = possible[0]
-        return Verdict(POSSIBLE, (f"possibly upstreamed: upstream's change to {e['qualname']} at "
+        return Verdict(POSSIBLE, (f"possibly upstreamed: upstream's change to "
+                                  f"{_shown(e['qualname'], e['path'])} at "
                                   f"{e['findings'][0]['upstream']} is alike the patch's (similarity "
                                   f"{e['score']:.2f}): `{_clip(e['upstream_text'])}` vs the patch's "
                                   f"`{_clip(e['patch_text'])}`; review it (patchq review {patch.id} "
@@ -521,12 +565,18 @@ def _verdict(patch: Patch, target: CodeSource, entries: list[dict], problems: li
             parts.append(f"+{more} more (see threeway)")
         return Verdict(REVIEW, "upstream changed what this patch touches: " + "; ".join(parts)
                        + f"; review it (patchq review {patch.id} --vllm {target.version})", entries)
-    where = ", ".join(f"{e['qualname']} ({e['path']}:{e['line']})" for e in entries)
+    where = ", ".join(definition_label(e["qualname"], e["path"], e["line"]) for e in entries)
     bases = ", ".join(sorted({e["base"] for e in entries}))
     return Verdict(DRIFTED, f"{where} changed since reviewed vllm {bases}, apart from the patch's change "
                             f"(three-way: no upstream hunk touches it, no signature or name it relies on "
                             f"changed, nothing lands on a path it skips); the transform applies and the "
                             f"result compiles", entries)
+
+
+def _shown(qualname: str, relpath: str) -> str:
+    """A definition as the messages name it: its qualname; a module-level anchor's, the
+    module-level statements of its file (:func:`patchq.model.definition_label`)."""
+    return definition_label(qualname, relpath) if qualname == MODULE_QUALNAME else qualname
 
 
 def _clip(text: str, limit: int = 120) -> str:

@@ -62,3 +62,13 @@ def test_fingerprint_rewrites_keep_the_comments():
     reordered = fingerprints.rewrite("my-fix", old, data)
     assert fingerprints.tomllib.loads(reordered) == data and "# a hint" in reordered
     assert reordered.index('"0.15.1"') < reordered.index('"0.23.0"')
+
+
+def test_with_release_adds_the_fingerprints_check_saw_and_the_review(small):
+    entry = fingerprints.review_entry("review", "ana", status="review")
+    path, text = fingerprints.with_release(small.series, "bump-default", "0.2.0", {"default": "ab" * 8}, entry)
+    assert path == small.series.anchors_root / "bump-default.toml"
+    data = tomllib.loads(text)
+    assert data["format"] == 2 and data["reviews"]["0.2.0"] == entry
+    assert data["anchors"]["default"]["fingerprints"]["0.2.0"] == "ab" * 8
+    assert path.read_text(encoding="utf-8") != text  # nothing written

@@ -230,10 +230,10 @@ def test_a_comment_at_the_end_of_a_block_is_a_footer_operation(empty_series):
     assert later.status == "ok", later.reason
 
 
-def test_rebase_of_a_module_level_patch_is_unsupported_not_an_internal_error(empty_series, cli):
-    """A changed module constant imports as a module-level anchor; rebase cannot merge it
-    three-way and says so (status unsupported, exit 1, nothing written), where it used to
-    stop on an AssertionError (exit 70) after writing other patches' results."""
+def test_rebase_of_a_module_level_patch_merges_the_module_not_an_internal_error(empty_series, cli):
+    """A changed module constant imports as a module-level anchor; rebase merges its module
+    three-way (issue 35, item 4), where it used to say `unsupported` and, before that, stop
+    on an AssertionError (exit 70) after writing other patches' results."""
     logger = "vllm/logger.py"
     pristine = release_source("0.23.0").read_text(logger)
     edited = pristine.replace('_DATE_FORMAT = "%m-%d %H:%M:%S"', '_DATE_FORMAT = "%Y-%m-%d %H:%M:%S"', 1)
@@ -241,14 +241,13 @@ def test_rebase_of_a_module_level_patch_is_unsupported_not_an_internal_error(emp
     (empty_series / "profiles.toml").write_text('[profiles.imported]\npatches = ["date-fmt"]\n')
     importer.write(importer.build(diffs.unified(logger, pristine, edited), "date-fmt", "0.23.0"), empty_series,
                    empty_series.parent / "anchors")
-    before = {p: p.read_bytes() for p in empty_series.parent.rglob("*") if p.is_file()}
-    res = cli("rebase", "--to", "0.26.0", "--from", "0.23.0", "--series", empty_series, "--write", "--json")
-    assert res.rc == 1, (res.rc, res.stderr)
-    (row,) = res.json["patches"]
-    assert row["status"] == "unsupported" and "module-level edits are not merged three-way" in row["reason"], row
-    assert {p: p.read_bytes() for p in empty_series.parent.rglob("*") if p.is_file()} == before
     text = cli("rebase", "--to", "0.26.0", "--from", "0.23.0", "--series", empty_series)
-    assert text.rc == 1 and "date-fmt: UNSUPPORTED" in text.stdout and "internal error" not in text.stderr, text
+    assert text.rc == 0 and "date-fmt: CLEAN" in text.stdout and "internal error" not in text.stderr, text
+    assert "module-level statements [vllm/logger.py]" in text.stdout
+    res = cli("rebase", "--to", "0.26.0", "--from", "0.23.0", "--series", empty_series, "--write", "--json")
+    (row,) = res.json["patches"]
+    assert (res.rc, row["status"], row["transform"]) == (0, "clean", "carries-forward"), row
+    assert str(empty_series.parent / "anchors" / "date-fmt.toml") in row["written"]
 
 
 # -- the importer on real changes: shapes and the corpus ----------------------------------------

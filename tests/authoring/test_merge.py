@@ -93,3 +93,25 @@ def test_statement_operations_merge_by_structure_where_git_conflicts_on_neighbou
     assert '(e.g. preserving the alpha channel).\n        """\n' + guard + "        image_io = self._image_io(" \
            in unit.merged
     assert not (tmp_path / "work").exists()  # nothing to resolve
+
+
+@pytest.mark.wheel  # NeMo-RL's import guard of vllm/tool_parsers/utils.py (tests/verdicts/nemo-rl), 0.25.1 -> 0.28.0/0.32.0
+def test_a_module_level_patch_merges_its_module(tmp_path):
+    from patchq import series
+    from patchq.vllmdist.sources import release_source
+    from support import REPO
+
+    patch = series.load(REPO / "tests/verdicts/nemo-rl/series").patch("nemo-namespace-tool-import")
+    old = release_source("0.25.1")
+    # 0.28.0 added an import at the top and helpers further down: the module merges cleanly
+    res = merge.rebase_patch(patch, old, release_source("0.28.0"), tmp_path / "work")
+    assert (res.status, res.merge, res.transform) == ("clean", "clean", "carries-forward"), res.reason
+    (unit,) = res.units
+    assert (unit.qualname, unit.base_path, unit.upstream_changed) == ("<module>", "vllm/tool_parsers/utils.py", True)
+    assert "+import keyword as _python_keyword\n" not in res.new_diff  # upstream's, not the patch's
+    assert "+    from openai.types.responses import NamespaceTool\n" in res.new_diff
+    # 0.32.0 added names to the very import the patch rewrites: a conflict, in the module's work file
+    res = merge.rebase_patch(patch, old, release_source("0.32.0"), tmp_path / "work")
+    assert (res.status, res.merge) == ("conflict", "conflict")
+    work = merge.unit_dir(tmp_path / "work", "0.32.0", patch.id) / "module.vllm.tool_parsers.utils.py"
+    assert res.units[0].files[0] == str(work) and "<<<<<<< nemo-namespace-tool-import on vllm 0.25.1" in work.read_text()

@@ -158,7 +158,7 @@ def test_cli_check_vllm_0_33_dense_exits_0(cli):
     assert doc["counts"] == {"applies": 4, "upstreamed": 1}
     keys = {"id", "hash", "status", "reason", "blocking", "variant", "variant_kind", "tried_variant",
             "confirmed", "anchors", "upstream_check", "drift", "notes", "level",
-            "relations", "upstream_evidence", "threeway", "reviewed"}  # threeway, reviewed: added fields
+            "relations", "upstream_evidence", "threeway", "reviewed", "remedy"}  # threeway, reviewed, remedy: added
     assert all(set(p) == keys for p in doc["patches"])
 
 

@@ -77,3 +77,17 @@ def test_without_a_record_or_a_cached_release_the_entry_says_why(tmp_path):
         "no verified release recorded for Backend (anchor default) in anchors/"
     entry = drift.drift_entry(spec, anchor, target, text, ["0.1.0"])
     assert (entry["base"], entry["diff"], entry["note"]) == ("0.1.0", None, "vllm 0.1.0 is not in patchq's release cache: no diff")
+
+
+def test_module_level_anchors_of_two_files_keep_their_own_fingerprints():
+    # one patch, a module-level anchor in each of two files, both recorded on 0.33.0: each
+    # file is verified by its own record (merged by qualname, the second hid the first)
+    anchors = {aid: AnchorSpec(id=aid, module=mod, qualname="<module>", fingerprints={"0.33.0": fp})
+               for aid, mod, fp in (("a", "vllm.logger", "aaaa"), ("b", "vllm.utils.network_utils", "bbbb"))}
+    patch = Patch(id="p", summary="", why="", applies=SpecifierSet(">=0"),
+                  variants=(Variant(SpecifierSet(">=0"), edits={}),), anchors=anchors)
+    assert drift.recorded_fingerprints(patch, "<module>", "vllm/logger.py") == {"0.33.0": "aaaa"}
+    assert drift.recorded_fingerprints(patch, "<module>", "vllm/utils/network_utils/__init__.py") == {"0.33.0": "bbbb"}
+    v = Version("0.33.0")
+    assert drift.verified_release(patch, "<module>", "aaaa", v, "vllm/logger.py") == "0.33.0"
+    assert drift.verified_release(patch, "<module>", "aaaa", v, "vllm/utils/network_utils.py") is None

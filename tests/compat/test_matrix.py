@@ -239,9 +239,11 @@ def test_load_records_rejects_garbage(tmp_path):
         matrix.load_records(tmp_path / "missing.json")
 
 
-def _row(pid, touched=(), blocking=False, compile_failed=False):
+def _row(pid, touched=(), blocking=False, compile_failed=False, left_edits=None):
+    """A row; a blocking one is a patch the plan failed (no edits left) unless ``left_edits``."""
     return check.PatchCheck(id=pid, hash="", status="applies", blocking=blocking, touched=set(touched),
-                            compile_failed=compile_failed)
+                            compile_failed=compile_failed,
+                            left_edits=(not blocking) if left_edits is None else left_edits)
 
 
 def test_view_is_exact_rules():
@@ -257,6 +259,8 @@ def test_view_is_exact_rules():
     assert check.view_is_exact(["a"], order, rows)  # c failed after a without a compile failure: no trace
     rows = {"a": _row("a", {"x.py"}), "b": _row("b", {"x.py"}, blocking=True), "c": _row("c", {"x.py"})}
     assert check.view_is_exact(["a", "c"], order, rows)  # b failed without compile failure: no trace
+    rows["b"] = _row("b", {"x.py"}, blocking=True, left_edits=True)  # b blocks (review) but its edits stayed
+    assert not check.view_is_exact(["a", "c"], order, rows)
 
 
 def test_non_prefix_profile_is_planned_alone(tmp_path):

@@ -110,3 +110,30 @@ def test_a_local_renamed_away_from_the_patch_keeps_the_meaning():
     # the rename rewrites `lcm = max(...)` (which the patch's lcm reads) next to nothing else
     found = rules(BASE, ours, theirs)
     assert "names" not in found
+
+
+MODULE = """import os
+
+LIMIT = 4
+WIDTH = 8
+
+
+def helper(x):
+    return x * LIMIT
+"""
+
+
+def module_rules(base: str, ours: str, theirs: str) -> list[str]:
+    sides = [threeway._module_side(v, "vllm/m.py", t) for v, t in (("1.0", base), ("1.0", ours), ("2.0", theirs))]
+    return [f["rule"] for f in threeway.findings(*sides)]
+
+
+def test_a_module_level_anchor_is_compared_by_the_modules_own_statements():
+    ours = MODULE.replace("LIMIT = 4\n", "LIMIT = 4\nLIMIT = max(LIMIT, 2)\n")
+    # a definition's body, an import far from the patch: not the module's own statements near it
+    theirs = MODULE.replace("return x * LIMIT", "return x + LIMIT").replace("WIDTH = 8\n", "WIDTH = 8\nimport re\n")
+    assert module_rules(MODULE, ours, theirs) == []
+    assert module_rules(MODULE, ours, MODULE.replace("WIDTH = 8", "WIDTH = 9")) == ["overlap"]
+    assert module_rules(MODULE, ours, MODULE.replace("import os\n", "import os\nLIMIT = 1\n")) == ["names"]
+    side = threeway._module_side("2.0", "vllm/m.py", MODULE)
+    assert side.line == 1 and side.text == "import os\n\nLIMIT = 4\nWIDTH = 8\n\n\ndef helper(x):\n    ...\n"

@@ -16,6 +16,7 @@ class Row:
     touched: set = field(default_factory=set)
     blocking: bool = False
     compile_failed: bool = False
+    left_edits: bool = True
 
 
 def test_union_order_starts_with_the_longest_profile():
@@ -29,10 +30,13 @@ def test_a_view_is_exact_unless_an_excluded_patch_changed_a_shared_file_first():
     assert views.view_is_exact(["p", "r"], order, rows)  # q comes after p
     assert views.view_is_exact(["p", "q"], order, rows)  # r shares nothing
     assert not views.view_is_exact(["r", "p"], order, rows)  # not in the plan's order
-    rows["q"] = Row({"f.py"}, blocking=True)  # a failed patch leaves no trace...
+    rows["q"] = Row({"f.py"}, blocking=True, left_edits=False)  # a failed patch leaves no trace...
     assert views.view_is_exact(["p", "r"], order, rows)
-    rows["q"] = Row({"f.py"}, blocking=True, compile_failed=True)  # ...unless it broke compiling the file
+    rows["q"] = Row({"f.py"}, blocking=True, compile_failed=True, left_edits=False)  # ...unless it broke the file
     assert not views.view_is_exact(["p", "r"], order, rows)
+    # a blocking patch whose edits the plan kept (check says review) is planned under the next one
+    rows = {"p": Row({"f.py"}, blocking=True), "q": Row({"f.py"}), "r": Row({"g.py"})}
+    assert not views.view_is_exact(["q", "r"], order, rows)
 
 
 def test_check_profiles_gives_each_profile_its_rows(small, tmp_path):

@@ -104,8 +104,8 @@ def test_new_scaffolds_a_patch_that_applies(tmp_path):
     dcheck = run_cli("check", "--profile", "dates", "--vllm", "0.23.0", "--series", str(repo), "--json")
     assert dcheck.json["patches"][0]["status"] == "applies-drifted", dcheck.json  # `new` records no release
     # a module-level anchor has no line to name; the command recording the release runs as printed
-    assert "no fingerprint recorded for <module> (vllm/logger.py) (`patchq fingerprint --patch date-fmt " \
-           "--releases 0.23.0` records them)" in dcheck.json["patches"][0]["reason"], dcheck.json
+    assert "no fingerprint recorded for the module-level statements of vllm/logger.py (`patchq fingerprint " \
+           "--patch date-fmt --releases 0.23.0` records them)" in dcheck.json["patches"][0]["reason"], dcheck.json
     fp = run_cli("fingerprint", "--patch", "pad-note", "--releases", "0.23.0,0.24.0", "--series", str(repo), "--json")
     assert fp.rc == 0 and fp.json["changed"] == [str(repo / "anchors/pad-note.toml")]
     table = tomllib.loads((repo / "anchors/pad-note.toml").read_text())["anchors"]["target"]["fingerprints"]
