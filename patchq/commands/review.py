@@ -42,6 +42,14 @@ SCHEMA = "patchq.review/1"
 ACCEPTABLE = ("applies", "applies-drifted", "moved", "review", "possibly-upstreamed")
 
 
+
+def _document(doc_check: CheckDoc, row: dict, patch_id: str, series: Series, *, ok: bool) -> ReviewDoc:
+    """The ``patchq.review/1`` document of ``patch_id``'s check row, nothing accepted yet."""
+    return {"schema": SCHEMA, "ok": ok, "patch": patch_id, "vllm": doc_check["vllm"],
+            "status": row["status"], "blocking": row["blocking"], "reason": row["reason"],
+            "threeway": row.get("threeway", []), "accepted": False, "review": None, "changed": [],
+            "series": series.location.as_json() if series.location else None}
+
 def _row(target: CodeSource, series: Series, patch_id: str) -> tuple[CheckDoc, dict]:
     """(the check document, the patch's row) of ``patch_id`` in its context
     (:func:`patchq.compat.views.context_ids`)."""
@@ -75,11 +83,7 @@ def run(target: CodeSource, series: Series, patch_id: str, accept: bool | None =
     if patch_id not in series.all_patch_ids():
         raise UsageError(f"unknown patch {patch_id!r}; known: {', '.join(series.all_patch_ids())}")
     doc_check, row = _row(target, series, patch_id)
-    doc: ReviewDoc = {"schema": SCHEMA, "ok": True, "patch": patch_id, "vllm": doc_check["vllm"],
-                      "status": row["status"],
-                      "blocking": row["blocking"], "reason": row["reason"], "threeway": row.get("threeway", []),
-                      "accepted": False, "review": None, "changed": [],
-                      "series": series.location.as_json() if series.location else None}
+    doc = _document(doc_check, row, patch_id, series, ok=True)
     applied = bool(row.get("anchors")) and all(a.get("fingerprint") for a in row["anchors"])  # the transform ran
     acceptable = row["status"] in ACCEPTABLE and row.get("variant_kind") == "edit" and not row.get("tried_variant") \
         and applied
@@ -178,10 +182,7 @@ def declare(target: CodeSource, series: Series, patch_id: str, kind: str, why: s
     if target.kind != "release":
         raise UsageError(f"--{kind} names a release (--vllm X): a variant starts at a version")
     doc_check, row = _row(target, series, patch_id)
-    doc: ReviewDoc = {"schema": SCHEMA, "ok": False, "patch": patch_id, "vllm": doc_check["vllm"],
-                      "status": row["status"], "blocking": row["blocking"], "reason": row["reason"],
-                      "threeway": row.get("threeway", []), "accepted": False, "review": None, "changed": [],
-                      "series": series.location.as_json() if series.location else None}
+    doc = _document(doc_check, row, patch_id, series, ok=False)
     patch, version = series.patch(patch_id), Version(str(target.version))
     variant = patch.variant_for(version)
     if variant is None or variant.kind != "edit":
