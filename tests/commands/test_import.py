@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchq import series as series_mod
-from patchq.commands import import_
+from patchq.commands import apply, import_, revert
 from patchq.errors import ImportRefused, UsageError
 from patchq.plan import diffs, engine
 from testing.small_series import UTILS_PY, write_release
@@ -78,3 +78,13 @@ def test_a_monkeypatch_wrapper_becomes_a_result_wrapper(world, tmp_path):
     assert code == 0 and [a["ops"] for a in doc["anchors"]] == [["result"]]
     plan = engine.plan(world.target, [series_mod.load(world.series.root).patch("doubled")])
     assert plan.ok and "        value = self.DEFAULT\n        return value * 2\n" in plan.patched[UTILS]
+    # applied: one sentinel, a second apply changes nothing; revert gives the pristine bytes back
+    pristine = (world.site / UTILS).read_bytes()
+    series = series_mod.load(world.series.root)
+    apply.apply(world.target, series, "default")
+    text = world.utils()
+    assert text.count("# patchq:doubled:") == 1 and "        return value * 2\n" in text
+    apply.apply(world.target, series, "default")
+    assert world.utils() == text
+    _, code = revert.run(world.target, series, None, force=False)
+    assert code == 0 and (world.site / UTILS).read_bytes() == pristine
