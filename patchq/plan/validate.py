@@ -274,7 +274,8 @@ def class_members(text: str, qualname: str) -> set[str] | None:
     return out if add(qualname) else None
 
 
-def undefined_self_calls(patch_id: str, qualname: str, module_text: str, before: ast.stmt, after: ast.stmt) -> None:
+def undefined_self_calls(patch_id: str, qualname: str, module_text: str, before: ast.stmt, after: ast.stmt,
+                         relpath: str = "") -> None:
     """The undefined-method check: a call ``self.m(...)`` the patch adds to method
     ``qualname`` (``C.m``) of a method ``m`` that class ``C`` does not have in this module
     (:func:`class_members`; skipped when its members are not known statically) would raise
@@ -304,9 +305,14 @@ def undefined_self_calls(patch_id: str, qualname: str, module_text: str, before:
         return
     missing = sorted({a for a in new if a not in members})
     if missing:
+        from patchq.plan.anchors import ast_index
+
+        cls = qualname.split(".")[0]
+        node = (ast_index(module_text).get(cls) or [None])[0]
+        where = f" ({relpath}:{node.lineno})" if relpath and node is not None else ""
         raise AnchorError(f"undefined-method check: patch {patch_id} in {qualname}: calls "
-                          f"{', '.join(f'{me}.{a}()' for a in missing)}, which {qualname.split('.')[0]} does not "
-                          f"define here: it would raise AttributeError", kind="invalid")
+                          f"{', '.join(f'{me}.{a}()' for a in missing)}, which {cls}{where} does not define "
+                          f"here: it would raise AttributeError", kind="invalid")
 
 
 def _stub(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> ast.stmt:

@@ -116,8 +116,9 @@ def test_a_call_of_a_method_the_class_lacks_is_refused():
     before = _ast("def __post_init__(self):\n    self.ready = True\n    return self\n")
     after = _ast("def __post_init__(self):\n    self.ready = True\n    if self.use_dspark():\n        pass\n"
                  "    return self\n")
-    with pytest.raises(AnchorError, match=r"undefined-method check: .*self\.use_dspark\(\), which Config does not"):
-        validate.undefined_self_calls("p", "Config.__post_init__", SPEC, before, after)
+    with pytest.raises(AnchorError, match=r"undefined-method check: .*self\.use_dspark\(\), which Config "
+                                          r"\(vllm/config/spec\.py:6\) does not define here"):
+        validate.undefined_self_calls("p", "Config.__post_init__", SPEC, before, after, "vllm/config/spec.py")
     ok = _ast("def __post_init__(self):\n    if self.use_eagle() or self.shared():\n        pass\n    return self\n")
     validate.undefined_self_calls("p", "Config.__post_init__", SPEC, before, ok)
     with_dspark = SPEC + "\n    def use_dspark(self):\n        return False\n"
