@@ -35,10 +35,12 @@ only when none of these holds (:func:`findings`), each rule naming the upstream 
     lies after it in the same function (loop): upstream code the patched path now skips.
 
 A result wrapper of the patch (``{"op": "result"}``, :class:`Exit`) is compared as code
-at every exit of the definition, not as the ``return`` statements it rewrites: never
-``overlap``; ``signature``, ``module-name`` and ``names`` as for any change (its result
-name and own locals aside), and ``names`` when upstream's hunk changes what the value
-returned is made of where the wrapper reads it.
+at every exit of the definition, not as the ``return`` statements it rewrites: an
+``overlap`` is an upstream hunk next to a way out (a ``return`` or the end), except a
+returned call that only got other keyword arguments; ``signature``, ``module-name`` and
+``names`` as for any change (its result name and own locals aside), and ``names`` when
+upstream's hunk changes what the value returned is made of where the wrapper reads it
+(such a keyword argument included).
 
 Any finding gives ``review`` (blocking: "upstream changed what this patch touches"),
 or ``possibly-upstreamed`` (blocking) when upstream's change in the touched place is
@@ -262,6 +264,7 @@ def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str
         where = f"every exit of {base.elems[0].code if base.elems else 'the definition'} (result wrapper)"
         found.signature(Hunk(1, 1, 1, 1), where)
         reads, writes = x.names()
+        found.exit_overlap(x, where)
         found.exit_names(reads, writes, where)
         found.exit_result(x, where)
         found.module_names(reads, module_changes or {})
@@ -283,6 +286,34 @@ def _changed_names(base: Sequence[Elem], theirs: Sequence[Elem], u: Hunk) -> set
 
 def _last(name: str) -> str:
     return name.split("::")[-1].split(".")[-1]
+
+
+def _own_scope(side: Side) -> str:
+    """The scope name of a side's own body (as :func:`patchq.plan.astdiff.flatten` names it)."""
+    head = side.elems[0]
+    return f"{head.scope}.{head.node.name}" if head.scope else str(getattr(head.node, "name", ""))
+
+
+def _kwargs_only(old: Sequence[Elem], new: Sequence[Elem]) -> set[str] | None:
+    """The keyword arguments whose value changed, when ``old`` and ``new`` are ``return``s of
+    the same call (the same callee, the same positional arguments) one for one; else None."""
+    if not old or len(old) != len(new):
+        return None
+    out: set[str] = set()
+    for a, b in zip(old, new, strict=False):
+        ra, rb = a.node, b.node
+        if not (isinstance(ra, ast.Return) and isinstance(rb, ast.Return) and isinstance(ra.value, ast.Call)
+                and isinstance(rb.value, ast.Call)):
+            return None
+        ca, cb = ra.value, rb.value
+        if ast.dump(ca.func) != ast.dump(cb.func) or [ast.dump(x) for x in ca.args] != [ast.dump(x) for x in cb.args]:
+            return None
+        ka = {k.arg: ast.dump(k.value) for k in ca.keywords}
+        kb = {k.arg: ast.dump(k.value) for k in cb.keywords}
+        if None in ka or None in kb:  # **kwargs: anything may change
+            return None
+        out |= {str(k) for k in set(ka) | set(kb) if ka.get(k) != kb.get(k)}
+    return out
 
 
 @dataclass
@@ -364,6 +395,26 @@ class _Findings:
                 self.note("names", f"upstream's change at {u_where} ({what}) reads or rebinds {shown}, which the "
                                    f"patch's code at {base.version} {where} uses", u_where)
 
+    def exit_overlap(self, x: Exit, where: str) -> None:
+        """The overlap rule for a result wrapper: an upstream hunk next to a way out of the
+        definition (a ``return`` of its own, or its end) is next to the code the wrapper
+        runs there, except a ``return`` whose returned call only got other keyword
+        arguments (:func:`_kwargs_only`: the result rule judges those)."""
+        base, theirs = self.base, self.theirs
+        if not base.elems:
+            return
+        scope = _own_scope(base)
+        exits = [i for i, e in enumerate(base.elems) if isinstance(e.node, ast.Return) and e.scope == scope]
+        ends = [Hunk(i, i + 1, 0, 0) for i in exits] + [Hunk(len(base.elems), len(base.elems), 0, 0)]
+        for u in self.u_hunks:
+            if _kwargs_only(base.elems[u.i1:u.i2], theirs.elems[u.j1:u.j2]) is not None:
+                continue
+            if any(u.touches(e) for e in ends):
+                u_where, what = _upstream_where(base, theirs, u)
+                self.note("overlap", f"upstream changed {u_where} ({what}), next to a way out of "
+                                     f"{base.elems[0].code}, where the patch's result wrapper runs "
+                                     f"({base.version} {where})", u_where)
+
     def exit_result(self, x: Exit, where: str) -> None:
         """The result rule: upstream's change alters what the value returned is made of
         where the patch's result wrapper reads it (an attribute of the result it uses;
@@ -373,7 +424,8 @@ class _Findings:
             return
         base, theirs = self.base, self.theirs
         for u in self.u_hunks:
-            changed = _changed_names(base.elems, theirs.elems, u)
+            kwargs = _kwargs_only(base.elems[u.i1:u.i2], theirs.elems[u.j1:u.j2])
+            changed = _changed_names(base.elems, theirs.elems, u) | (kwargs or set())
             hit = sorted(a for a in attrs if any(_last(n) == a for n in changed))
             returns = any(isinstance(e.node, ast.Return) for e in [*base.elems[u.i1:u.i2], *theirs.elems[u.j1:u.j2]])
             if hit or (whole and returns):

@@ -235,6 +235,26 @@ def test_the_result_wrapper_plans_where_the_returned_call_changed(tmp_path):
         assert "            sp.stop_token_ids = list(set(sp.stop_token_ids or []) | set(server_ids))\n" in text
 
 
+def test_check_compares_the_result_wrapper_as_such(tmp_path):
+    """The verdict corpus' truth for prime-rl's harmony wrapper: apply on 0.17.0 (the returned
+    call only got other keyword arguments), upstream on 0.25.0 (upstream merges the stop ids
+    itself, right before the return, and passes them as stop_token_ids): applies-drifted and
+    blocking, where the hand-written diff's replace of the return conflicted on both."""
+    from patchq.compat import check
+
+    case = BY_ID["prime-harmony-stop-tokens"]
+    root = tmp_path / "c"
+    assert run(case, root).ops == case.want
+    path = root / "series" / "prime_harmony_stop_tokens.py"
+    path.write_text(path.read_text().replace("'>=0.24.0'", "'>=0.15'"))
+    patch = series_mod.load(root / "series").patch(case.id)
+    (row,) = check.check(release_source("0.17.0"), [patch])
+    assert row.status == "applies-drifted", row.reason
+    (row,) = check.check(release_source("0.25.0"), [patch])  # alike the patch's merge: possibly upstreamed
+    assert row.blocking and row.status in ("review", "possibly-upstreamed"), row.reason
+    assert "protocol.py:618-626" in row.reason
+
+
 def test_check_reports_a_method_the_release_lacks(tmp_path):
     """corpus-b: the DSpark code calls self.use_dspark(), which SpeculativeConfig defines only
     from 0.25.0: check said applies-drifted on 0.22.0-0.24.0 (four false applies)."""
