@@ -291,7 +291,8 @@ def _last(name: str) -> str:
 def _own_scope(side: Side) -> str:
     """The scope name of a side's own body (as :func:`patchq.plan.astdiff.flatten` names it)."""
     head = side.elems[0]
-    return f"{head.scope}.{head.node.name}" if head.scope else str(getattr(head.node, "name", ""))
+    name = str(getattr(head.node, "name", ""))
+    return f"{head.scope}.{name}" if head.scope else name
 
 
 def _kwargs_only(old: Sequence[Elem], new: Sequence[Elem]) -> set[str] | None:

@@ -308,8 +308,8 @@ def undefined_self_calls(patch_id: str, qualname: str, module_text: str, before:
         from patchq.plan.anchors import ast_index
 
         cls = qualname.split(".")[0]
-        node = (ast_index(module_text).get(cls) or [None])[0]
-        where = f" ({relpath}:{node.lineno})" if relpath and node is not None else ""
+        found = ast_index(module_text).get(cls) or []
+        where = f" ({relpath}:{found[0].lineno})" if relpath and found else ""
         raise AnchorError(f"undefined-method check: patch {patch_id} in {qualname}: calls "
                           f"{', '.join(f'{me}.{a}()' for a in missing)}, which {cls}{where} does not define "
                           f"here: it would raise AttributeError", kind="invalid")
