@@ -474,6 +474,9 @@ def import_cmd(
                                   "definition (a file or module path, then :name or :Class.method)"),
     replaces: str | None = opt(None, "--replaces", metavar="MODULE:QUALNAME", help="with --replacement: the vLLM "
                                "definition it replaces (e.g. vllm.v1.worker.gpu_worker:Worker.init_device)"),
+    runtime_name: list[str] = typer.Option([], "--runtime-name", metavar="NAME", help="a name the patched code "
+                                           "reads that something provides at run time (repeatable; declared "
+                                           "runtime_names); any other name vLLM's module lacks is refused"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
@@ -482,8 +485,8 @@ def import_cmd(
     Writes series/<id>.py and anchors/<id>.toml: node-scoped edits; adds it to the profile."""
     from patchq.commands import import_ as cmd
 
-    _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force, profile, replacement, replaces),
-            as_json, report.import_text)
+    _finish(*cmd.run(_series(series_dir), file, id_, release, summary, force, profile, replacement, replaces,
+                     runtime_names=runtime_name), as_json, report.import_text)
 
 
 # ============================================================================ adoption

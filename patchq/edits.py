@@ -8,9 +8,11 @@ outside the definition, which keeps rebases and runtime mode definition-local to
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 from packaging.version import Version
@@ -220,6 +222,253 @@ def prepend_to_block(compound: cst.BaseCompoundStatement,
     if not isinstance(body, cst.IndentedBlock):
         raise ValueError("cannot prepend to a one-line block")
     return compound.with_changes(body=body.with_changes(body=[*new, *body.body]))
+
+
+class _OwnExits(cst.CSTTransformer):
+    """Rewrites every ``return`` of one function's own body (not of nested functions,
+    classes or lambdas) with ``make(value, bare)`` -> statements."""
+
+    def __init__(self, root: cst.FunctionDef, make: Callable[[cst.BaseExpression | None, bool],
+                                                             list[cst.BaseStatement]]) -> None:
+        self.root = root
+        self.make = make
+        self.exits = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.root
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def _split(self, small: Sequence[cst.BaseSmallStatement]) -> list[cst.BaseStatement] | None:
+        """The statements that replace a line of small statements holding a ``return`` (last
+        on the line: what follows a return never runs), or None when it holds none."""
+        at = next((i for i, s in enumerate(small) if isinstance(s, cst.Return)), None)
+        if at is None:
+            return None
+        ret = cast(cst.Return, small[at])
+        out: list[cst.BaseStatement] = []
+        if at:
+            before = [s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) for s in small[:at]]
+            out.append(cst.SimpleStatementLine(body=before))
+        self.exits += 1
+        return out + self.make(ret.value, ret.value is None)
+
+    def leave_SimpleStatementLine(  # type: ignore[override]
+            self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine) -> object:
+        new = self._split(updated_node.body)
+        if new is None:
+            return updated_node
+        if new and original_node.leading_lines:
+            new[0] = _with_leading(new[0], original_node.leading_lines)
+        return cst.FlattenSentinel(new)
+
+    def leave_SimpleStatementSuite(  # type: ignore[override]
+            self, original_node: cst.SimpleStatementSuite, updated_node: cst.SimpleStatementSuite) -> object:
+        new = self._split(updated_node.body)
+        if new is None:
+            return updated_node
+        return cst.IndentedBlock(body=new, header=updated_node.trailing_whitespace)
+
+
+class _Facts(cst.CSTVisitor):
+    """What a function's own body holds (nested functions, classes and lambdas left out):
+    ``yield``s and the ``return``s under a ``with`` or a ``try`` with ``finally``."""
+
+    def __init__(self, root: cst.CSTNode | None = None) -> None:
+        self.root = root
+        self.yields = 0
+        self.guarded_returns: list[str] = []
+        self._guards: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.root
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        self.yields += 1
+
+    def visit_With(self, node: cst.With) -> None:
+        self._guards.append("with")
+
+    def leave_With(self, original_node: cst.With) -> None:
+        self._guards.pop()
+
+    def visit_Try(self, node: cst.Try) -> None:
+        self._guards.append("try/finally" if node.finalbody is not None else "")
+
+    def leave_Try(self, original_node: cst.Try) -> None:
+        self._guards.pop()
+
+    def visit_Return(self, node: cst.Return) -> None:
+        kinds = [g for g in self._guards if g]
+        if kinds:
+            self.guarded_returns.append(kinds[-1])
+
+
+def scope_names(nodes: Sequence[ast.AST]) -> tuple[set[str], set[str], set[str]]:
+    """(names read, names bound, names declared ``global``/``nonlocal``) by statements in
+    one scope: nested functions, lambdas and classes count only as the name they bind,
+    comprehension variables not at all (:mod:`ast`, exact where text matching is not)."""
+    loads: set[str] = set()
+    stores: set[str] = set()
+    declared: set[str] = set()
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stores.add(node.name)
+            for d in node.decorator_list:
+                walk(d)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        if isinstance(node, ast.Name):
+            (stores if isinstance(node.ctx, (ast.Store, ast.Del)) else loads).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            stores.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            stores.add(node.name)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            inner: set[str] = set()
+            for g in node.generators:
+                inner |= {n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+            sub = [*node.generators, *([node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt])]
+            got_loads, _, _ = scope_names(sub)
+            loads.update(got_loads - inner)
+            return
+        for child in ast.iter_child_nodes(node):
+            walk(child)
+
+    for n in nodes:
+        walk(n)
+    return loads, stores, declared
+
+
+def _code_ast(nodes: Sequence[cst.CSTNode]) -> list[ast.stmt]:
+    return ast.parse(textwrap.dedent("".join(_code(n) for n in nodes))).body
+
+
+def _falls_through(body: Sequence[cst.BaseStatement]) -> bool:
+    """Whether running ``body`` can reach its end (conservative: True when unsure)."""
+    if not body:
+        return True
+    last = body[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return not any(isinstance(s, (cst.Return, cst.Raise)) for s in last.body)
+    if isinstance(last, cst.If):
+        if last.orelse is None or _block_falls(last.body):
+            return True
+        if isinstance(last.orelse, cst.If):
+            return _falls_through([last.orelse])
+        return _block_falls(last.orelse.body)
+    if isinstance(last, cst.With):
+        return _block_falls(last.body)
+    return True
+
+
+def _block_body(block: cst.BaseSuite) -> list[cst.BaseStatement]:
+    if isinstance(block, cst.IndentedBlock):
+        return list(block.body)
+    return [cst.SimpleStatementLine(body=list(cast(cst.SimpleStatementSuite, block).body))]
+
+
+def _block_falls(block: cst.BaseSuite) -> bool:
+    return _falls_through(_block_body(block))
+
+
+def _name_of(expr: cst.BaseExpression | None) -> str | None:
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+_CONSTANTS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString)
+
+
+def wrap_result(tree: DefNode, name: str, post: Sequence[cst.BaseStatement]) -> DefNode:
+    """Post-process what the function ``tree`` returns, on every way out of it (the "wrap
+    the result" edit: a monkeypatch that calls the original and then works on its result).
+
+    Each ``return VALUE`` of the function's own body (nested functions, classes and lambdas
+    aside) becomes ``name = VALUE`` followed by ``post``; a bare ``return``, and the end of
+    the body when it can be reached, bind ``name = None``. When ``post`` does not end by
+    returning or raising, ``return name`` follows it (at the end of the body, nothing more
+    is returned than before: ``None``). Where the value is a name or a constant that
+    ``post`` does not rebind, and ``post`` does not use ``name``, the binding is left out
+    and the ``return`` kept as it was (the same behaviour, vLLM's own text). The comment
+    lines above a ``return`` stay above the code that replaces it.
+
+    Args:
+        tree: a ``def`` (or ``async def``).
+        name: the name the returned value is bound to (``post`` reads it).
+        post: the statements run on the result, usually ending with ``return name``.
+    Raises:
+        ValueError: ``tree`` is not a function, is a generator, ``post`` is empty, a
+            ``return`` lies under a ``with`` or a ``try`` with ``finally`` (``post`` would run
+            inside them, where the wrapper ran it after them), the function declares
+            ``name`` or a name ``post`` binds ``global``/``nonlocal``, or reads such a name
+            without binding it (``post`` would make it local to the whole function).
+    """
+    if not isinstance(tree, cst.FunctionDef):
+        raise ValueError(f"wrap the result: {type(tree).__name__} is not a function")
+    if not post:
+        raise ValueError("wrap the result: no statements to run on the result")
+    facts = _Facts(tree)
+    tree.visit(facts)
+    label = tree.name.value
+    if facts.yields:
+        raise ValueError(f"wrap the result: {label} is a generator (it yields); its result is not one value")
+    if facts.guarded_returns:
+        raise ValueError(f"wrap the result: a `return` of {label} lies under a `{facts.guarded_returns[0]}`: the "
+                         f"code on its result would run inside it")
+    own_loads, own_stores, _ = scope_names(_code_ast(post))
+    binds = own_stores | {name}
+    fn = cast(ast.FunctionDef, _code_ast([tree.with_changes(decorators=[])])[0])
+    loads, stores, declared = scope_names(fn.body)
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs,
+                              *(x for x in (fn.args.vararg, fn.args.kwarg) if x is not None))}
+    free = loads - stores - params
+    clash = sorted(binds & (declared | free))
+    if clash:
+        raise ValueError(f"wrap the result: {label} uses {', '.join(clash)} as a name it does not bind "
+                         f"(a global, a builtin or declared global/nonlocal); binding it on the way out would "
+                         f"change what the rest of {label} reads")
+    mentions = name in own_loads
+    ends = not _falls_through(list(post))
+
+    def make(value: cst.BaseExpression | None, bare: bool, end: bool = False) -> list[cst.BaseStatement]:
+        body = [s.deep_clone() for s in post]
+        stable = value is None or isinstance(value, _CONSTANTS) or \
+            (_name_of(value) is not None and _name_of(value) not in own_stores)
+        if not mentions and stable:
+            if not ends and not end:
+                body.append(cst.SimpleStatementLine(body=[cst.Return(value=value)]))
+            return body
+        bound = value if value is not None else cst.Name("None")
+        out: list[cst.BaseStatement] = [
+            cst.SimpleStatementLine(body=[cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=bound)]),
+            *body]
+        if not ends:
+            out.append(cst.SimpleStatementLine(body=[cst.Return(value=cst.Name(name))]))
+        return out
+
+    rewrite = _OwnExits(tree, make)
+    new = cast(cst.FunctionDef, tree.visit(rewrite))
+    block = new.body
+    if not isinstance(block, cst.IndentedBlock):
+        block = cst.IndentedBlock(body=_block_body(block), header=cast(cst.SimpleStatementSuite,
+                                                                        block).trailing_whitespace)
+    if _falls_through(list(block.body)):
+        block = block.with_changes(body=[*block.body, *make(None, True, end=True)])
+    return new.with_changes(body=block)
 
 
 def signature_text(params: cst.Parameters) -> str:

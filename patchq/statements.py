@@ -40,6 +40,14 @@ normalized AST (:func:`patchq.plan.anchors.ast_match`), never by line number:
     the comment lines that end a block (after its last statement, matching ``after``).
 ``{"op": "header", "old": SRC, "new": SRC}``
     the definition's own decorators/signature change (body kept).
+``{"op": "result", "name": NAME, "new": SRC}``
+    wrap the result (a wrapper that calls the original and works on what it returns):
+    each ``return VALUE`` of the anchored function's own body becomes ``NAME = VALUE``
+    followed by ``SRC``; a bare ``return`` and the end of the body bind ``NAME = None``;
+    ``return NAME`` follows when ``SRC`` does not return itself. Anchored on the
+    definition, not on the text of one ``return``: it applies whatever upstream returns
+    and wherever it returns (:func:`patchq.edits.wrap_result`, which also lists what it
+    refuses: a generator, a ``return`` under ``with`` or ``try``/``finally``...).
 ``{"op": "definition", "fingerprint": FP, "new": SRC}``
     the last resort, when nothing smaller reproduces the text: the whole definition is
     replaced, only where its fingerprint is still ``FP`` (the importer's summary line says so).

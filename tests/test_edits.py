@@ -142,3 +142,74 @@ def test_stmts_keeps_a_leading_comment():
     import libcst as cst
 
     assert cst.Module(body=edits.stmts("\n    # why\n    x = 1\n")).code == "# why\nx = 1\n"
+
+
+# -- wrap_result: a wrapper's code after the original, on every way out (issue 37, item 2) -----------
+
+#: the shape of vLLM's ChatCompletionRequest.to_sampling_params (0.24.0): early returns, one final
+#: call spread over lines, a one-line branch; prime-rl's wrapper merges stop ids into its result
+TO_PARAMS = textwrap.dedent('''\
+    def to_sampling_params(self, max_tokens, default_sampling_params):
+        """Build the sampling parameters."""
+        if self.beam:
+            return BeamParams(max_tokens)
+        if self.cached: return self.cached
+        # the request's own parameters
+        return SamplingParams.from_optional(
+            n=self.n,
+            stop_token_ids=self.stop_token_ids,
+        )
+''')
+MERGE = "extra = default_sampling_params.get('stop_token_ids') or []\nif extra:\n" \
+        "    params.stop_token_ids = sorted(set(params.stop_token_ids or []) | set(extra))\nreturn params\n"
+
+
+def test_wrap_result_binds_every_returned_value_and_runs_the_code_on_it():
+    out = render(edits.wrap_result(parse_def(TO_PARAMS, "to_sampling_params"), "params", edits.stmts(MERGE)))
+    assert out.count("extra = default_sampling_params.get('stop_token_ids') or []") == 3
+    assert "    if self.beam:\n        params = BeamParams(max_tokens)\n        extra = " in out
+    # a one-line branch becomes a block; the comment above the return stays above the code replacing it
+    assert "    if self.cached:\n        params = self.cached\n        extra = " in out
+    assert "    # the request's own parameters\n    params = SamplingParams.from_optional(\n        n=self.n," in out
+    assert out.count("return params") == 3 and '"""Build the sampling parameters."""' in out
+    compile(out, "<wrapped>", "exec")
+
+
+def test_wrap_result_after_the_original_keeps_what_it_returns():
+    """A wrapper that calls __post_init__ and then adds code (vllm-ascend's DSpark): the code
+    runs before each `return self` and at the end; the value returned stays vLLM's own text."""
+    src = "def __post_init__(self):\n    if self.a:\n        return self\n    self.b = 1\n    return self\n"
+    out = render(edits.wrap_result(parse_def(src, "__post_init__"), "result", edits.stmts("self.c = 2\n")))
+    assert out == ("def __post_init__(self):\n    if self.a:\n        self.c = 2\n        return self\n"
+                   "    self.b = 1\n    self.c = 2\n    return self\n")
+    init = "def __init__(self, x):\n    self.x = x\n    if x is None:\n        return\n    self.y = x\n"
+    out = render(edits.wrap_result(parse_def(init, "__init__"), "result", edits.stmts("self.z = 3\n")))
+    assert out == ("def __init__(self, x):\n    self.x = x\n    if x is None:\n        self.z = 3\n        return\n"
+                   "    self.y = x\n    self.z = 3\n")
+
+
+def test_wrap_result_binds_a_value_the_code_could_change():
+    src = "def f(self):\n    return self.value\n"
+    out = render(edits.wrap_result(parse_def(src, "f"), "result", edits.stmts("self.value = None\n")))
+    assert out == "def f(self):\n    result = self.value\n    self.value = None\n    return result\n"
+
+
+@pytest.mark.parametrize("src, why", [
+    ("def f():\n    yield 1\n", "is a generator"),
+    ("def f(lock):\n    with lock:\n        return 1\n", "lies under a `with`"),
+    ("def f():\n    try:\n        return 1\n    finally:\n        pass\n", "under a `try/finally`"),
+    ("def f():\n    return extra\n", "uses extra as a name it does not bind"),
+])
+def test_wrap_result_refuses_what_would_change_meaning(src, why):
+    with pytest.raises(ValueError, match=why):
+        edits.wrap_result(parse_def(src, "f"), "params", edits.stmts("extra = 1\nreturn params\n"))
+    with pytest.raises(ValueError, match="not a function"):
+        edits.wrap_result(parse_def("class C:\n    x = 1\n", "C"), "params", edits.stmts("return params\n"))
+
+
+def test_scope_names_are_one_scopes_own():
+    import ast
+
+    loads, stores, declared = edits.scope_names(ast.parse(
+        "x = [a for a in items]\ndef g(b):\n    return c\nglobal q\nf = lambda z: w\ny.attr = v\n").body)
+    assert loads == {"items", "y", "v"} and stores == {"x", "g", "f"} and declared == {"q"}

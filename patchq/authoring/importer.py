@@ -36,7 +36,7 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -235,6 +235,8 @@ def op_level(op: dict, module: bool = False) -> str:
         return "definition"
     if op["op"] == "expression":
         return "expression"
+    if op["op"] == "result":  # a statement-level edit of every return: anchored on the definition
+        return "statement"
     if module:
         return "module"
     if op["op"] == "insert" and op.get("at"):
@@ -337,31 +339,59 @@ class ImportPlan:
     pristine: dict[str, str]
     patched: dict[str, str]
     notes: list[str] = field(default_factory=list)
-    #: names undefined in the diff's own result too (pyflakes): declared ``runtime_names``
+    #: names undefined in the diff's own result that the caller declared: the patch's ``runtime_names``
     runtime_names: list[str] = field(default_factory=list)
 
 
-def undefined_in_result(pristine: str, patched: str) -> list[str]:
-    """Names pyflakes finds undefined in ``patched`` and not in ``pristine`` (a string
-    annotation of a name imported nowhere, a name the code gets at run time): the diff's
-    author wrote them so, and the imported patch must reproduce the diff exactly."""
+def undefined_names(pristine: str, patched: str) -> list[tuple[str, int]]:
+    """(name, line in ``patched``) of each name pyflakes finds undefined in ``patched`` and
+    not in ``pristine`` (each once, at its first line). A name used only in a local
+    variable's annotation is left out: Python never evaluates it
+    (:func:`patchq.plan.validate.lazy_annotations`)."""
     from pyflakes import checker  # type: ignore[import-untyped]
 
-    def undefined(text: str) -> list[str]:
+    from patchq.plan.validate import lazy_annotations
+
+    def undefined(text: str) -> list[tuple[str, int]]:
         try:
             tree = ast.parse(text)
         except SyntaxError:
             return []
+        lazy = lazy_annotations(tree)
         msgs = checker.Checker(tree, filename="<patchq>").messages
-        return [str(m.message_args[0]) for m in msgs if type(m).__name__ in ("UndefinedName", "UndefinedExport")]
+        return [(str(m.message_args[0]), m.lineno) for m in msgs
+                if type(m).__name__ in ("UndefinedName", "UndefinedExport")
+                and not any(a <= (m.lineno, m.col) < b for a, b in lazy)]
 
-    before = undefined(pristine)
-    out = []
-    for name in undefined(patched):
+    before = [n for n, _ in undefined(pristine)]
+    out: list[tuple[str, int]] = []
+    for name, line in undefined(patched):
         if name in before:
             before.remove(name)
-        elif name not in out:
-            out.append(name)
+        elif name not in {n for n, _ in out}:
+            out.append((name, line))
+    return out
+
+
+def undefined_in_result(pristine: str, patched: str) -> list[str]:
+    """The names of :func:`undefined_names`."""
+    return [n for n, _ in undefined_names(pristine, patched)]
+
+
+def _bound_in_release(name: str, source: CodeSource, limit: int = 3) -> list[str]:
+    """``vllm.module`` of up to ``limit`` modules of the release that bind ``name`` at
+    module level, or declare it there (``x: T``, e.g. under ``if TYPE_CHECKING:``): a hint
+    for a name a diff uses without importing it."""
+    head = rf"^(?:def|class|async def)\s+{re.escape(name)}\b"  # a top-level def or class
+    decl = rf"^(?: {{4}})?{re.escape(name)}\s*(?::[^=\n]*)?(?:=(?!=)|$)"  # x = ..., or x: T (under an if)
+    pat = re.compile(f"{head}|{decl}", re.M)
+    out = []
+    for rel in source.py_files():
+        text = source.read_text(rel) or ""
+        if name in text and pat.search(text):
+            out.append(module_of(rel))
+            if len(out) >= limit:
+                break
     return out
 
 
@@ -393,13 +423,33 @@ def _anchor_id(qualname: str, taken: set[str]) -> str:
     return out
 
 
-def _declare_runtime_names(plan: ImportPlan, relpath: str, pristine: str, patched: str) -> None:
-    """Declare the names undefined in the diff's own result (pyflakes) as ``runtime_names``."""
-    for name in undefined_in_result(pristine, patched):
-        if name not in plan.runtime_names:
-            plan.runtime_names.append(name)
-            plan.notes.append(f"{relpath}: `{name}` is undefined in the diff's own result (pyflakes); declared "
-                              f"runtime_names=[{name!r}] so the undefined-name check accepts it")
+def _check_runtime_names(plan: ImportPlan, relpath: str, pristine: str, patched: str, declared: Iterable[str],
+                         source: CodeSource) -> None:
+    """The names undefined in the diff's own result (pyflakes; local annotations aside):
+    those the caller declares (``--runtime-name``, a refined patch's ``runtime_names``)
+    become the patch's ``runtime_names``; any other is refused, naming its line and where
+    the release binds it, if anywhere (issue 37: a name the runtime does not provide is
+    never declared by itself: the patched code would raise NameError).
+
+    Raises:
+        ImportRefused: an undeclared undefined name (nothing written).
+    """
+    allowed = set(declared)
+    refused = []
+    for name, line in undefined_names(pristine, patched):
+        if name in allowed:
+            if name not in plan.runtime_names:
+                plan.runtime_names.append(name)
+                plan.notes.append(f"{relpath}: `{name}` is undefined in the diff's own result (pyflakes); declared "
+                                  f"runtime_names=[{name!r}] as asked")
+            continue
+        where = _bound_in_release(name, source)
+        hint = f" (vllm {source.version} binds it in {', '.join(where)}: import it in the diff)" if where else ""
+        refused.append(f"`{name}` ({relpath}:{line}){hint}")
+    if refused:
+        raise ImportRefused(f"the changed code reads names its module does not bind (nothing written; it would raise "
+                            f"NameError): {'; '.join(refused)}. Import or define them in the diff, or pass "
+                            f"--runtime-name NAME for a name something really provides at run time")
 
 
 def _anchor_definitions(plan: ImportPlan, relpath: str, pristine: str, patched: str, infos: list[HunkInfo],
@@ -438,8 +488,11 @@ def _anchor_definitions(plan: ImportPlan, relpath: str, pristine: str, patched: 
         plan.anchors.append(AnchorOut(_anchor_id(q, taken), relpath, q, fp, ops))
 
 
-def build(diff_text: str, patch_id: str, release: str | None = None, source_name: str = "") -> ImportPlan:
+def build(diff_text: str, patch_id: str, release: str | None = None, source_name: str = "",
+          runtime_names: Iterable[str] = ()) -> ImportPlan:
     """Turn a diff into an :class:`ImportPlan` (module docstring, steps 1-5).
+    ``runtime_names``: names the caller declares as provided at run time (the only
+    undefined names accepted: :func:`_check_runtime_names`).
 
     Raises:
         UsageError: a bad patch id.
@@ -466,7 +519,7 @@ def build(diff_text: str, patch_id: str, release: str | None = None, source_name
             raise ImportRefused(f"{fp.relpath}:{exc.lineno}: the changed file is not valid Python "
                                 f"({exc.msg}); nothing written") from None
         plan.pristine[fp.relpath], plan.patched[fp.relpath] = pristine, patched
-        _declare_runtime_names(plan, fp.relpath, pristine, patched)
+        _check_runtime_names(plan, fp.relpath, pristine, patched, runtime_names, source)
         infos = attribute(fp.relpath, pristine, patched, fp.hunks)
         plan.hunks += infos
         _anchor_definitions(plan, fp.relpath, pristine, patched, infos, taken)

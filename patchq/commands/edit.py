@@ -374,7 +374,8 @@ def record(series: Series, target: CodeSource, patch_id: str, files: list[str], 
 
     old = series.patch(patch_id) if replaces else None
     action, covering = _refinement(old, str(target.version), wd) if old is not None else ("created", None)
-    plan = importer.build(text, patch_id, str(target.version), source_name=f"patchq record ({mode} edit)")
+    plan = importer.build(text, patch_id, str(target.version), source_name=f"patchq record ({mode} edit)",
+                          runtime_names=old.runtime_names if old is not None else ())
     if old is not None and covering is not None:
         _check_runtime_names(plan, old, wd)
     profile = _record_profile(series, target, patch_id, profile, replaces)

@@ -1,4 +1,6 @@
-"""``patchq import FILE.patch --id NAME [--release VERSION]``: a diff becomes an anchored patch.
+"""``patchq import FILE.patch --id NAME [--release VERSION]``: a diff becomes an anchored patch;
+``--replacement FILE.py:NAME --replaces vllm.mod:Qualname``: a monkeypatch does
+(:mod:`patchq.authoring.monkeypatch`).
 
 :func:`patchq.authoring.importer.build` parses and attributes the diff, :func:`~patchq.authoring.importer.write`
 writes ``series/<id>.py`` and ``anchors/<id>.toml``, and :func:`~patchq.authoring.importer.verify`
@@ -9,10 +11,11 @@ its diff.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchq.authoring import importer
+from patchq.authoring import importer, monkeypatch
 from patchq.errors import EXIT_OK, UsageError
 from patchq.series import Series
 
@@ -43,97 +46,19 @@ def installed_release(text: str) -> str | None:
     return str(target.version)
 
 
-def _replacement_source(spec: str) -> tuple[str, str, str]:
-    """(text, name, where) of a replacing definition: ``path/to/file.py:name`` or
-    ``package.module:name`` (``name`` may be ``Class.method``). The module's file is found
-    with :func:`importlib.util.find_spec` (its parent packages are imported, the module is not).
-
-    Raises:
-        UsageError: malformed, or the file or module is not found.
-    """
-    import importlib.util
-
-    where, sep, name = spec.rpartition(":")
-    if not sep or not where or not name:
-        raise UsageError(f"--replacement {spec!r}: give FILE.py:NAME or package.module:NAME")
-    path = Path(where)
-    if not path.is_file():
-        try:
-            found = importlib.util.find_spec(where)
-        except (ImportError, ValueError) as exc:
-            raise UsageError(f"--replacement {spec!r}: module {where} not found ({exc})") from None
-        if found is None or not found.origin or not found.origin.endswith(".py"):
-            raise UsageError(f"--replacement {spec!r}: no Python file for module {where}")
-        path = Path(found.origin)
-    return path.read_text(encoding="utf-8"), name, str(path)
-
-
-def monkeypatch_diff(replacement: str, replaces: str, release: str) -> tuple[str, str, list[str]]:
-    """A unified diff that puts a monkeypatch's replacing definition in place of vLLM's.
-
-    ``replaces`` is ``vllm.module:Qualname`` at ``release``. The replacement (see
-    :func:`_replacement_source`) takes the place of the definition's lines, re-indented to
-    it and renamed to its name; vLLM's decorators are kept when the replacement has none
-    (a monkeypatch rebinds the function object; the decorators of the rebinding are
-    vLLM's business). Returns (diff text, the replaced module's relpath, notes).
-
-    Raises:
-        UsageError: a malformed argument, or a name not found.
-    """
-    import textwrap
-
-    from patchq.plan import diffs
-    from patchq.plan.anchors import ast_index, definition_span, split_lines
-    from patchq.vllmdist.sources import release_source
-
-    text, name, where = _replacement_source(replacement)
-    mod, sep, qualname = replaces.partition(":")
-    if not sep or not qualname:
-        raise UsageError(f"--replaces {replaces!r}: give vllm.module:Qualname")
-    source = release_source(release)
-    base = mod.replace(".", "/")
-    rel = next((r for r in (base + ".py", base + "/__init__.py") if source.exists(r)), None)
-    if rel is None:
-        raise UsageError(f"--replaces {replaces!r}: no module {mod} in vllm {release}")
-    pristine = source.read_text(rel) or ""
-    found = ast_index(pristine).get(qualname, [])
-    if len(found) != 1:
-        raise UsageError(f"--replaces {replaces!r}: {qualname} is defined {len(found)} times in {rel} (vllm {release})")
-    mine = ast_index(text).get(name, [])
-    if len(mine) != 1:
-        raise UsageError(f"--replacement {replacement!r}: {name} is defined {len(mine)} times in {where}")
-    lines = split_lines(pristine)
-    a, b = definition_span(found[0])
-    c, d = definition_span(mine[0])
-    new_def = textwrap.dedent("".join(split_lines(text)[c - 1:d]))
-    notes = []
-    target_name = qualname.rsplit(".", 1)[-1]
-    node = mine[0]
-    if node.name != target_name:  # type: ignore[attr-defined]
-        head = f"def {node.name}" if not isinstance(node, __import__("ast").ClassDef) else f"class {node.name}"  # type: ignore[attr-defined]
-        new_def = new_def.replace(head, head.split(" ")[0] + " " + target_name, 1)
-        notes.append(f"the replacement {name} is renamed {target_name} (the name it rebinds)")
-    if not getattr(node, "decorator_list", None) and found[0].decorator_list:  # type: ignore[attr-defined]
-        keep = "".join(lines[a - 1:found[0].lineno - 1])  # type: ignore[attr-defined]
-        new_def = textwrap.dedent(keep) + new_def
-        notes.append(f"vLLM's decorators of {qualname} are kept")
-    indent = lines[found[0].lineno - 1][: len(lines[found[0].lineno - 1]) - len(lines[found[0].lineno - 1].lstrip())]  # type: ignore[attr-defined]
-    new_lines = textwrap.indent(new_def, indent, lambda ln: bool(ln.strip()))
-    if not new_lines.endswith("\n"):
-        new_lines += "\n"
-    patched = "".join(lines[: a - 1]) + new_lines + "".join(lines[b:])
-    return diffs.unified(rel, pristine, patched), rel, notes
-
-
 def run(series: Series, file: str | None, patch_id: str, release: str | None = None,
         summary: str | None = None, force: bool = False, profile: str = "default",
-        replacement: str | None = None, replaces: str | None = None) -> tuple[ImportDoc, int]:
+        replacement: str | None = None, replaces: str | None = None,
+        runtime_names: Iterable[str] = ()) -> tuple[ImportDoc, int]:
     """Import ``file`` as patch ``patch_id`` and add it to ``profile``. Returns
     (``patchq.import/1`` document, exit code).
 
     The release is ``release``, else the installed vLLM's when the diff applies to it
     exactly, else the newest cached release it applies to (``release_from``: ``given`` |
-    ``installed`` | ``guessed``).
+    ``installed`` | ``guessed``). A monkeypatch (``replacement`` rebinding ``replaces``)
+    becomes the change it means (:mod:`patchq.authoring.monkeypatch`). ``runtime_names``:
+    names the caller declares as provided at run time; any other name the patched code
+    reads and its module lacks is refused.
 
     Raises:
         UsageError: unreadable file, bad id, existing patch without --force.
@@ -142,7 +67,6 @@ def run(series: Series, file: str | None, patch_id: str, release: str | None = N
     """
     from patchq.authoring import scaffold
 
-    mp_notes: list[str] = []
     if replacement or replaces:  # a monkeypatch: its replacing definition against vLLM's
         if not (replacement and replaces) or file:
             raise UsageError("a monkeypatch import takes --replacement FILE.py:NAME (or module:NAME) and --replaces "
@@ -155,24 +79,33 @@ def run(series: Series, file: str | None, patch_id: str, release: str | None = N
                 release = str(installed(None, None).version)
             except PatchqError:
                 raise UsageError("a monkeypatch import needs --release VERSION (no vLLM installed)") from None
-        text, _, mp_notes = monkeypatch_diff(replacement, replaces, release)
         path = Path(replacement.rpartition(":")[0])
-    else:
-        if not file:
-            raise UsageError("give a diff FILE, or --replacement and --replaces for a monkeypatch")
-        path = Path(file)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read {file}: {exc}") from None
+        scaffold.check_profile(profile)
+        plan, _ = monkeypatch.build(replacement, replaces, release, patch_id, runtime_names)
+        return _finish(plan, series, path, summary, force, profile, replacement, replaces, "given")
+    if not file:
+        raise UsageError("give a diff FILE, or --replacement and --replaces for a monkeypatch")
+    path = Path(file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {file}: {exc}") from None
 
     scaffold.check_profile(profile)
     release_from = "given" if release else None
     if release is None:
         release = installed_release(text)
         release_from = "installed" if release else "guessed"
-    plan = importer.build(text, patch_id, release, source_name=path.name)
-    plan.notes[:0] = mp_notes
+    plan = importer.build(text, patch_id, release, source_name=path.name, runtime_names=runtime_names)
+    return _finish(plan, series, path, summary, force, profile, replacement, replaces, release_from)
+
+
+def _finish(plan: importer.ImportPlan, series: Series, path: Path, summary: str | None, force: bool, profile: str,
+            replacement: str | None, replaces: str | None, release_from: str | None) -> tuple[ImportDoc, int]:
+    """Write the plan verified, add it to the profile; the ``patchq.import/1`` document."""
+    from patchq.authoring import scaffold
+
+    patch_id = plan.patch_id
     written = importer.write_verified(plan, series, summary, force, path.name)
     added = scaffold.add_to_profile(series.root / "profiles.toml", profile, patch_id)
     doc: ImportDoc = {

@@ -34,6 +34,14 @@ only when none of these holds (:func:`findings`), each rule naming the upstream 
     the patch inserts ``return``/``raise`` (``continue``/``break``) and an upstream hunk
     lies after it in the same function (loop): upstream code the patched path now skips.
 
+A result wrapper of the patch (``{"op": "result"}``, :class:`Exit`) is compared as code
+at every exit of the definition, not as the ``return`` statements it rewrites: an
+``overlap`` is an upstream hunk next to a way out (a ``return`` or the end), except a
+returned call that only got other keyword arguments; ``signature``, ``module-name`` and
+``names`` as for any change (its result name and own locals aside), and ``names`` when
+upstream's hunk changes what the value returned is made of where the wrapper reads it
+(such a keyword argument included).
+
 Any finding gives ``review`` (blocking: "upstream changed what this patch touches"),
 or ``possibly-upstreamed`` (blocking) when upstream's change in the touched place is
 alike the patch's (:func:`patchq.plan.meaning.similarity` >= :data:`meaning.POSSIBLE`),
@@ -168,12 +176,83 @@ def _enclosing(elems: Sequence[Elem], pos: int, kinds: type | tuple[type, ...]) 
             and i < pos <= e.stop]
 
 
-def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str] | None = None) -> list[dict]:
+@dataclass
+class Exit:
+    """A result wrapper of the patch (``{"op": "result"}``): code run on the value the
+    definition returns, on every way out of it, anchored on the definition and not on the
+    text of a ``return``. ``elems``: the code flattened in the definition's scope."""
+
+    name: str
+    code: str
+    elems: list[Elem]
+
+    @classmethod
+    def of(cls, op: Mapping, defn: ast.AST) -> Exit | None:
+        """The exit of one result operation on ``defn`` (an :mod:`ast` function), or None."""
+        name = getattr(defn, "name", None)
+        if not isinstance(name, str) or not op.get("new"):
+            return None
+        try:
+            fn = ast.parse(f"def {name}():\n" + textwrap.indent(str(op["new"]), "    ")).body[0]
+        except SyntaxError:
+            return None
+        return cls(str(op.get("name") or ""), str(op["new"]), flatten(fn)[1:])
+
+    def names(self) -> tuple[set[str], set[str]]:
+        """(reads, writes) of the code that upstream's code can affect or be affected by: the
+        result's own name and the locals the code binds itself left out (it runs on the way
+        out, after everything upstream's code does; its locals die with the return)."""
+        reads: set[str] = set()
+        writes: set[str] = set()
+        for e in self.elems:
+            reads |= e.reads
+            writes |= e.writes
+        local = {w for w in writes if "::" in w}
+
+        def mine(n: str) -> bool:
+            return bool(self.name) and (n.split("::")[-1] == self.name if "::" in n else n.split(".")[0] == self.name)
+
+        return ({n for n in reads if not mine(n) and n not in local},
+                {n for n in writes if not mine(n) and "::" not in n})
+
+    def result_uses(self) -> tuple[set[str], bool]:
+        """(the attributes of the result the code reads or writes, ``result.x`` -> ``x``;
+        whether it uses the result whole: passes it on, not only returns it)."""
+        attrs: set[str] = set()
+        whole = False
+        if not self.name:
+            return attrs, whole
+        for e in self.elems:
+            for n in e.reads | e.writes:
+                parts = n.split(".")
+                if "::" not in n and parts[0] == self.name and len(parts) > 1:
+                    attrs.add(parts[1])
+            node = e.node if e.kind == "stmt" else None
+            if node is None:
+                continue
+            returned = node.value if isinstance(node, ast.Return) else None
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Name) and sub.id == self.name and sub is not returned \
+                        and not _under_attribute(node, sub):
+                    whole = True
+        return attrs, whole
+
+
+def _under_attribute(root: ast.AST, name: ast.Name) -> bool:
+    """Whether ``name`` is the object of an attribute access in ``root`` (``name.x``)."""
+    return any(isinstance(n, ast.Attribute) and n.value is name for n in ast.walk(root))
+
+
+def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str] | None = None,
+             exits: Sequence[Exit] = ()) -> list[dict]:
     """The reasons the patch's change and upstream's are not provably apart (module
     docstring), each ``{"rule", "message", "upstream": "path:line[-line]"}``; [] when apart.
 
     ``module_changes``: module-level name -> ``path:line`` where the target binds it
-    differently from the base (:func:`module_changes`)."""
+    differently from the base (:func:`module_changes`). ``exits``: the patch's result
+    wrappers on this definition (``ours`` then leaves them out): no upstream hunk is
+    next to them (they are at every ``return``, whatever it returns), but the header and
+    names rules hold."""
     found = _Findings(base, ours, theirs, hunks(base.elems, theirs.elems))
     for p in hunks(base.elems, ours.elems):
         p_where = _span(base.elems, p.i1, p.i2, base.relpath) if p.i2 > p.i1 else \
@@ -183,7 +262,61 @@ def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str
         o_reads = found.names(p, p_where)
         found.skipped_path(p)
         found.module_names(o_reads, module_changes or {})
+    for x in exits:
+        where = f"every exit of {base.elems[0].code if base.elems else 'the definition'} (result wrapper)"
+        found.signature(Hunk(1, 1, 1, 1), where)
+        reads, writes = x.names()
+        found.exit_overlap(x, where)
+        found.exit_names(reads, writes, where)
+        found.exit_result(x, where)
+        found.module_names(reads, module_changes or {})
     return found.out
+
+
+def _changed_names(base: Sequence[Elem], theirs: Sequence[Elem], u: Hunk) -> set[str]:
+    """The names whose use an upstream hunk changed: per statement replaced one for one, the
+    names one side uses and the other does not; every name of what was added or removed."""
+    if u.i2 - u.i1 == u.j2 - u.j1:
+        out: set[str] = set()
+        for a, b in zip(base[u.i1:u.i2], theirs[u.j1:u.j2], strict=False):
+            out |= (a.reads | a.writes) ^ (b.reads | b.writes)
+        return out
+    r1, w1 = _names_of(base, u.i1, u.i2)
+    r2, w2 = _names_of(theirs, u.j1, u.j2)
+    return r1 | w1 | r2 | w2
+
+
+def _last(name: str) -> str:
+    return name.split("::")[-1].split(".")[-1]
+
+
+def _own_scope(side: Side) -> str:
+    """The scope name of a side's own body (as :func:`patchq.plan.astdiff.flatten` names it)."""
+    head = side.elems[0]
+    name = str(getattr(head.node, "name", ""))
+    return f"{head.scope}.{name}" if head.scope else name
+
+
+def _kwargs_only(old: Sequence[Elem], new: Sequence[Elem]) -> set[str] | None:
+    """The keyword arguments whose value changed, when ``old`` and ``new`` are ``return``s of
+    the same call (the same callee, the same positional arguments) one for one; else None."""
+    if not old or len(old) != len(new):
+        return None
+    out: set[str] = set()
+    for a, b in zip(old, new, strict=False):
+        ra, rb = a.node, b.node
+        if not (isinstance(ra, ast.Return) and isinstance(rb, ast.Return) and isinstance(ra.value, ast.Call)
+                and isinstance(rb.value, ast.Call)):
+            return None
+        ca, cb = ra.value, rb.value
+        if ast.dump(ca.func) != ast.dump(cb.func) or [ast.dump(x) for x in ca.args] != [ast.dump(x) for x in cb.args]:
+            return None
+        ka = {k.arg: ast.dump(k.value) for k in ca.keywords}
+        kb = {k.arg: ast.dump(k.value) for k in cb.keywords}
+        if None in ka or None in kb:  # **kwargs: anything may change
+            return None
+        out |= {str(k) for k in set(ka) | set(kb) if ka.get(k) != kb.get(k)}
+    return out
 
 
 @dataclass
@@ -248,6 +381,62 @@ class _Findings:
                 self.note("names", f"upstream's change at {where} ({what}) reads or rebinds {shown}, which the "
                                    f"patch's change at {base.version} {p_where} uses", where)
         return o_reads
+
+    def exit_names(self, reads: set[str], writes: set[str], where: str) -> None:
+        """The names rule for a result wrapper: every upstream hunk is elsewhere."""
+        base, theirs = self.base, self.theirs
+        for u in self.u_hunks:
+            renamed = renamed_locals(base.elems, theirs.elems, u)
+            if renamed and not ({r.split("::")[-1] for r in reads | writes} & set(renamed)):
+                continue
+            u_reads, u_writes = _names_of(base.elems, u.i1, u.i2)
+            t_reads, t_writes = _names_of(theirs.elems, u.j1, u.j2)
+            hit = _clash(reads | writes, u_writes | t_writes) | _clash(u_reads | t_reads, writes)
+            if hit:
+                u_where, what = _upstream_where(base, theirs, u)
+                shown = ", ".join(sorted(n.split("::")[-1] for n in hit))
+                self.note("names", f"upstream's change at {u_where} ({what}) reads or rebinds {shown}, which the "
+                                   f"patch's code at {base.version} {where} uses", u_where)
+
+    def exit_overlap(self, x: Exit, where: str) -> None:
+        """The overlap rule for a result wrapper: an upstream hunk next to a way out of the
+        definition (a ``return`` of its own, or its end) is next to the code the wrapper
+        runs there, except a ``return`` whose returned call only got other keyword
+        arguments (:func:`_kwargs_only`: the result rule judges those)."""
+        base, theirs = self.base, self.theirs
+        if not base.elems:
+            return
+        scope = _own_scope(base)
+        exits = [i for i, e in enumerate(base.elems) if isinstance(e.node, ast.Return) and e.scope == scope]
+        ends = [Hunk(i, i + 1, 0, 0) for i in exits] + [Hunk(len(base.elems), len(base.elems), 0, 0)]
+        for u in self.u_hunks:
+            if _kwargs_only(base.elems[u.i1:u.i2], theirs.elems[u.j1:u.j2]) is not None:
+                continue
+            if any(u.touches(e) for e in ends):
+                u_where, what = _upstream_where(base, theirs, u)
+                self.note("overlap", f"upstream changed {u_where} ({what}), next to a way out of "
+                                     f"{base.elems[0].code}, where the patch's result wrapper runs "
+                                     f"({base.version} {where})", u_where)
+
+    def exit_result(self, x: Exit, where: str) -> None:
+        """The result rule: upstream's change alters what the value returned is made of
+        where the patch's result wrapper reads it (an attribute of the result it uses;
+        anything about a return when it passes the result on whole)."""
+        attrs, whole = x.result_uses()
+        if not attrs and not whole:
+            return
+        base, theirs = self.base, self.theirs
+        for u in self.u_hunks:
+            kwargs = _kwargs_only(base.elems[u.i1:u.i2], theirs.elems[u.j1:u.j2])
+            changed = _changed_names(base.elems, theirs.elems, u) | (kwargs or set())
+            hit = sorted(a for a in attrs if any(_last(n) == a for n in changed))
+            returns = any(isinstance(e.node, ast.Return) for e in [*base.elems[u.i1:u.i2], *theirs.elems[u.j1:u.j2]])
+            if hit or (whole and returns):
+                u_where, what = _upstream_where(base, theirs, u)
+                shown = ", ".join(f"{x.name}.{a}" for a in hit) if hit else f"{x.name} (passed on whole)"
+                fn = base.elems[0].code if base.elems else "the definition"
+                self.note("names", f"upstream's change at {u_where} ({what}) changes what {fn} returns where the "
+                                   f"patch's result wrapper reads it ({shown})", u_where)
 
     def skipped_path(self, p: Hunk) -> None:
         """An inserted jump (return, raise, break, continue) skips what upstream added after it."""
@@ -392,38 +581,48 @@ def _side(version: str, relpath: str, text: str, qualname: str, node: ast.AST | 
     return Side(version, relpath, node, "".join(lines[first - 1:getattr(node, "end_lineno", first)]), flatten(node))
 
 
-def view(base: Side, ours: Side, theirs: Side, qualname: str) -> str:
+def view(base: Side, ours: Side, theirs: Side, qualname: str, exits: Sequence[Exit] = ()) -> str:
     """The three-way view: the patch's change (base -> ours) and upstream's (base ->
-    theirs) as unified diffs of the definition, headers with ``path:line``."""
+    theirs) as unified diffs of the definition, headers with ``path:line``; a result
+    wrapper is shown as such (the code run on the value returned), not as the ``return``
+    statements it rewrites."""
     b, o, t = (textwrap.dedent(s.text).splitlines(keepends=True) for s in (base, ours, theirs))
     head = (f"three-way view of {_shown(qualname, theirs.relpath)}: base = reviewed vllm {base.version} "
             f"({base.relpath}:{base.line}), "
             f"ours = base patched, theirs = vllm {theirs.version} ({theirs.relpath}:{theirs.line})\n")
     patch = "".join(difflib.unified_diff(b, o, f"base {base.version}/{base.relpath}:{base.line}",
                                          f"ours {base.version}+patch"))
+    for x in exits:
+        patch += (f"== the patch wraps the result of {qualname}: on every exit, `{x.name or '_'} = <the value "
+                  f"returned>`, then:\n" + textwrap.indent(x.code, "    "))
     upstream = "".join(difflib.unified_diff(b, t, f"base {base.version}/{base.relpath}:{base.line}",
                                             f"theirs {theirs.version}/{theirs.relpath}:{theirs.line}"))
     return (head + "== the patch's change (base -> ours)\n" + patch
             + "== upstream's change (base -> theirs)\n" + upstream)
 
 
-def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: str, theirs_module: str) -> dict:
+def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: str, theirs_module: str,
+            exits: Sequence[Exit] = ()) -> dict:
     """The ``threeway`` entry of one drifted definition: findings, a possible upstream
-    match (score and both texts), the view."""
+    match (score and both texts), the view. ``exits``: the patch's result wrappers
+    (:func:`findings`)."""
     p_hunks = hunks(base.elems, ours.elems)
     reads = set()
     for h in p_hunks:
         for e in ours.elems[h.j1:h.j2]:
             reads |= {r.split("::")[-1].split(".")[0] for r in e.reads}
+    for x in exits:
+        reads |= {r.split("::")[-1].split(".")[0] for r in x.names()[0]}
     changed = module_changes(base_module, theirs_module, theirs.relpath, sorted(reads)) if reads else {}
-    found = findings(base, ours, theirs, changed)
+    found = findings(base, ours, theirs, changed, exits)
     entry = {"qualname": qualname, "base": base.version, "base_path": base.relpath, "base_line": base.line,
              "path": theirs.relpath, "line": theirs.line, "findings": found, "score": None,
-             "patch_text": "", "upstream_text": "", "view": view(base, ours, theirs, qualname)}
+             "patch_text": "", "upstream_text": "", "view": view(base, ours, theirs, qualname, exits)}
     if found:
         u_hunks = hunks(base.elems, theirs.elems)
         near = [u for u in u_hunks if any(u.touches(p) for p in p_hunks)] or u_hunks
-        mine = astdiff.added(ours.elems, p_hunks)
+        mine = astdiff.added(ours.elems, p_hunks) + [n for x in exits for n in astdiff.tops(x.elems, 0,
+                                                                                          len(x.elems))]
         theirs_added = astdiff.added(theirs.elems, near)
         replaced = astdiff.replaced(base.elems, [*p_hunks, *near])
         score = meaning.similarity(mine, theirs_added, base=replaced)
@@ -471,7 +670,7 @@ def classify(patch: Patch, drifted: Sequence[tuple[str, str]], target: CodeSourc
             why = "no edit variant" if variant is None else "not cached, and not fetched"
             problems.append(f"reviewed vllm {base_v} is not available ({why}): no three-way view of {shown}")
             continue
-        entry = _entry(plan, base_v, relpath, qualname, target, target_text, target_node, patch)
+        entry = _entry(plan, base_v, relpath, qualname, target, target_text, target_node, patch, variant)
         if isinstance(entry, str):
             problems.append(entry)
             continue
@@ -512,11 +711,41 @@ def _module_side(version: str, relpath: str, text: str) -> Side | None:
     return Side(version, relpath, tree, shown, moduleview.flatten(tree))
 
 
+def _result_ops(variant: Variant | None, anchor: str) -> tuple[list[Mapping], list[Mapping]]:
+    """(the result operations, all operations) of one anchor's statement edit in ``variant``
+    (([], []) for a hand-written transform)."""
+    fn = variant.edits.get(anchor) if variant is not None else None
+    ops = [o for o in getattr(fn, "statement_ops", ()) if isinstance(o, Mapping)]
+    return [o for o in ops if o.get("op") == "result"], ops
+
+
+def _without_results(text: str, relpath: str, qualname: str, ops: Sequence[Mapping]) -> str | None:
+    """``text`` with the definition ``qualname`` changed by ``ops`` but its result
+    wrappers; None when that does not plan (the plan's own text is used then)."""
+    import libcst as cst
+
+    from patchq.errors import AnchorError
+    from patchq.plan import stmtpatch
+    from patchq.plan.anchors import ast_index, cut_segment, splice
+
+    try:
+        found = ast_index(text).get(qualname) or []
+        if len(found) != 1:
+            return None
+        seg = cut_segment(text, relpath, qualname, found[0])
+        new = stmtpatch.apply_ops(seg.node, [dict(o) for o in ops if o.get("op") != "result"])
+        return splice(text, seg, seg.render(new))
+    except (AnchorError, SyntaxError, cst.ParserSyntaxError):
+        return None
+
+
 def _entry(plan: Plan, base_v: str, relpath: str, qualname: str, target: CodeSource,
            target_text: Callable[[str], str | None],
-           target_node: Callable[[str, str], ast.AST | None] | None, patch: Patch | None = None) -> dict | str:
+           target_node: Callable[[str, str], ast.AST | None] | None, patch: Patch | None = None,
+           variant: Variant | None = None) -> dict | str:
     """The three-way entry (:func:`compare`) of one drifted definition, its base the
-    patch's plan on reviewed release ``base_v``; or why there is none (a problem line)."""
+    patch's plan on reviewed release ``base_v``; or why there is none (a problem line).
+    A result wrapper of the anchor's operations is compared as such (:class:`Exit`)."""
     result = plan.results[0]
     a = _base_anchor(patch, result.anchors, relpath, qualname)
     shown = _shown(qualname, relpath)
@@ -542,7 +771,15 @@ def _entry(plan: Plan, base_v: str, relpath: str, qualname: str, target: CodeSou
     if base is None or ours is None or theirs is None:
         return (f"{shown} is not defined exactly once in reviewed vllm {base_v}, in the patched result and in "
                 f"vllm {target_label}: no three-way view")
-    return compare(qualname, base, ours, theirs, base_text, theirs_text)
+    wraps, ops = _result_ops(variant, a.anchor)
+    exits: list[Exit] = []
+    if wraps:
+        plain = _without_results(base_text, a.relpath, qualname, ops)
+        side = _side(base_v, a.relpath, plain, qualname) if plain is not None else None
+        if side is not None:
+            ours = side
+            exits = [x for x in (Exit.of(o, base.node) for o in wraps) if x is not None]
+    return compare(qualname, base, ours, theirs, base_text, theirs_text, exits)
 
 
 def _verdict(patch: Patch, target: CodeSource, entries: list[dict], problems: list[str],

@@ -692,6 +692,7 @@ def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes
         entries = ws.context_entries(relpath) if context_text is ws.text.get(relpath) else None
         try:
             validate.check_names(patch.id, qualname, context_text, old, new, owner, patch.runtime_names, entries)
+            validate.undefined_self_calls(patch.id, qualname, context_text, old, new, relpath)
         except AnchorError as exc:
             exc.anchor = ch.anchor
             raise

@@ -14,7 +14,7 @@ Three questions are answered from these summaries:
 * **survival** (:func:`missing_items`): every statement a patch added must still be in
   the final text of its definition once the whole profile is planned;
 * **upstream, forwards** (:func:`upstream_items`): an added statement already present
-  in the release's pristine definition (anywhere in it), or an added member
+  in the release's pristine definition at the same depth (anywhere in it), or an added member
   (``def``/``class`` directly in the edited class or function body) whose name the
   pristine definition already defines, is upstream on that release;
 * **duplicate members** (:func:`duplicate_members`): an edit must never give a class or
@@ -45,11 +45,15 @@ class Item:
         code: the statement as one line of source (``ast.unparse``, cut to 100 chars).
         member: the name when the statement is a ``def``/``class`` directly in the edited
             definition's body (a method or nested class the edit adds), else None.
+        depth: how deep the statement is in the edited definition (1: its own body; None
+            when not known): a statement is upstream by identity only at its own depth.
     """
 
     key: int
     code: str
     member: str | None = None
+    #: nesting depth in the edited definition (1: its own body), when known
+    depth: int | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -137,12 +141,12 @@ def _blocks(node: ast.AST) -> list[list]:
     return out
 
 
-def _item(node: ast.AST, top: bool) -> Item:
+def _item(node: ast.AST, top: bool, depth: int | None = None) -> Item:
     member = node.name if top and isinstance(node, _DEFS) else None
-    return Item(_key(node), one_line(node), member)
+    return Item(_key(node), one_line(node), member, depth)
 
 
-def _diff_block(old: list, new: list, top: bool, added: list[Item], removed: list[Item]) -> None:
+def _diff_block(old: list, new: list, top: bool, added: list[Item], removed: list[Item], depth: int = 1) -> None:
     if old and isinstance(old[0], ast.ExceptHandler) or new and isinstance(new[0], ast.ExceptHandler):
         ko, kn = [_key(h) for h in old], [_key(h) for h in new]
     else:
@@ -156,13 +160,13 @@ def _diff_block(old: list, new: list, top: bool, added: list[Item], removed: lis
             for o, n in zip(olds, news, strict=False):
                 if type(o) is type(n) and _header_key(o) == _header_key(n):
                     for bo, bn in zip(_blocks(o), _blocks(n), strict=False):
-                        _diff_block(bo, bn, False, added, removed)
+                        _diff_block(bo, bn, False, added, removed, depth + 1)
                 else:
-                    removed.append(_item(o, top))
-                    added.append(_item(n, top))
+                    removed.append(_item(o, top, depth))
+                    added.append(_item(n, top, depth))
             continue
-        removed += [_item(o, top) for o in olds]
-        added += [_item(n, top) for n in news]
+        removed += [_item(o, top, depth) for o in olds]
+        added += [_item(n, top, depth) for n in news]
 
 
 def diff_definition(before: ast.AST, after: ast.AST) -> tuple[list[Item], list[Item]]:
@@ -220,20 +224,44 @@ def upstream_items(change: EditChange, pristine: ast.AST, relpath: str, offset: 
     release has it (each release statement is evidence for one added item). ``offset``:
     added to the node's line numbers (0 when ``pristine`` was parsed from the whole file)."""
     occurrences: dict[int, list[ast.stmt]] = {}
-    for node in ast.walk(pristine):
-        if isinstance(node, ast.stmt):
-            occurrences.setdefault(_key(node), []).append(node)
-    for nodes in occurrences.values():
+    at_depth: dict[tuple[int, int], list[ast.stmt]] = {}
+    for node, depth in _statements_with_depth(pristine):
+        occurrences.setdefault(_key(node), []).append(node)
+        at_depth.setdefault((_key(node), depth), []).append(node)
+    for nodes in [*occurrences.values(), *at_depth.values()]:
         nodes.sort(key=lambda n: n.lineno)
     members = member_names(pristine)
     out = []
     for item in change.added:
-        left = occurrences.get(item.key)
+        # a statement the edit adds at some depth is upstream where the release has it at that
+        # depth: a bare `return` inserted first in a function is not the `return` of a branch
+        left = occurrences.get(item.key) if item.depth is None else at_depth.get((item.key, item.depth))
         hit = left.pop(0) if left else None
         if hit is None and item.member is not None and item.member in members:
             hit = members[item.member][0]
         if hit is not None:
             out.append((item, f"{relpath}:{hit.lineno + offset}"))
+    return out
+
+
+def _statements_with_depth(defn: ast.AST) -> list[tuple[ast.stmt, int]]:
+    """Every statement in ``defn`` with its depth (1: ``defn``'s own body; a handler's or a
+    case's body two deeper than its ``try``/``match``, as :func:`diff_definition` counts it)."""
+    out: list[tuple[ast.stmt, int]] = []
+
+    def walk(stmts: list, depth: int) -> None:
+        for st in stmts:
+            if isinstance(st, (ast.ExceptHandler, ast.match_case)):  # its body: one deeper than the list
+                walk(st.body, depth + 1)
+                continue
+            if not isinstance(st, ast.stmt):
+                continue
+            out.append((st, depth))
+            for block in _blocks(st):
+                walk(block, depth + 1)
+
+    for block in _blocks(defn):
+        walk(block, 1)
     return out
 
 

@@ -17,7 +17,12 @@ check that refused the edit:
     the patched definition is checked with pyflakes in its module's context against the
     same definition before the patch: a name that becomes undefined (unless the patch
     declares it in ``runtime_names=[...]``) or a name defined twice where it was not
-    (pyflakes' ``RedefinedWhileUnused``) refuses the edit.
+    (pyflakes' ``RedefinedWhileUnused``) refuses the edit. A name used only in a local
+    variable's annotation (never evaluated, PEP 526) is no undefined name.
+``undefined-method check``
+    a call ``self.m(...)`` the patch adds to a method of a class that does not define
+    ``m`` (its members known statically: :func:`class_members`) refuses the edit: it
+    would raise AttributeError on every call.
 ``duplicate-member check``
     a class or function body must never get a second definition of a name
     (:func:`patchq.plan.survival.duplicate_members`).
@@ -172,7 +177,10 @@ def _messages(code: str, first_line: int) -> list[tuple[str, tuple[str, ...], st
         return []
     w = checker.Checker(tree, filename="<patchq>")
     out: list[tuple[str, tuple[str, ...], str]] = []
+    lazy = lazy_annotations(tree)
     for m in w.messages:
+        if type(m).__name__ == "UndefinedName" and _inside(lazy, m.lineno, m.col):
+            continue  # a local variable's annotation: never evaluated (PEP 526)
         if m.lineno > first_line and type(m).__name__ in _REFUSED:
             args = tuple(a for a in m.message_args if isinstance(a, str))
             out.append((type(m).__name__, args[:1], m.message % m.message_args))
@@ -180,6 +188,131 @@ def _messages(code: str, first_line: int) -> list[tuple[str, tuple[str, ...], st
 
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+Span = tuple[tuple[int, int], tuple[int, int]]
+
+
+def lazy_annotations(tree: ast.AST) -> list[Span]:
+    """((line, col), (end line, end col)) of every annotation Python never evaluates: the
+    annotation of a local variable in a function body (``x: Optional[int] = 0``; PEP 526).
+    A name used only there is no name the code needs at run time. Parameter, return and
+    class-level annotations are evaluated (at ``def`` time, or by dataclasses and pydantic)
+    and are not listed."""
+    out: list[Span] = []
+
+    def walk(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.AnnAssign) and in_function:
+                a = child.annotation
+                out.append(((a.lineno, a.col_offset), (a.end_lineno or a.lineno, a.end_col_offset or 0)))
+            walk(child, (in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+                 and not isinstance(child, ast.ClassDef))
+
+    walk(tree, False)
+    return out
+
+
+def _inside(spans: list[Span], line: int, col: int) -> bool:
+    return any(a <= (line, col) < b for a, b in spans)
+
+
+#: class decorators that add no attribute but dunders (vLLM's ``@config`` is a pydantic dataclass)
+_PLAIN_CLASS_DECORATORS = frozenset({"dataclass", "dataclasses.dataclass", "config", "final", "typing.final",
+                                     "pydantic.dataclasses.dataclass", "total_ordering", "functools.total_ordering"})
+
+
+def _decorator_name(node: ast.expr) -> str:
+    return ast.unparse(node.func if isinstance(node, ast.Call) else node)
+
+
+def class_members(text: str, qualname: str) -> set[str] | None:
+    """The attribute names instances of class ``qualname`` of the module ``text`` have,
+    known statically: its body's definitions and assignments (fields), the ``self.x``
+    its methods assign, the members of ``object``, and those of its bases when each is a
+    class of the same module (recursively). None when that is not known: a base defined
+    elsewhere or computed, a metaclass, or ``__getattr__``/``__getattribute__``.
+    """
+    from patchq.plan.anchors import ast_index
+
+    try:
+        index = ast_index(text)
+    except SyntaxError:
+        return None
+    out = set(dir(object))
+    seen: set[str] = set()
+
+    def add(q: str) -> bool:
+        if q in seen:
+            return True
+        seen.add(q)
+        found = index.get(q, [])
+        if len(found) != 1 or not isinstance(found[0], ast.ClassDef):
+            return False
+        cls = found[0]
+        if cls.keywords or any(_decorator_name(d) not in _PLAIN_CLASS_DECORATORS for d in cls.decorator_list):
+            return False  # a metaclass or a decorator may add members
+        if {s.name for s in cls.body if isinstance(s, _DEFS)} & {"__getattr__", "__getattribute__"}:
+            return False
+        for stmt in cls.body:
+            if isinstance(stmt, _DEFS):
+                out.add(stmt.name)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
+                    out.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name):
+                    out.add(n.attr)
+        for base in cls.bases:
+            name = base.id if isinstance(base, ast.Name) else None
+            if name in ("object", "ABC", "Generic", "Protocol") or \
+                    isinstance(base, ast.Subscript) and isinstance(base.value, ast.Name) and base.value.id == "Generic":
+                continue
+            if name is None or not add(name):
+                return False
+        return True
+
+    return out if add(qualname) else None
+
+
+def undefined_self_calls(patch_id: str, qualname: str, module_text: str, before: ast.stmt, after: ast.stmt,
+                         relpath: str = "") -> None:
+    """The undefined-method check: a call ``self.m(...)`` the patch adds to method
+    ``qualname`` (``C.m``) of a method ``m`` that class ``C`` does not have in this module
+    (:func:`class_members`; skipped when its members are not known statically) would raise
+    AttributeError on every call (a method only another project adds, or only another
+    release has).
+
+    Raises:
+        AnchorError: kind ``invalid``, naming the method and the class.
+    """
+    if qualname.count(".") != 1 or not isinstance(after, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return
+    args = after.args.posonlyargs + after.args.args
+    if not args or any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in after.decorator_list):
+        return
+    me = args[0].arg
+
+    def calls(node: ast.AST) -> list[str]:
+        return [n.func.attr for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and isinstance(n.func.value, ast.Name) and n.func.value.id == me]
+
+    old = set(calls(before))
+    new = [a for a in calls(after) if a not in old and not a.startswith("__")]
+    if not new:
+        return
+    members = class_members(module_text, qualname.split(".")[0])
+    if members is None:
+        return
+    missing = sorted({a for a in new if a not in members})
+    if missing:
+        from patchq.plan.anchors import ast_index
+
+        cls = qualname.split(".")[0]
+        found = ast_index(module_text).get(cls) or []
+        where = f" ({relpath}:{found[0].lineno})" if relpath and found else ""
+        raise AnchorError(f"undefined-method check: patch {patch_id} in {qualname}: calls "
+                          f"{', '.join(f'{me}.{a}()' for a in missing)}, which {cls}{where} does not define "
+                          f"here: it would raise AttributeError", kind="invalid")
 
 
 def _stub(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> ast.stmt:

@@ -194,7 +194,7 @@ def test_module_level_changes_become_a_module_anchor(empty_series, tmp_path):
     anchor_line = "def unify_kv_cache_spec_page_size(\n"
     edited = pristine.replace(anchor_line, HELPER.lstrip("\n") + "\n\n" + anchor_line, 1)
     edited = edited.replace("import copy\n", "import copy\nimport functools\n", 1)
-    edited = edited.replace("import os\n", "import os as _os\n", 1) if "import os\n" in edited else edited
+    edited = edited.replace("from functools import partial\n", "from functools import partial, reduce\n", 1)
     plan = importer.build(diffs.unified(REL, pristine, edited), "pad-page", "0.23.0", "helper.patch")
     (anchor,) = plan.anchors
     assert anchor.qualname == "<module>" and {o["op"] for o in anchor.ops} <= {"insert", "replace"}
@@ -460,3 +460,39 @@ def test_a_multi_hunk_diff_is_anchored_per_definition(tmp_path):
     row = _check(tmp_path / "series", "think-lines", "0.34.0")
     assert not row.blocking and {a["qualname"]: a["verified"] for a in row.anchors} == \
         {"SamplingParams._verify_args": "0.33.0", "SamplingParams": None}, row.anchors
+
+
+def test_a_name_the_runtime_does_not_provide_is_refused_not_declared(empty_series):
+    """Issue 37 items 3/9: names undefined in the diff's result were declared runtime_names by
+    themselves and the import said 'verified' (the patched code raised NameError). Now: refused,
+    naming the name, its line and where the release binds it; declared only when asked."""
+    pristine = release_source("0.23.0").read_text(REL)
+    edited = _edit(pristine).replace("                # keep the scaled block size",
+                                     "                SomeHelper.cleanup(current_platform)\n"
+                                     "                # keep the scaled block size", 1)
+    diff = diffs.unified(REL, pristine, edited)
+    with pytest.raises(importer.ImportRefused) as info:
+        importer.build(diff, "x", "0.23.0")
+    msg = str(info.value)
+    assert "`SomeHelper` (vllm/v1/core/kv_cache_utils.py:" in msg and "it would raise NameError" in msg
+    assert "`current_platform` (vllm/v1/core/kv_cache_utils.py:" in msg and "vllm.platforms" in msg
+    plan = importer.build(diff, "x", "0.23.0", runtime_names=["SomeHelper", "current_platform"])
+    assert plan.runtime_names == ["SomeHelper", "current_platform"]
+    assert "runtime_names=['SomeHelper', 'current_platform']" in importer.render_module(plan)
+
+
+def test_a_name_only_in_a_local_annotation_is_no_runtime_name(empty_series):
+    """A local variable's annotation is never evaluated (PEP 526): Optional there needs no
+    import and is no runtime name; in a parameter's annotation it would fail at import."""
+    pristine = release_source("0.23.0").read_text(REL)
+    local = _edit(pristine).replace("                # keep the scaled block size",
+                                    "                padded: Optional[int] = max_page_size\n"
+                                    "                # keep the scaled block size", 1)
+    plan = importer.build(diffs.unified(REL, pristine, local), "x", "0.23.0")
+    assert not plan.runtime_names
+    importer.write(plan, empty_series, empty_series.parent / "anchors")
+    assert importer.verify(plan, series_mod.load(empty_series)) == (True, "")
+    param = pristine.replace("def unify_kv_cache_spec_page_size(\n", "def unify_kv_cache_spec_page_size(\n"
+                             "    padding: Optional[int],\n", 1)
+    with pytest.raises(importer.ImportRefused, match=r"`Optional` \(vllm/v1/core/kv_cache_utils\.py:"):
+        importer.build(diffs.unified(REL, pristine, param), "x", "0.23.0")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchq import series as series_mod
-from patchq.commands import import_
+from patchq.commands import apply, import_, revert
 from patchq.errors import ImportRefused, UsageError
 from patchq.plan import diffs, engine
 from testing.small_series import UTILS_PY, write_release
@@ -52,3 +52,39 @@ def test_refusals(world, tmp_path):
     with pytest.raises(ImportRefused):
         import_.run(world.series, str(tmp_path / "stale.diff"), "x-y", release="0.1.0")
     assert "x-y" not in series_mod.load(world.series.root).all_patch_ids()  # nothing left written
+
+
+def test_a_runtime_name_is_declared_only_when_asked(world, tmp_path):
+    """A name the patched code reads and its module lacks is refused (nothing written), and
+    becomes runtime_names only through --runtime-name (issue 37 item 3)."""
+    scaled = UTILS_PY.replace("        return self.DEFAULT\n", "        return self.DEFAULT * SCALE\n")
+    (tmp_path / "scaled.diff").write_text(diffs.unified(UTILS, UTILS_PY, scaled))
+    with pytest.raises(ImportRefused, match=r"`SCALE` \(vllm/ops/utils\.py:11\).*--runtime-name NAME"):
+        import_.run(world.series, str(tmp_path / "scaled.diff"), "scaled", release="0.1.0")
+    assert "scaled" not in series_mod.load(world.series.root).all_patch_ids()
+    doc, _ = import_.run(world.series, str(tmp_path / "scaled.diff"), "scaled", release="0.1.0",
+                         runtime_names=["SCALE"])
+    assert series_mod.load(world.series.root).patch("scaled").runtime_names == ("SCALE",)
+    assert any("declared runtime_names=['SCALE'] as asked" in n for n in doc["notes"])
+
+
+def test_a_monkeypatch_wrapper_becomes_a_result_wrapper(world, tmp_path):
+    """`import --replacement` of a wrapper saved in a factory (issue 37 items 1, 2, 8)."""
+    (tmp_path / "stack.py").write_text(
+        "def install():\n    from vllm.ops.utils import Backend\n\n    get = Backend.get\n\n"
+        "    def doubled(self):\n        value = get(self)\n        return value * 2\n\n    Backend.get = doubled\n")
+    doc, code = import_.run(world.series, None, "doubled", release="0.1.0",
+                            replacement=f"{tmp_path / 'stack.py'}:install.doubled", replaces="vllm.ops.utils:Backend.get")
+    assert code == 0 and [a["ops"] for a in doc["anchors"]] == [["result"]]
+    plan = engine.plan(world.target, [series_mod.load(world.series.root).patch("doubled")])
+    assert plan.ok and "        value = self.DEFAULT\n        return value * 2\n" in plan.patched[UTILS]
+    # applied: one sentinel, a second apply changes nothing; revert gives the pristine bytes back
+    pristine = (world.site / UTILS).read_bytes()
+    series = series_mod.load(world.series.root)
+    apply.apply(world.target, series, "default")
+    text = world.utils()
+    assert text.count("# patchq:doubled:") == 1 and "        return value * 2\n" in text
+    apply.apply(world.target, series, "default")
+    assert world.utils() == text
+    _, code = revert.run(world.target, series, None, force=False)
+    assert code == 0 and (world.site / UTILS).read_bytes() == pristine

@@ -137,3 +137,68 @@ def test_a_module_level_anchor_is_compared_by_the_modules_own_statements():
     assert module_rules(MODULE, ours, MODULE.replace("import os\n", "import os\nLIMIT = 1\n")) == ["names"]
     side = threeway._module_side("2.0", "vllm/m.py", MODULE)
     assert side.line == 1 and side.text == "import os\n\nLIMIT = 4\nWIDTH = 8\n\n\ndef helper(x):\n    ...\n"
+
+
+#: prime-rl's harmony wrapper as a result wrapper of to_sampling_params: it reads the result's
+#: stop_token_ids and the server defaults (issue 37 item 2)
+TO_PARAMS = '''
+def to_params(self, default_sampling_params):
+    if self.beam:
+        return beam(self)
+    return SamplingParams.from_optional(n=self.n, stop_token_ids=self.stop_token_ids)
+'''
+MERGE = {"op": "result", "name": "sp", "new": "ids = default_sampling_params.get('stop_token_ids')\n"
+                                              "if ids:\n    sp.stop_token_ids = list(ids)\nreturn sp\n"}
+
+
+def exit_rules(theirs: str) -> list[str]:
+    base = side(TO_PARAMS, qual="to_params")
+    exit_ = threeway.Exit.of(MERGE, base.node)
+    assert exit_ is not None
+    found = threeway.findings(base, base, side(theirs, "2.0"), None, [exit_])
+    return [f["rule"] for f in found]
+
+
+def test_a_result_wrapper_survives_upstream_changing_what_is_returned():
+    """Upstream passes another argument in the returned call and adds an early return
+    (0.17.0 against 0.24.0): apart from a wrapper that reads only stop_token_ids."""
+    assert exit_rules(TO_PARAMS.replace("(n=self.n,", "(n=self.n, seed=self.seed,").replace(
+        "    if self.beam:", "    if self.cached:\n        return self.cached\n    if self.beam:")) == []
+
+
+def test_a_result_wrapper_blocks_where_upstream_changes_what_it_reads():
+    """0.25.0 merges the server's stop ids itself: the returned stop_token_ids changed."""
+    merged = TO_PARAMS.replace("    return SamplingParams",
+                               "    stop_token_ids = merge(self, default_sampling_params)\n    return SamplingParams")
+    merged = merged.replace("stop_token_ids=self.stop_token_ids", "stop_token_ids=stop_token_ids")
+    assert exit_rules(merged) == ["overlap", "names"]  # a statement right before the return, too
+    # only the returned call's stop_token_ids argument changed: the wrapper reads that attribute
+    assert exit_rules(TO_PARAMS.replace("stop_token_ids=self.stop_token_ids",
+                                        "stop_token_ids=merge(self.stop_token_ids)")) == ["names"]
+    resigned = TO_PARAMS.replace("def to_params(self, default_sampling_params)",
+                                 "def to_params(self, default_sampling_params, extra)")
+    assert exit_rules(resigned) == ["signature", "names"]  # the new header binds the parameters anew
+    assert exit_rules(TO_PARAMS.replace("    if self.beam:", "    default_sampling_params = {}\n    if self.beam:")) \
+        == ["names"]
+
+
+def test_the_view_shows_a_result_wrapper_as_such():
+    base = side(TO_PARAMS, qual="to_params")
+    exit_ = threeway.Exit.of(MERGE, base.node)
+    text = threeway.view(base, base, side(TO_PARAMS, "2.0"), "C.to_params", [exit_])
+    assert "== the patch wraps the result of C.to_params: on every exit, `sp = <the value returned>`, then:\n" \
+           "    ids = default_sampling_params.get('stop_token_ids')\n" in text
+
+
+def test_upstream_code_next_to_a_way_out_is_next_to_the_result_wrapper():
+    """prime-rl's fp32 router logits run after DeepseekV2MoE.__init__; 0.17.0 ends __init__ with
+    `self.gate.set_out_dtype(...)`, which makes the wrapper's `if self.gate.out_dtype is None` dead:
+    code upstream adds at the end runs right before the wrapper's and is not provably apart."""
+    base = side("def __init__(self, config):\n    self.gate = Gate(config)\n    self.experts = build(config)\n",
+                qual="__init__")
+    theirs = side("def __init__(self, config):\n    self.gate = Gate(config)\n    self.experts = build(config)\n"
+                  "    self.gate.set_out_dtype(config.dtype)\n", "2.0")
+    exit_ = threeway.Exit.of({"op": "result", "name": "result",
+                              "new": "if self.gate.out_dtype is None:\n    self.gate.set_out_dtype(fp32)\n"}, base.node)
+    found = threeway.findings(base, base, theirs, None, [exit_])
+    assert [f["rule"] for f in found] == ["overlap"] and "next to a way out of def __init__" in found[0]["message"]

@@ -204,3 +204,28 @@ def test_a_docstring_replacement_places_on_the_docstring_there():
     target = _segment("0.31.0", rel, q)
     got = target.render(stmtpatch.apply_ops(target.node, ops))
     assert '"""The model\'s mamba chunk size, else 256' in got and "Returns the mamba chunk size" not in got
+
+
+def test_a_result_operation_wraps_every_return_and_survives_what_is_returned():
+    """{"op": "result"} is anchored on the definition: the same operation applies where the
+    returned call gained arguments (prime-rl's harmony wrapper on 0.17.0 vs 0.24.0)."""
+    op = {"op": "result", "name": "params", "new": "params.stop = 1\nreturn params\n"}
+    for ret in ("return build(n=self.n)\n", "return build(\n        n=self.n,\n        seed=self.seed,\n    )\n"):
+        got = _code(stmtpatch.apply_ops(_def("def f(self):\n    " + ret), [op]))
+        assert got.startswith("def f(self):\n    params = build(") and got.endswith(
+            "    params.stop = 1\n    return params\n"), got
+    with pytest.raises(AnchorError, match="f: wrap the result: f is a generator"):
+        stmtpatch.apply_ops(_def("def f():\n    yield 1\n"), [op])
+    edit = stmtpatch.statement_edit([op])
+    assert edit.ops == (op,)  # the three-way view reads it
+
+
+def test_a_comment_ending_the_module_is_a_footer_operation():
+    """genesis PN362 appends a block to vllm/env_override.py that ends with a comment line
+    (corpus-b D1): the comment is the module's footer, not a statement."""
+    old = cst.parse_module("import os\n\nos.environ.setdefault('A', '1')\n")
+    new = cst.parse_module("import os\n\nos.environ.setdefault('A', '1')\n\nif os.environ.get('B'):\n    pass\n"
+                           "# end of the appended block\n")
+    ops = stmtpatch.diff_module(old, new)
+    assert [o["op"] for o in ops] == ["insert", "footer"]
+    assert stmtpatch.apply_ops(old, ops).code == new.code

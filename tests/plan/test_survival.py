@@ -72,3 +72,23 @@ def test_members_and_duplicates():
     assert survival.duplicate_members(cls, cls) == []  # already twice before: not the edit's
     assert survival.statement_key(_def("x = (1)")) == survival.statement_key(_def("x = 1"))
     assert survival.one_line(BEFORE) == "def f(cfg, groups): ..."
+
+
+def test_a_statement_is_upstream_only_at_the_depth_the_edit_adds_it():
+    """vllm-gaudi's no-op inserts a bare `return` first in check_shm_free_space (0.27.1), whose
+    body already returns inside `if not os.path.isdir(...)` (corpus-b D13): that `return` is not
+    the inserted one, so the patch is not upstream on the release it was made on."""
+    release = _def('''
+        def check(path):
+            if not isdir(path):
+                return
+            if size(path) > 1:
+                raise RuntimeError(path)
+    ''')
+    after = _def(ast.unparse(release).replace("def check(path):\n", "def check(path):\n    return\n"))
+    added, _ = survival.diff_definition(release, after)
+    assert [(i.code, i.depth) for i in added] == [("return", 1)]
+    change = survival.EditChange("p", "a", "vllm/m.py", "check", added=added)
+    assert survival.upstream_items(change, release, "vllm/m.py") == []
+    upstream = _def(ast.unparse(after))
+    assert survival.upstream_items(change, upstream, "vllm/m.py") == [(added[0], "vllm/m.py:2")]
