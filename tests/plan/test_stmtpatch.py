@@ -217,7 +217,7 @@ def test_a_result_operation_wraps_every_return_and_survives_what_is_returned():
     with pytest.raises(AnchorError, match="f: wrap the result: f is a generator"):
         stmtpatch.apply_ops(_def("def f():\n    yield 1\n"), [op])
     edit = stmtpatch.statement_edit([op])
-    assert edit.ops == (op,)  # the three-way view reads it
+    assert edit.statement_ops == [op]  # the three-way view reads it
 
 
 def test_a_comment_ending_the_module_is_a_footer_operation():

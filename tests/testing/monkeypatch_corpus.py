@@ -790,7 +790,7 @@ CASES: list[Case] = [
                  "    if not os.path.isdir(shm_path):\n")]),
     Case("prime-fp32-lm-head-import",
          PRIME, "an import added after the blank line that ends an import group", "0.24.0",
-         want={"<module>": ["replace"]}, path="vllm/model_executor/layers/logits_processor.py",
+         want={"<module>": ["insert"]}, path="vllm/model_executor/layers/logits_processor.py",
          edits=[("import torch\n\nfrom vllm.distributed import (",
                  "import torch\n\nfrom vllm.config import get_current_vllm_config\nfrom vllm.distributed import (")]),
     Case("nemo-eagle3-own-lm-head", NEMO_P, "a statement inserted after a multi-line statement", "0.25.1",
@@ -801,7 +801,7 @@ CASES: list[Case] = [
     Case("genesis-pn28-merge-nan-guard",
          (GENESIS, "sndr/engines/vllm/patches/kernels/pn28_merge_attn_states_nan_guard.py", "dfffdad749"),
          "a guard inserted after a blank line, a sum given an epsilon", "0.23.0",
-         want={"merge_attn_states_kernel": ["replace", "replace"]},
+         want={"merge_attn_states_kernel": ["insert", "replace"]},
          path="vllm/v1/attention/ops/triton_merge_attn_states.py",
          edits=[("    max_lse = tl.maximum(p_lse, s_lse)\n    p_lse = p_lse - max_lse\n",
                  "    max_lse = tl.maximum(p_lse, s_lse)\n\n    # both -inf: a finite floor keeps the difference -inf\n"
