@@ -328,9 +328,10 @@ class _Run:
         """The result (nothing written yet): which patches come and go, which files change."""
         journal = self.journal
         # live before this run: journalled and its files still as patchq left them (after a
-        # `pip install --force-reinstall` the journal names patches whose files are pristine again)
+        # `pip install --force-reinstall` the journal names patches whose files are pristine again);
+        # a patch journalled as upstreamed was never written, so no run adds or removes it
         live_before = {p for p, e in journal.patches.items()
-                       if all(self.file_state(f)[0] == "patched" for f in e.files)}
+                       if e.outcome != "upstreamed" and all(self.file_state(f)[0] == "patched" for f in e.files)}
         result = ConvergeResult(
             plan=plan, journal=new_journal,
             added=[p for p, e in new_journal.patches.items() if e.outcome != "upstreamed" and  # relations hook
