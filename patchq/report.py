@@ -291,10 +291,16 @@ def check_next(doc: CheckDoc) -> list[str]:
         ids = " ".join(f"--patch {pid}" for pid in blocking)
         return steps + [f"`patchq rebase --to {version} {ids}` carries them to vllm {version} "
                         f"(`--write` records it; `patchq upgrade` does check, rebase and apply in one go)"]
-    drifted = [p["id"] for p in doc["patches"] if p["status"] == "applies-drifted"]
-    if drifted:  # apart from the patch, by the three-way rules; a person's word makes it `applies`
-        return steps + [f"`patchq review {pid} --vllm {version} --accept` records vllm {version} as reviewed "
-                        f"for {pid}" for pid in drifted]
+    drifted = [p for p in doc["patches"] if p["status"] == "applies-drifted"]
+    for p in drifted:  # apart from the patch, by the three-way rules; a person's word makes it `applies`
+        if p.get("drift") and all(d.get("base") is None for d in p["drift"]):
+            # never fingerprinted (fresh from `patchq new`): no reviewed release to compare with; the
+            # reason and `new` name the same command
+            steps.append(f"`patchq fingerprint --patch {p['id']} --releases {version}` records vllm {version}, "
+                         f"where it applies, as its reviewed release")
+        else:
+            steps.append(f"`patchq review {p['id']} --vllm {version} --accept` records vllm {version} as reviewed "
+                         f"for {p['id']}")
     return steps
 
 

@@ -33,3 +33,21 @@ def test_upstreamed_and_gone(small, tmp_path):
 def test_an_unknown_profile_is_a_usage_error(small):
     with pytest.raises(UsageError, match="unknown profile 'bsae'"):
         check.run(small.target, small.series, "bsae")
+
+
+def test_a_patch_never_fingerprinted_gets_the_one_remedy_new_names(small):
+    """A patch fresh from ``patchq new`` has no fingerprint: check's reason, its next line and
+    ``new``'s next line all name ``patchq fingerprint --releases``, never ``review --accept``
+    (issue 39: two remedies for one state)."""
+    from patchq import report
+    from patchq import series as series_mod
+
+    toml = small.root / "anchors" / "bump-default.toml"
+    toml.write_text(toml.read_text().split("[anchors.default.fingerprints]")[0])
+    doc, code = check.run(small.target, series_mod.load(str(small.series.root)), "base")
+    assert code == 0 and doc["patches"][0]["status"] == "applies-drifted"
+    remedy = "`patchq fingerprint --patch bump-default --releases 0.1.0`"
+    assert remedy in doc["patches"][0]["reason"]
+    steps = report.check_next(doc)
+    assert steps == [f"{remedy} records vllm 0.1.0, where it applies, as its reviewed release"]
+    assert "patchq review" not in report.check_text(doc)
