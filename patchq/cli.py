@@ -257,7 +257,25 @@ def run(
 ) -> None:
     """Run COMMAND with the profile live at import time.
 
-    site-packages is untouched; `patchq run --help` has the details."""
+    site-packages is untouched: COMMAND, and every Python process below it, imports the
+    patched vLLM modules through patchq's import hook (a generated sitecustomize first on
+    PYTHONPATH), which serves exactly the text `patchq apply` would write. A patch that
+    does not apply prints the report and exits 1 before COMMAND starts; otherwise
+    COMMAND's exit status is patchq run's (127: not found, 126: cannot be executed). A
+    second start with nothing changed parses nothing.
+
+    What run sets for COMMAND (--print-env prints it as export lines and runs nothing;
+    with --json, the patchq.run-env/1 document):
+
+    \b
+      PYTHONPATH               the hook directory first
+      PATCHQ_RUNTIME_MANIFEST  the hook's manifest.json
+      PATCHQ_RUNTIME_DIR       where processes record what runs (status --runtime)
+      PATCHQ_EXPECT_PROFILE    the profile, checked in every process
+      PATCHQ_STRICT            1 unless set: a process where it is not live stops
+      VLLM_CACHE_ROOT          vLLM's cache root + patchq/<profile>-<digest>
+
+    Otherwise --json prints JSON only when patchq itself fails; COMMAND's output is its own."""
     from patchq.commands import run as cmd
 
     opts = cmd.RunOptions(profile, site_packages, python, series_dir, print_env, as_json, list(command or []))

@@ -363,15 +363,6 @@ def run_summary_text(manifest: dict, env: dict) -> str:
     return text + f"; serving {files}; VLLM_CACHE_ROOT={env['VLLM_CACHE_ROOT']}"
 
 
-def plain_doc(text: str) -> str:
-    """A reST docstring as plain text for ``--help``: ````x```` and ``:role:`x``` become x."""
-    import re
-
-    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
-    text = re.sub(r"``([^`]+)``( {2,})", lambda m: m.group(1) + m.group(2) + "    ", text)  # keep columns
-    return text.replace("``", "")
-
-
 # -- status, diff, and the authoring commands -----------------------------------------
 
 
