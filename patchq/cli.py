@@ -735,8 +735,11 @@ def serve_cmd(
 
     The generic flags come from MODEL, SERVED_NAME, HOST, PORT, MAX_MODEL_LEN,
     GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, PREFIX_CACHING and VLLM_EXTRA_ARGS; then
-    [profiles.NAME.serve] (args, env); then VLLM_ARGS. The vllm is $VLLM, else the one beside
-    this Python, else on PATH. --json prints the plan (patchq.serve/1) and serves nothing."""
+    [profiles.NAME.serve] (args, env), which may read more variables of its own
+    (${NAME:-default}: the Spark profiles read TOOL_PARSER, REASONING_PARSER, DRAFTER,
+    NUM_SPEC_TOKENS, DRAFTER_BACKEND; --dry-run lists each with the value it takes);
+    then VLLM_ARGS. The vllm is $VLLM, else the one beside this Python, else on PATH.
+    --json prints the plan (patchq.serve/1) and serves nothing."""
     from patchq.commands import serve as cmd
 
     plan = cmd.serve_plan(_series(series_dir), profile, mode, vllm_args or [], series_dir,

@@ -273,6 +273,7 @@ if TYPE_CHECKING:
         env: dict[str, str]
         env_withheld: str | None
         series: SeriesRef | None
+        variables: dict[str, dict[str, str]]  # added: name -> {default, value} the serve table reads
 
     class _ServeDoc(TypedDict):
         schema: str
@@ -288,6 +289,7 @@ if TYPE_CHECKING:
         """``patchq.serve/1`` (``serve --dry-run --json``)."""
 
         warnings: list[str]
+        variables: dict[str, dict[str, str]]  # added: what the profile's serve table reads
 
     class MatrixDoc(TypedDict):
         """``patchq.matrix/1`` (schema in :mod:`patchq.compat.matrix`)."""

@@ -247,7 +247,8 @@ def test_serve_applies_then_execs_vllm_with_the_profile_flags(tiny, tmp_path):
     again = run_cli("serve", env={**env, "LOG": "DEBUG"})  # the applied profile; the no-op apply
     assert again.rc == 0 and "nothing to do" in again.stdout and again.stdout.endswith("LEVEL=DEBUG\n"), again
     dry = run_cli("serve", "--profile", "good", "--dry-run", env=env)
-    assert dry.rc == 0 and dry.stdout.splitlines()[:3] == [
+    assert dry.rc == 0 and dry.stdout.splitlines()[:4] == [
+        "# [profiles.good.serve] reads LOG=INFO (default INFO); set them to change what is served",
         "export PATCHQ_EXPECT_PROFILE=good", "export PATCHQ_STRICT=1", "export LEVEL=INFO"], dry
     assert dry.stdout.splitlines()[-1].startswith(f"exec {fake} serve /m "), dry
 
