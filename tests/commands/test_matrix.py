@@ -42,3 +42,13 @@ def test_usage_errors_come_before_any_release_is_read(releases, tmp_path):
         matrix.run("0.1.0", " , ", tmp_path / "out")
     with pytest.raises(UsageError):
         matrix.run("not a spec", "base", tmp_path / "out2")
+
+
+def test_the_help_names_no_file_a_wheel_user_lacks():
+    """``matrix --help`` points at the docs for the evidence formats, never at lab/ scripts that only
+    a checkout has (issue 39: it named lab/cpu_levels.py)."""
+    from support import run_cli
+
+    res = run_cli("matrix", "--help", env={"COLUMNS": "1000"})
+    assert res.rc == 0 and "lab/" not in res.stdout
+    assert "docs/cpu-import.md" in res.stdout and "docs/boot.md" in res.stdout
