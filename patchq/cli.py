@@ -180,6 +180,7 @@ def apply(
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
     strict: bool = declared(options.STRICT, False),
+    replace: bool = declared(options.REPLACE, False),
     as_json: bool = Json,
 ) -> None:
     """Apply a profile's patches (validated first; idempotent).
@@ -196,7 +197,8 @@ def apply(
         doc, code = pick.push_pop("apply", _target(site_packages, python), _series(series_dir), patch)
     else:
         assert profile  # exactly one of the two (checked above)
-        doc, code = cmd.apply(_target(site_packages, python), _series(series_dir), profile, strict=strict)
+        doc, code = cmd.apply(_target(site_packages, python), _series(series_dir), profile, strict=strict,
+                              replace=replace)
     _finish(doc, code, as_json, report.apply_text, err=bool(doc["error"]))
 
 

@@ -121,6 +121,18 @@ class Location:
                 "config": self.config_str}
 
 
+def same_series(ref: SeriesRef | dict | None, series_dir: str) -> bool:
+    """Whether the series reference ``ref`` (a document's ``series`` field, as the journal
+    records it in ``applied_from``) names the series directory ``series_dir`` (compared as
+    real paths)."""
+    return bool(ref) and os.path.realpath(str(ref.get("dir"))) == os.path.realpath(series_dir)  # type: ignore[union-attr]
+
+
+def describe_ref(ref: SeriesRef | dict) -> str:
+    """:meth:`Location.describe` of a series reference (``series /x/series (from ...)``)."""
+    return Location(ref.get("dir"), ref.get("anchors"), str(ref.get("from")), ref.get("config")).describe()
+
+
 def _read_config(path: str) -> dict | None:
     """The patchq table of ``path`` (``patchq.toml``: the whole file; ``pyproject.toml``:
     ``[tool.patchq]``), or None when a pyproject has no such table. Raises SeriesError."""

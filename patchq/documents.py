@@ -100,6 +100,9 @@ if TYPE_CHECKING:
         files: list[Json]
         series_errors: list[str]
         profile_drift: str | None  # added: the applied profile differs from the series' profile now
+        applied_from: SeriesRef | None  # added: the series the journal's profile was applied from
+        other_series: bool  # added: that is another series than this one
+        journal_profile: str | None  # added: the journal's profile, even when an upgrade took its patches
 
     class StatusDoc(_StatusDoc, total=False):
         """``patchq.status/1`` (:mod:`patchq.env.status`); ``series`` is added by the command."""

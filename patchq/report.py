@@ -542,6 +542,11 @@ def status_text(report: Mapping[str, Any]) -> str:
                      f"puts another vllm first)", "bad"))
     if report.get("profile_drift"):
         lines.append(paint(f"! {report['profile_drift']}", "bad"))
+    if report.get("other_series") and report.get("journal_profile"):
+        from patchq.discovery import describe_ref
+
+        where = describe_ref(report["applied_from"]) if report.get("applied_from") else "a series not recorded"
+        lines.append(paint(f"! profile {report['journal_profile']} was applied from another series: {where}", "warn"))
     for problem in report.get("series_errors", []):
         lines.append(paint(f"! series error: {problem}", "bad"))
     width = max((len(p["id"]) for p in report["patches"]), default=8)
@@ -563,9 +568,18 @@ def status_next(report: Mapping[str, Any]) -> list[str]:
         return []  # the line above says it: the next apply or revert completes it
     if "foreign" in statuses or any(f["state"] == "modified" for f in report["files"]):
         return ["`patchq revert --all --force` restores the files (keeping a copy of each edit), then apply again"]
+    if report.get("other_series"):  # first: this series' profile of that name is not the one applied
+        there = (report.get("applied_from") or {}).get("dir")
+        look = f"`patchq --series {there} status` shows the patches that series applied" if there else \
+            "give the series that applied them (`--series DIR`)"
+        return [f"{look}; `patchq apply --profile NAME --replace` replaces them with a profile of this series"]
     if report.get("note"):  # upgraded or reinstalled: the patches went with the old files
-        return ["`patchq upgrade` checks every patch of the profile on this vllm, rebases what moved and applies it"]
-    if "not-in-series" in statuses:  # first: this series' profile of that name is not the one applied
+        profile = report.get("journal_profile")
+        if profile:  # upgrade carries the journal's profile (of this series: checked above)
+            return [f"`patchq upgrade` checks every patch of profile {profile} on this vllm, rebases what moved "
+                    f"and applies it"]
+        return ["`patchq apply --profile NAME` patches this vllm (`patchq list` shows the profiles)"]
+    if "not-in-series" in statuses:  # a journal of an earlier patchq: which series is not recorded
         return ["give the series that applied them (`--series DIR`), or `patchq revert --all`"]
     if report.get("profile_drift") and report["profile"]:
         return [f"`patchq apply --profile {report['profile']}` makes the environment carry the profile as the "

@@ -310,11 +310,14 @@ def journal_problem(data: object) -> str | None:
     bad = _file_entries_problem(files) or _patch_entries_problem(patches, files)
     if bad:
         return bad
-    for key, kind in (("profile_hashes", dict), ("results", list), ("series", dict), ("updated", str)):
+    for key, kind in (("profile_hashes", dict), ("results", list), ("series", dict), ("updated", str),
+                      ("applied_from", dict)):
         if key in data and not isinstance(data[key], kind):
             return f"{key} is not a {kind.__name__}"
     if not all(isinstance(v, str) for v in data.get("profile_hashes", {}).values()):
         return "profile_hashes has a non-string hash"
+    if not all(isinstance(v, (str, type(None))) for v in data.get("applied_from", {}).values()):
+        return "applied_from has a non-string value"
     return series_problem(data.get("series") or {})
 
 
