@@ -361,8 +361,10 @@ def check(
 
 @app.command()
 def matrix(
-    releases: str = opt(">=0.20.2,<=0.33.0", "--releases", metavar="SPEC",
-                        help="range ('>=0.20.2,<=0.33.0') or list ('0.23.0,0.26.0')"),
+    releases: str | None = opt(None, "--releases", metavar="SPEC",
+                               help="range ('>=0.27') or list ('0.23.0,0.26.0') of releases on the index "
+                                    "(default: every release from 0.20.2 to the newest the index lists, and "
+                                    "the installed one)"),
     profiles: str | None = opt(None, "--profiles", help="comma-separated profiles (default: every profile "
                                   "of the series)", metavar="NAMES"),
     out: str = opt("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html", metavar="DIR"),
@@ -695,6 +697,15 @@ def cache_prune(
 
     doc, code = cmd.prune(keep)
     _finish(doc, code, as_json, cmd.render_text)
+
+
+@cache_app.command("refresh")
+def cache_refresh(as_json: bool = Json) -> None:
+    """Ask the package index for vLLM's releases now (the list is otherwise cached an hour)."""
+    from patchq.commands import cache as cmd
+
+    doc, code = cmd.refresh()
+    _finish(doc, code, as_json, cmd.render_refresh)
 
 
 @cache_app.command("clean")

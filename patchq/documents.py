@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         """``patchq.check/1`` (schema in :mod:`patchq.compat.check`)."""
 
         patch_ids: list[str]  # added: --patch ID
+        newest_release: str | None  # added: a newer release than the installed vLLM the index lists
 
     class DiffDoc(TypedDict):
         """``patchq.diff/1``."""
@@ -128,6 +129,19 @@ if TYPE_CHECKING:
         hook_dir: str
         warm: bool
         env: dict[str, str]
+
+    class ReleasesDoc(TypedDict):
+        """``patchq.releases/1`` (``patchq cache refresh``)."""
+
+        schema: str
+        package: str
+        index: str
+        source: str  # index | stale-cache
+        fetched: str
+        age_s: float
+        note: str
+        releases: list[str]
+        newest: str
 
     class CacheDoc(TypedDict):
         """``patchq.cache/1``."""
@@ -294,9 +308,7 @@ if TYPE_CHECKING:
         warnings: list[str]
         variables: dict[str, dict[str, str]]  # added: what the profile's serve table reads
 
-    class MatrixDoc(TypedDict):
-        """``patchq.matrix/1`` (schema in :mod:`patchq.compat.matrix`)."""
-
+    class _MatrixDoc(TypedDict):
         schema: str
         generated: str
         releases: list[str]
@@ -310,6 +322,11 @@ if TYPE_CHECKING:
         errors: dict[str, str]
         exit_code: int
         timing: Json
+
+    class MatrixDoc(_MatrixDoc, total=False):
+        """``patchq.matrix/1`` (schema in :mod:`patchq.compat.matrix`)."""
+
+        release_list: Json  # added (patchq matrix): how the release list was had (index, source, note)
 
     class TestDoc(TypedDict):
         """``patchq.test/1``."""

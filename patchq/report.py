@@ -276,9 +276,25 @@ def next_line(step: str, err: bool = False) -> str:
 VERIFIED_HERE = "this release is recorded as verified for anchor"
 
 
+def _newer_step(doc: CheckDoc) -> list[str]:
+    """A release newer than the installed vLLM is on the index: how to carry the profile there."""
+    newer = doc.get("newest_release")
+    if not newer:
+        return []
+    what = f"--profile {doc['profile']} " if doc.get("profile") else ""
+    return [f"vllm {newer} is out (the newest release the index lists): `patchq upgrade {what}--to {newer}` checks "
+            f"and rebases the profile for it before you install it"]
+
+
 def check_next(doc: CheckDoc) -> list[str]:
     """The obvious next step after a ``patchq.check/1``: rebase what blocks, record what
-    drifted, fix an anchor that no longer matches the release it was verified on."""
+    drifted, fix an anchor that no longer matches the release it was verified on; last, a
+    newer release the index lists than the installed vLLM."""
+    return _check_steps(doc) + _newer_step(doc)
+
+
+def _check_steps(doc: CheckDoc) -> list[str]:
+    """:func:`check_next` but the newer release."""
     version = doc["vllm"]["version"]
     review = [p["id"] for p in doc["patches"] if p["status"] in ("review", "possibly-upstreamed")]
     steps = [f"`patchq review {pid} --vllm {version}` shows what upstream changed under it; `--accept` records "
@@ -618,6 +634,11 @@ def matrix_text(doc: Mapping[str, Any], paths: dict) -> str:
     lines = [f"matrix: {nr} release{'s' * (nr != 1)} x {npr} profile{'s' * (npr != 1)} in "
              f"{doc['timing']['wall_s']} s; {blocking} blocking cell(s); "
              f"{len(doc['errors'])} release(s) not checked"]
+    if doc["releases"]:
+        listed = doc.get("release_list") or {}
+        newest = f"; newest on the index: {listed['newest']}" if listed.get("newest") else ""
+        stale = " (a cached list: the index could not be reached)" if listed.get("source") == "stale-cache" else ""
+        lines.append(f"  releases: {doc['releases'][0]} .. {doc['releases'][-1]}{newest}{stale}")
     lines += [f"  {kind}: {path}" for kind, path in paths.items()]
     if blocking:
         lines.append(next_line("each blocking cell's reason is in matrix.html / matrix.md; "

@@ -51,3 +51,25 @@ def test_a_patch_never_fingerprinted_gets_the_one_remedy_new_names(small):
     steps = report.check_next(doc)
     assert steps == [f"{remedy} records vllm 0.1.0, where it applies, as its reviewed release"]
     assert "patchq review" not in report.check_text(doc)
+
+
+def test_check_of_the_installed_vllm_names_a_newer_release(small):
+    """The release list the index gave last (cached; check asks no network) names a release newer
+    than the installed one: check says so and how to carry the profile there (issue 39)."""
+    import os
+    from pathlib import Path
+
+    from testing.small_series import write_index
+
+    from patchq import report
+
+    doc, _ = check.run(small.target, small.series, "base")
+    assert doc["newest_release"] is None  # no list cached: nothing said
+    write_index(Path(os.environ["PATCHQ_CACHE_DIR"]), ["0.1.0", "0.2.0"])
+    doc, code = check.run(small.target, small.series, "base")
+    assert code == 0 and doc["newest_release"] == "0.2.0"
+    assert report.check_next(doc)[-1] == ("vllm 0.2.0 is out (the newest release the index lists): `patchq upgrade "
+                                          "--profile base --to 0.2.0` checks and rebases the profile for it before "
+                                          "you install it")
+    tree_doc, _ = check.run(sources.source_tree(write_tree(small.root / "tree"), version="0.1.0"), small.series, "base")
+    assert tree_doc["newest_release"] is None  # only the installed vllm is compared with the index
