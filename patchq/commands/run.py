@@ -193,10 +193,6 @@ def main(argv: list[str]) -> int:
     """
     from patchq import edge
 
-    if argv[:1] in (["-h"], ["--help"]):  # the help every verb has: typer's, wrapped at the terminal
-        from patchq.cli import main as cli_main
-
-        return cli_main(["run", "--help"])
     edge.set_json("--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv)
     return execute(parse(argv))
 
