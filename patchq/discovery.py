@@ -110,27 +110,16 @@ class Location:
     __hash__ = None  # type: ignore[assignment]
 
     def describe(self) -> str:
-        """One line for humans: ``series /x/series (from /x/patchq.toml)``."""
-        how = {"--series": "from --series", "PATCHQ_SERIES": "from $PATCHQ_SERIES",
-               "bundled": "the bundled Spark series"}.get(self.origin, f"from {self.config_str}")
-        return f"series {self.series_str} ({how})"
+        """One line for humans: ``series /x/series (from /x/patchq.toml)``
+        (:func:`patchq.report.series_text`)."""
+        from patchq.report import series_text
+
+        return series_text(self.as_json())
 
     def as_json(self) -> SeriesRef:
         """The ``series`` field of command documents."""
         return {"dir": self.series_str, "anchors": self.anchors_str, "from": self.origin,
                 "config": self.config_str}
-
-
-def same_series(ref: SeriesRef | dict | None, series_dir: str) -> bool:
-    """Whether the series reference ``ref`` (a document's ``series`` field, as the journal
-    records it in ``applied_from``) names the series directory ``series_dir`` (compared as
-    real paths)."""
-    return bool(ref) and os.path.realpath(str(ref.get("dir"))) == os.path.realpath(series_dir)  # type: ignore[union-attr]
-
-
-def describe_ref(ref: SeriesRef | dict) -> str:
-    """:meth:`Location.describe` of a series reference (``series /x/series (from ...)``)."""
-    return Location(ref.get("dir"), ref.get("anchors"), str(ref.get("from")), ref.get("config")).describe()
 
 
 def _read_config(path: str) -> dict | None:

@@ -266,6 +266,14 @@ def threeway_text(doc: CheckDoc) -> str:
     return "".join(parts)
 
 
+def series_text(ref: Mapping[str, Any]) -> str:
+    """One line for humans about a series reference (a document's ``series`` field, or the
+    journal's ``applied_from``): ``series /x/series (from /x/patchq.toml)``."""
+    how = {"--series": "from --series", "PATCHQ_SERIES": "from $PATCHQ_SERIES",
+           "bundled": "the bundled Spark series"}.get(str(ref.get("from")), f"from {ref.get('config')}")
+    return f"series {ref.get('dir')} ({how})"
+
+
 def next_line(step: str, err: bool = False) -> str:
     """``next: STEP`` (``next:`` in bold on a colour terminal)."""
     return f"{paint('next:', 'bold', err)} {step}"
@@ -559,9 +567,7 @@ def status_text(report: Mapping[str, Any]) -> str:
     if report.get("profile_drift"):
         lines.append(paint(f"! {report['profile_drift']}", "bad"))
     if report.get("other_series") and report.get("journal_profile"):
-        from patchq.discovery import describe_ref
-
-        where = describe_ref(report["applied_from"]) if report.get("applied_from") else "a series not recorded"
+        where = series_text(report["applied_from"]) if report.get("applied_from") else "a series not recorded"
         lines.append(paint(f"! profile {report['journal_profile']} was applied from another series: {where}", "warn"))
     for problem in report.get("series_errors", []):
         lines.append(paint(f"! series error: {problem}", "bad"))

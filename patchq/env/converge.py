@@ -485,8 +485,9 @@ def _refuse_other_series(journal: Journal, origin: _Origin, summary: dict | None
     Raises:
         OtherSeriesError: naming that series and the two ways forward.
     """
-    from patchq.discovery import describe_ref, same_series
+    from patchq.env.layout import same_series
     from patchq.errors import OtherSeriesError
+    from patchq.report import series_text
 
     if origin.replace is not False or origin.series_ref is None:
         return
@@ -497,7 +498,7 @@ def _refuse_other_series(journal: Journal, origin: _Origin, summary: dict | None
     if journal.applied_from:
         if same_series(journal.applied_from, here):
             return
-        where, there = describe_ref(journal.applied_from), f"`--series {journal.applied_from.get('dir')}`"
+        where, there = series_text(journal.applied_from), f"`--series {journal.applied_from.get('dir')}`"
     else:  # a journal of an earlier patchq: the ids tell
         known = set((summary or {}).get("ids") or [])
         if not summary or all(pid in known for pid in live):

@@ -391,3 +391,10 @@ def manifest_problem(data: object) -> str | None:
             return f"files[{rel}] has malformed hashes"
     bad = journal_problem(data.get("journal"))
     return f"journal: {bad}" if bad else None
+
+
+def same_series(ref: dict | None, series_dir: str) -> bool:
+    """Whether the series reference ``ref`` (a document's ``series`` field, as the journal
+    records it in ``applied_from``) names the series directory ``series_dir`` (compared as
+    real paths)."""
+    return bool(ref) and os.path.realpath(str(ref.get("dir"))) == os.path.realpath(series_dir)  # type: ignore[union-attr]

@@ -244,9 +244,7 @@ def _other_series(applied_from: dict | None, profile: str | None, journal: dict,
     if not profile:
         return False
     if applied_from:
-        from patchq.discovery import same_series
-
-        return not same_series(applied_from, series_root)
+        return not layout.same_series(applied_from, series_root)
     ids = list(journal.get("profile_hashes") or {}) or list(journal.get("patches") or {})
     return profile not in summary["profiles"] and bool(ids) and not set(ids) & set(summary["hashes"])
 
