@@ -150,6 +150,18 @@ def _target(site_packages, python):
     return sources.installed(site_packages, python)
 
 
+def _installed_if_any(site_packages, python, to):
+    """The installed vLLM; with ``--to`` and none installed here (a CI job), None."""
+    from patchq.errors import TargetNotFound
+
+    try:
+        return _target(site_packages, python)
+    except TargetNotFound:
+        if to is None or site_packages or python:
+            raise
+        return None
+
+
 def _version(value: bool) -> None:
     if value:
         from patchq import __version__
@@ -457,26 +469,45 @@ def rebase(
 @app.command()
 def upgrade(
     profile: str | None = opt(None, "--profile", "-p", metavar="NAME",
-                              help="profile to carry (default: the one the environment's journal names)"),
+                              help="profile to carry (default: the one the environment's journal names; with --to "
+                                   "and none applied, every profile)"),
     to: str | None = opt(None, "--to", metavar="VERSION",
-                         help="a release not installed yet: check and rebase for it, apply nothing"),
-    write: bool = typer.Option(False, "--write", help="write what the rebase proves into the series"),
+                         help="a release not installed yet (or 'latest', the newest the index lists): check and "
+                              "rebase for it, apply nothing"),
+    write: bool = typer.Option(False, "--write", help="write what the rebase proves into the series, and the "
+                               "release's fingerprints and diffs"),
     workdir: str | None = opt(None, "--workdir", metavar="DIR",
                               help="where conflicts go (default: .patchq-rebase/ beside series/)"),
+    branch: str | None = opt(None, "--branch", metavar="NAME",
+                             help="with --write: check out this new branch in the series' git repository first"),
+    commit: bool = typer.Option(False, "--commit", help="with --write: commit the series changes and write the "
+                                "pull-request body (the matrix, the reviews needed, what was rebased)"),
+    out: str | None = opt(None, "--out", metavar="DIR", help="where upgrade.json, pull-request.md and matrix/ go "
+                          "(default: .patchq-upgrade/VERSION/ beside series/)"),
+    matrix: bool | None = typer.Option(None, "--matrix/--no-matrix", help="render the matrix with the new release "
+                                       "(default: with --commit)"),
+    matrix_releases: str | None = opt(None, "--matrix-releases", metavar="SPEC",
+                                      help="the matrix's releases (default: as patchq matrix's, and VERSION)"),
+    level: list[str] = opt([], "--level", metavar="NAME", help="the matrix's evidence levels (default: source; "
+                           "probe comes with patchq probe); repeatable"),
+    replace: bool = declared(options.REPLACE, False),
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """After a vLLM upgrade: check, rebase what needs it, apply; say what to do next.
+    """After a vLLM release: check, rebase what needs it, matrix, apply, commit; say what to do next.
 
-    Per patch of the profile: its check status on the installed release, the rebase of
-    what drifted, moved or broke (the series is written only with --write), and whether it
-    is applied. Exit 0 when the profile is applied (or ready for --to), 1 when a patch
-    needs you."""
+    Per patch of the profile: its check status on the release, the rebase of what drifted,
+    moved or broke (the series is written only with --write), and whether it is applied.
+    With --branch NAME --commit it prepares the pull request: a commit on NAME and its body.
+    Exit 0 when nothing needs a person, 1 when a patch does."""
     from patchq.commands import upgrade as cmd
 
-    doc, code = cmd.run(_series(series_dir), _target(site_packages, python), profile, to, write, workdir)
+    pipe = cmd.Pipeline(branch=branch, commit=commit, out=out, matrix=matrix, matrix_releases=matrix_releases,
+                        levels=tuple(level) or ("source",), replace=replace)
+    doc, code = cmd.run(_series(series_dir), _installed_if_any(site_packages, python, to), profile, to, write,
+                        workdir, pipe)
     _finish(doc, code, as_json, cmd.render_text)
 
 

@@ -269,9 +269,13 @@ if TYPE_CHECKING:
         series: SeriesRef | None
 
     UpgradeDoc = TypedDict("UpgradeDoc", {
-        "schema": str, "ok": bool, "profile": str, "from": str | None, "to": str, "installed": str,
+        "schema": str, "ok": bool, "profile": str | None, "from": str | None, "to": str, "installed": str | None,
         "write": bool, "patches": list[Json], "apply": ApplyDoc | None, "series": SeriesRef | None,
         "next": list[str],
+        # added: the release pipeline (patchq/commands/upgrade.py's docstring)
+        "profiles": list[str], "rebased": list[Json], "reviews": list[Json], "recorded": list[str],
+        "matrix": Json | None, "branch": str | None, "commit": str | None, "out": str | None,
+        "pull_request": str | None,
     })
     """``patchq.upgrade/1``."""
 
