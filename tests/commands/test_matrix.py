@@ -72,3 +72,19 @@ def test_the_default_range_runs_to_the_newest_release_and_holds_the_installed_on
         index.add("0.4.0")
         releases.list_releases(refresh=True)  # `patchq cache refresh`, or the hour the list is fresh ran out
         assert matrix.default_releases(installed=None) == ["0.2.0", "0.3.0", "0.4.0"]
+
+
+def test_an_out_the_environment_refuses_is_exit_5_as_for_init(releases, tmp_path, immutable):
+    """EPERM (an immutable directory, which refuses even root) and ENOENT (a place no directory can
+    be made) are the environment's refusal: exit 5 naming the path and the errno, as init's (issue
+    39: matrix said exit 2, init 5)."""
+    from patchq.errors import EXIT_READ_ONLY, PatchqError
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    immutable(locked)
+    for out, name in ((locked / "m", "EPERM"), (Path("/proc/patchq-matrix"), "ENOENT")):
+        with pytest.raises(PatchqError) as err:
+            matrix.run("0.1.0", "base", out, series_dir=str(releases.series.root), workers=1)
+        assert err.value.exit_code == EXIT_READ_ONLY
+        assert str(err.value).startswith(f"cannot create {out}: ") and f"({name}); nothing was written" in str(err.value)
