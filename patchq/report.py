@@ -289,9 +289,10 @@ def _newer_step(doc: CheckDoc) -> list[str]:
     newer = doc.get("newest_release")
     if not newer:
         return []
-    what = f"--profile {doc['profile']} " if doc.get("profile") else ""
-    return [f"vllm {newer} is out (the newest release the index lists): `patchq upgrade {what}--to {newer}` checks "
-            f"and rebases the profile for it before you install it"]
+    command = f"`patchq upgrade --profile {doc['profile']} --to {newer}`" if doc.get("profile") else \
+        f"`patchq upgrade --to {newer}`"
+    return [f"vllm {newer} is out (the newest release the index lists): {command} checks and rebases the profile "
+            f"for it before you install it"]
 
 
 def check_next(doc: CheckDoc) -> list[str]:
@@ -592,7 +593,7 @@ def status_next(report: Mapping[str, Any]) -> list[str]:
         return ["`patchq revert --all --force` restores the files (keeping a copy of each edit), then apply again"]
     if report.get("other_series"):  # first: this series' profile of that name is not the one applied
         there = (report.get("applied_from") or {}).get("dir")
-        look = f"`patchq --series {there} status` shows the patches that series applied" if there else \
+        look = f"`patchq status --series {there}` shows the patches that series applied" if there else \
             "give the series that applied them (`--series DIR`)"
         return [f"{look}; `patchq apply --profile NAME --replace` replaces them with a profile of this series"]
     if report.get("note"):  # upgraded or reinstalled: the patches went with the old files

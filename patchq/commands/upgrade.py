@@ -248,7 +248,7 @@ def _profiles(series: Series, target: CodeSource | None, profile: str | None, ap
     other = bool(applied_from) and not same_series(applied_from, str(series.root))
     if applied and (other or applied not in series.profiles):
         where = series.location.describe() if series.location else str(series.root)
-        there = (f"{series_text(applied_from)} applied it: `patchq --series {applied_from.get('dir')} upgrade`"
+        there = (f"{series_text(applied_from)} applied it: `patchq upgrade --series {applied_from.get('dir')}`"
                  if applied_from else "another series applied it: give its --series DIR")
         if not to_given:
             raise UsageError(f"the applied profile {applied!r} is not a profile of {where} (known: "
@@ -477,7 +477,7 @@ def _level_records(levels: tuple[str, ...], versions: list[str], names: list[str
         try:
             producer = importlib.import_module(module)
         except ModuleNotFoundError:
-            raise UsageError(f"--level {level}: this patchq has no `patchq {level}` ({module}); the matrix runs "
+            raise UsageError(f"--level {level}: this patchq has no {level} verb ({module}); the matrix runs "
                              f"at the source level (--level source)") from None
         out += producer.level_records(versions, names, series)
     return out
@@ -519,8 +519,8 @@ def _next_steps(doc: UpgradeDoc, work: Path) -> list[str]:
     if doc["installed"] is None:
         return []
     if doc["installed"] != to:
-        what = f" --profile {doc['profile']}" if doc["profile"] else ""
-        return [f"install it where you serve (`pip install vllm=={to}`), then `patchq upgrade{what}`"]
+        again = f"`patchq upgrade --profile {doc['profile']}`" if doc["profile"] else "`patchq upgrade`"
+        return [f"install it where you serve (`pip install vllm=={to}`), then {again}"]
     if doc["apply"] is not None and doc["apply"]["ok"]:
         drifted = [p["id"] for p in doc["patches"] if p["check"] == "applies-drifted"]
         if drifted and not doc["write"]:

@@ -506,7 +506,7 @@ def _refuse_other_series(journal: Journal, origin: _Origin, summary: dict | None
         where, there = "another series (not recorded: an earlier patchq applied them)", "its `--series DIR`"
     what = f"profile {profile}" if profile else "these patches"
     applied = ", ".join(live) + (f", profile {journal.profile}" if journal.profile else "")
-    again = f"`patchq apply --profile {profile} --replace`" if profile else "`patchq apply ... --replace`"
+    again = f"`patchq apply --profile {profile} --replace`" if profile else "`patchq apply --profile NAME --replace`"
     raise OtherSeriesError(f"the patches applied here ({applied}) were applied from {where}, not from this series "
                            f"({here}): applying {what} would revert them. Work in that series ({there}: its "
                            f"status, upgrade or revert), or replace them with this series' profile: {again}")

@@ -152,7 +152,7 @@ def test_status_names_the_series_a_profile_was_applied_from(small, tmp_path):
     assert "no longer in the series" not in text
     assert f"! profile base was applied from another series: {small.series.location.describe()}" in text.splitlines()
     assert report.status_next(seen) == [
-        f"`patchq --series {small.series.root} status` shows the patches that series applied; "
+        f"`patchq status --series {small.series.root}` shows the patches that series applied; "
         f"`patchq apply --profile NAME --replace` replaces them with a profile of this series"]
 
 
