@@ -190,7 +190,7 @@ def run(series: Series, target: CodeSource | None, profile: str | None, to: str 
                        "next": [], "profiles": names, "rebased": carried.rows(work), "reviews": [],
                        "recorded": recorded, "matrix": None, "branch": pipe.branch, "commit": None, "out": None,
                        "pull_request": None}
-    doc["next"] = _next_steps(doc, work)
+    doc["next"] = _next_steps(doc, work, committing=pipe.commit)
     note = newer_note(target) if to is None and target is not None else None
     if note:
         doc["next"].append(note)
@@ -507,11 +507,12 @@ def _row(check: PatchCheck, before: str | None, rebased: dict | None, apply_doc:
             "apply_status": outcome if apply_doc and apply_doc["ok"] else None}
 
 
-def _next_steps(doc: UpgradeDoc, work: Path) -> list[str]:
-    """What the user does next, most urgent first."""
+def _next_steps(doc: UpgradeDoc, work: Path, committing: bool = False) -> list[str]:
+    """What the user does next, most urgent first (``committing``: ``--commit`` commits what
+    was written)."""
     out = _blocked_steps(doc, work)
     in_series = [w for p in doc["patches"] for w in p["written"] if not Path(w).is_relative_to(work)]
-    if (in_series or doc["recorded"]) and doc["write"] and not doc["branch"]:
+    if (in_series or doc["recorded"]) and doc["write"] and not committing:
         out.append("review and commit the series changes (`git diff`; --branch NAME --commit does it)")
     if out:
         return out
