@@ -32,7 +32,7 @@ def installed_release() -> str | None:
 def default_releases(dist: str = "vllm", installed: str | None = "") -> list[str]:
     """The releases of a matrix without ``--releases``: every final release from
     :data:`DEFAULT_FLOOR` to the newest the index lists (:func:`patchq.vllmdist.releases.list_releases`:
-    no release is named in code), plus the installed vLLM's release (``installed``; "": look
+    the newest is never named in code), plus the installed vLLM's release (``installed``; "": look
     it up) when the index lists it, below the floor too. An installed build the index does not
     list (a dev or local version) is left out with a note on stderr.
 
