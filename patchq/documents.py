@@ -275,7 +275,7 @@ if TYPE_CHECKING:
         # added: the release pipeline (patchq/commands/upgrade.py's docstring)
         "profiles": list[str], "rebased": list[Json], "reviews": list[Json], "recorded": list[str],
         "matrix": Json | None, "branch": str | None, "commit": str | None, "out": str | None,
-        "pull_request": str | None,
+        "pull_request": str | None, "newest_release": str | None,
     })
     """``patchq.upgrade/1``."""
 

@@ -246,8 +246,9 @@ def check_text(doc: CheckDoc, show_diffs: bool = True) -> str:
         out.append(f"{len(doc['patches'])} patch(es): {counts}")
     drift = drift_text(doc, show_diffs)
     views = threeway_text(doc) if show_diffs else ""
+    note = newer_note(doc.get("newest_release"), doc.get("profile"))
     return "\n".join(out) + ("\n" + drift if drift else "") + ("\n" + views if views else "") + \
-        "".join(f"\n{next_line(s)}" for s in check_next(doc))
+        "".join(f"\n{next_line(s)}" for s in check_next(doc)) + (f"\nnote: {note}" if note else "")
 
 
 def threeway_text(doc: CheckDoc) -> str:
@@ -284,26 +285,19 @@ def next_line(step: str, err: bool = False) -> str:
 VERIFIED_HERE = "this release is recorded as verified for anchor"
 
 
-def _newer_step(doc: CheckDoc) -> list[str]:
-    """A release newer than the installed vLLM is on the index: how to carry the profile there."""
-    newer = doc.get("newest_release")
+def newer_note(newer: str | None, profile: str | None) -> str | None:
+    """A note (not a step: nothing must be done) when the index lists a release newer than the
+    installed vLLM: how ``upgrade`` carries the profile there before it is installed."""
     if not newer:
-        return []
-    command = f"`patchq upgrade --profile {doc['profile']} --to {newer}`" if doc.get("profile") else \
-        f"`patchq upgrade --to {newer}`"
-    return [f"vllm {newer} is out (the newest release the index lists): {command} checks and rebases the profile "
-            f"for it before you install it"]
+        return None
+    command = f"`patchq upgrade --profile {profile} --to {newer}`" if profile else f"`patchq upgrade --to {newer}`"
+    return (f"vllm {newer} is out (the newest release the index lists): {command} checks and rebases the profile "
+            f"for it before you install it")
 
 
 def check_next(doc: CheckDoc) -> list[str]:
     """The obvious next step after a ``patchq.check/1``: rebase what blocks, record what
-    drifted, fix an anchor that no longer matches the release it was verified on; last, a
-    newer release the index lists than the installed vLLM."""
-    return _check_steps(doc) + _newer_step(doc)
-
-
-def _check_steps(doc: CheckDoc) -> list[str]:
-    """:func:`check_next` but the newer release."""
+    drifted, fix an anchor that no longer matches the release it was verified on."""
     version = doc["vllm"]["version"]
     review = [p["id"] for p in doc["patches"] if p["status"] in ("review", "possibly-upstreamed")]
     steps = [f"`patchq review {pid} --vllm {version}` shows what upstream changed under it; `--accept` records "

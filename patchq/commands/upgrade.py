@@ -184,6 +184,7 @@ def run(series: Series, target: CodeSource | None, profile: str | None, to: str 
     patches = [_row(r, before.get(r.id), carried.rebased.get(r.id), apply_doc) for r in rows]
     label = names[0] if len(names) == 1 else None
     doc: UpgradeDoc = {"schema": SCHEMA, "ok": code == EXIT_OK, "profile": label, "from": journal.vllm,
+                       "newest_release": None,
                        "to": str(wanted), "installed": str(target.version) if target is not None else None,
                        "write": write, "patches": patches,
                        "apply": apply_doc, "series": series.location.as_json() if series.location else None,
@@ -191,9 +192,10 @@ def run(series: Series, target: CodeSource | None, profile: str | None, to: str 
                        "recorded": recorded, "matrix": None, "branch": pipe.branch, "commit": None, "out": None,
                        "pull_request": None}
     doc["next"] = _next_steps(doc, work, committing=pipe.commit)
-    note = newer_note(target) if to is None and target is not None else None
-    if note:
-        doc["next"].append(note)
+    if to is None and target is not None:  # added: a newer release the index lists than the installed one
+        from patchq.commands.check import newer_release
+
+        doc["newest_release"] = newer_release(target)
     doc["reviews"] = _reviews(source, series, [r for r in rows if r.status in ("review", "possibly-upstreamed")])
     out = _out_dir(pipe, series, str(wanted))
     if pipe.wants_matrix:
@@ -520,8 +522,8 @@ def _next_steps(doc: UpgradeDoc, work: Path, committing: bool = False) -> list[s
     if doc["installed"] is None:
         return []
     if doc["installed"] != to:
-        again = f"`patchq upgrade --profile {doc['profile']}`" if doc["profile"] else "`patchq upgrade`"
-        return [f"install it where you serve (`pip install vllm=={to}`), then {again}"]
+        again = "`patchq upgrade`" if doc["profile"] else "`patchq upgrade --profile NAME`"
+        return [f"install it (`pip install vllm=={to}`), then {again}"]
     if doc["apply"] is not None and doc["apply"]["ok"]:
         drifted = [p["id"] for p in doc["patches"] if p["check"] == "applies-drifted"]
         if drifted and not doc["write"]:
@@ -600,14 +602,7 @@ def render_text(doc: UpgradeDoc) -> str:
     if doc["pull_request"]:
         out.append(f"pull-request body: {doc['pull_request']}")
     out += [report.next_line(s) for s in doc["next"]]
+    note = report.newer_note(doc.get("newest_release"), doc["profile"])
+    if note:
+        out.append(f"note: {note}")
     return "\n".join(out) + "\n"
-
-
-def newer_note(target: CodeSource) -> str | None:
-    """A note when the index lists a release newer than the installed ``target`` (the cached
-    list; no network), else None."""
-    from patchq.commands.check import newer_release
-
-    newer = newer_release(target)
-    return (f"vllm {newer} is the newest release the index lists: `patchq upgrade --to {newer}` checks and rebases "
-            f"for it before you install it") if newer else None

@@ -68,8 +68,8 @@ def test_check_of_the_installed_vllm_names_a_newer_release(small):
     write_index(Path(os.environ["PATCHQ_CACHE_DIR"]), ["0.1.0", "0.2.0"])
     doc, code = check.run(small.target, small.series, "base")
     assert code == 0 and doc["newest_release"] == "0.2.0"
-    assert report.check_next(doc)[-1] == ("vllm 0.2.0 is out (the newest release the index lists): `patchq upgrade "
-                                          "--profile base --to 0.2.0` checks and rebases the profile for it before "
-                                          "you install it")
+    note = ("note: vllm 0.2.0 is out (the newest release the index lists): `patchq upgrade --profile base --to "
+            "0.2.0` checks and rebases the profile for it before you install it")
+    assert report.check_text(doc).splitlines()[-1] == note and report.check_next(doc) == []  # a note, not a step
     tree_doc, _ = check.run(sources.source_tree(write_tree(small.root / "tree"), version="0.1.0"), small.series, "base")
     assert tree_doc["newest_release"] is None  # only the installed vllm is compared with the index
