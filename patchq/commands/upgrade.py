@@ -43,9 +43,10 @@ status, or null when not rebased), ``written`` [paths], ``next`` [steps], ``appl
 [steps], ``series``; added: ``profiles`` [names], ``rebased`` [{``id``, ``status``,
 ``merge``, ``transform``, ``reason``, ``files`` (work files: conflicts, proposals),
 ``notes``}], ``reviews`` [{``id``, ``status``, ``reason``, ``view`` (the ``patchq review``
-text)}], ``recorded`` [paths: fingerprints and diffs of the release], ``matrix`` (null, or
-{``releases``, ``levels``, ``dir``, ``exit_code``, ``errors``, ``blocking`` (cells),
-``column`` {profile: {patch: status (level)}}}), ``branch``, ``commit``, ``out``,
+text)}: with ``--commit`` or ``--out``], ``recorded`` [paths: fingerprints and expected
+output of the release], ``matrix`` (null, or {``releases``, ``levels``, ``dir``,
+``exit_code``, ``errors``, ``blocking`` (cells), ``column`` {profile: {patch: status
+(level)}}, ``changes``}), ``branch``, ``commit``, ``out``, ``newest_release``,
 ``pull_request`` (the body's path). Exit 0 when nothing needs a person (the installed vLLM
 carries the profile, or every patch is ready for ``--to``); 1 when a patch needs a person or
 ``--write``; apply's codes (4, 5, 7, ...) when apply refuses; 2 usage (also: a dirty series,
@@ -196,7 +197,8 @@ def run(series: Series, target: CodeSource | None, profile: str | None, to: str 
         from patchq.commands.check import newer_release
 
         doc["newest_release"] = newer_release(target)
-    doc["reviews"] = _reviews(source, series, [r for r in rows if r.status in ("review", "possibly-upstreamed")])
+    if pipe.commit or pipe.out:  # the pull request's: a plain upgrade's next lines name `patchq review`
+        doc["reviews"] = _reviews(source, series, [r for r in rows if r.status in ("review", "possibly-upstreamed")])
     out = _out_dir(pipe, series, str(wanted))
     if pipe.wants_matrix:
         doc["matrix"] = _matrix(series, names, str(wanted), pipe, out / "matrix")
