@@ -34,20 +34,6 @@ def _commands(group, path: list[str]):
                 yield from _commands(sub, [*path, name])
 
 
-def _run_help() -> str:
-    """What ``patchq run --help`` prints: the console script answers ``run`` without typer
-    (it execs the command; :func:`patchq.__main__.dispatch`), so its help is run's own."""
-    import contextlib
-    import io
-
-    from patchq.commands import run
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        run.main(["--help"])
-    return out.getvalue().rstrip()
-
-
 def render() -> str:
     """The whole reference (Markdown): one section per command with its ``--help`` text."""
     import typer
@@ -64,7 +50,7 @@ def render() -> str:
         for i, name in enumerate(path):
             parent = cmd.context_class(cmd if i == len(path) - 1 else root, info_name=name, parent=parent,
                                        terminal_width=WIDTH, max_content_width=WIDTH)
-        text = _run_help() if path == ["patchq", "run"] else cmd.get_help(parent).rstrip()
+        text = cmd.get_help(parent).rstrip()
         parts.append(f"## `{' '.join(path)}`\n\n```text\n{text}\n```\n")
     return "\n".join(parts)
 

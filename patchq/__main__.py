@@ -22,7 +22,9 @@ def dispatch(argv: list[str]) -> int | None:
     from patchq.edge import hoist_json
 
     argv = hoist_json(argv)  # `patchq --json list` is `patchq list --json`
-    if argv[:1] == ["run"]:  # run execs the command: no typer, warm start parses nothing
+    if argv[:2] in (["run", "-h"], ["run", "--help"]):  # the help every verb has: typer's
+        argv = ["run", "--help"]
+    elif argv[:1] == ["run"]:  # run execs the command: no typer, warm start parses nothing
         from patchq.commands import run
 
         return run.main(argv[1:])

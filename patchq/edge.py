@@ -140,7 +140,9 @@ def _click_usage(exc: BaseException) -> tuple[str, int] | None:
     fmt = getattr(exc, "format_message", None)
     if type(exc).__name__ == "NoArgsIsHelpError" and fmt is not None:  # a bare `patchq` / `patchq upstream`: the help
         sys.stderr.write(fmt().rstrip("\n") + "\n")
-        return "", EXIT_USAGE
+        ctx = getattr(exc, "ctx", None)
+        path = ctx.command_path if ctx is not None else "patchq"
+        return f"no command given: `{path} COMMAND` (the commands are listed above)", EXIT_USAGE
     code = getattr(exc, "exit_code", None)
     if fmt is None or not isinstance(code, int):
         return None

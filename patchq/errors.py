@@ -144,6 +144,14 @@ class StateError(PatchqError):
     exit_code = EXIT_STATE
 
 
+class OtherSeriesError(PatchqError):
+    """``apply`` would revert patches another series applied (the journal names that series):
+    refused unless ``--replace``. Exit 7, the code ``status`` gives the same environment seen
+    from this series (patches not in the series)."""
+
+    exit_code = EXIT_DRIFT
+
+
 class RepoWriteError(ReadOnlyError):
     """A write into the series repo (or the cache) was refused by the environment: a full
     disk or quota (ENOSPC, EDQUOT), a read-only filesystem (EROFS), a permission (EACCES,

@@ -54,6 +54,8 @@ APPLY_PROFILE = Option("--profile", "-p", dest="profile", metavar="NAME", help="
 APPLY_PATCH = Option("--patch", dest="patch", metavar="ID", many=True,
                      help="apply this patch on top of the applied ones (repeatable)")
 STRICT = Option("--strict", dest="strict", flag=True, help="fail on a patch found upstream instead of skipping it")
+REPLACE = Option("--replace", dest="replace", flag=True,
+                 help="replace the patches another series applied here (refused without it, exit 7)")
 
 # status
 RUNTIME = Option("--runtime", dest="runtime", flag=True,
@@ -66,7 +68,7 @@ PRINT_ENV = Option("--print-env", dest="print_env", flag=True,
 
 #: The options of each command with a standard-library front door.
 COMMANDS: dict[str, tuple[Option, ...]] = {
-    "apply": (APPLY_PROFILE, APPLY_PATCH, SITE_PACKAGES, PYTHON, SERIES, STRICT, JSON),
+    "apply": (APPLY_PROFILE, APPLY_PATCH, SITE_PACKAGES, PYTHON, SERIES, STRICT, REPLACE, JSON),
     "status": (SITE_PACKAGES, PYTHON, SERIES, RUNTIME, JSON),
     "list": (SERIES, JSON),
     "run": (RUN_PROFILE, SITE_PACKAGES, PYTHON, SERIES, PRINT_ENV, JSON),

@@ -266,8 +266,9 @@ def check_text(doc: CheckDoc, show_diffs: bool = True) -> str:
         out.append(f"{len(doc['patches'])} patch(es): {counts}")
     drift = drift_text(doc, show_diffs)
     views = threeway_text(doc) if show_diffs else ""
+    note = newer_note(doc.get("newest_release"), doc.get("profile"))
     return "\n".join(out) + ("\n" + drift if drift else "") + ("\n" + views if views else "") + \
-        "".join(f"\n{next_line(s)}" for s in check_next(doc))
+        "".join(f"\n{next_line(s)}" for s in check_next(doc)) + (f"\nnote: {note}" if note else "")
 
 
 def _threeway_name(entry: dict) -> str:
@@ -291,6 +292,14 @@ def threeway_text(doc: CheckDoc) -> str:
                 lines.append(f"  similarity of upstream's change to the patch's: {e['score']:.2f}")
             parts.append("\n".join(lines) + "\n" + e.get("view", ""))
     return "".join(parts)
+
+
+def series_text(ref: Mapping[str, Any]) -> str:
+    """One line for humans about a series reference (a document's ``series`` field, or the
+    journal's ``applied_from``): ``series /x/series (from /x/patchq.toml)``."""
+    how = {"--series": "from --series", "PATCHQ_SERIES": "from $PATCHQ_SERIES",
+           "bundled": "the bundled Spark series"}.get(str(ref.get("from")), f"from {ref.get('config')}")
+    return f"series {ref.get('dir')} ({how})"
 
 
 def next_line(step: str, err: bool = False) -> str:
@@ -366,6 +375,16 @@ def remedy(row: Mapping[str, Any], version: str) -> str | None:
     return None
 
 
+def newer_note(newer: str | None, profile: str | None) -> str | None:
+    """A note (not a step: nothing must be done) when the index lists a release newer than the
+    installed vLLM: how ``upgrade`` carries the profile there before it is installed."""
+    if not newer:
+        return None
+    command = f"`patchq upgrade --profile {profile} --to {newer}`" if profile else f"`patchq upgrade --to {newer}`"
+    return (f"vllm {newer} is out (the newest release the index lists): {command} checks and rebases the profile "
+            f"for it before you install it")
+
+
 def check_next(doc: CheckDoc) -> list[str]:
     """The obvious next step after a ``patchq.check/1``: one remedy per blocking row
     (:func:`remedy`; the rebases in one command), then recording what drifted."""
@@ -379,10 +398,16 @@ def check_next(doc: CheckDoc) -> list[str]:
         ids = " ".join(f"--patch {pid}" for pid in blocking)
         return steps + [f"`patchq rebase --to {version} {ids}` carries them to vllm {version} "
                         f"(`--write` records it; `patchq upgrade` does check, rebase and apply in one go)"]
-    drifted = [p["id"] for p in doc["patches"] if p["status"] == "applies-drifted"]
-    if drifted:  # apart from the patch, by the three-way rules; a person's word makes it `applies`
-        return steps + [f"`patchq review {pid} --vllm {version} --accept` records vllm {version} as reviewed "
-                        f"for {pid}" for pid in drifted]
+    drifted = [p for p in doc["patches"] if p["status"] == "applies-drifted"]
+    for p in drifted:  # apart from the patch, by the three-way rules; a person's word makes it `applies`
+        if p.get("drift") and all(d.get("base") is None for d in p["drift"]):
+            # never fingerprinted (fresh from `patchq new`): no reviewed release to compare with; the
+            # reason and `new` name the same command
+            steps.append(f"`patchq fingerprint --patch {p['id']} --releases {version}` records vllm {version}, "
+                         f"where it applies, as its reviewed release")
+        else:
+            steps.append(f"`patchq review {p['id']} --vllm {version} --accept` records vllm {version} as reviewed "
+                         f"for {p['id']}")
     return steps
 
 
@@ -443,15 +468,6 @@ def run_summary_text(manifest: dict, env: dict) -> str:
     if other:
         text += f"; {', '.join(other)}"
     return text + f"; serving {files}; VLLM_CACHE_ROOT={env['VLLM_CACHE_ROOT']}"
-
-
-def plain_doc(text: str) -> str:
-    """A reST docstring as plain text for ``--help``: ````x```` and ``:role:`x``` become x."""
-    import re
-
-    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
-    text = re.sub(r"``([^`]+)``( {2,})", lambda m: m.group(1) + m.group(2) + "    ", text)  # keep columns
-    return text.replace("``", "")
 
 
 # -- status, diff, and the authoring commands -----------------------------------------
@@ -637,6 +653,9 @@ def status_text(report: Mapping[str, Any]) -> str:
                      f"puts another vllm first)", "bad"))
     if report.get("profile_drift"):
         lines.append(paint(f"! {report['profile_drift']}", "bad"))
+    if report.get("other_series") and report.get("journal_profile"):
+        where = series_text(report["applied_from"]) if report.get("applied_from") else "a series not recorded"
+        lines.append(paint(f"! profile {report['journal_profile']} was applied from another series: {where}", "warn"))
     for problem in report.get("series_errors", []):
         lines.append(paint(f"! series error: {problem}", "bad"))
     width = max((len(p["id"]) for p in report["patches"]), default=8)
@@ -658,9 +677,18 @@ def status_next(report: Mapping[str, Any]) -> list[str]:
         return []  # the line above says it: the next apply or revert completes it
     if "foreign" in statuses or any(f["state"] == "modified" for f in report["files"]):
         return ["`patchq revert --all --force` restores the files (keeping a copy of each edit), then apply again"]
+    if report.get("other_series"):  # first: this series' profile of that name is not the one applied
+        there = (report.get("applied_from") or {}).get("dir")
+        look = f"`patchq status --series {there}` shows the patches that series applied" if there else \
+            "give the series that applied them (`--series DIR`)"
+        return [f"{look}; `patchq apply --profile NAME --replace` replaces them with a profile of this series"]
     if report.get("note"):  # upgraded or reinstalled: the patches went with the old files
-        return ["`patchq upgrade` checks every patch of the profile on this vllm, rebases what moved and applies it"]
-    if "not-in-series" in statuses:  # first: this series' profile of that name is not the one applied
+        profile = report.get("journal_profile")
+        if profile:  # upgrade carries the journal's profile (of this series: checked above)
+            return [f"`patchq upgrade` checks every patch of profile {profile} on this vllm, rebases what moved "
+                    f"and applies it"]
+        return ["`patchq apply --profile NAME` patches this vllm (`patchq list` shows the profiles)"]
+    if "not-in-series" in statuses:  # a journal of an earlier patchq: which series is not recorded
         return ["give the series that applied them (`--series DIR`), or `patchq revert --all`"]
     if report.get("profile_drift") and report["profile"]:
         return [f"`patchq apply --profile {report['profile']}` makes the environment carry the profile as the "
@@ -699,6 +727,11 @@ def matrix_text(doc: Mapping[str, Any], paths: dict) -> str:
     lines = [f"matrix: {nr} release{'s' * (nr != 1)} x {npr} profile{'s' * (npr != 1)} in "
              f"{doc['timing']['wall_s']} s; {blocking} blocking cell(s); "
              f"{len(doc['errors'])} release(s) not checked"]
+    if doc["releases"]:
+        listed = doc.get("release_list") or {}
+        newest = f"; newest on the index: {listed['newest']}" if listed.get("newest") else ""
+        stale = " (a cached list: the index could not be reached)" if listed.get("source") == "stale-cache" else ""
+        lines.append(f"  releases: {doc['releases'][0]} .. {doc['releases'][-1]}{newest}{stale}")
     lines += [f"  {kind}: {path}" for kind, path in paths.items()]
     if blocking:
         lines.append(next_line("each blocking cell's reason is in matrix.html / matrix.md; "

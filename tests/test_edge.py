@@ -102,3 +102,16 @@ def test_success_and_system_exit():
     assert edge.guard(lambda argv: None, []) == 0 and edge.guard(lambda argv: 3, []) == 3
     with pytest.raises(SystemExit):
         edge.guard(lambda argv: sys.exit(4), [])
+
+
+@pytest.mark.parametrize("argv, path", [([], "patchq"), (["upstream"], "patchq upstream")])
+def test_no_command_prints_the_help_then_one_error_line(capsys, argv, path):
+    """A bare ``patchq`` (or a group without its subcommand): the help, then the one line every
+    usage error ends with, exit 2 (issue 39: it exited 2 with no error line)."""
+    from patchq import cli
+
+    assert edge.guard(cli.main, argv) == 2
+    out = capsys.readouterr()
+    lines = out.err.rstrip("\n").splitlines()
+    assert out.out == "" and lines[0].startswith(f"Usage: {path} ")
+    assert lines[-1] == f"patchq: error: no command given: `{path} COMMAND` (the commands are listed above)"

@@ -456,5 +456,5 @@ def init_files(name: str, action: str | None = None) -> dict[str, str]:
         ".github/workflows/patchq.yml": workflow(action),
         ".pre-commit-config.yaml": PRE_COMMIT,
         "README.md": REPO_README.format(name=name),
-        ".gitignore": ".patchq-edit/\n.patchq-rebase/\n.patchq-txn/\nmatrix/\n__pycache__/\n",
+        ".gitignore": ".patchq-edit/\n.patchq-rebase/\n.patchq-upgrade/\n.patchq-txn/\nmatrix/\n__pycache__/\n",
     }

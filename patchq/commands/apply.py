@@ -40,10 +40,21 @@ def summary(series: Series) -> dict:
     return series_summary(series.root, series.anchors_root, syntax=True)  # status reads syntax_errors from it
 
 
-def apply(target: CodeSource, series: Series, profile: str, strict: bool = False) -> tuple[ApplyDoc, int]:
+def series_ref(series: Series) -> dict:
+    """The ``series`` reference of ``series`` (documents' ``series`` field), as the journal
+    records it in ``applied_from``."""
+    if series.location is not None:
+        return dict(series.location.as_json())
+    return {"dir": str(series.root), "anchors": str(series.anchors_root), "from": "--series", "config": None}
+
+
+def apply(target: CodeSource, series: Series, profile: str, strict: bool = False,
+          replace: bool = False) -> tuple[ApplyDoc, int]:
     """Make ``target`` carry exactly ``profile``'s patches. Returns (document, exit code).
 
     ``strict``: an upstreamed patch fails instead of being skipped (``apply --strict``).
+    ``replace``: revert the patches another series applied (``apply --replace``); without it
+    that is refused, exit 7 (:func:`patchq.env.converge._refuse_other_series`).
     When this interpreter would import vllm from elsewhere than ``target``
     (:func:`patchq.env.status.shadowing`) nothing is written: exit 5."""
     from patchq.env.status import shadowing
@@ -58,7 +69,8 @@ def apply(target: CodeSource, series: Series, profile: str, strict: bool = False
         return document("apply", target, profile, None, exc), exc.exit_code
     digest = summary(series)
     return converge_to("apply", target, profile, series.patches_of(profile), profile=profile,
-                       summary=digest, modules=modules_of(digest), strict=strict)
+                       summary=digest, modules=modules_of(digest), strict=strict, series_ref=series_ref(series),
+                       replace=replace)
 
 
 def modules_of(digest: dict) -> list[str]:

@@ -26,7 +26,7 @@ from patchq.errors import EXIT_OK, UsageError
 from patchq.vllmdist import releases
 
 if TYPE_CHECKING:
-    from patchq.documents import CacheDoc
+    from patchq.documents import CacheDoc, ReleasesDoc
 
 SCHEMA = "patchq.cache/1"
 _WHEEL_RE = re.compile(r"^vllm-([^-]+)-")
@@ -144,3 +144,45 @@ def render_text(doc: CacheDoc) -> str:
         kept = f"; kept {', '.join(doc['kept'])}" if doc["kept"] else ""
         lines.append(f"removed {len(doc['removed'])} path(s)" + kept)
     return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------- the release list
+
+#: ``patchq cache refresh``'s document.
+RELEASES_SCHEMA = "patchq.releases/1"
+
+
+def refresh(package: str = "vllm") -> tuple[ReleasesDoc, int]:
+    """``patchq cache refresh``: ask the index for the release list now
+    (:func:`patchq.vllmdist.releases.list_releases` with ``refresh``), so a release that came
+    out within the hour the cached list counts as fresh is known at once. When the index
+    cannot be reached the last cached list is used and ``note`` (also on stderr) says so.
+
+    ``patchq.releases/1``: ``package``, ``index``, ``source`` (``index``; ``stale-cache``: the
+    index could not be reached), ``fetched`` (UTC time the list was had), ``age_s``, ``note``,
+    ``releases`` (ascending), ``newest``. Exit 0.
+
+    Raises:
+        ReleaseError: the index cannot be reached and no list is cached (exit 3).
+    """
+    import time
+
+    versions = releases.list_releases(package=package, refresh=True)
+    listed = releases.listing(package) or {}
+    fetched = float(listed.get("fetched") or time.time())
+    doc: ReleasesDoc = {"schema": RELEASES_SCHEMA, "package": package, "index": str(listed.get("index") or ""),
+                        "source": str(listed.get("source") or "index"),
+                        "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(fetched)),
+                        "age_s": float(listed.get("age_s") or 0.0), "note": str(listed.get("note") or ""),
+                        "releases": [str(v) for v in versions], "newest": str(versions[-1])}
+    return doc, EXIT_OK
+
+
+def render_refresh(doc: ReleasesDoc) -> str:
+    """One line: how many releases, the range, the newest, where and when the list was had."""
+    rel = doc["releases"]
+    when = "just now" if doc["source"] == "index" else \
+        f"(the index could not be reached: the list cached {releases.age_text(doc['age_s'])} ago)"
+    head = (f"{doc['package']}: {len(rel)} final releases, {rel[0]} .. {rel[-1]} (newest {doc['newest']}), "
+            f"listed by {doc['index']} {when}")
+    return head + "\n"

@@ -29,5 +29,18 @@ def run(target: CodeSource, series: Series, profile: str | None) -> tuple[CheckD
 
         rows = check_all(target, series)
     doc = checking.document(target, profile, rows)
+    doc["newest_release"] = newer_release(target)
     return doc, doc["exit_code"]
+
+
+def newer_release(target: CodeSource) -> str | None:
+    """The newest release in the cached release list when it is newer than the installed vLLM
+    ``target`` (no network: the list ``matrix``, ``upgrade`` or ``cache refresh`` fetched last),
+    else None; None for a release or source tree."""
+    from patchq.vllmdist import releases
+
+    if target.kind != "installed":
+        return None
+    known = releases.cached_list(target.dist or "vllm")
+    return str(known[-1]) if known and known[-1] > target.version else None
 

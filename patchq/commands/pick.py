@@ -60,8 +60,9 @@ def _push_pop(command: str, target: CodeSource, series: Series, ids: list[str],
         return apply_cmd.document(command, target, None, None, exc), exc.exit_code
     foreign = sorted(applied - set(series.all_patch_ids()))
     if foreign:
-        raise UsageError(f"the environment carries patches this series does not have ({', '.join(foreign)}); "
-                         f"use --profile or revert --all")
+        raise UsageError(f"the environment carries patches this series does not have ({', '.join(foreign)}): "
+                         f"another series applied them; `patchq apply --profile NAME --replace` replaces them, "
+                         f"`patchq revert --all` takes them out")
     want_ids = applied | set(ids) if command == "apply" else applied - set(ids)
     want = [series.patch(pid) for pid in series.all_patch_ids() if pid in want_ids]
     profile = _profile_of(series, [p.id for p in want])

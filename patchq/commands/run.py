@@ -42,9 +42,6 @@ if TYPE_CHECKING:
 
 #: One line for error messages (the rest of the usage is in ``patchq run --help``).
 USAGE_LINE = "usage: patchq run --profile NAME [options] [--] COMMAND [ARG...] (see `patchq run --help`)"
-USAGE = ("usage: patchq run --profile NAME [--site-packages DIR | --python EXE] [--series DIR]\n"
-         "                  [--print-env] [--json] [--] COMMAND [ARG...]")
-
 #: The variables ``run`` sets (in this order in ``--print-env``).
 VARIABLES = ("PYTHONPATH", "PATCHQ_RUNTIME_MANIFEST", "PATCHQ_RUNTIME_DIR", "PATCHQ_EXPECT_PROFILE",
              "PATCHQ_STRICT", "VLLM_CACHE_ROOT")
@@ -194,11 +191,8 @@ def main(argv: list[str]) -> int:
     Raises:
         PatchqError: reported by :func:`patchq.edge.guard` (the one error edge).
     """
-    from patchq import edge, report
+    from patchq import edge
 
-    if argv[:1] in (["-h"], ["--help"]):
-        sys.stdout.write(USAGE + "\n\n" + report.plain_doc(__doc__ or "") + "\n")
-        return EXIT_OK
     edge.set_json("--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv)
     return execute(parse(argv))
 

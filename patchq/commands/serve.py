@@ -97,6 +97,20 @@ def serve_table(series: Series, profile: str) -> dict:
     return {"args": args, "env": env}
 
 
+def variables(table: dict, environ: dict | None = None) -> dict[str, dict[str, str]]:
+    """The variables a serve ``table`` (:func:`serve_table`) reads, in order of first use:
+    name -> {``default``: its ``${NAME:-default}`` ("" when none), ``value``: what it expands
+    to in ``environ`` (the default when unset or empty)}."""
+    env = os.environ if environ is None else environ
+    out: dict[str, dict[str, str]] = {}
+    for text in [*table["args"], *table["env"].values()]:
+        for m in _VAR.finditer(text):
+            if m.group(1) and m.group(1) not in out:
+                default = m.group(2) or ""
+                out[m.group(1)] = {"default": default, "value": env.get(m.group(1)) or default}
+    return out
+
+
 def env_withheld(series: Series) -> str | None:
     """Why the ``serve.env`` of ``series`` is not passed on, or None.
 
@@ -131,7 +145,8 @@ def run(series: Series, profile: str, environ: dict | None = None,
                          "args": [expand(a, environ) for a in table["args"]],
                          "env": {} if withheld else {k: expand(v, environ) for k, v in table["env"].items()},
                          "env_withheld": withheld,
-                         "series": series.location.as_json() if series.location else None}
+                         "series": series.location.as_json() if series.location else None,
+                         "variables": variables(table, environ)}
     return doc, EXIT_OK
 
 
@@ -254,7 +269,7 @@ def serve_plan(series: Series, profile: str | None, mode: str | None, extra: lis
     else:
         apply_argv, exec_argv = [patchq, "apply", "--profile", profile, *series_opt], argv
     return {"schema": SERVE_SCHEMA, "profile": profile, "mode": mode, "vllm": vllm, "env": exports,
-            "apply": apply_argv, "exec": exec_argv, "series": own["series"]}
+            "apply": apply_argv, "exec": exec_argv, "series": own["series"], "variables": own["variables"]}
 
 
 def _applied_profile() -> str | None:
@@ -278,7 +293,12 @@ def dry_run_text(plan: ServeDoc) -> str:
     """``export`` lines, the apply command and ``exec ...``, shell-quoted (``--dry-run``)."""
     import shlex
 
-    lines = [f"export {shlex.quote(f'{k}={v}')}" for k, v in plan["env"].items()]
+    lines = []
+    if plan.get("variables"):  # what the profile's serve table reads: the knobs a user has
+        said = ", ".join(f"{k}={v['value']} " + (f"(default {v['default']})" if v["default"] else "(no default)")
+                         for k, v in plan["variables"].items())
+        lines.append(f"# [profiles.{plan['profile']}.serve] reads {said}; set them to change what is served")
+    lines += [f"export {shlex.quote(f'{k}={v}')}" for k, v in plan["env"].items()]
     if plan["apply"]:
         lines.append(shlex.join(plan["apply"]))
     lines.append("exec " + shlex.join(plan["exec"]))

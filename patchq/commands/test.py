@@ -114,7 +114,9 @@ def render_text(doc: TestDoc) -> str:
 def _case_lines(r: dict) -> list[str]:
     mark = "ok  " if r["ok"] else "FAIL"
     wrote = f"  wrote {len(r['written'])} file(s)" if r["written"] else ""
-    lines = [f"  {mark} {r['patch']}@{r['release'] or '-'}  {r['status'] or ''}{wrote}"]
+    case = f"{r['patch']}@{r['release']}" if r["release"] else \
+        f"{r['patch']} ({'its first expected output' if r['written'] else 'no expected output yet'})"
+    lines = [f"  {mark} {case}  {r['status'] or ''}{wrote}".rstrip()]
     lines += [f"       {line}" for p in r["problems"] for line in p.splitlines()]
     return lines + [f"  WARN {w}" for w in r.get("warnings", [])]
 

@@ -80,9 +80,11 @@ _series_cache: dict = {}
 
 
 def _series(series_dir: str | None):
-    from patchq import series
+    from patchq import discovery, series
 
-    key = series_dir or ""
+    # keyed by the series found, not by the argument: None means whatever $PATCHQ_SERIES or
+    # the working directory names now (a key of "" kept the first one found for good)
+    key = discovery.find(series_dir).series_str
     if key not in _series_cache:
         _series_cache[key] = series.load(series_dir)
     return _series_cache[key]
@@ -398,15 +400,29 @@ def write(doc: MatrixDoc, out_dir: str | Path) -> dict[str, Path]:
     check_out(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        from patchq.errors import UsageError
-
-        raise UsageError(f"--out {out}: cannot create it ({exc.strerror}); give a directory") from None
+    except OSError as exc:  # the environment refused (EPERM, EROFS, ENOENT...): exit 5, as init's
+        raise _refused(out, exc, "create") from None
     paths = {"json": out / "matrix.json", "md": out / "matrix.md", "html": out / "matrix.html"}
     texts = {"json": json.dumps(doc, indent=1) + "\n", "md": matrix_render.markdown(doc),
              "html": matrix_render.html(doc)}
     for kind, path in paths.items():
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(texts[kind], encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(texts[kind], encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise _refused(path, exc, "write") from None
     return paths
+
+
+def _refused(path: Path, exc: OSError, what: str) -> Exception:
+    """The one-line :class:`~patchq.errors.RepoWriteError` (exit 5) of an ``OSError`` writing the
+    matrix: the path, the error and its errno name (as :func:`patchq.authoring.repowrite.env_error`)."""
+    import errno
+
+    from patchq.errors import RepoWriteError
+
+    name = errno.errorcode.get(exc.errno or 0, "")
+    return RepoWriteError(f"cannot {what} {path}: {exc.strerror or exc}" + (f" ({name})" if name else "")
+                          + "; nothing was written")

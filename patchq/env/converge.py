@@ -88,6 +88,8 @@ def converge(
     modules: Sequence[str] = (),
     leftover: Sequence[str] | None = None,
     strict: bool = False,
+    series_ref: dict | None = None,
+    replace: bool | None = None,
 ) -> ConvergeResult:
     """Make ``target`` carry exactly ``patches`` (see module docstring).
 
@@ -110,7 +112,13 @@ def converge(
         leftover: patch ids that must not be left in any of ``modules`` (revert): a file
             that would still carry one of their sentinels is named and refused.
         strict: an upstreamed patch fails instead of being skipped (``apply --strict``).
+        series_ref: the series ``patches`` come from (a documents' ``series`` reference),
+            recorded in the journal's ``applied_from`` by an apply.
+        replace: None (revert): no series check, the journal keeps its ``applied_from``;
+            False (apply): refuse to revert patches the journal says another series applied
+            (:func:`_refuse_other_series`); True (``apply --replace``): replace them.
     Raises:
+        OtherSeriesError: ``replace`` is False and another series applied the live patches.
         PlanFailed: a patch failed to resolve, transform or compile (nothing written).
         ForeignEditError: a file to change was modified by someone else (no ``force``),
             or a revert would leave sentinels of ``leftover`` patches.
@@ -125,6 +133,7 @@ def converge(
     record = target.record()
     if dry_run:
         return _converge(target, state, patches, profile, force, True, summary, restore_foreign, strict=strict)
+    origin = _Origin(series_ref, replace)
     if not is_writable_dir(target.root):
         raise ReadOnlyError(f"{target.root} is not writable; nothing was written "
                             f"(use `patchq run` to patch at import time instead)")
@@ -145,7 +154,7 @@ def converge(
             pass
         state.clean_temp(dirs)
         result = _converge(target, state, patches, profile, force, False, summary, restore_foreign, leftover, modules,
-                            strict)
+                           strict, origin)
         result.recovered = recovered
         return result
 
@@ -328,9 +337,10 @@ class _Run:
         """The result (nothing written yet): which patches come and go, which files change."""
         journal = self.journal
         # live before this run: journalled and its files still as patchq left them (after a
-        # `pip install --force-reinstall` the journal names patches whose files are pristine again)
+        # `pip install --force-reinstall` the journal names patches whose files are pristine again);
+        # a patch journalled as upstreamed was never written, so no run adds or removes it
         live_before = {p for p, e in journal.patches.items()
-                       if all(self.file_state(f)[0] == "patched" for f in e.files)}
+                       if e.outcome != "upstreamed" and all(self.file_state(f)[0] == "patched" for f in e.files)}
         result = ConvergeResult(
             plan=plan, journal=new_journal,
             added=[p for p, e in new_journal.patches.items() if e.outcome != "upstreamed" and  # relations hook
@@ -447,14 +457,71 @@ class _Run:
                                 f"write from {state.txn}") from None
 
 
+@dataclass
+class _Origin:
+    """Which series an apply or revert comes from (:func:`converge`'s ``series_ref`` and
+    ``replace``)."""
+
+    series_ref: dict | None = None
+    replace: bool | None = None
+
+    def applied_from(self, journal: Journal, new_journal: Journal) -> dict:
+        """The new journal's ``applied_from``: {} when no profile and no patch stays applied;
+        the series of an apply (an empty profile included: status names its series); what the
+        journal said for a revert (it keeps the others' patches)."""
+        if not new_journal.patches and not new_journal.profile:
+            return {}
+        if self.replace is None or self.series_ref is None:
+            return dict(journal.applied_from)
+        return dict(self.series_ref)
+
+
+def _refuse_other_series(journal: Journal, origin: _Origin, summary: dict | None, profile: str | None) -> None:
+    """Refuse an apply (``origin.replace`` False) over live patches another series applied:
+    the journal's ``applied_from`` names a series other than ``origin.series_ref``; for a
+    journal of an earlier patchq (none recorded), a live patch id the series does not have.
+    Patches journalled as upstreamed were never written: they do not count.
+
+    Raises:
+        OtherSeriesError: naming that series and the two ways forward.
+    """
+    from patchq.env.layout import same_series
+    from patchq.errors import OtherSeriesError
+    from patchq.report import series_text
+
+    if origin.replace is not False or origin.series_ref is None:
+        return
+    live = [pid for pid, e in journal.patches.items() if e.outcome != "upstreamed"]
+    here = str(origin.series_ref.get("dir"))
+    if not live:
+        return
+    if journal.applied_from:
+        if same_series(journal.applied_from, here):
+            return
+        where, there = series_text(journal.applied_from), f"`--series {journal.applied_from.get('dir')}`"
+    else:  # a journal of an earlier patchq: the ids tell
+        known = set((summary or {}).get("ids") or [])
+        if not summary or all(pid in known for pid in live):
+            return
+        where, there = "another series (not recorded: an earlier patchq applied them)", "its `--series DIR`"
+    what = f"profile {profile}" if profile else "these patches"
+    applied = ", ".join(live) + (f", profile {journal.profile}" if journal.profile else "")
+    again = f"`patchq apply --profile {profile} --replace`" if profile else "`patchq apply --profile NAME --replace`"
+    raise OtherSeriesError(f"the patches applied here ({applied}) were applied from {where}, not from this series "
+                           f"({here}): applying {what} would revert them. Work in that series ({there}: its "
+                           f"status, upgrade or revert), or replace them with this series' profile: {again}")
+
+
 def _converge(target: CodeSource, state: StateDir, patches: Sequence[Patch], profile: str | None, force: bool,
               dry_run: bool, summary: dict | None, restore_foreign: Sequence[str] = (),
               leftover: Sequence[str] | None = None, modules: Sequence[str] = (),
-              strict: bool = False) -> ConvergeResult:
+              strict: bool = False, origin: _Origin | None = None) -> ConvergeResult:
     """Steps 2-4 of the module docstring (the lock, recovery and sweep are the caller's);
     arguments and errors as :func:`converge`'s."""
+    origin = origin or _Origin()
     run = _Run(target, state, force, dry_run, target.record())
     run.read_journal()
+    _refuse_other_series(run.journal, origin, summary, profile)
     plan = run.plan(patches, strict)
     wanted = run.wanted(plan)
     writes = run.writes(wanted)
@@ -467,13 +534,14 @@ def _converge(target: CodeSource, state: StateDir, patches: Sequence[Patch], pro
     journal = run.journal
     new_journal = _journal_after(target, journal, plan, wanted, profile)
     new_journal.series = summary or journal.series
+    new_journal.applied_from = origin.applied_from(journal, new_journal)
     if leftover is not None:
         _refuse_leftovers(target, modules, writes, set(leftover) - set(new_journal.patches))
     result = run.result(plan, new_journal, writes)
     if not writes and run.unchanged(new_journal) and not run.obsolete:
         result.noop = True
-        if not dry_run and new_journal.series != journal.series:
-            state.write_journal(new_journal)  # refresh the fast path's cache only
+        if not dry_run and (new_journal.series != journal.series or new_journal.applied_from != journal.applied_from):
+            state.write_journal(new_journal)  # refresh the fast path's cache (or which series applied it) only
         return result
     if dry_run:
         return result

@@ -310,11 +310,14 @@ def journal_problem(data: object) -> str | None:
     bad = _file_entries_problem(files) or _patch_entries_problem(patches, files)
     if bad:
         return bad
-    for key, kind in (("profile_hashes", dict), ("results", list), ("series", dict), ("updated", str)):
+    for key, kind in (("profile_hashes", dict), ("results", list), ("series", dict), ("updated", str),
+                      ("applied_from", dict)):
         if key in data and not isinstance(data[key], kind):
             return f"{key} is not a {kind.__name__}"
     if not all(isinstance(v, str) for v in data.get("profile_hashes", {}).values()):
         return "profile_hashes has a non-string hash"
+    if not all(isinstance(v, (str, type(None))) for v in data.get("applied_from", {}).values()):
+        return "applied_from has a non-string value"
     return series_problem(data.get("series") or {})
 
 
@@ -388,3 +391,10 @@ def manifest_problem(data: object) -> str | None:
             return f"files[{rel}] has malformed hashes"
     bad = journal_problem(data.get("journal"))
     return f"journal: {bad}" if bad else None
+
+
+def same_series(ref: dict | None, series_dir: str) -> bool:
+    """Whether the series reference ``ref`` (a document's ``series`` field, as the journal
+    records it in ``applied_from``) names the series directory ``series_dir`` (compared as
+    real paths)."""
+    return bool(ref) and os.path.realpath(str(ref.get("dir"))) == os.path.realpath(series_dir)  # type: ignore[union-attr]

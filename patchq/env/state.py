@@ -74,6 +74,10 @@ class Journal:
     #: fast path skip TOML parsing while the series files are unchanged.
     series: dict = field(default_factory=dict)
     updated: str = ""
+    #: the series the patches were applied from (a ``series`` reference of the command
+    #: documents: dir, anchors, from, config); {} when nothing is applied, or when an earlier
+    #: patchq wrote the journal. ``apply`` refuses to revert another series' patches.
+    applied_from: dict = field(default_factory=dict)
 
     def to_json(self) -> str:
         """Deterministic JSON text."""
@@ -95,6 +99,7 @@ class Journal:
             results=data.get("results", []),
             series=data.get("series", {}),
             updated=data.get("updated", ""),
+            applied_from=data.get("applied_from") or {},
         )
 
 

@@ -178,6 +178,7 @@ def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str)
     version = record.version_of(di)
     journal = read_journal(root)
     upgraded = bool(journal.get("vllm")) and not record.same_version(journal.get("vllm"), version)
+    journal_profile, applied_from = journal.get("profile"), journal.get("applied_from") or None
     if upgraded:  # the installer replaced the files the journal describes
         journal = {"series": journal.get("series"), "vllm": journal.get("vllm")}
     summary = summary_for(journal, series_root, anchors_root)
@@ -196,6 +197,7 @@ def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str)
     if reinstalled:
         journal = {"series": journal.get("series"), "vllm": journal.get("vllm")}
         jfiles = {}
+    other = _other_series(applied_from, journal_profile, journal, summary, series_root)
     files, sentinels, modified = _file_states(site, relpaths, jfiles, recorded)
     doc: StatusDoc = {
         "schema": SCHEMA,
@@ -211,20 +213,40 @@ def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str)
                  f"with the old files (apply again)") if reinstalled else "",
         "pending_write": layout.has_pending(root),
         "shadowed_by": shadowing(site),
-        "patches": _patch_rows(summary, journal.get("patches", {}), sentinels, modified, series_root),
+        "patches": _patch_rows(summary, journal.get("patches", {}), sentinels, modified, series_root, applied_from),
         "files": files,
         # series files that do not compile (compiled once per series content, cached in the
         # journal) and anchors files that do not parse
         "series_errors": sorted([*(summary.get("syntax_errors") or {}).values(),
                                  *(summary.get("anchor_errors") or {}).values()]),
         "profile_drift": None,
+        # added: the series the journal's profile was applied from (null: none applied, or an
+        # earlier patchq's journal), whether that is another series than this one, and the
+        # profile the journal names even when an upgrade took its patches
+        "applied_from": applied_from,
+        "other_series": other,
+        "journal_profile": journal_profile,
     }
-    _profile_drift(doc, journal, summary, series_root)
+    if not other:  # another series' profile was never in this one: nothing to compare
+        _profile_drift(doc, journal, summary, series_root)
     inputs = [layout.journal_path(root), os.path.join(site, di, "RECORD")]
     inputs += [os.path.join(series_root if n.startswith("series/") else anchors_root, n.split("/", 1)[1])
                for n in summary["inputs"]]
     inputs += [os.path.join(site, rel) for rel in dict.fromkeys([*relpaths, *hinted])]
     return doc, inputs
+
+
+def _other_series(applied_from: dict | None, profile: str | None, journal: dict, summary: dict,
+                  series_root: str) -> bool:
+    """Whether the journal's profile was applied from another series than ``series_root``:
+    its recorded ``applied_from`` names another directory; for a journal of an earlier patchq
+    (none recorded), a profile this series does not have whose patches it does not have either."""
+    if not profile:
+        return False
+    if applied_from:
+        return not layout.same_series(applied_from, series_root)
+    ids = list(journal.get("profile_hashes") or {}) or list(journal.get("patches") or {})
+    return profile not in summary["profiles"] and bool(ids) and not set(ids) & set(summary["hashes"])
 
 
 def _profile_drift(doc: StatusDoc, journal: dict, summary: dict, series_root: str) -> None:
@@ -290,8 +312,13 @@ def _file_states(site: str, relpaths: list[str], jfiles: dict, recorded: dict) -
     return files, sentinels, modified
 
 
-def _patch_rows(summary: dict, jpatches: dict, sentinels: dict, modified: set, series_root: str) -> list[dict]:
-    """The ``patches`` rows: the series' patches, then those applied from another series."""
+def _patch_rows(summary: dict, jpatches: dict, sentinels: dict, modified: set, series_root: str,
+                applied_from: dict | None = None) -> list[dict]:
+    """The ``patches`` rows: the series' patches, then those applied from another series
+    (named when the journal records it)."""
+    there = (f"applied from series {applied_from.get('dir')}, not a patch of the series at {series_root}"
+             if applied_from and applied_from.get("dir") else
+             f"applied, but not a patch of the series at {series_root}: another series applied it (give its --series)")
     patches = []
     for pid in summary["ids"]:
         current = summary["hashes"][pid]
@@ -309,9 +336,7 @@ def _patch_rows(summary: dict, jpatches: dict, sentinels: dict, modified: set, s
     for pid, entry in jpatches.items():  # applied from another series (another directory's config)
         if pid not in summary["hashes"]:
             patches.append({"id": pid, "hash": None, "applied_hash": entry.get("hash"),
-                            "files": list(entry.get("files", [])), "status": "not-in-series",
-                            "reason": f"applied, but not a patch of the series at {series_root}: "
-                                      f"another series applied it (give its --series)"})
+                            "files": list(entry.get("files", [])), "status": "not-in-series", "reason": there})
     return patches
 
 

@@ -2,10 +2,14 @@
 
 Three layers, each cached under :func:`cache_dir`:
 
-* :func:`list_releases` -- the final (non-pre, non-yanked) releases PyPI lists, from
-  the PEP 691 JSON simple API (``pip index versions`` as a fallback), cached in
-  ``<cache>/index/<package>.json`` for ``max_age`` seconds; a stale list is used
-  when PyPI cannot be reached.
+* :func:`list_releases` -- the final (non-pre, non-yanked) releases the package index
+  lists (PyPI, or ``$PIP_INDEX_URL`` / pip's ``index-url``, as for wheels), from the PEP 691
+  JSON simple API (``pip index versions`` as a fallback), cached in
+  ``<cache>/index/<package>.json`` for ``max_age`` seconds; when the index cannot be
+  reached the last cached list is used and a note on stderr says so (:func:`listing`
+  tells how the last list was had; :func:`newest` is its last release). No release is
+  known from code: a new vLLM on the index is known at the next refresh (``patchq cache
+  refresh`` asks at once).
 * :func:`wheel_path` -- the release's whole x86_64 manylinux wheel in ``<cache>/wheels/``,
   downloaded with ``pip download`` when missing (with ``urllib`` from the index when pip
   is not installed) and never again afterwards. Only the CPU/GPU labs need whole wheels.
@@ -80,6 +84,10 @@ __all__ = [
     "UNREADABLE",
     "SIMPLE_INDEX_URL",
     "PLATFORMS",
+    "listing",
+    "newest",
+    "cached_list",
+    "age_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -292,8 +300,18 @@ def filter_releases(versions: Iterable[str | Version], spec: str | None) -> list
     return sorted(specifier.filter(available))
 
 
+def _index_url() -> str:
+    """The simple index the release list comes from: the one wheels come from
+    (:func:`patchq.vllmdist.lazywheel.index_url`: ``$PIP_INDEX_URL``, pip's ``index-url``),
+    else :data:`SIMPLE_INDEX_URL` (PyPI)."""
+    from patchq.vllmdist import lazywheel
+
+    url = lazywheel.index_url()
+    return SIMPLE_INDEX_URL if url == lazywheel.PYPI_SIMPLE else url
+
+
 def _fetch_simple_json(package: str) -> list[Version]:
-    url = f"{SIMPLE_INDEX_URL.rstrip('/')}/{canonicalize_name(package)}/"
+    url = f"{_index_url().rstrip('/')}/{canonicalize_name(package)}/"
     req = urllib.request.Request(
         url, headers={"Accept": _JSON_ACCEPT, "User-Agent": "patchq (releases.py)"}
     )
@@ -349,12 +367,59 @@ def _index_cache(package: str) -> Path:
     return cache.index() / f"{canonicalize_name(package)}.json"
 
 
-def _read_index_cache(path: Path) -> tuple[list[Version], float] | None:
+def _read_index_cache(path: Path) -> tuple[list[Version], float, str | None] | None:
+    """(versions, when fetched, the index it came from: None for a list an earlier patchq
+    cached) of a cached release list, or None."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return [Version(v) for v in data["versions"]], float(data["fetched"])
+        return [Version(v) for v in data["versions"]], float(data["fetched"]), data.get("index")
     except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
         return None
+
+
+#: package -> how its release list was had last in this process (:func:`listing`).
+_LISTED: dict[str, dict[str, Any]] = {}
+
+
+def listing(package: str = "vllm") -> dict[str, Any] | None:
+    """How the last :func:`list_releases` of ``package`` in this process got its list, or None:
+    ``{"index": url, "source": "index" | "cache" | "stale-cache", "fetched": epoch seconds,
+    "age_s": seconds, "newest": "X.Y.Z", "count": N, "note": why a stale list was used or ""}``
+    (``cache``: younger than ``max_age``; ``stale-cache``: the index could not be reached)."""
+    return _LISTED.get(canonicalize_name(package))
+
+
+def _listed(package: str, index: str, source: str, fetched: float, versions: list[Version], note: str = "") -> None:
+    _LISTED[canonicalize_name(package)] = {
+        "index": index, "source": source, "fetched": fetched, "age_s": round(max(0.0, time.time() - fetched), 1),
+        "newest": str(versions[-1]) if versions else None, "count": len(versions), "note": note}
+
+
+def age_text(seconds: float) -> str:
+    """A duration for people: ``40 s``, ``12 min``, ``3.5 h``, ``2.0 days``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def newest(*, package: str = "vllm", refresh: bool = False) -> Version:
+    """The newest final release of ``package`` on the index (:func:`list_releases`).
+
+    Raises:
+        ReleaseError: the index cannot be reached and no list is cached.
+    """
+    return list_releases(package=package, refresh=refresh)[-1]
+
+
+def cached_list(package: str = "vllm") -> list[Version]:
+    """The release list cached for ``package`` (ascending), whatever its age; [] when none.
+    No network: for commands that only mention the newest release."""
+    cached = _read_index_cache(_index_cache(package))
+    return cached[0] if cached else []
 
 
 def list_releases(
@@ -389,7 +454,10 @@ def list_releases(
     """
     path = _index_cache(package)
     cached = _read_index_cache(path)
-    if cached and not refresh and 0 <= time.time() - cached[1] < max_age:
+    index = _index_url()
+    same_index = cached is not None and cached[2] in (None, index)  # a list of another index is not fresh
+    if cached and same_index and not refresh and 0 <= time.time() - cached[1] < max_age:
+        _listed(package, index, "cache", cached[1], cached[0])
         return filter_releases(cached[0], spec)
     try:
         versions, source = _fetch_versions(package)
@@ -399,15 +467,21 @@ def list_releases(
                 f"cannot list {package} releases: index unreachable and no cached list "
                 f"in {path} ({exc})"
             ) from None
-        age_h = (time.time() - cached[1]) / 3600
-        log.warning("index unreachable; using the release list cached %.1f h ago", age_h)
+        why = "PATCHQ_OFFLINE=1" if _offline() else f"{index} cannot be reached ({exc})"
+        note = (f"{why}: using the {package} release list cached {age_text(time.time() - cached[1])} ago "
+                f"(newest {cached[0][-1] if cached[0] else '-'}); `patchq cache refresh` asks the index again")
+        sys.stderr.write(f"patchq: note: {note}\n")
+        _listed(package, cached[2] or index, "stale-cache", cached[1], cached[0], note)
         return filter_releases(cached[0], spec)
     if not versions:
         raise ReleaseError(f"the index lists no final releases of {package}")
+    fetched = time.time()
+    _listed(package, index, "index", fetched, versions)
     payload = {
         "package": canonicalize_name(package),
-        "fetched": time.time(),
+        "fetched": fetched,
         "source": source,
+        "index": index,
         "versions": [str(v) for v in versions],
     }
     try:

@@ -47,3 +47,48 @@ def test_a_foreign_edit_is_refused_with_exit_4(small):
     doc, code = apply.apply(small.target, small.series, "base")
     assert code == 4 and "modified by someone else" in doc["error"] and doc["written"] == []
     assert small.utils().endswith("# mine\n")
+
+
+def _second_series(tmp_path):
+    """Another series repo's series (its own directory; the same patch, so only where it lives tells)."""
+    from testing import small_series
+
+    from patchq import series as series_mod
+
+    return series_mod.load(str(small_series.write_series(tmp_path / "other")))
+
+
+def test_apply_refuses_to_replace_the_patches_of_another_series(small, tmp_path):
+    """One environment, two series: applying the second series' profile over the first one's
+    patches is refused (exit 7, naming the series that applied them and the two ways forward),
+    unless --replace; the journal records which series applied what (issue 39: apply reverted
+    the bundled series' patches silently, exit 0)."""
+    from patchq.env.state import StateDir
+
+    first, code = apply.apply(small.target, small.series, "base")
+    assert code == 0 and StateDir(small.site).read().applied_from["dir"] == str(small.series.root)
+    other = _second_series(tmp_path)
+    before = small.utils()
+    doc, code = apply.apply(small.target, other, "none")
+    assert code == 7 and not doc["ok"] and doc["written"] == [] and small.utils() == before
+    assert doc["error"] == (
+        f"the patches applied here (bump-default, profile base) were applied from {small.series.location.describe()}"
+        f", not from this series ({other.root}): applying profile none would revert them. "
+        f"Work in that series (`--series {small.series.root}`: its status, upgrade or revert), or replace them "
+        f"with this series' profile: `patchq apply --profile none --replace`")
+    doc, code = apply.apply(small.target, other, "none", replace=True)
+    assert code == 0 and doc["removed"] == ["bump-default"]
+    assert StateDir(small.site).read().applied_from["dir"] == str(other.root)  # its (empty) profile now
+    doc, code = apply.apply(small.target, other, "base")
+    assert code == 0 and StateDir(small.site).read().applied_from["dir"] == str(other.root)
+
+
+def test_an_upstreamed_only_profile_of_another_series_is_no_obstacle(small, tmp_path):
+    """Patches journalled as upstreamed were never written: nothing of the other series would be reverted."""
+    from testing.small_series import UTILS_PY, write_site
+
+    from patchq.vllmdist import sources
+
+    target = sources.installed(write_site(tmp_path / "site-0.3", "0.3.0", utils=UTILS_PY.replace("102400", "101376")))
+    assert apply.apply(target, small.series, "base")[1] == 0
+    assert apply.apply(target, _second_series(tmp_path), "base")[1] == 0

@@ -57,3 +57,19 @@ def test_force_over_a_damaged_journal_reports_the_patches_it_takes_out(small):
     doc, code = revert.run(small.target, small.series, None, force=True)
     assert code == 0 and (small.site / UTILS).read_bytes() == pristine
     assert (doc["written"], doc["removed"]) == ([UTILS], ["bump-default"])
+
+
+def test_revert_does_not_list_an_upstreamed_patch_as_removed(tmp_path, small):
+    """A patch apply journalled as upstreamed was never written: revert takes nothing of it out,
+    so it is not named among the removed (issue 39: revert listed prefix-align as removed)."""
+    from testing.small_series import UTILS_PY, write_site
+
+    from patchq.vllmdist import sources
+
+    site = write_site(tmp_path / "site-0.3", "0.3.0", utils=UTILS_PY.replace("102400", "101376"))
+    target = sources.installed(site)
+    applied, code = apply.apply(target, small.series, "base")
+    assert code == 0 and [p["status"] for p in applied["patches"]] == ["upstreamed"] and applied["added"] == []
+    doc, code = revert.run(target, small.series, None, force=False)
+    assert code == 0 and doc["removed"] == [] and doc["written"] == []
+    assert "removed -" in report.apply_text(doc)

@@ -42,3 +42,20 @@ def test_a_patch_that_fails_runs_nothing_and_says_why(small):
         run.prepare(run.parse(["--profile", "base", "--site-packages", str(small.site), "--print-env"]))
     assert err.value.exit_code == 1 and err.value.doc["command"] == "run"
     assert "bump-default" in err.value.text
+
+
+def test_run_help_is_the_clis_help_wrapped_at_the_terminal():
+    """``patchq run --help`` is typer's help, as every other verb's: wrapped at $COLUMNS, naming
+    the variables run sets and no internal module (issue 39: it printed run.py's docstring, not
+    wrapped, naming patchq.env.hookdir and patchq/runtime/hook.py)."""
+    from support import run_cli
+
+    for args in (["run", "--help"], ["run", "-h"]):
+        res = run_cli(*args, env={"COLUMNS": "80"})
+        assert res.rc == 0 and res.stderr == ""
+        lines = res.stdout.splitlines()
+        assert lines[0].startswith("Usage: patchq run [OPTIONS] [COMMAND]...")
+        assert max(map(len, lines)) <= 80, max(lines, key=len)
+        assert "patchq.env" not in res.stdout and "patchq/runtime" not in res.stdout and "execvp" not in res.stdout
+        for name in run.VARIABLES + ("--print-env", "--profile"):
+            assert name in res.stdout, name

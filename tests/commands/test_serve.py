@@ -42,3 +42,21 @@ def test_bad_tables_and_profiles(served):
     path.write_text(path.read_text().replace('args = ["--max-model-len"', 'args = [1, "--max-model-len"'))
     with pytest.raises(SeriesError, match="serve.args must be a list of strings"):
         serve.run(series_mod.load(served.root), "base")
+
+
+def test_the_variables_a_profile_reads_are_named(served, monkeypatch):
+    """``[profiles.base.serve]`` reads MAX_LEN and EXTRA: the dry run names them with the value each
+    takes, serve-args' JSON lists them, and ``serve --help`` says where to look (issue 39: the help
+    hid DRAFTER, NUM_SPEC_TOKENS, ... of the Spark profiles)."""
+    from support import run_cli
+
+    doc, _ = serve.run(served, "base", {"MAX_LEN": "8192"})
+    assert doc["variables"] == {"MAX_LEN": {"default": "4096", "value": "8192"},
+                                "EXTRA": {"default": "", "value": ""}}
+    monkeypatch.setenv("MAX_LEN", "8192")
+    plan = serve.serve_plan(served, "base", None, [], dry_run=True)
+    text = serve.dry_run_text(plan)
+    assert text.splitlines()[0] == ("# [profiles.base.serve] reads MAX_LEN=8192 (default 4096), EXTRA= (no default); "
+                                    "set them to change what is served")
+    res = run_cli("serve", "--help", env={"COLUMNS": "1000"})
+    assert "--dry-run lists each with the value it takes" in res.stdout

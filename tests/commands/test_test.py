@@ -45,3 +45,12 @@ def test_usage_errors(cached):
         test_cmd.run(root, [], regen=False, releases="0.1.0")
     with pytest.raises(UsageError, match="--migrate"):
         test_cmd.run(root, [], regen=True, releases=None, migrate=True)
+
+
+def test_a_patch_with_no_expected_output_names_no_release(cached):
+    """Before any ``--regen`` the case has no release: the line says so, never ``bump-default@-``."""
+    doc, code = test_cmd.run(str(cached.series.root), [], regen=False, releases=None)
+    assert code == 1 and [r["release"] for r in doc["cases"]] == [None]
+    text = test_cmd.render_text(doc)
+    assert "@-" not in text
+    assert "  FAIL bump-default (no expected output yet)" in text.splitlines()

@@ -54,3 +54,28 @@ def test_run_lines():
     assert entry["dflash"]["0.33.0"]["runs"][0]["text"] == (
         "neg-unify SERVES, not as expected: without the reverted patch no 'page_size_bytes' on 0.33.0")
     assert entry["dense"]["0.26.0"]["runs"][0]["text"] == "dense FAILS: CUDA error: out of memory"
+
+
+def test_a_failure_the_unpatched_control_shares_is_upstreams():
+    """cpu-boot 0.30.0 as lab/evidence records it: mtp fails, and the unpatched run (no profile,
+    nothing applied: lab/cpuboot.py's ``run --pristine``) fails with the same error line. The run
+    names that control and is not a failure of the patches; another error on the same release,
+    or a control that serves, leaves a failure (issue 39: the matrix showed ✗ mtp FAILS in red)."""
+    error = "TypeError: Cannot inspect kernel parameters for function"
+    cpu = {"level": "cpu-boot", "release": "0.30.0"}
+    records = [{**cpu, "profile": "mtp", "result": "fails", "error_line": error, "patches_applied": ["fla-shmem"]},
+               {**cpu, "profile": "base", "result": "fails", "error_line": "RuntimeError: other"},
+               {**cpu, "run": "pristine-mtp", "profile": None, "patches_applied": [], "result": "fails",
+                "error_line": error},
+               {**cpu, "profile": "mtp", "release": "0.31.0", "result": "fails", "error_line": error},
+               {**cpu, "run": "pristine-mtp", "profile": None, "release": "0.31.0", "patches_applied": [],
+                "result": "serves"}]
+    out = matrix_boot.group(records, ["base", "mtp"], level="cpu-boot")
+    (run,) = out["mtp"]["0.30.0"]["runs"]
+    assert (run["verdict"], run["upstream_control"]) == ("fails-upstream", "pristine-mtp")
+    assert run["text"] == (f"mtp fails unpatched too: upstream (pristine-mtp, nothing applied, fails the same way "
+                           f"on 0.30.0: {error})")
+    assert out["mtp"]["0.30.0"]["verdict"] == "unexpected"  # amber, never the red ✗ of a failure
+    assert out["base"]["0.30.0"]["runs"][0]["verdict"] == "fails"  # another error: the patches' failure
+    assert out["mtp"]["0.31.0"]["runs"][0]["verdict"] == "fails"  # the control served there
+    assert set(out) == {"base", "mtp"}  # the control is no row of its own

@@ -62,3 +62,12 @@ def test_boot_evidence_shows_in_its_own_row(doc):
     text = matrix_render.markdown(doc)
     assert "| *boot* | base ok 12 s |  | |" in text.splitlines()
     assert "## Blocking cells" in text and "- base / bump-default / 0.2.0: gone: anchor default:" in text
+
+
+def test_the_changes_section_names_the_first_release_checked_not_a_claim(doc):
+    """The first cell of a patch is where the matrix starts, not where its status began: "applies
+    on 0.1.0, the first release checked" (issue 39: "upstreamed from 0.30.0" read as a claim about
+    0.30.0 though the variant says 0.28.0)."""
+    text = matrix_render.markdown(doc)
+    assert "- **bump-default** (base): applies on 0.1.0, the first release checked" in text.splitlines()
+    assert "applies from 0.1.0" not in text

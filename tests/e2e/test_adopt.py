@@ -237,7 +237,8 @@ def test_serve_flags_per_profile_and_dry_run(tmp_path):
     assert spark["args"][-2:] == ["--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']
     dry = _serve_sh("--dry-run", "dense", "--", "--seed", "1", cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr
-    lines = dry.stdout.splitlines()
+    note, *lines = dry.stdout.splitlines()  # first, the variables the profile's serve table reads
+    assert note.startswith("# [profiles.dense.serve] reads TOOL_PARSER=qwen3_coder (default qwen3_coder), ")
     assert lines[:2] == ["export PATCHQ_EXPECT_PROFILE=dense", "export PATCHQ_STRICT=1"]
     assert lines[2].split()[1:] == ["apply", "--profile", "dense"]
     # serve.sh prefers the vllm script beside patchq (README command 1 installs one into .venv)

@@ -278,7 +278,11 @@ def test_status_stale_then_apply_reapplies_from_pristine(site, cli, series_copy)
     assert rows["fla-shmem"]["applied_hash"] != new_hash
     assert {pid: p["status"] for pid, p in rows.items() if pid != "fla-shmem"} == {p: "applied" for p in DENSE[1:]}
 
-    res = apply(cli, site, "dense", "--series", series_copy)
+    # the copy is another series than the one that applied dense: apply refuses to replace its
+    # patches (exit 7, nothing written) unless told to
+    refused = apply(cli, site, "dense", "--series", series_copy)
+    assert refused.rc == 7 and refused.json["written"] == [] and "--replace" in refused.json["error"], refused
+    res = apply(cli, site, "dense", "--series", series_copy, "--replace")
     assert res.rc == 0, res
     assert res.json["added"] == ["fla-shmem"] and res.json["written"] == [UTILS]
     text = (site / UTILS).read_text()

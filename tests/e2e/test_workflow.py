@@ -247,7 +247,8 @@ def test_serve_applies_then_execs_vllm_with_the_profile_flags(tiny, tmp_path):
     again = run_cli("serve", env={**env, "LOG": "DEBUG"})  # the applied profile; the no-op apply
     assert again.rc == 0 and "nothing to do" in again.stdout and again.stdout.endswith("LEVEL=DEBUG\n"), again
     dry = run_cli("serve", "--profile", "good", "--dry-run", env=env)
-    assert dry.rc == 0 and dry.stdout.splitlines()[:3] == [
+    assert dry.rc == 0 and dry.stdout.splitlines()[:4] == [
+        "# [profiles.good.serve] reads LOG=INFO (default INFO); set them to change what is served",
         "export PATCHQ_EXPECT_PROFILE=good", "export PATCHQ_STRICT=1", "export LEVEL=INFO"], dry
     assert dry.stdout.splitlines()[-1].startswith(f"exec {fake} serve /m "), dry
 
@@ -324,7 +325,7 @@ def test_every_verb_ends_with_its_obvious_next_step(tiny):
     di.rename(site / "vllm-0.24.0.dist-info")
     upgraded = run_cli("status", *sp, env=env)
     assert upgraded.rc == 0 and upgraded.stdout.splitlines()[-1] == (
-        "next: `patchq upgrade` checks every patch of the profile on this vllm, rebases what moved and applies it")
+        "next: `patchq upgrade` checks every patch of profile good on this vllm, rebases what moved and applies it")
 
 
 # -- colour and progress --------------------------------------------------------------------------
@@ -432,7 +433,8 @@ def test_upgrade_in_another_series_names_where_the_profile_came_from(tiny, tmp_p
     env = {**tiny["env"], "PATCHQ_SERIES": str(other / "series"), "PATCHQ_ANCHORS": str(other / "anchors")}
     out = run_cli("upgrade", "--site-packages", site, env=env)
     assert out.rc == 2 and "the applied profile 'good' is not a profile of series" in out.stderr, out
-    assert "--series DIR" in out.stderr and "internal error" not in out.stderr
+    tiny_series = tiny["env"]["PATCHQ_SERIES"]  # the journal names it: the message does too
+    assert f"`patchq upgrade --series {tiny_series}`" in out.stderr and "internal error" not in out.stderr
 
 
 def test_run_warns_when_this_vllm_has_no_torch(tiny, tmp_path):

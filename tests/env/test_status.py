@@ -132,3 +132,52 @@ def test_status_is_stamped_and_sees_a_change(applied: dict, cache: Path) -> None
     after = status.collect(applied["site"], applied["series"], applied["anchors"])
     assert [f["state"] for f in after["files"]] == ["modified"]
     assert status.exit_code(after) != 0
+
+
+def test_status_names_the_series_a_profile_was_applied_from(small, tmp_path):
+    """Seen from another series, the applied profile is named with the series that applied it,
+    never called 'no longer in the series' (it never was in it), and the next step names that
+    series and --replace; seen from its own series, nothing of the kind (issue 39)."""
+    from patchq import report
+
+    other = small_series.write_series(tmp_path / "other")
+    (other / "profiles.toml").write_text(small_series.PROFILES_TOML.replace("[profiles.base]", "[profiles.mine]"))
+    apply.apply(small.target, small.series, "base")
+    here = _collect(small)
+    assert here["applied_from"]["dir"] == str(small.series.root) and here["other_series"] is False
+    seen = status.collect(str(small.site), str(other), str(tmp_path / "other" / "anchors"))
+    assert seen["other_series"] is True and seen["profile_drift"] is None
+    assert seen["applied_from"] == small.series.location.as_json()
+    text = report.status_text({**seen, "series": None})
+    assert "no longer in the series" not in text
+    assert f"! profile base was applied from another series: {small.series.location.describe()}" in text.splitlines()
+    assert report.status_next(seen) == [
+        f"`patchq status --series {small.series.root}` shows the patches that series applied; "
+        f"`patchq apply --profile NAME --replace` replaces them with a profile of this series"]
+
+
+def test_after_a_vllm_upgrade_status_recommends_upgrade_only_for_a_profile_it_can_carry(small):
+    """The journal is from another release: `patchq upgrade` when it names a profile (upgrade carries
+    it), else `patchq apply --profile NAME` (upgrade would exit 2: no profile applied; issue 39)."""
+    import json
+
+    from patchq import report
+    from patchq.commands import revert
+
+    apply.apply(small.target, small.series, "base")
+    journal = Path(status.state_root(str(small.site))) / "journal.json"
+
+    def upgraded() -> dict:  # as pip leaves it: the release's own files, the old journal
+        (small.site / UTILS).write_text(small_series.UTILS_PY)
+        data = json.loads(journal.read_text())
+        journal.write_text(json.dumps({**data, "vllm": "0.0.9"}))
+        return _collect(small)
+
+    seen = upgraded()
+    assert seen["note"] and seen["journal_profile"] == "base"
+    assert report.status_next(seen)[0].startswith("`patchq upgrade` checks every patch of profile base")
+    revert.run(small.target, small.series, None, force=False)
+    seen = upgraded()
+    assert seen["note"] and seen["journal_profile"] is None
+    assert report.status_next(seen) == ["`patchq apply --profile NAME` patches this vllm (`patchq list` shows the "
+                                        "profiles)"]

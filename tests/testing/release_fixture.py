@@ -57,12 +57,13 @@ INC = "vllm/model_executor/layers/quantization/inc/inc.py"
 UTILS = "vllm/v1/core/kv_cache_utils.py"
 
 #: patch id -> (kind of drift, the verdict release-check must give)
+#: patch -> (the drift, what `patchq upgrade --write` makes of it: tests/e2e/test_release_check.py's CARRIED)
 DRIFT = {
-    "fla-shmem": ("upstreamed verbatim", "upstreamed"),
-    "unify-kv-page": ("moved function + renamed local", "carried cleanly"),
-    "prefix-align": ("renamed local (upstreamed since 0.28 in the series)", "superseded"),
-    "inc-hybrid-fp8": ("conflict", "conflict"),
-    "int8-lmhead": ("re-wrapped anchor statement", "carried cleanly"),
+    "fla-shmem": ("upstreamed verbatim", "an upstreamed variant from 0.33.1 on"),
+    "unify-kv-page": ("moved function + renamed local", "rebased cleanly to its new module"),
+    "prefix-align": ("renamed local (upstreamed since 0.28 in the series)", "nothing: the series says upstreamed"),
+    "inc-hybrid-fp8": ("conflict", "a conflict file for a person"),
+    "int8-lmhead": ("re-wrapped anchor statement", "nothing to merge: same fingerprint, it applies"),
 }
 
 
