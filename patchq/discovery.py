@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 
 from patchq.errors import SeriesError, UnsafeConfig
 
@@ -62,6 +61,9 @@ CHECKOUT_ROOT = os.path.dirname(_PACKAGE_DIR)
 
 #: series dir -> anchors dir (strings), for every location found in this process (see :func:`anchors_for`)
 _ANCHORS: dict[str, str] = {}
+#: real directory of a config found by walking up and not opted in -> the config: every
+#: file read below it is held to the trust rule (:func:`file_problem`)
+_GUARDED: dict[str, str] = {}
 
 
 def _path(value):
@@ -123,19 +125,19 @@ class Location:
 
 def _read_config(path: str) -> dict | None:
     """The patchq table of ``path`` (``patchq.toml``: the whole file; ``pyproject.toml``:
-    ``[tool.patchq]``), or None when a pyproject has no such table. Raises SeriesError."""
-    if sys.version_info >= (3, 11):  # imported here: most starts find no config file at all
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = tomllib.loads(fh.read())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SeriesError(f"{path}: {exc}") from None
+    ``[tool.patchq]``), or None when a pyproject has no such table.
+
+    Raises:
+        SeriesError: not a regular file, too large, not UTF-8 or TOML, nested too deep
+            (:mod:`patchq.tomlsafe`; the message names the file).
+    """
+    from patchq import tomlsafe  # imported here: most starts find no config file at all
+
+    data = tomlsafe.read_file(path)
     if os.path.basename(path) == CONFIG_NAME:
         return data["patchq"] if isinstance(data.get("patchq"), dict) else data
-    table = data.get("tool", {}).get("patchq")
+    tool = data.get("tool", {})
+    table = tool.get("patchq") if isinstance(tool, dict) else None
     return table if isinstance(table, dict) else None
 
 
@@ -245,6 +247,42 @@ def module_problem(loc: Location | None, path: str) -> str | None:
     return ownership_problem(path)
 
 
+def guard(loc: Location) -> None:
+    """Hold every file of ``loc``'s repo to the trust rule from now on in this process
+    (:func:`file_problem`), when ``loc`` was found by walking up and is not opted in."""
+    if loc.origin != "config" or loc.config_str is None:
+        return
+    directory = os.path.realpath(os.path.dirname(loc.config_str))
+    if not _opted_in(directory):
+        _GUARDED[directory] = loc.config_str
+
+
+def file_problem(path: str, st: os.stat_result | None = None) -> str | None:
+    """Why the file ``path`` (``st``: its ``fstat`` once opened) of a series found by walking
+    up may not be trusted, or None: as for its patch modules (:func:`ownership_problem`),
+    a file that decides what runs (``profiles.toml`` chooses a profile's patches, an
+    anchors file where they land, ``.patchq-edit`` what ``record`` writes) must be owned by
+    you or root and not writable by others. Files of other series are not checked."""
+    if not _GUARDED:
+        return None
+    real = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    config = next((c for d, c in _GUARDED.items() if _inside(real, d)), None)
+    if config is None:
+        return None
+    problem = ownership_problem(path)
+    me = os.geteuid() if hasattr(os, "geteuid") else None
+    if problem is None and st is not None and me is not None:
+        if st.st_uid not in (me, 0):
+            problem = f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
+        elif st.st_mode & stat.S_IWOTH:
+            problem = f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    if problem is None:
+        return None
+    directory = os.path.dirname(config)
+    return (f"refusing {path} of the series found by walking up to {config}: {problem}. If you trust it, pass "
+            f"--series {directory}, or set {SAFE_ENV}={directory}")
+
+
 def _explicit(value: str, origin: str) -> Location:
     path = os.path.expanduser(value)
     if os.path.isfile(os.path.join(path, "profiles.toml")):
@@ -291,6 +329,7 @@ def find(explicit=None, cwd=None) -> Location:
         if found:
             loc = from_config(*found)
             check_trusted(loc, cwd)
+            guard(loc)
         elif shipped is not None:
             loc = shipped
         else:

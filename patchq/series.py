@@ -35,7 +35,6 @@ from patchq.model import AnchorSpec, Patch, Profile, Variant
 if TYPE_CHECKING:
     from patchq.model import EditFn
 
-tomllib = hashing.toml_module()
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

@@ -598,13 +598,13 @@ def _write_variant(plan: ImportPlan, series: Series, old: Patch, covering: Varia
     """
     from packaging.version import Version
 
+    from patchq import tomlsafe
     from patchq.authoring import fingerprints, importer, repowrite, seriesedit
     from patchq.errors import ImportRefused
-    from patchq.hashing import toml_module
     from patchq.series import module_file
 
     mod, path = module_file(series.root, old.id), series.anchors_root / f"{old.id}.toml"
-    data = toml_module().loads((txn.staged(path) or repowrite.read_regular(path) or b"").decode("utf-8"))
+    data = tomlsafe.parse(txn.staged(path) or repowrite.read_regular(path) or b"", path)
     table = data.setdefault("anchors", {})
     if action == "edits-replaced":
         kept = {a for v in old.variants if v is not covering for a in v.edits} | set(old.removes)
@@ -745,15 +745,13 @@ def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn: Transactio
     fingerprint is of the pristine definition on a release, so an anchor on the same
     qualname keeps every release it verified on (the new recording's release wins).
     Reads and stages ``path`` in the transaction ``txn``."""
+    from patchq import tomlsafe
     from patchq.authoring import fingerprints
-    from patchq.hashing import toml_module
-
-    tomllib = toml_module()
 
     old = {t.get("qualname"): t.get("fingerprints", {})
-           for t in tomllib.loads(old_text).get("anchors", {}).values()}
+           for t in tomlsafe.loads(old_text, path).get("anchors", {}).values()}
     new_text = (txn.staged(path) or b"").decode("utf-8")
-    data = tomllib.loads(new_text)
+    data = tomlsafe.loads(new_text, path)
     changed = False
     for table in data.get("anchors", {}).values():
         kept = {v: fp for v, fp in old.get(table.get("qualname"), {}).items()
