@@ -432,6 +432,22 @@ class StateDir:
                                  f"nothing was written; `patchq revert --all --force` restores it from the vllm wheel")
         return data
 
+    def pristine_relpaths(self, limit: int = 100_000) -> list[str]:
+        """The relpaths that have a pristine copy (regular files under ``pristine/``; a
+        symlinked directory is not followed), at most ``limit`` of them."""
+        top = layout.pristine_dir(str(self.root))
+        if layout.confined(str(self.root), top) or not os.path.isdir(top):
+            return []
+        out: list[str] = []
+        for dirpath, _dirnames, filenames in os.walk(top):  # os.walk never follows symlinked directories
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    out.append(os.path.relpath(path, top).replace(os.sep, "/"))
+                    if len(out) >= limit:
+                        return out
+        return out
+
     def drop_pristine(self, relpath: str) -> None:
         """Forget a pristine copy (after the write that made it unnecessary completed;
         best effort: something else in its place is left for :meth:`save_pristine` to name)."""
@@ -456,6 +472,29 @@ class StateDir:
             raise StateError(f"{outside}; nothing was written")
         _state_write(path, data, mode=0o644)
         return path
+
+    def keep_foreign_dir(self, path: Path, relpath: str) -> Path:
+        """Move a directory someone put where the file ``relpath`` belongs (``path``) into
+        the foreign-edit directory, whole, before the file is written back; returns where.
+
+        Raises:
+            ReadOnlyError: it cannot be moved (another filesystem, a permission).
+        """
+        aside = Path(layout.foreign_dir(str(self.root)), *relpath.split("/"))
+        aside = aside.with_name(f"{aside.name}.dir-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        try:
+            aside.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReadOnlyError(f"cannot create {aside.parent} ({exc.strerror})") from None
+        outside = layout.confined(str(self.root), str(aside))
+        if outside:
+            raise StateError(f"{outside}; nothing was written")
+        try:
+            os.rename(path, aside)
+        except OSError as exc:
+            raise ReadOnlyError(f"cannot move the directory {path} aside to {aside} ({exc.strerror}); nothing was "
+                                f"written: move it away by hand") from None
+        return aside
 
     # -- transactions -------------------------------------------------------
 
