@@ -70,15 +70,63 @@ _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 # --------------------------------------------------------------------------- parsing
 
 
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def git_unquote(path: str) -> str:
+    """A diff header path as git writes one holding non-ASCII or special characters:
+    ``"a/foo\\303\\251.py"`` (C-style quoted, octal bytes of UTF-8) is ``a/fooé.py``; any
+    other path is returned as it is.
+
+    Raises:
+        ImportRefused: a quoted path that does not decode (a bad escape, not UTF-8).
+    """
+    if len(path) < 2 or not (path.startswith('"') and path.endswith('"')):
+        return path
+    body, out, i = path[1:-1], bytearray(), 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode("utf-8")
+            i += 1
+        elif body[i + 1:i + 4].isdigit() and len(body[i + 1:i + 4]) == 3 and set(body[i + 1:i + 4]) <= set("01234567"):
+            out.append(int(body[i + 1:i + 4], 8) & 0xFF)
+            i += 4
+        elif i + 1 < len(body) and body[i + 1] in _C_ESCAPES:
+            out.append(_C_ESCAPES[body[i + 1]])
+            i += 2
+        else:
+            raise ImportRefused(f"{path}: a quoted path with a bad escape at {body[i:i + 4]!r}")
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ImportRefused(f"{path}: a quoted path that is not UTF-8") from None
+
+
+def outside_problem(relpath: str, raw: str) -> str | None:
+    """Why the normalized diff path ``relpath`` (from the header's ``raw``) is not a file of
+    the vllm package, or None: one refusal for every way out (``../``, an absolute path with
+    no ``vllm`` directory in it, another package), exit 1 as every hunk patchq cannot import."""
+    from patchq.env.layout import relpath_problem
+
+    if relpath.startswith("vllm/") and relpath_problem(relpath) is None:
+        return None
+    return (f"{raw}: outside the vllm package ({relpath!r}); a patch changes files under vllm/, so every path of "
+            f"the diff must name one (a/vllm/..., b/vllm/..., or .../site-packages/vllm/...)")
+
+
 def normalize_path(raw: str, exists: Callable[[str], bool] | None = None) -> str | None:
-    """A diff header path as a site-packages relpath ``vllm/...``; None for ``/dev/null``."""
-    path = raw.split("\t")[0].strip()
+    """A diff header path as a site-packages relpath ``vllm/...``; None for ``/dev/null``
+    (a git-quoted path is unquoted first: :func:`git_unquote`)."""
+    path = git_unquote(raw.split("\t")[0].strip())
     if path == "/dev/null":
         return None
     parts = [p for p in path.split("/") if p not in ("", ".")]
     cands = ["/".join(parts[i:]) for i, p in enumerate(parts) if p == "vllm" and i < len(parts) - 1]
+    from patchq.env.layout import relpath_problem
+
     for c in cands:
-        if exists is None or exists(c):
+        if exists is None or (relpath_problem(c) is None and exists(c)):
             return c
     if cands:
         return cands[-1]
@@ -107,6 +155,10 @@ def parse(text: str, exists: Callable[[str], bool] | None = None) -> list[FilePa
         dst = normalize_path(pf.target_file, exists)
         if src is None or dst is None or pf.is_added_file or pf.is_removed_file:
             raise ImportRefused(f"{pf.path}: adds or deletes a file; patchq patches change existing vLLM files")
+        for rel, raw in ((src, pf.source_file), (dst, pf.target_file)):
+            problem = outside_problem(rel, raw)
+            if problem:
+                raise ImportRefused(problem)
         if src != dst:
             raise ImportRefused(f"{src} -> {dst}: renames a file; not supported")
         if not src.endswith(".py"):

@@ -20,6 +20,80 @@ if TYPE_CHECKING:
     from patchq.documents import ImportDoc
 
 SCHEMA = "patchq.import/1"
+#: The largest diff (or ``--replacement`` file) ``import`` reads, in bytes; ``$PATCHQ_IMPORT_MAX_BYTES``
+#: overrides it. Importing costs about 30 s and 0.6 GB per MB of hunks.
+MAX_BYTES = 1 << 20
+MAX_ENV = "PATCHQ_IMPORT_MAX_BYTES"
+
+
+def max_bytes() -> int:
+    """The size bound: ``$PATCHQ_IMPORT_MAX_BYTES`` (a positive integer), else :data:`MAX_BYTES`.
+
+    Raises:
+        UsageError: the variable is not a positive integer.
+    """
+    import os
+
+    raw = os.environ.get(MAX_ENV)
+    if not raw:
+        return MAX_BYTES
+    if not raw.strip().isdigit() or int(raw) <= 0:
+        raise UsageError(f"{MAX_ENV}={raw!r}: give a positive number of bytes")
+    return int(raw)
+
+
+def read_text(file: str | Path, what: str = "diff") -> str:
+    """The text of the diff (or replacement) ``file`` a user gives ``import``: a regular
+    file (a FIFO or device such as ``/dev/zero`` is refused, never read) of at most
+    :func:`max_bytes` bytes, in UTF-8.
+
+    Raises:
+        UsageError: missing, unreadable, not a regular file, larger than the bound (exit 2).
+        ImportRefused: not UTF-8: another encoding (UTF-16 is named) or a stray byte,
+            with its line (exit 1: it cannot become a patch; vLLM's sources are UTF-8).
+    """
+    import os
+    import stat
+
+    from patchq.errors import ImportRefused
+
+    limit = max_bytes()
+    too_large = UsageError(f"{file} is larger than {limit} bytes, the most `patchq import` reads (a {what} that "
+                           f"size takes minutes and gigabytes to import); set {MAX_ENV}=N to allow more")
+    try:
+        fd = os.open(str(file), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{file} is not a regular file (a FIFO, device or directory); give the {what} as a file")
+        if st.st_size > limit:
+            raise too_large
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:  # it grew while read
+                raise too_large
+            chunks.append(chunk)
+    except OSError as exc:
+        raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise ImportRefused(f"{file} is UTF-16 text; patchq reads UTF-8 {what}s, as vLLM's sources are "
+                            f"(convert it: iconv -f UTF-16 -t UTF-8)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ImportRefused(f"{file}:{line}: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start}); "
+                            f"vLLM's sources are UTF-8, so a {what} of them is too") from None
 
 
 def installed_release(text: str) -> str | None:
@@ -65,7 +139,7 @@ def _replacement_source(spec: str) -> tuple[str, str, str]:
         if found is None or not found.origin or not found.origin.endswith(".py"):
             raise UsageError(f"--replacement {spec!r}: no Python file for module {where}")
         path = Path(found.origin)
-    return path.read_text(encoding="utf-8"), name, str(path)
+    return read_text(path, "replacement"), name, str(path)
 
 
 def monkeypatch_diff(replacement: str, replaces: str, release: str) -> tuple[str, str, list[str]]:
@@ -161,10 +235,7 @@ def run(series: Series, file: str | None, patch_id: str, release: str | None = N
         if not file:
             raise UsageError("give a diff FILE, or --replacement and --replaces for a monkeypatch")
         path = Path(file)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read {file}: {exc}") from None
+        text = read_text(path)
 
     scaffold.check_profile(profile)
     release_from = "given" if release else None
