@@ -165,6 +165,23 @@ class UnsafeConfig(SeriesError):
     by others (:mod:`patchq.discovery`, after git's ``safe.directory``). Exit 2."""
 
 
+def exec_failure(program: str, exc: OSError) -> tuple[str, int]:
+    """(one-line message, exit code) of an ``exec`` of ``program`` that failed with ``exc``
+    (``patchq run``'s COMMAND, ``patchq serve``'s vllm), as a shell answers: 127 when it is
+    not found (ENOENT, ENOTDIR), else 126 with the true reason: not executable (EACCES,
+    ENOEXEC), or an argument list and environment too long for the kernel (E2BIG: a 10 MB
+    argument was reported as "not found")."""
+    import errno
+
+    name = errno.errorcode.get(exc.errno or 0, "")
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return f"cannot run {program}: {exc.strerror} ({name}): not found", EXIT_COMMAND_NOT_FOUND
+    if exc.errno == errno.E2BIG:
+        return (f"cannot run {program}: {exc.strerror} ({name}): its arguments and environment exceed what the "
+                f"kernel passes to a program (one argument at most 128 KiB on Linux)"), EXIT_CANNOT_RUN
+    return f"cannot run {program}: {exc.strerror or exc}" + (f" ({name})" if name else ""), EXIT_CANNOT_RUN
+
+
 #: Module-name prefix of loaded series files (:meth:`patchq.series.Series.patch`).
 _SERIES_MODULE = "patchq_series_"
 
