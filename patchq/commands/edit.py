@@ -70,10 +70,38 @@ MANIFEST = ".patchq-edit.json"
 MANIFEST_SCHEMA = "patchq.edit-copy/1"
 
 
+#: The directory of the working copies in a series repo (``<repo>/.patchq-edit/<ID>/``).
+EDIT_DIR = ".patchq-edit"
+
+
 def workdir(series: Series, patch_id: str, directory: str | None = None) -> Path:
     """Where the working copy of ``patch_id`` lives (``--dir``, else
-    ``<series repo>/.patchq-edit/<ID>/``)."""
-    return Path(os.path.abspath(directory)) if directory else series.root.parent / ".patchq-edit" / patch_id
+    ``<series repo>/.patchq-edit/<ID>/``).
+
+    Raises:
+        UsageError: ``.patchq-edit`` or ``.patchq-edit/<ID>`` is a symlink or not a
+            directory (never followed: a symlinked one made ``edit`` write outside the
+            repo), as for ``.patchq-txn``.
+        UnsafeConfig: of a series found by walking up, one of them (or the manifest in it)
+            is owned by another user or writable by others (the trust rule of its modules).
+    """
+    if directory:
+        return Path(os.path.abspath(directory))
+    from patchq import discovery
+    from patchq.errors import UnsafeConfig
+
+    top = series.root.parent / EDIT_DIR
+    wd = top / patch_id
+    for path in (top, wd):
+        if os.path.islink(path) or (os.path.lexists(path) and not path.is_dir()):
+            raise UsageError(f"{path} is a symlink or not a directory: patchq keeps working copies only in a "
+                             f"directory of the series repo it made, never through a link; remove it")
+    for path in (top, wd, wd / MANIFEST):
+        problem = discovery.module_problem(series.location, str(path))
+        if problem:
+            raise UnsafeConfig(f"refusing {path}: {problem} (add its repo to {discovery.SAFE_ENV}, or pass --series, "
+                               f"if you trust it)")
+    return wd
 
 
 def _read_manifest(wd: Path) -> dict | None:
