@@ -229,12 +229,17 @@ def installed(site_packages: str | Path | None = None, python: str | None = None
         candidates = [_site_packages_of(python)]
     else:
         candidates = [current_site_packages()] + [Path(p) for p in sys.path if p]
+    elsewhere = None  # the first dist-info whose vllm/ is not beside it (an editable install)
     for sp in candidates:
         if sp.is_dir():
             di = _dist_info_in(sp)
             if di is not None and (sp / PACKAGE).is_dir():
                 return CodeSource(root=sp.resolve(), version=_version_from_dist_info(di),
                                   kind="installed", dist_info=di.resolve(), dist=_dist_of(di))
+            if di is not None and elsewhere is None:
+                elsewhere = record.not_here(str(sp), di.name)
+    if elsewhere:
+        raise TargetNotFound(elsewhere)
     if site_packages or python:
         raise TargetNotFound(f"no vllm distribution in {candidates[0]} (is vLLM installed there?)")
     raise TargetNotFound(f"no vllm distribution in {candidates[0]} or on sys.path: install vLLM in this "
