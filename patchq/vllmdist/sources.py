@@ -183,16 +183,31 @@ def _version_from_dist_info(dist_info: Path) -> Version:
     raise TargetNotFound(f"{dist_info}/METADATA has no Version field")
 
 
+#: What the interpreter asked by :func:`_site_packages_of` prints before its purelib path.
+_PURELIB_TAG = "patchq-purelib:"
+
+
 def _site_packages_of(python: str) -> Path:
-    """Ask another interpreter where its purelib is (without importing vLLM there)."""
+    """Ask another interpreter where its purelib is (without importing vLLM there).
+
+    Raises:
+        TargetNotFound: it cannot be run, fails, or does not print a purelib directory (a
+            program that is not Python, or one printing something else: it was taken for a
+            site-packages path and reported as "no vllm distribution" there).
+    """
+    code = f"import sysconfig; print({_PURELIB_TAG!r} + sysconfig.get_paths()['purelib'])"
     try:
-        out = subprocess.run(
-            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True, capture_output=True, text=True, timeout=60,
-        ).stdout.strip()
+        proc = subprocess.run([python, "-c", code], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as exc:
         raise TargetNotFound(f"cannot run --python {python}: {exc}") from None
-    return Path(out)
+    out = proc.stdout.decode("utf-8", "replace")
+    found = [ln[len(_PURELIB_TAG):] for ln in out.splitlines() if ln.startswith(_PURELIB_TAG)]
+    if proc.returncode != 0 or len(found) != 1 or not os.path.isabs(found[0]) or not os.path.isdir(found[0]):
+        said = " ".join((out.strip() or proc.stderr.decode("utf-8", "replace").strip()).split())[:120]
+        raise TargetNotFound(f"--python {python} did not answer as a Python interpreter asked for its site-packages "
+                             f"(exit {proc.returncode}; it printed {said!r}); give the python of the environment "
+                             f"vLLM is installed in")
+    return Path(found[0])
 
 
 def current_site_packages() -> Path:
