@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from packaging.version import Version
 from testing.small_series import write_series
@@ -155,3 +157,24 @@ def test_env_vars_select_series_and_anchors(tmp_path, monkeypatch):
     monkeypatch.setenv("PATCHQ_ANCHORS", str(other))
     loaded = S.load()
     assert loaded.root == series.resolve() and loaded.anchors_root == other.resolve()
+
+
+@pytest.mark.parametrize("raises, what", [("raise KeyboardInterrupt", "KeyboardInterrupt"),
+                                          ("import sys\nsys.exit(0)", "SystemExit(0)")])
+def test_a_series_module_raising_interrupt_or_exit_is_a_series_error(tmp_path, raises, what):
+    """A series module raising KeyboardInterrupt at import gave exit 130 "interrupted" (and
+    sys.exit(0) the status it chose): a series error naming the file and line, exit 2."""
+    root = write_series(tmp_path)
+    module = root / "bump_default.py"
+    module.write_text(raises + "\n" + module.read_text())
+    with pytest.raises(SeriesError, match=f"^{module}:{raises.count(chr(10)) + 1}: raises {re.escape(what)} "
+                                          f"when imported"):
+        S.load(root).patch("bump-default")
+
+
+def test_a_real_ctrl_c_while_a_series_module_loads_still_interrupts(tmp_path):
+    root = write_series(tmp_path)
+    module = root / "bump_default.py"
+    module.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n" + module.read_text())
+    with pytest.raises(KeyboardInterrupt):
+        S.load(root).patch("bump-default")
