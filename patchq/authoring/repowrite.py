@@ -28,6 +28,10 @@ way site-packages goes through :mod:`patchq.env.fsutil`:
     multi-file change lands whole (the command finished, verification included) or not
     at all.
 
+Temporary files a killed writer left (``.<name>.<pid>.<random>.patchq-tmp``, the writer's pid
+no longer running) are removed on the next write into their directory and when a
+transaction starts (:func:`clean_temp`); their names never look like series data.
+
 Rules: a journal path must lie inside one of the roots the caller names (the series
 repo, its series, anchors and goldens directories); a journal entry is only acted on
 when the file's current sha256 is the transaction's new one. The repo directory is
@@ -71,7 +75,7 @@ if TYPE_CHECKING:
 JOURNAL_DIR = ".patchq-txn"
 JOURNAL_FILE = "journal.json"
 JOURNAL_SCHEMA = "patchq.repo-txn/1"
-#: Suffix of the temporary files :func:`write_file` makes (``.<name>.<random>.patchq-tmp``).
+#: Suffix of the temporary files :func:`write_file` makes (``.<name>.<pid>.<random>.patchq-tmp``).
 TMP_SUFFIX = ".patchq-tmp"
 #: errnos that mean "the environment does not let us write", not a bug in patchq.
 ENV_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG,
@@ -172,6 +176,26 @@ def _makedirs(directory: Path) -> None:
         raise env_error(directory, exc, "create") from None
 
 
+def clean_temp(directories: Iterable[Path | str]) -> list[str]:
+    """Remove the temporary files a killed patchq left in ``directories`` (not below them;
+    :func:`patchq.env.fsutil.stale_temp`: their writer is gone), so that none outlives the
+    next write into the series; returns what was removed. Such a file is never read as
+    series data either way (its name ends in ``.patchq-tmp``, not ``.toml`` or ``.py``)."""
+    from patchq.env.fsutil import stale_temp
+
+    removed = []
+    for directory in dict.fromkeys(str(d) for d in directories):
+        if os.path.islink(directory):
+            continue
+        for path in stale_temp(directory):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
 def write_file(path: Path | str, data: bytes | str, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` atomically and check it landed (module docstring).
 
@@ -188,6 +212,7 @@ def write_file(path: Path | str, data: bytes | str, mode: int | None = None) -> 
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     _check_target(path)
     _makedirs(path.parent)
+    clean_temp([path.parent])
     if mode is None:
         try:
             mode = stat.S_IMODE(os.stat(path).st_mode)
@@ -356,6 +381,7 @@ class Transaction:
         self._lock.__enter__()
         try:
             _recover_locked(self.repo, self.roots)
+            clean_temp([r for r in self.roots if os.path.isdir(r)])
         except BaseException:
             self._release()
             raise

@@ -65,3 +65,28 @@ def test_a_symlinked_pycache_is_not_followed(tmp_path):
     (pkg / "__pycache__").symlink_to(elsewhere)
     assert fsutil.invalidate_pycache(pkg / "utils.py") == []
     assert (elsewhere / "utils.cpython-312.pyc").exists()
+
+
+def test_stale_temp_files_are_those_whose_writer_is_gone(tmp_path):
+    """atomic_write names its temp file with its pid: a file of a pid that no longer runs
+    (a kill -9 between the write and the rename) or an old one is stale; a live writer's is not."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from patchq.env import fsutil
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    dead = tmp_path / f".x.toml.{gone}.abcd_123.patchq-tmp"
+    live = tmp_path / f".x.toml.{os.getpid()}.abcd_124.patchq-tmp"
+    old = tmp_path / ".x.toml.abcd_125.patchq-tmp"  # an older patchq's name: no pid
+    young = tmp_path / ".y.toml.abcd_126.patchq-tmp"
+    for p in (dead, live, old, young):
+        p.write_text("[partial")
+    os.utime(old, (time.time() - 2 * fsutil.STALE_AGE,) * 2)
+    (tmp_path / "anchors.toml").write_text("x = 1\n")
+    assert sorted(fsutil.stale_temp(tmp_path)) == sorted([str(dead), str(old)])
+    fsutil.atomic_write(tmp_path / "new.toml", b"y = 2\n")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".new.toml")) == []
