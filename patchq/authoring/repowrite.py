@@ -65,7 +65,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from patchq.env.fsutil import atomic_write, fsync_dir
+from patchq.env.fsutil import atomic_write, fault_point, fsync_dir
 from patchq.errors import RepoWriteError, StateError, UsageError
 
 if TYPE_CHECKING:
@@ -230,12 +230,7 @@ def write_file(path: Path | str, data: bytes | str, mode: int | None = None) -> 
     if back is None or _sha(back) != _sha(raw):
         raise RepoWriteError(f"{path}: the bytes read back differ from what was written (a failing disk or "
                              f"another writer); check the file")
-    fault = os.environ.get("PATCHQ_FAULT_AFTER_REPO_WRITES")  # test hook: a crash after the n-th write
-    if fault is not None:
-        left = int(fault) - 1
-        if left <= 0:
-            os._exit(99)
-        os.environ["PATCHQ_FAULT_AFTER_REPO_WRITES"] = str(left)
+    fault_point("PATCHQ_FAULT_AFTER_REPO_WRITES")  # the test layer's crash after the n-th write (a checkout only)
 
 
 def remove_file(path: Path | str) -> bool:

@@ -59,6 +59,33 @@ def stale_temp(directory: Path | str) -> list[str]:
     return out
 
 
+def _source_checkout() -> bool:
+    """True when this patchq runs from its source checkout (an editable install, or the
+    checkout on ``PYTHONPATH``): ``pyproject.toml`` of project ``patchq`` beside the package."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        with open(os.path.join(root, "pyproject.toml"), encoding="utf-8") as fh:
+            head = fh.read(4096)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return '\nname = "patchq"\n' in head
+
+
+def fault_point(variable: str) -> None:
+    """The test layer's crash hook, called after each write: with ``$<variable>`` = N (the
+    tests' ``PATCHQ_FAULT_AFTER_WRITES`` for site-packages, ``PATCHQ_FAULT_AFTER_REPO_WRITES``
+    for a series repo), the N-th write ends the process at once (``os._exit(99)``, as a
+    kill -9 would leave things). Honoured only when patchq runs from its source checkout
+    (docs/testing.md): an installed wheel never stops itself over a stray variable."""
+    value = os.environ.get(variable)
+    if value is None or not value.strip().isdigit() or not _source_checkout():
+        return
+    left = int(value) - 1
+    if left <= 0:
+        os._exit(99)
+    os.environ[variable] = str(left)
+
+
 def fsync_dir(directory: Path | str) -> None:
     """fsync a directory so a rename in it is durable (no-op where unsupported). The one
     directory fsync of both writers, site-packages (:mod:`patchq.env`) and the series repo

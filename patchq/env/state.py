@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from patchq.env import layout
-from patchq.env.fsutil import atomic_write, fsync_dir, invalidate_pycache
+from patchq.env.fsutil import atomic_write, fault_point, fsync_dir, invalidate_pycache
 from patchq.errors import ReadOnlyError, StateError
 from patchq.hashing import sha256_file
 
@@ -622,9 +622,4 @@ def write_file(path: Path, data: bytes) -> None:
     except OSError as exc:  # permissions, a read-only filesystem, a full disk
         raise ReadOnlyError(f"cannot write {path}: {exc.strerror or exc}") from None
     invalidate_pycache(path)
-    fault = os.environ.get("PATCHQ_FAULT_AFTER_WRITES")  # test hook: simulate a crash
-    if fault is not None:
-        left = int(fault) - 1
-        if left <= 0:
-            os._exit(99)
-        os.environ["PATCHQ_FAULT_AFTER_WRITES"] = str(left)
+    fault_point("PATCHQ_FAULT_AFTER_WRITES")  # the test layer's crash after the n-th write (a checkout only)
