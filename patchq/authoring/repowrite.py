@@ -77,17 +77,17 @@ JOURNAL_FILE = "journal.json"
 JOURNAL_SCHEMA = "patchq.repo-txn/1"
 #: Suffix of the temporary files :func:`write_file` makes (``.<name>.<pid>.<random>.patchq-tmp``).
 TMP_SUFFIX = ".patchq-tmp"
-#: errnos that mean "the environment does not let us write", not a bug in patchq.
-ENV_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG,
-                        errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.EEXIST,
-                        errno.EIO, errno.EMLINK, errno.ENOTEMPTY})
 #: A journal larger than this is not read (a planted or damaged one).
 MAX_JOURNAL_BYTES = 64 << 20
 
 
 def env_error(path: Path | str, exc: OSError, what: str = "write") -> RepoWriteError:
-    """The one-line :class:`RepoWriteError` for an ``OSError`` while writing ``path``."""
-    name = errno.errorcode.get(exc.errno or 0, "")
+    """The one-line :class:`RepoWriteError` (exit 5) for an ``OSError`` while writing
+    ``path``: any errno, named (those of :data:`patchq.errors.ENV_ERRNOS` are what the
+    environment refuses; the table is there, not here)."""
+    from patchq.errors import errno_name
+
+    name = errno_name(exc)
     why = f"{exc.strerror or exc}" + (f" ({name})" if name else "")
     return RepoWriteError(f"cannot {what} {path}: {why}; nothing was changed")
 
