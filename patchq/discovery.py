@@ -42,17 +42,17 @@ An interrupted multi-file change of the series (``<repo>/.patchq-txn/``, see
 from __future__ import annotations
 
 import os
-import stat
 
 from patchq.errors import SeriesError, UnsafeConfig
+from patchq.tomlsafe import SAFE_ENV, file_problem, ownership_problem  # noqa: F401 - the trust rule's checks
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
 if TYPE_CHECKING:
     from patchq.documents import SeriesRef
 
 CONFIG_NAME = "patchq.toml"
-#: Directories whose walked-up config is trusted whoever owns it (``os.pathsep`` list, or ``*``).
-SAFE_ENV = "PATCHQ_SAFE_DIRECTORIES"
+# SAFE_ENV (from tomlsafe): directories whose walked-up config is trusted whoever owns it
+# (``os.pathsep`` list, or ``*``)
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 #: where the wheel carries the Spark series (pyproject.toml maps series/ and anchors/ there)
 BUNDLED_ROOT = os.path.join(_PACKAGE_DIR, "_bundled")
@@ -61,9 +61,6 @@ CHECKOUT_ROOT = os.path.dirname(_PACKAGE_DIR)
 
 #: series dir -> anchors dir (strings), for every location found in this process (see :func:`anchors_for`)
 _ANCHORS: dict[str, str] = {}
-#: real directory of a config found by walking up and not opted in -> the config: every
-#: file read below it is held to the trust rule (:func:`file_problem`)
-_GUARDED: dict[str, str] = {}
 
 
 def _path(value):
@@ -195,27 +192,6 @@ def _opted_in(directory: str) -> bool:
     return False
 
 
-def ownership_problem(path: str) -> str | None:
-    """Why ``path`` (a file or directory; a symlink is judged by itself and its target)
-    may not be trusted to hold code for this user, or None: owned by someone other than
-    the current user or root, or writable by others."""
-    me = os.geteuid() if hasattr(os, "geteuid") else None
-    try:
-        stats = [os.lstat(path)]
-        if stat.S_ISLNK(stats[0].st_mode):
-            stats.append(os.stat(path))
-    except OSError:
-        return None  # missing: nothing there to run
-    if me is None:  # pragma: no cover - not POSIX
-        return None
-    for st in stats:
-        if st.st_uid not in (me, 0):
-            return f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
-        if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
-            return f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
 def check_trusted(loc: Location, cwd=None) -> None:
     """Refuse a walked-up config that another user could have planted or can change
     (module docstring). ``cwd``: where the walk started (default: the working directory),
@@ -249,38 +225,15 @@ def module_problem(loc: Location | None, path: str) -> str | None:
 
 def guard(loc: Location) -> None:
     """Hold every file of ``loc``'s repo to the trust rule from now on in this process
-    (:func:`file_problem`), when ``loc`` was found by walking up and is not opted in."""
+    (:func:`patchq.tomlsafe.file_problem`), when ``loc`` was found by walking up and is
+    not opted in."""
     if loc.origin != "config" or loc.config_str is None:
         return
     directory = os.path.realpath(os.path.dirname(loc.config_str))
     if not _opted_in(directory):
-        _GUARDED[directory] = loc.config_str
+        from patchq import tomlsafe
 
-
-def file_problem(path: str, st: os.stat_result | None = None) -> str | None:
-    """Why the file ``path`` (``st``: its ``fstat`` once opened) of a series found by walking
-    up may not be trusted, or None: as for its patch modules (:func:`ownership_problem`),
-    a file that decides what runs (``profiles.toml`` chooses a profile's patches, an
-    anchors file where they land, ``.patchq-edit`` what ``record`` writes) must be owned by
-    you or root and not writable by others. Files of other series are not checked."""
-    if not _GUARDED:
-        return None
-    real = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    config = next((c for d, c in _GUARDED.items() if _inside(real, d)), None)
-    if config is None:
-        return None
-    problem = ownership_problem(path)
-    me = os.geteuid() if hasattr(os, "geteuid") else None
-    if problem is None and st is not None and me is not None:
-        if st.st_uid not in (me, 0):
-            problem = f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
-        elif st.st_mode & stat.S_IWOTH:
-            problem = f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-    if problem is None:
-        return None
-    directory = os.path.dirname(config)
-    return (f"refusing {path} of the series found by walking up to {config}: {problem}. If you trust it, pass "
-            f"--series {directory}, or set {SAFE_ENV}={directory}")
+        tomlsafe.GUARDED[directory] = loc.config_str
 
 
 def _explicit(value: str, origin: str) -> Location:

@@ -13,9 +13,10 @@ patchq, as :mod:`patchq.jsonsafe` is for JSON:
   recurses once per level: 5000 nested arrays were a ``RecursionError``, exit 70, for
   every command);
 * a file of a series found by walking up from the working directory is checked by the
-  trust rule of its modules (:func:`patchq.discovery.file_problem`: owned by you or root,
-  not writable by others), as ``profiles.toml`` chooses which patches a profile applies
-  and an anchors file where they land.
+  trust rule of its modules (:func:`file_problem`: owned by you or root, not writable by
+  others), as ``profiles.toml`` chooses which patches a profile applies and an anchors file
+  where they land. :mod:`patchq.discovery` decides which repos are held to it
+  (:data:`GUARDED`) and uses :func:`ownership_problem` for the config and its directories.
 
 Every refusal is a :class:`~patchq.errors.SeriesError` (exit 2) whose message starts with
 the file; a walked-up file refused by the trust rule is an
@@ -36,6 +37,61 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast
 MAX_BYTES = 1 << 20
 #: Deepest nesting of tables and arrays accepted (``[anchors.<id>.fingerprints]`` is 3).
 MAX_DEPTH = 32
+
+
+#: The opt-in variable the refusals name (:data:`patchq.discovery.SAFE_ENV`).
+SAFE_ENV = "PATCHQ_SAFE_DIRECTORIES"
+#: real directory of a config found by walking up and not opted in -> the config: every file
+#: read below it is held to the trust rule (:func:`file_problem`; filled by
+#: :func:`patchq.discovery.guard`)
+GUARDED: dict[str, str] = {}
+
+
+def ownership_problem(path: str) -> str | None:
+    """Why ``path`` (a file or directory; a symlink is judged by itself and its target)
+    may not be trusted to hold code for this user, or None: owned by someone other than
+    the current user or root, or writable by others (as git's ``safe.directory``)."""
+    me = os.geteuid() if hasattr(os, "geteuid") else None
+    try:
+        stats = [os.lstat(path)]
+        if stat.S_ISLNK(stats[0].st_mode):
+            stats.append(os.stat(path))
+    except OSError:
+        return None  # missing: nothing there to run
+    if me is None:  # pragma: no cover - not POSIX
+        return None
+    for st in stats:
+        if st.st_uid not in (me, 0):
+            return f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
+        if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
+            return f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def file_problem(path: str, st: os.stat_result | None = None) -> str | None:
+    """Why the file ``path`` (``st``: its ``fstat`` once opened) of a series found by walking
+    up may not be trusted, or None: as for its patch modules (:func:`ownership_problem`),
+    a file that decides what runs (``profiles.toml`` chooses a profile's patches, an
+    anchors file where they land, ``.patchq-edit`` what ``record`` writes) must be owned by
+    you or root and not writable by others. Files of other series are not checked."""
+    if not GUARDED:
+        return None
+    real = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    config = next((c for d, c in GUARDED.items() if real == d or real.startswith(d.rstrip(os.sep) + os.sep)), None)
+    if config is None:
+        return None
+    problem = ownership_problem(path)
+    me = os.geteuid() if hasattr(os, "geteuid") else None
+    if problem is None and st is not None and me is not None:
+        if st.st_uid not in (me, 0):
+            problem = f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
+        elif st.st_mode & stat.S_IWOTH:
+            problem = f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    if problem is None:
+        return None
+    directory = os.path.dirname(config)
+    return (f"refusing {path} of the series found by walking up to {config}: {problem}. If you trust it, pass "
+            f"--series {directory}, or set {SAFE_ENV}={directory}")
 
 
 def toml_module():
@@ -103,9 +159,7 @@ def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> bytes:
             raise SeriesError(f"{where}: not a regular file (a directory, FIFO or device is in its place)")
         if st.st_size > max_bytes:
             raise SeriesError(f"{where}: {st.st_size} bytes, more than the {max_bytes} a patchq TOML file may hold")
-        from patchq import discovery
-
-        problem = discovery.file_problem(where, st)
+        problem = file_problem(where, st)
         if problem:
             from patchq.errors import UnsafeConfig
 

@@ -55,7 +55,7 @@ def test_size_kind_and_encoding_bounds(tmp_path):
 def test_a_walked_up_series_file_is_held_to_the_trust_rule(tmp_path, monkeypatch):
     """A file below a guarded repo (a config found by walking up) owned by another uid or
     writable by others is refused; other files, and opted-in repos, are not checked."""
-    monkeypatch.setattr(discovery, "_GUARDED", {})
+    monkeypatch.setattr(tomlsafe, "GUARDED", {})
     repo, other = tmp_path / "repo", tmp_path / "other"
     for d in (repo / "series", other):
         d.mkdir(parents=True)
@@ -77,7 +77,7 @@ def test_a_walked_up_series_file_is_held_to_the_trust_rule(tmp_path, monkeypatch
         tomlsafe.read_file(mine)
     os.chown(theirs, 65534, 65534)
     assert tomlsafe.read_file(theirs) == {"profiles": {}}  # not of the walked-up series
-    monkeypatch.setattr(discovery, "_GUARDED", {})
+    monkeypatch.setattr(tomlsafe, "GUARDED", {})
     monkeypatch.setenv(discovery.SAFE_ENV, str(repo))
     discovery.guard(loc)  # opted in: not guarded
     assert tomlsafe.read_file(mine) == {"profiles": {}}
