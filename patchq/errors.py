@@ -196,7 +196,7 @@ def exec_failure(program: str, exc: OSError) -> tuple[str, int]:
 
     name = errno.errorcode.get(exc.errno or 0, "")
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-        return f"cannot run {program}: {exc.strerror} ({name}): not found", EXIT_COMMAND_NOT_FOUND
+        return f"cannot run {program}: {exc.strerror}", EXIT_COMMAND_NOT_FOUND
     if exc.errno == errno.E2BIG:
         return (f"cannot run {program}: {exc.strerror} ({name}): its arguments and environment exceed what the "
                 f"kernel passes to a program (one argument at most 128 KiB on Linux)"), EXIT_CANNOT_RUN
