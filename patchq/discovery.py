@@ -176,7 +176,10 @@ def from_config(path, table: dict) -> Location:
             raise SeriesError(f"{path}: {key} = {table.get(key, key)!r} resolves to {real}, outside {base}; "
                               f"a series repo's directories stay inside it")
     series = named["series"]
-    if not os.path.isfile(os.path.join(series, "profiles.toml")):
+    profiles = os.path.join(series, "profiles.toml")
+    if os.path.lexists(profiles) and not os.path.isfile(profiles):
+        raise SeriesError(f"{profiles}: not a regular file (a directory, FIFO or device is in its place)")
+    if not os.path.isfile(profiles):
         raise SeriesError(f"{path} names series directory {series}, which has no profiles.toml")
     goldens = named.get("goldens") or os.path.join(os.path.dirname(series), "goldens")
     return Location(series, named["anchors"], "config", path, goldens)
@@ -238,6 +241,9 @@ def guard(loc: Location) -> None:
 
 def _explicit(value: str, origin: str) -> Location:
     path = os.path.expanduser(value)
+    profiles = os.path.join(path, "profiles.toml")
+    if os.path.lexists(profiles) and not os.path.isfile(profiles):
+        raise SeriesError(f"{profiles}: not a regular file (a directory, FIFO or device is in its place)")
     if os.path.isfile(os.path.join(path, "profiles.toml")):
         series = os.path.realpath(path)
         parent = os.path.dirname(series)

@@ -219,12 +219,19 @@ def _exec_patch_module(path: Path, patch_id: str) -> Patch:
     """Import the series module ``path`` (as ``patchq_series_<stem>``) and return its ``PATCH``.
 
     Raises:
-        SeriesError: a NUL byte, a syntax error without a file name, or no ``PATCH`` of
-            that id. Whatever the module raises on import goes up (the edge names it).
+        SeriesError: a NUL byte, bytes that do not decode (UTF-8, or the coding line's
+            encoding), a syntax error without a file name, or no ``PATCH`` of that id.
+            Whatever the module raises on import goes up (the edge names it).
     """
     name = "patchq_series_" + path.stem
-    if b"\0" in hashing.read_regular(path):
+    raw = hashing.read_regular(path)
+    if b"\0" in raw:
         raise SeriesError(f"{path}: holds a NUL byte: not a Python source")
+    try:
+        importlib.util.decode_source(raw)  # as the import will (a coding line, else UTF-8)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        why = f"{exc.reason} at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        raise SeriesError(f"{path}: not a Python source in its encoding ({why})") from None
     mod_spec = importlib.util.spec_from_file_location(name, path)
     assert mod_spec and mod_spec.loader
     module = importlib.util.module_from_spec(mod_spec)

@@ -202,3 +202,15 @@ def test_every_file_of_a_walked_up_series_is_held_to_the_trust_rule(tmp_path, na
     ok = subprocess.run(run, cwd=work, env={**env, discovery.SAFE_ENV: str(tmp_path / "proj")}, capture_output=True,
                         text=True)
     assert "refusing" not in ok.stderr
+
+
+def test_a_profiles_toml_that_is_not_a_regular_file_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("PATCHQ_SERIES", raising=False)
+    work = _config_tree(tmp_path / "proj")
+    profiles = tmp_path / "proj" / "series" / "profiles.toml"
+    profiles.unlink()
+    os.mkfifo(profiles)
+    with pytest.raises(SeriesError, match=f"^{profiles}: not a regular file"):
+        discovery.find(cwd=work)
+    with pytest.raises(SeriesError, match=f"^{profiles}: not a regular file"):
+        discovery.find(tmp_path / "proj" / "series")
