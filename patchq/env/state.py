@@ -436,8 +436,9 @@ class StateDir:
         """The relpaths that have a pristine copy (regular files under ``pristine/``; a
         symlinked directory is not followed), at most ``limit`` of them."""
         top = layout.pristine_dir(str(self.root))
-        if layout.confined(str(self.root), top) or not os.path.isdir(top):
-            return []
+        if os.path.islink(self.root) or layout.entry_problem(str(self.root), layout.PRISTINE) or \
+                layout.confined(str(self.root), top) or not os.path.isdir(top):
+            return []  # a symlinked state directory (or pristine/) is never read through
         out: list[str] = []
         for dirpath, _dirnames, filenames in os.walk(top):  # os.walk never follows symlinked directories
             for name in filenames:
