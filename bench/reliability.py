@@ -24,7 +24,12 @@ each of the two in-process phases early when its time is up. Exit 1 when any cou
 own files, caches, the runtime hook, planted configs, hostile input; each case in a fresh
 offline world, no release needed; ``--classes a,b`` picks classes, ``--minutes`` bounds
 each class) and prints per class: trials, commands, exit-70s, hangs, wrong exits, lies,
-bytes lost, writes outside.
+bytes lost, writes outside. Issue 38's classes (``tests/testing/safety_bounds.py``: bounded
+TOML, import input, serve's exec, the trust rule of every file, recovery without the
+series, the hook race, ...) register themselves among them. Root is needed by
+``full-disk`` and ``read-only`` (a tmpfs in ``unshare -m``; skipped and counted so
+without it), by the ``chown`` trials of ``trust`` and ``recovery`` (uid 65534; skipped, or
+another damage, without it) and by ``planted`` (it cannot run without it).
 """
 
 from __future__ import annotations

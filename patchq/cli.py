@@ -235,6 +235,13 @@ def revert(
         from patchq.commands import pick
 
         doc, code = pick.push_pop("revert", _target(site_packages, python), _series(series_dir), patch, force)
+    elif all_ and force:  # the documented recovery needs only the journal and the pristine copies
+        target = _target(site_packages, python)
+        loaded, why = cmd.load_for_recovery(series_dir)
+        if why:
+            report.warn(f"the series cannot be read ({why}); restoring the files the journal and the pristine "
+                        f"copies name")
+        doc, code = cmd.run(target, loaded, None, force)
     else:
         doc, code = cmd.run(_target(site_packages, python), _series(series_dir), profile, force)
     _finish(doc, code, as_json, report.apply_text, err=bool(doc["error"]))

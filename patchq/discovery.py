@@ -42,18 +42,17 @@ An interrupted multi-file change of the series (``<repo>/.patchq-txn/``, see
 from __future__ import annotations
 
 import os
-import stat
-import sys
 
 from patchq.errors import SeriesError, UnsafeConfig
+from patchq.tomlsafe import SAFE_ENV, file_problem, ownership_problem  # noqa: F401 - the trust rule's checks
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
 if TYPE_CHECKING:
     from patchq.documents import SeriesRef
 
 CONFIG_NAME = "patchq.toml"
-#: Directories whose walked-up config is trusted whoever owns it (``os.pathsep`` list, or ``*``).
-SAFE_ENV = "PATCHQ_SAFE_DIRECTORIES"
+# SAFE_ENV (from tomlsafe): directories whose walked-up config is trusted whoever owns it
+# (``os.pathsep`` list, or ``*``)
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 #: where the wheel carries the Spark series (pyproject.toml maps series/ and anchors/ there)
 BUNDLED_ROOT = os.path.join(_PACKAGE_DIR, "_bundled")
@@ -124,19 +123,19 @@ class Location:
 
 def _read_config(path: str) -> dict | None:
     """The patchq table of ``path`` (``patchq.toml``: the whole file; ``pyproject.toml``:
-    ``[tool.patchq]``), or None when a pyproject has no such table. Raises SeriesError."""
-    if sys.version_info >= (3, 11):  # imported here: most starts find no config file at all
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = tomllib.loads(fh.read())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SeriesError(f"{path}: {exc}") from None
+    ``[tool.patchq]``), or None when a pyproject has no such table.
+
+    Raises:
+        SeriesError: not a regular file, too large, not UTF-8 or TOML, nested too deep
+            (:mod:`patchq.tomlsafe`; the message names the file).
+    """
+    from patchq import tomlsafe  # imported here: most starts find no config file at all
+
+    data = tomlsafe.read_file(path)
     if os.path.basename(path) == CONFIG_NAME:
         return data["patchq"] if isinstance(data.get("patchq"), dict) else data
-    table = data.get("tool", {}).get("patchq")
+    tool = data.get("tool", {})
+    table = tool.get("patchq") if isinstance(tool, dict) else None
     return table if isinstance(table, dict) else None
 
 
@@ -178,7 +177,10 @@ def from_config(path, table: dict) -> Location:
             raise SeriesError(f"{path}: {key} = {table.get(key, key)!r} resolves to {real}, outside {base}; "
                               f"a series repo's directories stay inside it")
     series = named["series"]
-    if not os.path.isfile(os.path.join(series, "profiles.toml")):
+    profiles = os.path.join(series, "profiles.toml")
+    if os.path.lexists(profiles) and not os.path.isfile(profiles):
+        raise SeriesError(f"{profiles}: not a regular file (a directory, FIFO or device is in its place)")
+    if not os.path.isfile(profiles):
         raise SeriesError(f"{path} names series directory {series}, which has no profiles.toml")
     goldens = named.get("goldens") or os.path.join(os.path.dirname(series), "goldens")
     return Location(series, named["anchors"], "config", path, goldens)
@@ -192,27 +194,6 @@ def _opted_in(directory: str) -> bool:
         if entry == "*" or (entry and os.path.realpath(os.path.expanduser(entry)) == directory):
             return True
     return False
-
-
-def ownership_problem(path: str) -> str | None:
-    """Why ``path`` (a file or directory; a symlink is judged by itself and its target)
-    may not be trusted to hold code for this user, or None: owned by someone other than
-    the current user or root, or writable by others."""
-    me = os.geteuid() if hasattr(os, "geteuid") else None
-    try:
-        stats = [os.lstat(path)]
-        if stat.S_ISLNK(stats[0].st_mode):
-            stats.append(os.stat(path))
-    except OSError:
-        return None  # missing: nothing there to run
-    if me is None:  # pragma: no cover - not POSIX
-        return None
-    for st in stats:
-        if st.st_uid not in (me, 0):
-            return f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
-        if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
-            return f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
 
 
 def check_trusted(loc: Location, cwd=None) -> None:
@@ -246,8 +227,24 @@ def module_problem(loc: Location | None, path: str) -> str | None:
     return ownership_problem(path)
 
 
+def guard(loc: Location) -> None:
+    """Hold every file of ``loc``'s repo to the trust rule from now on in this process
+    (:func:`patchq.tomlsafe.file_problem`), when ``loc`` was found by walking up and is
+    not opted in."""
+    if loc.origin != "config" or loc.config_str is None:
+        return
+    directory = os.path.realpath(os.path.dirname(loc.config_str))
+    if not _opted_in(directory):
+        from patchq import tomlsafe
+
+        tomlsafe.GUARDED[directory] = loc.config_str
+
+
 def _explicit(value: str, origin: str) -> Location:
     path = os.path.expanduser(value)
+    profiles = os.path.join(path, "profiles.toml")
+    if os.path.lexists(profiles) and not os.path.isfile(profiles):
+        raise SeriesError(f"{profiles}: not a regular file (a directory, FIFO or device is in its place)")
     if os.path.isfile(os.path.join(path, "profiles.toml")):
         series = os.path.realpath(path)
         parent = os.path.dirname(series)
@@ -292,6 +289,7 @@ def find(explicit=None, cwd=None) -> Location:
         if found:
             loc = from_config(*found)
             check_trusted(loc, cwd)
+            guard(loc)
         elif shipped is not None:
             loc = shipped
         else:

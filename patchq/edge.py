@@ -9,8 +9,8 @@ Every front door (the typer app, the fast path, ``patchq run``) runs inside
   a transform that raises) is a series error: ``FILE:LINE: ...``, exit 2;
 * a click usage error (unknown option, missing value) prints one line, exit 2;
 * an ``OSError`` the environment caused (a full disk or quota, a read-only filesystem, a
-  permission: ``ENOSPC``, ``EDQUOT``, ``EROFS``, ``EACCES``, ``EPERM``, ``EFBIG``) prints
-  one line naming the file and the errno, exit 5;
+  permission, a path missing or in the way, a failing device: the errno classes of
+  :data:`patchq.errors.ENV_ERRNOS`) prints one line naming the file and the errno, exit 5;
 * any other exception is a bug in patchq: one line naming the log file that holds the
   traceback (``<patchq cache>/logs/``), exit 70;
 * a closed stdout (``patchq list | head -1``) exits 141 quietly; Ctrl-C exits 130.
@@ -152,23 +152,17 @@ def _click_usage(exc: BaseException) -> tuple[str, int] | None:
     return (message + hint if message else ""), code
 
 
-#: errno names that mean the environment refused (a full disk, a read-only filesystem, a
-#: permission), not a bug: exit 5 with one line, wherever in patchq they surface.
-_ENV_ERRNOS = ("ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EFBIG")
-
-
 def environment_error(exc: BaseException) -> str | None:
-    """The one-line message of an ``OSError`` the environment caused (:data:`_ENV_ERRNOS`),
-    else None."""
-    import errno
+    """The one-line message of an ``OSError`` the environment caused (an errno class of
+    :data:`patchq.errors.ENV_ERRNOS`: a full disk, a read-only filesystem, a permission, a
+    path missing or in the way, a failing device), else None."""
+    from patchq.errors import ENV_ERRNOS, errno_name
 
-    if not isinstance(exc, OSError) or exc.errno is None:
-        return None
-    name = errno.errorcode.get(exc.errno, "")
-    if name not in _ENV_ERRNOS:
+    name = errno_name(exc)
+    if not isinstance(exc, OSError) or name not in ENV_ERRNOS:
         return None
     where = f" {exc.filename}" if exc.filename else ""
-    what = "access" if name in ("EACCES", "EPERM") else "write"
+    what = "write" if name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS") else "access"
     return f"cannot {what}{where}: {exc.strerror} ({name}); nothing more was written"
 
 

@@ -173,6 +173,44 @@ class UnsafeConfig(SeriesError):
     by others (:mod:`patchq.discovery`, after git's ``safe.directory``). Exit 2."""
 
 
+#: The errno classes of an ``OSError`` the environment caused, with what each says: patchq
+#: reports such an error as one line naming the file and the errno, exit 5
+#: (:data:`EXIT_READ_ONLY`), wherever it surfaces (:func:`patchq.edge.environment_error`,
+#: :func:`patchq.authoring.repowrite.env_error`). The one table; docs/exit-codes.md lists it.
+ENV_ERRNOS: dict[str, str] = {
+    **dict.fromkeys(("ENOSPC", "EDQUOT", "EFBIG"), "the disk, a quota or a file size limit is full"),
+    **dict.fromkeys(("EROFS", "EACCES", "EPERM"), "a read-only filesystem or a permission refused it"),
+    **dict.fromkeys(("ENOENT", "ENOTDIR", "EISDIR", "ELOOP", "ENAMETOOLONG", "EEXIST", "ENOTEMPTY", "EMLINK",
+                     "EXDEV"), "the path is missing, of another kind, too long, or in the way"),
+    "EIO": "the device failed",
+}
+
+
+def errno_name(exc: BaseException) -> str:
+    """The errno name of an ``OSError`` (``"ENOSPC"``), or ``""``."""
+    import errno
+
+    code = getattr(exc, "errno", None)
+    return errno.errorcode.get(code, "") if isinstance(code, int) else ""
+
+
+def exec_failure(program: str, exc: OSError) -> tuple[str, int]:
+    """(one-line message, exit code) of an ``exec`` of ``program`` that failed with ``exc``
+    (``patchq run``'s COMMAND, ``patchq serve``'s vllm), as a shell answers: 127 when it is
+    not found (ENOENT, ENOTDIR), else 126 with the true reason: not executable (EACCES,
+    ENOEXEC), or an argument list and environment too long for the kernel (E2BIG: a 10 MB
+    argument was reported as "not found")."""
+    import errno
+
+    name = errno.errorcode.get(exc.errno or 0, "")
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return f"cannot run {program}: {exc.strerror}", EXIT_COMMAND_NOT_FOUND
+    if exc.errno == errno.E2BIG:
+        return (f"cannot run {program}: {exc.strerror} ({name}): its arguments and environment exceed what the "
+                f"kernel passes to a program (one argument at most 128 KiB on Linux)"), EXIT_CANNOT_RUN
+    return f"cannot run {program}: {exc.strerror or exc}" + (f" ({name})" if name else ""), EXIT_CANNOT_RUN
+
+
 #: Module-name prefix of loaded series files (:meth:`patchq.series.Series.patch`).
 _SERIES_MODULE = "patchq_series_"
 

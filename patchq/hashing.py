@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
 if TYPE_CHECKING:
@@ -71,32 +70,26 @@ def anchor_definitions_text(anchors: dict) -> str:
 
 
 def toml_module():
-    """``tomllib`` (Python 3.11+) or its backport ``tomli``: the one place that chooses."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    return tomllib
+    """``tomllib`` or ``tomli`` (:func:`patchq.tomlsafe.toml_module`, the one place that
+    chooses); patchq itself parses TOML only through :mod:`patchq.tomlsafe`'s bounds."""
+    from patchq import tomlsafe
+
+    return tomlsafe.toml_module()
 
 
 def read_toml(path) -> dict:
-    """Parse a series TOML file (``profiles.toml``, ``anchors/<patch>.toml``).
+    """Parse a series TOML file (``profiles.toml``, ``anchors/<patch>.toml``), bounded in
+    size, depth and kind, and held to the trust rule of a walked-up series
+    (:func:`patchq.tomlsafe.read_file`).
 
     Raises:
-        SeriesError: unreadable, not UTF-8, or not TOML; the message starts with the
-            file (TOML errors name the line and column).
+        SeriesError: unreadable, not a regular file, too large, not UTF-8, not TOML or
+            nested too deep; the message starts with the file (TOML errors name the line
+            and column). UnsafeConfig: refused by the trust rule.
     """
-    from patchq.errors import SeriesError
+    from patchq import tomlsafe
 
-    try:
-        text = read_regular(path).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SeriesError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    toml = toml_module()
-    try:
-        return toml.loads(text)
-    except toml.TOMLDecodeError as exc:
-        raise SeriesError(f"{path}: {exc}") from None
+    return tomlsafe.read_file(path)
 
 
 #: A patch id: it names ``series/<id with _>.py`` and ``anchors/<id>.toml``, so it may not

@@ -136,6 +136,12 @@ def emit_text(text: str, err: bool = False) -> None:
         (sys.stderr if err else sys.stdout).write(text if text.endswith("\n") else text + "\n")
 
 
+def warn(message: str) -> None:
+    """One ``patchq: warning: MESSAGE`` line on stderr (the message's lines joined)."""
+    flat = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    sys.stderr.write(f"patchq: warning: {flat}\n")
+
+
 def clip(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters, the cut marked with one ``…``."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -33,9 +33,10 @@ from patchq.errors import SeriesError, UnsafeConfig, UsageError, did_you_mean
 from patchq.model import AnchorSpec, Patch, Profile, Variant
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from patchq.model import EditFn
 
-tomllib = hashing.toml_module()
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -218,28 +219,78 @@ def _exec_patch_module(path: Path, patch_id: str) -> Patch:
     """Import the series module ``path`` (as ``patchq_series_<stem>``) and return its ``PATCH``.
 
     Raises:
-        SeriesError: a NUL byte, a syntax error without a file name, or no ``PATCH`` of
-            that id. Whatever the module raises on import goes up (the edge names it).
+        SeriesError: a NUL byte, bytes that do not decode (UTF-8, or the coding line's
+            encoding), a syntax error without a file name, or no ``PATCH`` of that id.
+            Whatever the module raises on import goes up (the edge names it).
     """
     name = "patchq_series_" + path.stem
-    if b"\0" in hashing.read_regular(path):
+    raw = hashing.read_regular(path)
+    if b"\0" in raw:
         raise SeriesError(f"{path}: holds a NUL byte: not a Python source")
+    try:
+        importlib.util.decode_source(raw)  # as the import will (a coding line, else UTF-8)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        why = f"{exc.reason} at byte {exc.start}" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        raise SeriesError(f"{path}: not a Python source in its encoding ({why})") from None
     mod_spec = importlib.util.spec_from_file_location(name, path)
     assert mod_spec and mod_spec.loader
     module = importlib.util.module_from_spec(mod_spec)
     sys.modules[name] = module
     try:
-        mod_spec.loader.exec_module(module)
+        _exec_module(mod_spec.loader, module, path, name)
     except SyntaxError as exc:
         if exc.filename:
             raise  # the edge names the file and line
         raise SeriesError(f"{path}: SyntaxError: {exc.msg}") from None
+    except _RaisedOnImport:
+        raise  # named already (file and line)
     except SeriesError as exc:  # patch()/variant() refused an argument: name the file, line and patch
         raise in_series_file(path, _line_in(exc, name), patch_id, exc) from None
     declared = getattr(module, "PATCH", None)
     if not isinstance(declared, Patch) or declared.id != patch_id:
         raise SeriesError(f"{path} must define PATCH = patch(id={patch_id!r}, ...)")
     return declared
+
+
+class _RaisedOnImport(SeriesError):
+    """A series module raised KeyboardInterrupt or SystemExit itself (:func:`_exec_module`)."""
+
+
+def _exec_module(loader, module, path: Path, name: str) -> None:
+    """Run a series module's code. A ``KeyboardInterrupt`` or ``SystemExit`` the module
+    raises itself is a series error naming the file and line (it was exit 130
+    "interrupted", or the exit status the module chose); a real Ctrl-C (SIGINT arriving
+    meanwhile) still interrupts (exit 130).
+
+    Raises:
+        SeriesError: the module raised KeyboardInterrupt or SystemExit.
+    """
+    import signal
+    import threading
+
+    signalled: list[int] = []
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.getsignal(signal.SIGINT)
+        if callable(previous):  # Python's own handler (or one installed above us): note a real Ctrl-C, then call it
+
+            def note(signum: int, frame: FrameType | None) -> None:
+                signalled.append(signum)
+                previous(signum, frame)
+
+            old = signal.signal(signal.SIGINT, note)
+    try:
+        loader.exec_module(module)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        if isinstance(exc, KeyboardInterrupt) and signalled:
+            raise
+        line = _line_in(exc, name)
+        what = type(exc).__name__ + (f"({exc})" if str(exc) else "")
+        raise _RaisedOnImport(f"{path}{f':{line}' if line else ''}: raises {what} when imported; a series file "
+                              f"only declares its patch") from None
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
 
 
 def _line_in(exc: BaseException, module_name: str) -> int | None:

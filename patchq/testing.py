@@ -50,7 +50,6 @@ In a test module::
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,11 +60,6 @@ from patchq import discovery
 if TYPE_CHECKING:
     from patchq.plan.results import Plan
     from patchq.vllmdist.sources import CodeSource
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: layout 1's expected-verdicts file, ``<goldens>/<patch-id>/expect.toml``
 EXPECT = "expect.toml"
@@ -146,10 +140,13 @@ def locate(start: str | Path | None = None, series: str | Path | None = None) ->
 
 def read_expect(patch_dir: Path) -> dict[str, str] | None:
     """Layout 1's ``expect.toml`` verdicts (release -> status), or None when there is none."""
+    from patchq import tomlsafe
+    from patchq.authoring import diffstore
+
     path = patch_dir / EXPECT
     if not path.is_file():
         return None
-    return dict(tomllib.loads(path.read_text(encoding="utf-8")).get("verdicts", {}))
+    return diffstore.parse_verdicts(tomlsafe.read_bytes(path), path)
 
 
 def expected_verdicts(loc: discovery.Location, patch_id: str) -> dict[str, str]:
@@ -472,7 +469,7 @@ def _stage_store(case: Case, seen: _Seen, out: Outcome, txn) -> None:
     series = case.location.series
     assert case.release is not None
     epath = diffstore.expect_path(series, case.patch_id)
-    verdicts = diffstore.parse_verdicts(txn.staged(epath)) or {}
+    verdicts = diffstore.parse_verdicts(txn.staged(epath), epath) or {}
     if verdicts.get(case.release) != seen.status:
         verdicts[case.release] = seen.status
         txn.write(epath, diffstore.render_verdicts(case.patch_id, verdicts))

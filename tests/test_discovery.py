@@ -181,3 +181,37 @@ def test_config_paths_stay_inside_the_repo(tmp_path, monkeypatch, body):
     (repo / "patchq.toml").write_text(body)
     with pytest.raises(SeriesError, match="outside"):
         discovery.find(cwd=repo)
+
+
+@pytest.mark.parametrize("name", ["series/profiles.toml", "anchors/bump-default.toml"])
+def test_every_file_of_a_walked_up_series_is_held_to_the_trust_rule(tmp_path, name):
+    """profiles.toml and anchors files of a walked-up series were not covered by the
+    ownership check its modules get: a hostile edit chose which patches a profile applies
+    and where they land. Owned by another uid, each is refused (exit 2) with the opt-in."""
+    import subprocess
+    import sys
+
+    work = _config_tree(tmp_path / "proj")
+    os.chown(tmp_path / "proj" / name, 65534, 65534)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ_")}
+    env.update(PATCHQ_CACHE_DIR=str(tmp_path / "cache"), PATCHQ_OFFLINE="1")
+    tree = small_series.write_tree(tmp_path / "tree")
+    run = [sys.executable, "-m", "patchq", "check", "--profile", "base", "--source", str(tree), "--as-version", "0.1.0"]
+    r = subprocess.run(run, cwd=work, env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and f"refusing {tmp_path / 'proj' / name} of the series found by walking up" in r.stderr
+    assert f"{discovery.SAFE_ENV}={tmp_path / 'proj'}" in r.stderr and "Traceback" not in r.stderr
+    ok = subprocess.run(run, cwd=work, env={**env, discovery.SAFE_ENV: str(tmp_path / "proj")}, capture_output=True,
+                        text=True)
+    assert "refusing" not in ok.stderr
+
+
+def test_a_profiles_toml_that_is_not_a_regular_file_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("PATCHQ_SERIES", raising=False)
+    work = _config_tree(tmp_path / "proj")
+    profiles = tmp_path / "proj" / "series" / "profiles.toml"
+    profiles.unlink()
+    os.mkfifo(profiles)
+    with pytest.raises(SeriesError, match=f"^{profiles}: not a regular file"):
+        discovery.find(cwd=work)
+    with pytest.raises(SeriesError, match=f"^{profiles}: not a regular file"):
+        discovery.find(tmp_path / "proj" / "series")

@@ -48,7 +48,9 @@ def test_an_environment_oserror_is_exit_5_naming_the_file(capsys):
                                        "(ENOSPC); nothing more was written\n")
     assert edge.environment_error(OSError(errno.EACCES, "Permission denied")) == \
         "cannot access: Permission denied (EACCES); nothing more was written"
-    assert edge.environment_error(OSError(errno.ENOENT, "No such file")) is None  # not the environment's refusal
+    assert edge.environment_error(OSError(errno.ENOENT, "No such file", "/out/x")) == \
+        "cannot access /out/x: No such file (ENOENT); nothing more was written"  # a path missing: exit 5 too
+    assert edge.environment_error(OSError(errno.EINVAL, "Invalid argument")) is None  # not in errors.ENV_ERRNOS: a bug
 
 
 def test_anything_else_is_an_internal_error_with_a_log(capsys):

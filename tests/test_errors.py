@@ -32,6 +32,18 @@ def test_every_exit_code_constant_is_in_docs_exit_codes():
     assert constants == documented
 
 
+def test_every_errno_class_patchq_maps_is_in_docs_exit_codes():
+    """One table (errors.ENV_ERRNOS) for every OSError the environment causes (issue 39: ENOENT
+    and others were missing from the page); the exec classes of run and serve beside it."""
+    import errno
+
+    table = (REPO / "docs" / "exit-codes.md").read_text()
+    for name in [*E.ENV_ERRNOS, "E2BIG", "ENOEXEC"]:
+        assert f"`{name}`" in table, name
+    assert E.exec_failure("x", OSError(errno.ENOEXEC, "Exec format error"))[1] == E.EXIT_CANNOT_RUN
+    assert E.exec_failure("x", OSError(errno.ENOTDIR, "Not a directory"))[1] == E.EXIT_COMMAND_NOT_FOUND
+
+
 def test_anchor_error_carries_its_kind_and_anchor():
     err = E.AnchorError("vllm.x: no def f", kind="gone", anchor="f")
     assert (str(err), err.kind, err.anchor, err.exit_code) == ("vllm.x: no def f", "gone", "f", 1)

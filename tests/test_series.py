@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from packaging.version import Version
-from testing.small_series import write_series
+from testing.small_series import PATCH_PY, write_series
 
 from patchq import series as S
 from patchq.errors import SeriesError, UsageError
@@ -155,3 +157,36 @@ def test_env_vars_select_series_and_anchors(tmp_path, monkeypatch):
     monkeypatch.setenv("PATCHQ_ANCHORS", str(other))
     loaded = S.load()
     assert loaded.root == series.resolve() and loaded.anchors_root == other.resolve()
+
+
+@pytest.mark.parametrize("raises, what", [("raise KeyboardInterrupt", "KeyboardInterrupt"),
+                                          ("import sys\nsys.exit(0)", "SystemExit(0)")])
+def test_a_series_module_raising_interrupt_or_exit_is_a_series_error(tmp_path, raises, what):
+    """A series module raising KeyboardInterrupt at import gave exit 130 "interrupted" (and
+    sys.exit(0) the status it chose): a series error naming the file and line, exit 2."""
+    root = write_series(tmp_path)
+    module = root / "bump_default.py"
+    module.write_text(raises + "\n" + module.read_text())
+    with pytest.raises(SeriesError, match=f"^{module}:{raises.count(chr(10)) + 1}: raises {re.escape(what)} "
+                                          f"when imported"):
+        S.load(root).patch("bump-default")
+
+
+def test_a_real_ctrl_c_while_a_series_module_loads_still_interrupts(tmp_path):
+    root = write_series(tmp_path)
+    module = root / "bump_default.py"
+    module.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\n" + module.read_text())
+    with pytest.raises(KeyboardInterrupt):
+        S.load(root).patch("bump-default")
+
+
+def test_a_series_module_that_does_not_decode_is_a_series_error(tmp_path):
+    """Bytes that are not UTF-8 (and no coding line) in a series file were a UnicodeDecodeError
+    from the import machinery, exit 70 (the fuzzed-series class of the safety bench)."""
+    root = write_series(tmp_path)
+    module = root / "bump_default.py"
+    module.write_bytes(b"=\x98\x8c" + module.read_bytes())
+    with pytest.raises(SeriesError, match=f"^{module}: not a Python source in its encoding"):
+        S.load(root).patch("bump-default")
+    module.write_bytes(b"# -*- coding: latin-1 -*-\nx = '\xe9'\n" + PATCH_PY.encode())
+    assert S.load(root).patch("bump-default").id == "bump-default"  # its coding line decides, as for Python

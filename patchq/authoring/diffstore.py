@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,11 +35,6 @@ from patchq.model import Patch
 from patchq.plan import diffs, engine
 from patchq.sentinels import SENTINEL_RE
 from patchq.vllmdist.sources import CodeSource
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: the name of a patch's expected-verdicts file: ``series/diffs/<patch>.expect.toml``
 EXPECT_SUFFIX = ".expect.toml"
@@ -66,24 +60,23 @@ def expect_path(series_root: Path | str, patch_id: str) -> Path:
     return store_root(series_root) / f"{patch_id}{EXPECT_SUFFIX}"
 
 
-def parse_verdicts(data: bytes | None) -> dict[str, str] | None:
-    """The ``[verdicts]`` table (release -> check status) of an expect file's bytes; None
-    when there is no file.
+def parse_verdicts(data: bytes | None, where: Path | str = "expect file") -> dict[str, str] | None:
+    """The ``[verdicts]`` table (release -> check status) of an expect file's bytes
+    (``where``: its path, for messages); None when there is no file.
 
     Raises:
-        SeriesError: the file is not TOML, or ``[verdicts]`` is not a table of strings
-            (the message names the problem; the caller adds the path).
+        SeriesError: the file is not UTF-8 TOML, too large or nested too deep
+            (:mod:`patchq.tomlsafe`), or ``[verdicts]`` is not a table of strings; the
+            message starts with ``where``.
     """
+    from patchq import tomlsafe
     from patchq.errors import SeriesError
 
     if data is None:
         return None
-    try:
-        table = tomllib.loads(data.decode("utf-8")).get("verdicts", {})
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SeriesError(f"not a TOML file: {exc}") from None
+    table = tomlsafe.parse(data, where).get("verdicts", {})
     if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
-        raise SeriesError("[verdicts] must map release strings to check statuses")
+        raise SeriesError(f"{where}: [verdicts] must map release strings to check statuses")
     return dict(table)
 
 
@@ -91,16 +84,15 @@ def read_verdicts(series_root: Path | str, patch_id: str) -> dict[str, str] | No
     """The patch's expected verdicts (release -> status), or None when it has no expect file.
 
     Raises:
-        SeriesError: the file is malformed (named with the problem).
+        SeriesError: the file is malformed, or not a regular file (named with the problem).
+        UnsafeConfig: a walked-up series' file refused by the trust rule.
     """
-    from patchq.authoring import repowrite
-    from patchq.errors import SeriesError
+    from patchq import tomlsafe
 
     path = expect_path(series_root, patch_id)
-    try:
-        return parse_verdicts(repowrite.read_regular(path))
-    except SeriesError as exc:
-        raise SeriesError(f"{path}: {exc}") from None
+    if not os.path.lexists(path):
+        return None
+    return parse_verdicts(tomlsafe.read_bytes(path), path)
 
 
 def render_verdicts(patch_id: str, verdicts: dict[str, str]) -> str:

@@ -44,14 +44,12 @@ from typing import Any
 import tomli_w
 from packaging.version import Version
 
-from patchq import hashing
+from patchq import hashing, tomlsafe
 from patchq import series as series_mod
 from patchq.model import Patch
 from patchq.plan import engine
 from patchq.vllmdist import releases
 from patchq.vllmdist.sources import release_source
-
-tomllib = hashing.toml_module()
 
 #: patch id -> anchor id -> version -> fingerprint.
 Fingerprints = dict[str, dict[str, dict[str, str]]]
@@ -174,7 +172,7 @@ def render(patch_id: str, data: Mapping) -> str:
     want = dict(top, anchors=anchors)
     if data.get("reviews"):
         want["reviews"] = {v: dict(data["reviews"][v]) for v in data["reviews"]}
-    assert tomllib.loads(text) == want, f"{patch_id}: anchors file does not round-trip"
+    assert tomlsafe.loads(text, patch_id) == want, f"{patch_id}: anchors file does not round-trip"
     return text
 
 
@@ -203,7 +201,7 @@ def rewrite(patch_id: str, old_text: str, data: Mapping) -> str:
         if want_reviews:
             _set_reviews(doc, want_reviews)
         text = tomlkit.dumps(doc)
-        if tomllib.loads(text) == dict(data):
+        if tomlsafe.loads(text, patch_id) == dict(data):
             return text
     except Exception:  # noqa: BLE001 - any tomlkit surprise: the deterministic rendering
         pass
@@ -289,8 +287,8 @@ def record(loaded: series_mod.Series, versions: Iterable[str], *, write: bool = 
         raw = repowrite.read_regular(path)
         if raw is None:
             continue
+        data = tomlsafe.parse(raw, path)
         old_text = raw.decode("utf-8")
-        data = tomllib.loads(old_text)
         for anchor_id, table in data.get("anchors", {}).items():
             table["fingerprints"] = merged(table.get("fingerprints", {}), anchors.get(anchor_id, {}),
                                            done.get(patch_id, []))
@@ -322,6 +320,7 @@ def with_release(loaded: series_mod.Series, patch_id: str, version: str, fps: Ma
     Raises:
         SeriesError: the anchors file is missing or does not parse.
     """
+    from patchq import tomlsafe
     from patchq.authoring import repowrite
     from patchq.errors import SeriesError
 
@@ -330,7 +329,7 @@ def with_release(loaded: series_mod.Series, patch_id: str, version: str, fps: Ma
     if raw is None:
         raise SeriesError(f"{path}: no anchors file for patch {patch_id}")
     old_text = raw.decode("utf-8")
-    data = tomllib.loads(old_text)
+    data = tomlsafe.loads(old_text, path)
     for anchor_id, table in data.get("anchors", {}).items():
         if anchor_id in fps:
             table["fingerprints"] = merged(table.get("fingerprints", {}), {version: fps[anchor_id]}, [version])

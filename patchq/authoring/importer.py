@@ -72,15 +72,139 @@ _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 # --------------------------------------------------------------------------- parsing
 
 
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+#: The largest diff (or ``--replacement`` file) ``import`` reads, in bytes; ``$PATCHQ_IMPORT_MAX_BYTES``
+#: overrides it. Importing costs about 30 s and 0.6 GB per MB of hunks.
+MAX_BYTES = 1 << 20
+MAX_ENV = "PATCHQ_IMPORT_MAX_BYTES"
+
+
+def max_bytes() -> int:
+    """The size bound: ``$PATCHQ_IMPORT_MAX_BYTES`` (a positive integer), else :data:`MAX_BYTES`.
+
+    Raises:
+        UsageError: the variable is not a positive integer.
+    """
+    import os
+
+    raw = os.environ.get(MAX_ENV)
+    if not raw:
+        return MAX_BYTES
+    if not raw.strip().isdigit() or int(raw) <= 0:
+        raise UsageError(f"{MAX_ENV}={raw!r}: give a positive number of bytes")
+    return int(raw)
+
+
+def read_input(file: str | Path, what: str = "diff") -> str:
+    """The text of the diff (or replacement) ``file`` a user gives ``import``: a regular
+    file (a FIFO or device such as ``/dev/zero`` is refused, never read) of at most
+    :func:`max_bytes` bytes, in UTF-8.
+
+    Raises:
+        UsageError: missing, unreadable, not a regular file, larger than the bound (exit 2).
+        ImportRefused: not UTF-8: another encoding (UTF-16 is named) or a stray byte,
+            with its line (exit 1: it cannot become a patch; vLLM's sources are UTF-8).
+    """
+    import os
+    import stat
+
+    from patchq.errors import ImportRefused
+
+    limit = max_bytes()
+    too_large = UsageError(f"{file} is larger than {limit} bytes, the most `patchq import` reads (a {what} that "
+                           f"size takes minutes and gigabytes to import); set {MAX_ENV}=N to allow more")
+    try:
+        fd = os.open(str(file), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{file} is not a regular file (a FIFO, device or directory); give the {what} as a file")
+        if st.st_size > limit:
+            raise too_large
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:  # it grew while read
+                raise too_large
+            chunks.append(chunk)
+    except OSError as exc:
+        raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise ImportRefused(f"{file} is UTF-16 text; patchq reads UTF-8 {what}s, as vLLM's sources are "
+                            f"(convert it: iconv -f UTF-16 -t UTF-8)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ImportRefused(f"{file}:{line}: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start}); "
+                            f"vLLM's sources are UTF-8, so a {what} of them is too") from None
+
+
+def git_unquote(path: str) -> str:
+    """A diff header path as git writes one holding non-ASCII or special characters:
+    ``"a/foo\\303\\251.py"`` (C-style quoted, octal bytes of UTF-8) is ``a/fooé.py``; any
+    other path is returned as it is.
+
+    Raises:
+        ImportRefused: a quoted path that does not decode (a bad escape, not UTF-8).
+    """
+    if len(path) < 2 or not (path.startswith('"') and path.endswith('"')):
+        return path
+    body, out, i = path[1:-1], bytearray(), 0
+    while i < len(body):
+        c = body[i]
+        if c != "\\":
+            out += c.encode("utf-8")
+            i += 1
+        elif body[i + 1:i + 4].isdigit() and len(body[i + 1:i + 4]) == 3 and set(body[i + 1:i + 4]) <= set("01234567"):
+            out.append(int(body[i + 1:i + 4], 8) & 0xFF)
+            i += 4
+        elif i + 1 < len(body) and body[i + 1] in _C_ESCAPES:
+            out.append(_C_ESCAPES[body[i + 1]])
+            i += 2
+        else:
+            raise ImportRefused(f"{path}: a quoted path with a bad escape at {body[i:i + 4]!r}")
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ImportRefused(f"{path}: a quoted path that is not UTF-8") from None
+
+
+def outside_problem(relpath: str, raw: str) -> str | None:
+    """Why the normalized diff path ``relpath`` (from the header's ``raw``) is not a file of
+    the vllm package, or None: one refusal for every way out (``../``, an absolute path with
+    no ``vllm`` directory in it, another package), exit 1 as every hunk patchq cannot import."""
+    from patchq.env.layout import relpath_problem
+
+    if relpath.startswith("vllm/") and relpath_problem(relpath) is None:
+        return None
+    return (f"{raw}: outside the vllm package ({relpath!r}); a patch changes files under vllm/, so every path of "
+            f"the diff must name one (a/vllm/..., b/vllm/..., or .../site-packages/vllm/...)")
+
+
 def normalize_path(raw: str, exists: Callable[[str], bool] | None = None) -> str | None:
-    """A diff header path as a site-packages relpath ``vllm/...``; None for ``/dev/null``."""
-    path = raw.split("\t")[0].strip()
+    """A diff header path as a site-packages relpath ``vllm/...``; None for ``/dev/null``
+    (a git-quoted path is unquoted first: :func:`git_unquote`)."""
+    path = git_unquote(raw.split("\t")[0].strip())
     if path == "/dev/null":
         return None
     parts = [p for p in path.split("/") if p not in ("", ".")]
     cands = ["/".join(parts[i:]) for i, p in enumerate(parts) if p == "vllm" and i < len(parts) - 1]
+    from patchq.env.layout import relpath_problem
+
     for c in cands:
-        if exists is None or exists(c):
+        if exists is None or (relpath_problem(c) is None and exists(c)):
             return c
     if cands:
         return cands[-1]
@@ -109,6 +233,10 @@ def parse(text: str, exists: Callable[[str], bool] | None = None) -> list[FilePa
         dst = normalize_path(pf.target_file, exists)
         if src is None or dst is None or pf.is_added_file or pf.is_removed_file:
             raise ImportRefused(f"{pf.path}: adds or deletes a file; patchq patches change existing vLLM files")
+        for rel, raw in ((src, pf.source_file), (dst, pf.target_file)):
+            problem = outside_problem(rel, raw)
+            if problem:
+                raise ImportRefused(problem)
         if src != dst:
             raise ImportRefused(f"{src} -> {dst}: renames a file; not supported")
         if not src.endswith(".py"):

@@ -237,7 +237,7 @@ def read_replacement(spec: str) -> tuple[str, str, str, int | None]:
         if found is None or not found.origin or not found.origin.endswith(".py"):
             raise UsageError(f"--replacement {spec!r}: no Python file for module {where}")
         path = Path(found.origin)
-    return path.read_text(encoding="utf-8"), name, str(path), line
+    return importer.read_input(path, "replacement"), name, str(path), line
 
 
 def find_replacement(text: str, name: str, path: str, line: int | None = None) -> Replacement:

@@ -28,6 +28,10 @@ way site-packages goes through :mod:`patchq.env.fsutil`:
     multi-file change lands whole (the command finished, verification included) or not
     at all.
 
+Temporary files a killed writer left (``.<name>.<pid>.<random>.patchq-tmp``, the writer's pid
+no longer running) are removed on the next write into their directory and when a
+transaction starts (:func:`clean_temp`); their names never look like series data.
+
 Rules: a journal path must lie inside one of the roots the caller names (the series
 repo, its series, anchors and goldens directories); a journal entry is only acted on
 when the file's current sha256 is the transaction's new one. The repo directory is
@@ -61,7 +65,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from patchq.env.fsutil import atomic_write, fsync_dir
+from patchq.env.fsutil import atomic_write, fault_point, fsync_dir
 from patchq.errors import RepoWriteError, StateError, UsageError
 
 if TYPE_CHECKING:
@@ -71,19 +75,19 @@ if TYPE_CHECKING:
 JOURNAL_DIR = ".patchq-txn"
 JOURNAL_FILE = "journal.json"
 JOURNAL_SCHEMA = "patchq.repo-txn/1"
-#: Suffix of the temporary files :func:`write_file` makes (``.<name>.<random>.patchq-tmp``).
+#: Suffix of the temporary files :func:`write_file` makes (``.<name>.<pid>.<random>.patchq-tmp``).
 TMP_SUFFIX = ".patchq-tmp"
-#: errnos that mean "the environment does not let us write", not a bug in patchq.
-ENV_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG,
-                        errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.EEXIST,
-                        errno.EIO, errno.EMLINK, errno.ENOTEMPTY})
 #: A journal larger than this is not read (a planted or damaged one).
 MAX_JOURNAL_BYTES = 64 << 20
 
 
 def env_error(path: Path | str, exc: OSError, what: str = "write") -> RepoWriteError:
-    """The one-line :class:`RepoWriteError` for an ``OSError`` while writing ``path``."""
-    name = errno.errorcode.get(exc.errno or 0, "")
+    """The one-line :class:`RepoWriteError` (exit 5) for an ``OSError`` while writing
+    ``path``: any errno, named (those of :data:`patchq.errors.ENV_ERRNOS` are what the
+    environment refuses; the table is there, not here)."""
+    from patchq.errors import errno_name
+
+    name = errno_name(exc)
     why = f"{exc.strerror or exc}" + (f" ({name})" if name else "")
     return RepoWriteError(f"cannot {what} {path}: {why}; nothing was changed")
 
@@ -172,6 +176,26 @@ def _makedirs(directory: Path) -> None:
         raise env_error(directory, exc, "create") from None
 
 
+def clean_temp(directories: Iterable[Path | str]) -> list[str]:
+    """Remove the temporary files a killed patchq left in ``directories`` (not below them;
+    :func:`patchq.env.fsutil.stale_temp`: their writer is gone), so that none outlives the
+    next write into the series; returns what was removed. Such a file is never read as
+    series data either way (its name ends in ``.patchq-tmp``, not ``.toml`` or ``.py``)."""
+    from patchq.env.fsutil import stale_temp
+
+    removed = []
+    for directory in dict.fromkeys(str(d) for d in directories):
+        if os.path.islink(directory):
+            continue
+        for path in stale_temp(directory):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
 def write_file(path: Path | str, data: bytes | str, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` atomically and check it landed (module docstring).
 
@@ -188,6 +212,7 @@ def write_file(path: Path | str, data: bytes | str, mode: int | None = None) -> 
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     _check_target(path)
     _makedirs(path.parent)
+    clean_temp([path.parent])
     if mode is None:
         try:
             mode = stat.S_IMODE(os.stat(path).st_mode)
@@ -205,12 +230,7 @@ def write_file(path: Path | str, data: bytes | str, mode: int | None = None) -> 
     if back is None or _sha(back) != _sha(raw):
         raise RepoWriteError(f"{path}: the bytes read back differ from what was written (a failing disk or "
                              f"another writer); check the file")
-    fault = os.environ.get("PATCHQ_FAULT_AFTER_REPO_WRITES")  # test hook: a crash after the n-th write
-    if fault is not None:
-        left = int(fault) - 1
-        if left <= 0:
-            os._exit(99)
-        os.environ["PATCHQ_FAULT_AFTER_REPO_WRITES"] = str(left)
+    fault_point("PATCHQ_FAULT_AFTER_REPO_WRITES")  # the test layer's crash after the n-th write (a checkout only)
 
 
 def remove_file(path: Path | str) -> bool:
@@ -356,6 +376,7 @@ class Transaction:
         self._lock.__enter__()
         try:
             _recover_locked(self.repo, self.roots)
+            clean_temp([r for r in self.roots if os.path.isdir(r)])
         except BaseException:
             self._release()
             raise

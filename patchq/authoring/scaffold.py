@@ -13,13 +13,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchq import hashing
+from patchq import tomlsafe
 from patchq.errors import SeriesError, UsageError
 
 if TYPE_CHECKING:
     from patchq.authoring.repowrite import Transaction
 
-tomllib = hashing.toml_module()
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _PROFILE_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -113,11 +112,12 @@ def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SeriesError(f"{profiles_toml}: not UTF-8 ({exc})") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SeriesError(f"{profiles_toml}: {exc}") from None
-    table = data.get("profiles", {}).get(profile)
+    profiles = tomlsafe.loads(text, profiles_toml).get("profiles", {})
+    table = profiles.get(profile) if isinstance(profiles, dict) else None
+    if not isinstance(profiles, dict) or not isinstance(table, (dict, type(None))) or \
+            not isinstance((table or {}).get("patches", []), list):
+        raise SeriesError(f"{profiles_toml}: `profiles.{profile}` must be a [profiles.{profile}] table whose patches "
+                          f"is an array of patch ids")
     if table is not None and patch_id in table.get("patches", []):
         return False
     if table is None:
@@ -126,8 +126,8 @@ def add_to_profile(profiles_toml: Path, profile: str, patch_id: str, description
     else:
         text = _append_to_profile(text, profiles_toml, profile, patch_id)
     try:
-        after = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:  # pragma: no cover - a bug in the edit above
+        after = tomlsafe.loads(text, profiles_toml)
+    except SeriesError as exc:  # pragma: no cover - a bug in the edit above
         raise SeriesError(f"{profiles_toml}: editing it would break it ({exc}); add {patch_id!r} by hand") from None
     assert patch_id in after["profiles"][profile]["patches"]
     if txn is not None:

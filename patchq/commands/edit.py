@@ -70,10 +70,38 @@ MANIFEST = ".patchq-edit.json"
 MANIFEST_SCHEMA = "patchq.edit-copy/1"
 
 
+#: The directory of the working copies in a series repo (``<repo>/.patchq-edit/<ID>/``).
+EDIT_DIR = ".patchq-edit"
+
+
 def workdir(series: Series, patch_id: str, directory: str | None = None) -> Path:
     """Where the working copy of ``patch_id`` lives (``--dir``, else
-    ``<series repo>/.patchq-edit/<ID>/``)."""
-    return Path(os.path.abspath(directory)) if directory else series.root.parent / ".patchq-edit" / patch_id
+    ``<series repo>/.patchq-edit/<ID>/``).
+
+    Raises:
+        UsageError: ``.patchq-edit`` or ``.patchq-edit/<ID>`` is a symlink or not a
+            directory (never followed: a symlinked one made ``edit`` write outside the
+            repo), as for ``.patchq-txn``.
+        UnsafeConfig: of a series found by walking up, one of them (or the manifest in it)
+            is owned by another user or writable by others (the trust rule of its modules).
+    """
+    if directory:
+        return Path(os.path.abspath(directory))
+    from patchq import discovery
+    from patchq.errors import UnsafeConfig
+
+    top = series.root.parent / EDIT_DIR
+    wd = top / patch_id
+    for path in (top, wd):
+        if os.path.islink(path) or (os.path.lexists(path) and not path.is_dir()):
+            raise UsageError(f"{path} is a symlink or not a directory: patchq keeps working copies only in a "
+                             f"directory of the series repo it made, never through a link; remove it")
+    for path in (top, wd, wd / MANIFEST):
+        problem = discovery.module_problem(series.location, str(path))
+        if problem:
+            raise UnsafeConfig(f"refusing {path}: {problem} (add its repo to {discovery.SAFE_ENV}, or pass --series, "
+                               f"if you trust it)")
+    return wd
 
 
 def _read_manifest(wd: Path) -> dict | None:
@@ -602,13 +630,13 @@ def _write_variant(plan: ImportPlan, series: Series, old: Patch, covering: Varia
     """
     from packaging.version import Version
 
+    from patchq import tomlsafe
     from patchq.authoring import fingerprints, importer, repowrite, seriesedit
     from patchq.errors import ImportRefused
-    from patchq.hashing import toml_module
     from patchq.series import module_file
 
     mod, path = module_file(series.root, old.id), series.anchors_root / f"{old.id}.toml"
-    data = toml_module().loads((txn.staged(path) or repowrite.read_regular(path) or b"").decode("utf-8"))
+    data = tomlsafe.parse(txn.staged(path) or repowrite.read_regular(path) or b"", path)
     table = data.setdefault("anchors", {})
     if action == "edits-replaced":
         kept = {a for v in old.variants if v is not covering for a in v.edits} | set(old.removes)
@@ -793,15 +821,13 @@ def _keep_fingerprints(patch_id: str, old_text: str, path: Path, txn: Transactio
     fingerprint is of the pristine definition on a release, so an anchor on the same
     qualname keeps every release it verified on (the new recording's release wins).
     Reads and stages ``path`` in the transaction ``txn``."""
+    from patchq import tomlsafe
     from patchq.authoring import fingerprints
-    from patchq.hashing import toml_module
 
-    tomllib = toml_module()
-
-    old_data = tomllib.loads(old_text)
+    old_data = tomlsafe.loads(old_text, path)
     old = {t.get("qualname"): t.get("fingerprints", {}) for t in old_data.get("anchors", {}).values()}
     new_text = (txn.staged(path) or b"").decode("utf-8")
-    data = tomllib.loads(new_text)
+    data = tomlsafe.loads(new_text, path)
     changed = False
     for table in data.get("anchors", {}).values():
         kept = {v: fp for v, fp in old.get(table.get("qualname"), {}).items()

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from patchq.documents import ImportDoc
 
 SCHEMA = "patchq.import/1"
+MAX_ENV = importer.MAX_ENV  # re-exported: the name docs/commands.md gives
 
 
 def installed_release(text: str) -> str | None:
@@ -86,10 +87,7 @@ def run(series: Series, file: str | None, patch_id: str, release: str | None = N
     if not file:
         raise UsageError("give a diff FILE, or --replacement and --replaces for a monkeypatch")
     path = Path(file)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read {file}: {exc}") from None
+    text = importer.read_input(path)
 
     scaffold.check_profile(profile)
     release_from = "given" if release else None

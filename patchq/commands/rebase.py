@@ -42,11 +42,6 @@ if TYPE_CHECKING:
     from patchq.documents import RebaseDoc
     from patchq.vllmdist.sources import CodeSource
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 SCHEMA = "patchq.rebase/1"
 FAILING = ("conflict", "gone", "failed-at-base", "needs-variant", "unsupported")
 
@@ -75,11 +70,13 @@ def _write_anchor_fingerprints(series: Series, patch_id: str, fps: dict[str, dic
                                txn: Transaction) -> str | None:
     """Merge ``fps`` (anchor -> {version: fp}) into ``anchors/<patch>.toml`` (comments kept:
     :func:`patchq.authoring.fingerprints.rewrite`), staged in ``txn``; the path when changed."""
+    from patchq import tomlsafe
     from patchq.authoring import fingerprints
 
     path = series.anchors_root / f"{patch_id}.toml"
-    old = (txn.staged(path) or b"").decode("utf-8")
-    data = tomllib.loads(old)
+    raw = txn.staged(path) or b""
+    data = tomlsafe.parse(raw, path)
+    old = raw.decode("utf-8")
     for anchor_id, table in data.get("anchors", {}).items():
         if anchor_id in fps:
             table["fingerprints"] = fingerprints.merged(table.get("fingerprints", {}), fps[anchor_id], fps[anchor_id])
@@ -202,7 +199,9 @@ def write_variant(res: merge.PatchRebase, series: Series) -> str | None:
     except PatchqError as exc:
         return f"the merge does not import as statement operations ({exc})"
     mod, anchors_path = module_file(series.root, res.patch_id), series.anchors_root / f"{res.patch_id}.toml"
-    data = tomllib.loads(anchors_path.read_text(encoding="utf-8"))
+    from patchq import tomlsafe
+
+    data = tomlsafe.read_file(anchors_path)
     data.pop("format", None)
     ops = importer.variant_anchors(plan, data)
     from patchq.authoring import repowrite

@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from patchq.errors import EXIT_CANNOT_RUN, EXIT_COMMAND_NOT_FOUND, EXIT_OK, PatchqError, RunPlanFailed, UsageError
+from patchq.errors import EXIT_OK, PatchqError, RunPlanFailed, UsageError
 
 if TYPE_CHECKING:
     from patchq.documents import RunEnvDoc
@@ -228,6 +228,9 @@ def execute(opts: RunOptions) -> int:
     try:
         os.execvpe(opts.command[0], opts.command, env)
     except OSError as exc:
-        sys.stderr.write(f"patchq: error: cannot run {opts.command[0]}: {exc.strerror}\n")
-        return EXIT_COMMAND_NOT_FOUND if isinstance(exc, FileNotFoundError) else EXIT_CANNOT_RUN
+        from patchq.errors import exec_failure
+
+        message, code = exec_failure(opts.command[0], exc)
+        sys.stderr.write(f"patchq: error: {message}\n")
+        return code
     return EXIT_OK  # not reached

@@ -80,21 +80,62 @@ def expand(text: str, environ: dict | None = None) -> str:
     return _VAR.sub(one, text)
 
 
+#: The prefix of patchq's own variables (``PATCHQ_STRICT``, ``PATCHQ_EXPECT_PROFILE``, ...): a
+#: profile's ``serve.env`` never sets them (they would turn off the plugin's liveness stop).
+OWN_PREFIX = "PATCHQ_"
+
+
 def serve_table(series: Series, profile: str) -> dict:
-    """The raw ``serve`` table of ``profile`` ({} when none). Raises UsageError / SeriesError."""
+    """The ``serve`` table of ``profile`` (``args`` [str], ``env`` {name: str}: empty when
+    none), checked as what ``serve`` will exec: no NUL byte in an argument or a value, every
+    env name non-empty and free of ``=`` and NUL. ``ignored``: the env names patchq owns
+    (``PATCHQ_*``), left out: patchq's own variables win over a profile's.
+
+    Raises:
+        UsageError: unknown profile. SeriesError: a malformed table, naming
+            ``profiles.toml`` and the field.
+    """
     series.profile(profile)  # unknown profile: UsageError listing the known ones
     from patchq.hashing import read_toml
 
     path = series.root / "profiles.toml"
+    where = f"{path}: profiles.{profile}.serve"
     table = read_toml(path)["profiles"][profile].get("serve", {})
     if not isinstance(table, dict):
-        raise SeriesError(f"{path}: profiles.{profile}.serve must be a table")
+        raise SeriesError(f"{where} must be a table")
     args, env = table.get("args", []), table.get("env", {})
     if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
-        raise SeriesError(f"{path}: profiles.{profile}.serve.args must be a list of strings")
+        raise SeriesError(f"{where}.args must be a list of strings")
     if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
-        raise SeriesError(f"{path}: profiles.{profile}.serve.env must map names to strings")
-    return {"args": args, "env": env}
+        raise SeriesError(f"{where}.env must map names to strings")
+    for i, arg in enumerate(args):
+        if "\0" in arg:
+            raise SeriesError(f"{where}.args[{i}] holds a NUL byte, which no program argument can carry")
+    for name, value in env.items():
+        if not name or "=" in name or "\0" in name:
+            raise SeriesError(f"{where}.env: {name!r} is not an environment variable name (empty, or holding '=' "
+                              f"or a NUL byte)")
+        if "\0" in value:
+            raise SeriesError(f"{where}.env.{name} holds a NUL byte, which no environment variable can carry")
+    ignored = sorted(n for n in env if n.startswith(OWN_PREFIX))
+    return {"args": args, "env": {n: v for n, v in env.items() if n not in ignored}, "ignored": ignored,
+            "where": where}
+
+
+def extra_args(environ: dict) -> list[str]:
+    """``$VLLM_EXTRA_ARGS`` split as a shell would (``shlex``).
+
+    Raises:
+        UsageError: it does not split (an unbalanced quote, a trailing backslash), naming it.
+    """
+    import shlex
+
+    raw = environ.get("VLLM_EXTRA_ARGS", "")
+    try:
+        return shlex.split(raw)
+    except ValueError as exc:
+        raise UsageError(f"VLLM_EXTRA_ARGS={raw[:80]!r}{'...' if len(raw) > 80 else ''} does not split as shell words "
+                         f"({exc}); {NOTHING_DONE}") from None
 
 
 def variables(table: dict, environ: dict | None = None) -> dict[str, dict[str, str]]:
@@ -138,6 +179,11 @@ def run(series: Series, profile: str, environ: dict | None = None,
         UsageError: ``want_env`` (``--env``) and the profile's env is withheld.
     """
     table = serve_table(series, profile)
+    if table["ignored"]:
+        from patchq import report
+
+        report.warn(f"{table['where']}.env sets {', '.join(table['ignored'])}: patchq's own variables are not a "
+                    f"profile's to set (they would turn off the plugin's liveness stop); ignored")
     withheld = env_withheld(series) if table["env"] else None
     if withheld and want_env:
         raise UsageError(withheld)
@@ -211,10 +257,38 @@ def _no_vllm_script() -> str:
             f"VLLM=/path/to/vllm")
 
 
+#: Longest single argument or environment string Linux passes to a program (MAX_ARG_STRLEN, 32 pages).
+MAX_ARG_STRLEN = 32 * 4096
+
+
+def too_long(argv: list[str], env: dict[str, str]) -> str | None:
+    """Why ``exec`` of ``argv`` with ``env`` would fail with E2BIG, or None: one string
+    longer than :data:`MAX_ARG_STRLEN`, or all of them more than ``SC_ARG_MAX`` (a 10 MB
+    argument was reported as "not found", exit 127)."""
+    strings = [*argv, *(f"{k}={v}" for k, v in env.items())]
+    longest = max(strings, key=len, default="")
+    if len(longest.encode("utf-8", "surrogateescape")) + 1 > MAX_ARG_STRLEN:
+        return (f"one argument or variable of the vllm command is {len(longest.encode('utf-8', 'surrogateescape'))} "
+                f"bytes ({longest[:40]!r}...), more than the {MAX_ARG_STRLEN} the kernel passes to a program (E2BIG)")
+    try:
+        limit = os.sysconf("SC_ARG_MAX")
+    except (ValueError, OSError):
+        return None
+    total = sum(len(x.encode("utf-8", "surrogateescape")) + 1 + 8 for x in strings)
+    if limit > 0 and total > limit:
+        return (f"the vllm command and its environment take {total} bytes, more than the {limit} the kernel passes "
+                f"to a program (E2BIG)")
+    return None
+
+
 def dry_run_warnings(plan: ServeDoc) -> list[str]:
     """What would stop ``patchq serve`` from running ``plan`` that a dry run does not check:
-    no ``vllm`` to exec (exit 127), a vLLM without torch (exit 126). One line each."""
+    no ``vllm`` to exec (exit 127), a vLLM without torch, a command too long to exec (exit
+    126). One line each."""
     out = []
+    long = too_long(plan["exec"], {**os.environ, **plan["env"]})
+    if long:
+        out.append(f"{long}: `patchq serve` would exit {EXIT_CANNOT_RUN}")
     if plan["vllm"] is None:
         out.append(f"{_no_vllm_script()}: `patchq serve` would exit {EXIT_COMMAND_NOT_FOUND}")
     if os.environ.get("PATCHQ_SERVE_NO_TORCH_CHECK", "") in ("", "0"):
@@ -243,8 +317,6 @@ def serve_plan(series: Series, profile: str | None, mode: str | None, extra: lis
             profile's env is withheld (a series found by walking up).
         VllmNotFound: no vllm to exec. SeriesError: a malformed serve table.
     """
-    import shlex
-
     env = dict(os.environ if environ is None else environ)
     mode = mode or env.get("PATCHQ_MODE") or "apply"
     if mode not in ("apply", "run"):
@@ -260,7 +332,8 @@ def serve_plan(series: Series, profile: str | None, mode: str | None, extra: lis
         argv += [flag, env.get(var) or default]
     caching = (env.get("PREFIX_CACHING") or "1") == "1"
     argv.append("--enable-prefix-caching" if caching else "--no-enable-prefix-caching")
-    argv += own["args"] + shlex.split(env.get("VLLM_EXTRA_ARGS", "")) + list(extra)
+    argv += own["args"] + extra_args(env) + list(extra)
+    # a profile's env holds none of patchq's own variables (serve_table leaves them out): it cannot override these
     exports = {"PATCHQ_EXPECT_PROFILE": profile, "PATCHQ_STRICT": env.get("PATCHQ_STRICT") or "1", **own["env"]}
     series_opt = ["--series", series_dir] if series_dir else []
     patchq = _patchq_script()
@@ -359,6 +432,9 @@ def serve(plan: ServeDoc, series_dir: str | None) -> int:
         VllmCannotRun: vLLM cannot serve here (no torch). PatchqError: apply refused (a
         foreign edit, a read-only target, ...): nothing served.
     """
+    long = too_long(plan["exec"], {**os.environ, **plan["env"]})
+    if long:
+        raise VllmCannotRun(f"cannot run {plan['exec'][0]}: {long}; {NOTHING_DONE}")
     if os.environ.get("PATCHQ_SERVE_NO_TORCH_CHECK", "") in ("", "0"):
         require_torch()
     os.environ.update(plan["env"])
@@ -377,7 +453,10 @@ def serve(plan: ServeDoc, series_dir: str | None) -> int:
     try:
         os.execv(plan["exec"][0], plan["exec"])
     except OSError as exc:
-        raise VllmNotFound(f"cannot run {plan['exec'][0]}: {exc.strerror}") from None
+        from patchq.errors import exec_failure
+
+        message, code = exec_failure(plan["exec"][0], exc)
+        raise (VllmNotFound if code == EXIT_COMMAND_NOT_FOUND else VllmCannotRun)(message) from None
     return EXIT_OK  # not reached
 
 

@@ -37,7 +37,8 @@ def runtime(series_dir: str | None = None) -> tuple[RuntimeStatusDoc, int]:
     """The patches live in running ``patchq run`` processes, per pid.
 
     Returns:
-        (document, 0; 7 when a process runs a patch set the series has changed since).
+        (document, 0; 7 when a process runs a patch set the series has changed since: a
+        patch's hash, or the patches its profile lists).
     """
     from patchq import series as series_mod
     from patchq.env import hookdir, runtime_status
@@ -46,8 +47,9 @@ def runtime(series_dir: str | None = None) -> tuple[RuntimeStatusDoc, int]:
 
     try:
         root = series_mod.series_dir(series_dir)
-        hashes = series_summary(root, series_mod.anchors_dir(root))["hashes"]
+        summary = series_summary(root, series_mod.anchors_dir(root))
+        hashes, profiles = summary["hashes"], summary["profiles"]
     except PatchqError:
-        hashes = None  # no series here: report the processes without the stale check
-    doc = runtime_status.collect(hookdir.runtime_dir(), hashes)
+        hashes = profiles = None  # no series here: report the processes without the stale check
+    doc = runtime_status.collect(hookdir.runtime_dir(), hashes, profiles=profiles)
     return doc, runtime_status.exit_code(doc)

@@ -25,7 +25,7 @@ from patchq.env import layout
 from patchq.env.fsutil import fsync_dir
 from patchq.env.state import FileEntry, Journal, PatchEntry, StateDir, write_file
 from patchq.errors import ForeignEditError, PlanFailed, ReadOnlyError, StateError, TargetNotFound
-from patchq.hashing import sha256_file
+from patchq.hashing import NOT_REGULAR, sha256_file
 from patchq.model import Patch
 from patchq.plan import results as planned  # the planner itself (libcst) only when planning
 from patchq.vllmdist.sources import CodeSource, is_writable_dir, sha256_hex
@@ -185,6 +185,16 @@ def _release_bytes(target: CodeSource, relpath: str) -> bytes:
     return data
 
 
+def _is_dir(path: Path) -> bool:
+    """``path`` is a directory itself (not a symlink to one)."""
+    import stat
+
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
 def _same_version(recorded: str | None, version: object) -> bool:
     """The journal's vLLM version equals ``version`` (compared as PEP 440 versions)."""
     from packaging.version import InvalidVersion, Version
@@ -324,14 +334,34 @@ class _Run:
         for relpath in relpaths:
             if relpath in writes or relpath in wanted:
                 continue
+            if _is_dir(self.target.path(relpath)):  # a directory in its place: set aside as a foreign edit
+                if relpath in self.record:
+                    self.foreign[relpath] = NOT_REGULAR
+                    writes[relpath] = (NOT_REGULAR, self.restore_bytes(relpath))
+                continue
             if self.target.read_bytes(relpath) is None:  # deleted, or a FIFO/device in its place: nothing to keep
-                if relpath in self.record and not self.target.path(relpath).is_dir():
-                    writes[relpath] = (None, _release_bytes(self.target, relpath))
+                if relpath in self.record:
+                    writes[relpath] = (None, self.restore_bytes(relpath))
                 continue
             kind, now = self.file_state(relpath)
             if kind == "foreign":
                 self.foreign[relpath] = now
-                writes[relpath] = (now, _release_bytes(self.target, relpath))
+                writes[relpath] = (now, self.restore_bytes(relpath))
+
+    def restore_bytes(self, relpath: str) -> bytes:
+        """A file's RECORD-verified pristine bytes: patchq's kept copy when it matches
+        RECORD (no download: a damaged journal leaves the copies), else the release wheel's.
+
+        Raises:
+            StateError: neither can be had.
+        """
+        rec = self.record.get(relpath)
+        if rec is not None and len(rec) == 64:
+            try:
+                return self.state.read_pristine(relpath, None, rec)
+            except StateError:
+                pass
+        return _release_bytes(self.target, relpath)
 
     def result(self, plan: planned.Plan, new_journal: Journal, writes: Writes) -> ConvergeResult:
         """The result (nothing written yet): which patches come and go, which files change."""
@@ -425,6 +455,9 @@ class _Run:
         where it was kept."""
         kept: dict[str, str] = {}
         for relpath in sorted(relpaths):
+            if _is_dir(self.target.path(relpath)):  # a directory where the file belongs: moved aside whole
+                kept[relpath] = str(self.state.keep_foreign_dir(self.target.path(relpath), relpath))
+                continue
             current = self.target.read_bytes(relpath)
             if current is not None:
                 kept[relpath] = str(self.state.keep_foreign(relpath, current))

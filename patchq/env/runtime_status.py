@@ -108,26 +108,48 @@ def _prune(path: str, rec: dict) -> None:
             pass
 
 
-def _process_row(rec: dict, series_hashes: dict[str, str] | None) -> dict:
-    """The report's row of a live process's record (``stale`` against ``series_hashes``)."""
+def _profile_change(rec: dict, profiles: dict[str, list[str]] | None) -> str:
+    """How the series' profile of the process (its record's ``profile``) differs from the
+    patches the process was prepared with, or ``""``."""
+    name = rec.get("profile")
+    if profiles is None or not name:
+        return ""
+    if name not in profiles:
+        return f"profile {name} is no longer in the series"
+    had, now = [p["id"] for p in rec.get("patches", [])], list(profiles[name])
+    if had == now:
+        return ""
+    added, gone = [p for p in now if p not in had], [p for p in had if p not in now]
+    parts = ([f"gained {', '.join(added)}"] if added else []) + ([f"lost {', '.join(gone)}"] if gone else [])
+    return f"profile {name} {' and '.join(parts) or 'reordered its patches'} since start"
+
+
+def _process_row(rec: dict, series_hashes: dict[str, str] | None,
+                 profiles: dict[str, list[str]] | None = None) -> dict:
+    """The report's row of a live process's record (``stale`` against ``series_hashes``,
+    and against ``profiles``: the series' profile of that name lists other patches now)."""
     live = [p for p in rec.get("patches", []) if p.get("status") == "ok"]
     stale = []
     if series_hashes is not None:
         stale = [p["id"] for p in rec.get("patches", [])
                  if p["id"] in series_hashes and series_hashes[p["id"]] != p["hash"]]
+    reasons = [f"series changed since start: {', '.join(stale)}"] if stale else []
+    change = _profile_change(rec, profiles)
+    if change:
+        reasons.append(change)
     return {
         "pid": rec["pid"], "ppid": rec.get("ppid"), "argv": rec.get("argv", []),
         "profile": rec.get("profile"), "digest": rec.get("digest"), "vllm": rec.get("vllm"),
         "site_packages": rec.get("site_packages"), "mode": "runtime",
         "patches": [f"{p['id']}:{p['hash']}" for p in live],
         "served": sorted(rec.get("served", {})),
-        "status": "stale" if stale else "live",
-        "reason": f"series changed since start: {', '.join(stale)}" if stale else "",
+        "status": "stale" if reasons else "live",
+        "reason": "; ".join(reasons),
     }
 
 
 def collect(runtime_dir: str | os.PathLike[str], series_hashes: dict[str, str] | None = None,
-            prune: bool = True) -> RuntimeStatusDoc:
+            prune: bool = True, profiles: dict[str, list[str]] | None = None) -> RuntimeStatusDoc:
     """The report (a JSON-ready dict, schema ``patchq.runtime-status/1``).
 
     A record of a process that exited is removed only when it is a ``patchq.runtime/1``
@@ -138,6 +160,8 @@ def collect(runtime_dir: str | os.PathLike[str], series_hashes: dict[str, str] |
         runtime_dir: the directory of ``<pid>.json`` records.
         series_hashes: patch id -> current hash (marks stale processes), or None.
         prune: remove the records of exited processes.
+        profiles: profile -> its patch ids in the series now (a process whose profile
+            gained, lost or reordered patches since it started is stale), or None.
     Raises:
         StateError: a record is damaged (the message names it).
     """
@@ -158,7 +182,7 @@ def collect(runtime_dir: str | os.PathLike[str], series_hashes: dict[str, str] |
             if prune:
                 _prune(path, rec)
             continue
-        processes.append(_process_row(rec, series_hashes))
+        processes.append(_process_row(rec, series_hashes, profiles))
     processes.sort(key=lambda p: p["pid"])
     return {"schema": SCHEMA, "runtime_dir": runtime_dir, "processes": processes, "pruned": pruned}
 

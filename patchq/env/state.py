@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from patchq.env import layout
-from patchq.env.fsutil import atomic_write, fsync_dir, invalidate_pycache
+from patchq.env.fsutil import atomic_write, fault_point, fsync_dir, invalidate_pycache
 from patchq.errors import ReadOnlyError, StateError
 from patchq.hashing import sha256_file
 
@@ -437,6 +437,23 @@ class StateDir:
                                  f"nothing was written; `patchq revert --all --force` restores it from the vllm wheel")
         return data
 
+    def pristine_relpaths(self, limit: int = 100_000) -> list[str]:
+        """The relpaths that have a pristine copy (regular files under ``pristine/``; a
+        symlinked directory is not followed), at most ``limit`` of them."""
+        top = layout.pristine_dir(str(self.root))
+        if os.path.islink(self.root) or layout.entry_problem(str(self.root), layout.PRISTINE) or \
+                layout.confined(str(self.root), top) or not os.path.isdir(top):
+            return []  # a symlinked state directory (or pristine/) is never read through
+        out: list[str] = []
+        for dirpath, _dirnames, filenames in os.walk(top):  # os.walk never follows symlinked directories
+            for name in filenames:
+                path = os.path.join(dirpath, name)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    out.append(os.path.relpath(path, top).replace(os.sep, "/"))
+                    if len(out) >= limit:
+                        return out
+        return out
+
     def drop_pristine(self, relpath: str) -> None:
         """Forget a pristine copy (after the write that made it unnecessary completed;
         best effort: something else in its place is left for :meth:`save_pristine` to name)."""
@@ -461,6 +478,29 @@ class StateDir:
             raise StateError(f"{outside}; nothing was written")
         _state_write(path, data, mode=0o644)
         return path
+
+    def keep_foreign_dir(self, path: Path, relpath: str) -> Path:
+        """Move a directory someone put where the file ``relpath`` belongs (``path``) into
+        the foreign-edit directory, whole, before the file is written back; returns where.
+
+        Raises:
+            ReadOnlyError: it cannot be moved (another filesystem, a permission).
+        """
+        aside = Path(layout.foreign_dir(str(self.root)), *relpath.split("/"))
+        aside = aside.with_name(f"{aside.name}.dir-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+        try:
+            aside.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReadOnlyError(f"cannot create {aside.parent} ({exc.strerror})") from None
+        outside = layout.confined(str(self.root), str(aside))
+        if outside:
+            raise StateError(f"{outside}; nothing was written")
+        try:
+            os.rename(path, aside)
+        except OSError as exc:
+            raise ReadOnlyError(f"cannot move the directory {path} aside to {aside} ({exc.strerror}); nothing was "
+                                f"written: move it away by hand") from None
+        return aside
 
     # -- transactions -------------------------------------------------------
 
@@ -588,9 +628,4 @@ def write_file(path: Path, data: bytes) -> None:
     except OSError as exc:  # permissions, a read-only filesystem, a full disk
         raise ReadOnlyError(f"cannot write {path}: {exc.strerror or exc}") from None
     invalidate_pycache(path)
-    fault = os.environ.get("PATCHQ_FAULT_AFTER_WRITES")  # test hook: simulate a crash
-    if fault is not None:
-        left = int(fault) - 1
-        if left <= 0:
-            os._exit(99)
-        os.environ["PATCHQ_FAULT_AFTER_WRITES"] = str(left)
+    fault_point("PATCHQ_FAULT_AFTER_WRITES")  # the test layer's crash after the n-th write (a checkout only)

@@ -122,17 +122,20 @@ def collect(site: str, series_root: str, anchors_root: str) -> StatusDoc:
     Raises:
         TargetNotFound: no vllm distribution in ``site`` (none installed ``vllm/``, whatever
             its name), or two different distributions did
-            (:func:`patchq.vllmdist.record.dist_info_name`).
+            (:func:`patchq.vllmdist.record.dist_info_name`), or its ``vllm/`` is not there
+            (an editable install: :func:`patchq.vllmdist.record.not_here`, as apply says).
         StateError: a damaged or hostile journal, or a symlinked state directory.
     """
     from patchq.env import stamp
 
     site, series_root, anchors_root = str(site), str(series_root), str(anchors_root)
     di = record.dist_info_name(site)
-    if di is None:
+    problem = f"no vllm distribution in {site} (is vLLM installed there?)" if di is None else record.not_here(site, di)
+    if problem:
         from patchq.errors import TargetNotFound
 
-        raise TargetNotFound(f"no vllm distribution in {site} (is vLLM installed there?)")
+        raise TargetNotFound(problem)
+    assert di is not None
     root = state_root(site)
     key = {"command": "status", "site": site, "state": root, "series": series_root, "anchors": anchors_root,
            "dist_info": di, "patchq": _version(),

@@ -526,6 +526,8 @@ class Segment:
     node: DefNode
     first: int = 0
     def_text: str = ""
+    #: the file's line end (``"\r\n"`` for a CRLF file): lines a transform inserts get it too
+    newline: str = "\n"
 
     def tree(self) -> ast.AST:
         """The :mod:`ast` node of the definition as cut (lines of the whole file); the
@@ -549,8 +551,9 @@ class Segment:
             cls = cast(cst.ClassDef, self.module.body[0])  # the _WRAPPER class
             block = cls.body.with_changes(body=nodes)
             code = self.module.with_changes(body=[cls.with_changes(body=block)]).code
-            return code[len(_WRAPPER):]
-        return self.module.with_changes(body=[self.module.body[0], *nodes]).code[len(_LEAD):]
+            return code[len(_WRAPPER.replace("\n", self.newline)):]
+        code = self.module.with_changes(body=[self.module.body[0], *nodes]).code
+        return code[len(_LEAD.replace("\n", self.newline)):]
 
 
 def module_segment(text: str, relpath: str) -> Segment:
@@ -586,19 +589,22 @@ def cut_segment(text: str, relpath: str, qualname: str, node) -> Segment:
         else:
             break
     seg = "".join(lines[start:end])
+    # the wrapper's line end is the file's: libcst takes the first one it meets for the lines
+    # a transform inserts (a CRLF file got LF-only inserted lines)
+    newline = "\r\n" if lines[first].endswith("\r\n") else "\n"
     if not seg.endswith("\n"):
-        seg += "\n"
+        seg += newline
     if indent:
-        module = cst.parse_module(_WRAPPER + seg)
+        module = cst.parse_module(_WRAPPER.replace("\n", newline) + seg)
         defn = cast(cst.ClassDef, module.body[0]).body.body[0]  # the def inside the _WRAPPER class
     else:
-        module = cst.parse_module(_LEAD + seg)
+        module = cst.parse_module(_LEAD.replace("\n", newline) + seg)
         defn = module.body[1]
     def_text = "".join(lines[first:end])
     if not def_text.endswith("\n"):
         def_text += "\n"
     # the lines of an ast def/class (decorators included) parse as that definition
-    return Segment(relpath, qualname, start, end, bool(indent), module, cast(DefNode, defn), first, def_text)
+    return Segment(relpath, qualname, start, end, bool(indent), module, cast(DefNode, defn), first, def_text, newline)
 
 
 def splice(text: str, segment: Segment, new_text: str) -> str:

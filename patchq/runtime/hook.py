@@ -56,8 +56,10 @@ STATE = None
 
 
 class HookError(RuntimeError):
-    """A target module cannot be served as prepared (not an ImportError on purpose:
-    ``try: import x / except ImportError`` must not turn it into an unpatched run)."""
+    """A target module cannot be served as prepared. Kept for importers of this name; the
+    hook itself now stops the process with one line (:func:`_die`, exit 6) instead of
+    raising it: a raised error became a 12-line traceback and exit 1 in a ``patchq run``
+    child whose site ``apply``/``revert`` rewrote between preparation and import."""
 
 
 def _die(message):
@@ -178,8 +180,12 @@ class PatchedLoader:
         if self._text is None:
             import hashlib
 
-            with open(self.entry["source"], "rb") as fh:
-                data = fh.read()
+            try:
+                with open(self.entry["source"], "rb") as fh:
+                    data = fh.read()
+            except OSError as exc:  # removed (a cache prune) or replaced by something unreadable
+                _die("the patched source of %s (%s) cannot be read (%s); rerun `patchq run` (it prepares the hook "
+                     "again)" % (self.name, self.entry["source"], exc.strerror or exc))
             if hashlib.sha256(data).hexdigest() != self.entry["patched_sha256"]:
                 _die("the patched source of %s (%s) does not match the hook's manifest (damaged or replaced); "
                      "rerun `patchq run` (it prepares the hook again)" % (self.name, self.entry["source"]))
@@ -262,17 +268,17 @@ class Hook:
     # -- serving --------------------------------------------------------------
 
     def spec(self, name, entry, path):
-        """A ModuleSpec with a :class:`PatchedLoader`. Raises HookError when the name
-        resolves to another file than the manifest's, or the file changed since."""
+        """A ModuleSpec with a :class:`PatchedLoader`. Stops the process (one line, exit
+        :data:`EXIT_HOOK`) when the name resolves to another file than the manifest's, or
+        the file changed since: never an unpatched run, never a traceback."""
         from _frozen_importlib import ModuleSpec
         from _frozen_importlib_external import PathFinder
 
         real = PathFinder.find_spec(name, path)
         origin = getattr(real, "origin", None)
         if origin is None or not _same_file(origin, entry["path"]):
-            raise HookError(
-                "patchq run: %s resolves to %s, but the hook (profile %s) was prepared for %s; "
-                "rerun `patchq run` for this environment" % (name, origin, self.manifest["profile"], entry["path"]))
+            _die("%s resolves to %s, but the hook (profile %s) was prepared for %s; rerun `patchq run` for this "
+                 "environment" % (name, origin, self.manifest["profile"], entry["path"]))
         self._check_unchanged(name, entry)
         loader = PatchedLoader(self, name, entry)
         spec = ModuleSpec(name, loader, origin=entry["path"], is_package=bool(entry["package"]))
@@ -283,17 +289,23 @@ class Hook:
         return spec
 
     def _check_unchanged(self, name, entry):
-        st = os.stat(entry["path"])
-        if st.st_size == entry["size"] and st.st_mtime_ns == entry["mtime_ns"]:
-            return
-        import hashlib
+        """Stop the process (one line, exit :data:`EXIT_HOOK`) when the target file changed
+        since the hook was prepared (``patchq apply``/``revert`` rewrote the site, an
+        upgrade): the patched text was made from other bytes."""
+        try:
+            st = os.stat(entry["path"])
+            if st.st_size == entry["size"] and st.st_mtime_ns == entry["mtime_ns"]:
+                return
+            import hashlib
 
-        with open(entry["path"], "rb") as fh:
-            now = hashlib.sha256(fh.read()).hexdigest()
+            with open(entry["path"], "rb") as fh:
+                now = hashlib.sha256(fh.read()).hexdigest()
+        except OSError as exc:
+            now = "unreadable (%s)" % (exc.strerror or exc)
         if now != entry["disk_sha256"]:
-            raise HookError(
-                "patchq run: %s changed since the hook was prepared (sha256 %s, was %s): the "
-                "patched source no longer matches it; rerun `patchq run`" % (entry["path"], now, entry["disk_sha256"]))
+            _die("%s changed since the hook was prepared (sha256 %s, was %s; `patchq apply` or `revert` rewrote "
+                 "it?): the patched source no longer matches it; rerun `patchq run`"
+                 % (entry["path"], now, entry["disk_sha256"]))
 
     def served(self, name):
         """Note that ``name`` was executed from patched source; update the record."""

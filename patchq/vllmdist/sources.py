@@ -183,16 +183,31 @@ def _version_from_dist_info(dist_info: Path) -> Version:
     raise TargetNotFound(f"{dist_info}/METADATA has no Version field")
 
 
+#: What the interpreter asked by :func:`_site_packages_of` prints before its purelib path.
+_PURELIB_TAG = "patchq-purelib:"
+
+
 def _site_packages_of(python: str) -> Path:
-    """Ask another interpreter where its purelib is (without importing vLLM there)."""
+    """Ask another interpreter where its purelib is (without importing vLLM there).
+
+    Raises:
+        TargetNotFound: it cannot be run, fails, or does not print a purelib directory (a
+            program that is not Python, or one printing something else: it was taken for a
+            site-packages path and reported as "no vllm distribution" there).
+    """
+    code = f"import sysconfig; print({_PURELIB_TAG!r} + sysconfig.get_paths()['purelib'])"
     try:
-        out = subprocess.run(
-            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True, capture_output=True, text=True, timeout=60,
-        ).stdout.strip()
+        proc = subprocess.run([python, "-c", code], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as exc:
         raise TargetNotFound(f"cannot run --python {python}: {exc}") from None
-    return Path(out)
+    out = proc.stdout.decode("utf-8", "replace")
+    found = [ln[len(_PURELIB_TAG):] for ln in out.splitlines() if ln.startswith(_PURELIB_TAG)]
+    if proc.returncode != 0 or len(found) != 1 or not os.path.isabs(found[0]) or not os.path.isdir(found[0]):
+        said = " ".join((out.strip() or proc.stderr.decode("utf-8", "replace").strip()).split())[:120]
+        raise TargetNotFound(f"--python {python} did not answer as a Python interpreter asked for its site-packages "
+                             f"(exit {proc.returncode}; it printed {said!r}); give the python of the environment "
+                             f"vLLM is installed in")
+    return Path(found[0])
 
 
 def current_site_packages() -> Path:
@@ -229,12 +244,17 @@ def installed(site_packages: str | Path | None = None, python: str | None = None
         candidates = [_site_packages_of(python)]
     else:
         candidates = [current_site_packages()] + [Path(p) for p in sys.path if p]
+    elsewhere = None  # the first dist-info whose vllm/ is not beside it (an editable install)
     for sp in candidates:
         if sp.is_dir():
             di = _dist_info_in(sp)
             if di is not None and (sp / PACKAGE).is_dir():
                 return CodeSource(root=sp.resolve(), version=_version_from_dist_info(di),
                                   kind="installed", dist_info=di.resolve(), dist=_dist_of(di))
+            if di is not None and elsewhere is None:
+                elsewhere = record.not_here(str(sp), di.name)
+    if elsewhere:
+        raise TargetNotFound(elsewhere)
     if site_packages or python:
         raise TargetNotFound(f"no vllm distribution in {candidates[0]} (is vLLM installed there?)")
     raise TargetNotFound(f"no vllm distribution in {candidates[0]} or on sys.path: install vLLM in this "

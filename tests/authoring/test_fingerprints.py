@@ -52,15 +52,15 @@ def test_fingerprint_rewrites_keep_the_comments():
         [anchors.target.fingerprints]
         "0.23.0" = "aaaaaaaaaaaaaaaa"  # verified by hand
     ''')
-    data = fingerprints.tomllib.loads(old)
+    data = tomllib.loads(old)
     data["anchors"]["target"]["fingerprints"]["0.26.0"] = "bbbbbbbbbbbbbbbb"
     new = fingerprints.rewrite("my-fix", old, data)
-    assert fingerprints.tomllib.loads(new) == data
+    assert tomllib.loads(new) == data
     for comment in ("# Anchors of my-fix: keep this header", "# the one anchor", "# a hint", "# verified by hand"):
         assert comment in new
     data["anchors"]["target"]["fingerprints"] = {"0.15.1": "cccccccccccccccc", "0.23.0": "aaaaaaaaaaaaaaaa"}
     reordered = fingerprints.rewrite("my-fix", old, data)
-    assert fingerprints.tomllib.loads(reordered) == data and "# a hint" in reordered
+    assert tomllib.loads(reordered) == data and "# a hint" in reordered
     assert reordered.index('"0.15.1"') < reordered.index('"0.23.0"')
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -33,11 +34,11 @@ from pathlib import Path
 import pytest
 from support import own_vllm
 
-from patchq.plan import diffs, engine
-from patchq.authoring import importer
-from patchq.vllmdist import releases
 from patchq import series as series_mod
+from patchq.authoring import importer
 from patchq.authoring.merge import strip_sentinels
+from patchq.plan import diffs, engine
+from patchq.vllmdist import releases
 from patchq.vllmdist.sources import release_source
 
 #: the wheel layer: every test here reads real vLLM releases
@@ -496,3 +497,22 @@ def test_a_name_only_in_a_local_annotation_is_no_runtime_name(empty_series):
                              "    padding: Optional[int],\n", 1)
     with pytest.raises(importer.ImportRefused, match=r"`Optional` \(vllm/v1/core/kv_cache_utils\.py:"):
         importer.build(diffs.unified(REL, pristine, param), "x", "0.23.0")
+
+
+def test_git_quoted_paths_are_unquoted():
+    """git writes a path with non-ASCII bytes C-quoted: "a/foo\\303\\251.py" is a/fooé.py."""
+    assert importer.git_unquote('"a/vllm/foo\\303\\251.py"') == "a/vllm/fooé.py"
+    assert importer.git_unquote('"b/vllm/a\\tb\\"c\\\\d.py"') == 'b/vllm/a\tb"c\\d.py'
+    assert importer.git_unquote("a/vllm/plain.py") == "a/vllm/plain.py"
+    assert importer.normalize_path('"a/vllm/foo\\303\\251.py"') == "vllm/fooé.py"
+    with pytest.raises(importer.ImportRefused, match="bad escape"):
+        importer.git_unquote('"a/vllm/x\\q.py"')
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../x.py", "b/other/x.py", "b/vllm/../x.py", "/abs/x.py"])
+def test_every_path_outside_vllm_is_one_refusal(path):
+    """../, absolute and other-package paths were exit 2 or exit 1 by chance: all are
+    ImportRefused (exit 1) naming the header's path."""
+    diff = f"--- {path}\n+++ {path}\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    with pytest.raises(importer.ImportRefused, match=f"^{re.escape(path)}: outside the vllm package"):
+        importer.parse(diff, lambda rel: True)

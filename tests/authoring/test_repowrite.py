@@ -119,3 +119,22 @@ def test_recovery_leaves_a_file_edited_since_and_refuses_escaping_paths(tmp_path
     journal.write_text("[" * 10000)
     with pytest.raises(StateError, match="damaged"):
         repowrite.recover(repo)
+
+
+def test_the_next_write_or_transaction_removes_temp_files_a_killed_writer_left(tmp_path):
+    """kill -9 of `rebase --write` left anchors/.X.toml.<rand>.patchq-tmp (1 of 10): the next
+    transaction (or write into that directory) removes it; a live writer's stays."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    repo = tmp_path / "repo"
+    (repo / "anchors").mkdir(parents=True)
+    left = repo / "anchors" / f".x.toml.{gone}.abcd_123.patchq-tmp"
+    live = repo / "anchors" / f".y.toml.{os.getpid()}.abcd_124.patchq-tmp"
+    for p in (left, live):
+        p.write_text("[anchors.partial")
+    with repowrite.Transaction(repo, "test", [repo, repo / "anchors"]) as txn:
+        txn.write(repo / "NOTES.md", "x\n")
+    assert not left.exists() and live.exists()
+    left.write_text("[anchors.partial")
+    repowrite.write_file(repo / "anchors" / "x.toml", "[anchors]\n")
+    assert not left.exists() and live.exists()

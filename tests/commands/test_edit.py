@@ -218,3 +218,41 @@ def _started(root: Path, target, pid: str, old: str, new: str):
     copy = Path(doc["files"][0]["edit"])
     copy.write_text(copy.read_text().replace(old, new))
     return series, target, pid, []
+
+
+def test_a_symlinked_edit_directory_is_never_followed(world, tmp_path):
+    """A symlinked .patchq-edit made edit write its copies outside the repo: refused as a
+    symlinked .patchq-txn is, and nothing is written there."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = world.series.root.parent / edit.EDIT_DIR
+    link.symlink_to(outside)
+    with pytest.raises(UsageError, match=f"{link} is a symlink or not a directory"):
+        edit.edit(world.series, world.target, "double-get", [UTILS], in_place=False)
+    link.unlink()
+    link.mkdir()
+    (link / "double-get").symlink_to(outside)
+    for call in (lambda: edit.edit(world.series, world.target, "double-get", [UTILS], in_place=False),
+                 lambda: edit.record(world.series, world.target, "double-get", [], profile=None, apply=False)):
+        with pytest.raises(UsageError, match="double-get is a symlink or not a directory"):
+            call()
+    assert list(outside.iterdir()) == []
+
+
+def test_a_walked_up_series_edit_directory_is_held_to_the_trust_rule(world, monkeypatch):
+    from patchq.errors import UnsafeConfig
+
+    repo = world.series.root.parent
+    (repo / "patchq.toml").write_text('series = "series"\nanchors = "anchors"\n')
+    monkeypatch.delenv("PATCHQ_SERIES")
+    monkeypatch.delenv("PATCHQ_ANCHORS")
+    monkeypatch.chdir(repo)
+    walked = series_mod.load()
+    assert walked.location.origin == "config"
+    (repo / edit.EDIT_DIR).mkdir()
+    os.chown(repo / edit.EDIT_DIR, 65534, 65534)
+    with pytest.raises(UnsafeConfig, match=f"refusing {repo / edit.EDIT_DIR}: .*owned by uid 65534"):
+        edit.edit(walked, world.target, "double-get", [UTILS], in_place=False)
+    os.chown(repo / edit.EDIT_DIR, 0, 0)
+    doc, code = edit.edit(walked, world.target, "double-get", [UTILS], in_place=False)
+    assert code == 0

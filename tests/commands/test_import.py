@@ -8,13 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
+from testing.small_series import UTILS_PY, write_release
+from testing.small_world import UTILS
 
 from patchq import series as series_mod
 from patchq.commands import apply, import_, revert
 from patchq.errors import ImportRefused, UsageError
 from patchq.plan import diffs, engine
-from testing.small_series import UTILS_PY, write_release
-from testing.small_world import UTILS
 
 DOUBLED = UTILS_PY.replace("        return self.DEFAULT\n", "        return self.DEFAULT * 2\n")
 
@@ -88,3 +88,30 @@ def test_a_monkeypatch_wrapper_becomes_a_result_wrapper(world, tmp_path):
     assert world.utils() == text
     _, code = revert.run(world.target, series, None, force=False)
     assert code == 0 and (world.site / UTILS).read_bytes() == pristine
+
+
+def test_the_diff_file_is_bounded_in_kind_size_and_encoding(world, tmp_path, monkeypatch):
+    """A FIFO or a device is refused unread (`import /dev/zero` was OOM-killed), a file over
+    the bound is refused (PATCHQ_IMPORT_MAX_BYTES raises it), UTF-16 and stray bytes are one
+    ImportRefused each (exit 70 before); nothing is written."""
+    os.mkfifo(tmp_path / "fifo.diff")
+    for path in (tmp_path / "fifo.diff", "/dev/zero", tmp_path):
+        with pytest.raises(UsageError, match="not a regular file"):
+            import_.run(world.series, str(path), "x-y", release="0.1.0")
+    good = tmp_path / "double.diff"
+    monkeypatch.setenv(import_.MAX_ENV, "100")
+    with pytest.raises(UsageError, match=f"larger than 100 bytes.*{import_.MAX_ENV}=N"):
+        import_.run(world.series, str(good), "x-y", release="0.1.0")
+    monkeypatch.setenv(import_.MAX_ENV, "ten")
+    with pytest.raises(UsageError, match="a positive number of bytes"):
+        import_.run(world.series, str(good), "x-y", release="0.1.0")
+    monkeypatch.delenv(import_.MAX_ENV)
+    (tmp_path / "u16.diff").write_bytes(good.read_text().encode("utf-16"))
+    with pytest.raises(ImportRefused, match="is UTF-16 text"):
+        import_.run(world.series, str(tmp_path / "u16.diff"), "x-y", release="0.1.0")
+    (tmp_path / "l1.diff").write_bytes(good.read_bytes().replace(b"* 2", b"* \xe9"))
+    with pytest.raises(ImportRefused, match=r"l1.diff:\d+: not UTF-8 \(byte 0xe9"):
+        import_.run(world.series, str(tmp_path / "l1.diff"), "x-y", release="0.1.0")
+    assert "x-y" not in series_mod.load(world.series.root).all_patch_ids()
+    doc, code = import_.run(world.series, str(good), "x-y", release="0.1.0")
+    assert code == 0 and doc["verified"]

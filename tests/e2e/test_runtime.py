@@ -13,7 +13,7 @@ All on a real vLLM 0.23.0 install (a hard-linked copy, see ``conftest.py``):
   file of the install still matches its RECORD hash;
 * loud failures: a patch that does not apply (exit 1, the command never starts), a
   target module imported before the hook (exit 6), a target file changed after the
-  hook was prepared (``HookError`` on import; the next ``run`` refuses it, exit 4);
+  hook was prepared (the process stops on import, exit 6; the next ``run`` refuses it, exit 4);
 * a warm start imports neither libcst nor the planner;
 * the vLLM plugin's check, in both modes, and its ``VLLM_CACHE_ROOT`` fold;
 * (slow) the real import of the patched FLA module with torch 2.13.0 CPU: executed
@@ -276,20 +276,22 @@ def manifest_dir(manifest: dict) -> str:
 
 
 def test_changed_file_is_refused(site, env):
-    """A target file replaced after the hook was prepared: HookError on import; run refuses."""
+    """A target file replaced after the hook was prepared (apply or revert rewrote the site
+    between preparation and import): the process stops with one line, exit 6 (it died with
+    a 12-line HookError traceback, exit 1); run refuses."""
     manifest = manifest_of(env, site)
     rel = manifest["modules"][FLA]["relpath"]
     replace_file(site / rel, (site / rel).read_text() + "\n# edited by someone\n")
-    code = ("import _patchq_hook as h, os\n"
-            f"e = h.STATE.manifest['modules'][{FLA!r}]\n"
-            "try:\n"
-            f"    h.STATE.finder.find_spec({FLA!r}, [os.path.dirname(e['path'])])\n"
-            "except h.HookError as exc:\n"
-            "    print('refused:', exc)\n")
     pythonpath = f"{manifest_dir(manifest)}{os.pathsep}{site}"
+    code = ("import _patchq_hook as h, os\n"  # the finder, as the import of the module reaches it (no parents)
+            f"e = h.STATE.manifest['modules'][{FLA!r}]\n"
+            f"h.STATE.finder.find_spec({FLA!r}, [os.path.dirname(e['path'])])\n"
+            "print('unreachable')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**env, "PYTHONPATH": pythonpath})
-    assert out.stdout.startswith("refused:") and "changed since the hook was prepared" in out.stdout
+    assert out.returncode == 6 and "unreachable" not in out.stdout
+    assert out.stderr.startswith("patchq run: ") and "changed since the hook was prepared" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     again = patchq("run", "--profile", PROFILE, "--site-packages", site, "--", "true", env=env)
     assert again.returncode == 4 and rel in again.stderr
 

@@ -65,3 +65,57 @@ def test_a_symlinked_pycache_is_not_followed(tmp_path):
     (pkg / "__pycache__").symlink_to(elsewhere)
     assert fsutil.invalidate_pycache(pkg / "utils.py") == []
     assert (elsewhere / "utils.cpython-312.pyc").exists()
+
+
+def test_stale_temp_files_are_those_whose_writer_is_gone(tmp_path):
+    """atomic_write names its temp file with its pid: a file of a pid that no longer runs
+    (a kill -9 between the write and the rename) or an old one is stale; a live writer's is not."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from patchq.env import fsutil
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    dead = tmp_path / f".x.toml.{gone}.abcd_123.patchq-tmp"
+    live = tmp_path / f".x.toml.{os.getpid()}.abcd_124.patchq-tmp"
+    old = tmp_path / ".x.toml.abcd_125.patchq-tmp"  # an older patchq's name: no pid
+    young = tmp_path / ".y.toml.abcd_126.patchq-tmp"
+    for p in (dead, live, old, young):
+        p.write_text("[partial")
+    os.utime(old, (time.time() - 2 * fsutil.STALE_AGE,) * 2)
+    (tmp_path / "anchors.toml").write_text("x = 1\n")
+    assert sorted(fsutil.stale_temp(tmp_path)) == sorted([str(dead), str(old)])
+    fsutil.atomic_write(tmp_path / "new.toml", b"y = 2\n")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".new.toml")) == []
+
+
+def test_the_crash_hook_is_honoured_only_from_the_source_checkout(tmp_path):
+    """PATCHQ_FAULT_AFTER_WRITES / _REPO_WRITES were live in an installed wheel: now only a
+    patchq run from its checkout (the test layer) stops itself; a wheel ignores them."""
+    import subprocess
+    import sys
+
+    from patchq.env import fsutil
+
+    assert fsutil._source_checkout()  # this test runs from the checkout
+    code = ("import os, sys\nfrom patchq.env import fsutil\n{patch}"
+            "os.environ['PATCHQ_FAULT_AFTER_WRITES'] = '1'\nfsutil.fault_point('PATCHQ_FAULT_AFTER_WRITES')\n"
+            "print('still here')\n")
+    here = subprocess.run([sys.executable, "-c", code.format(patch="")], capture_output=True, text=True)
+    assert here.returncode == 99 and "still here" not in here.stdout
+    wheel = subprocess.run([sys.executable, "-c", code.format(patch="fsutil._source_checkout = lambda: False\n")],
+                           capture_output=True, text=True)
+    assert wheel.returncode == 0 and "still here" in wheel.stdout
+    # an installed copy of the package (no pyproject.toml of patchq beside it) is not the checkout
+    import shutil
+
+    from support import REPO
+
+    site = tmp_path / "site-packages"
+    shutil.copytree(REPO / "patchq", site / "patchq", ignore=shutil.ignore_patterns("__pycache__"))
+    probe = subprocess.run([sys.executable, "-c", "from patchq.env import fsutil; print(fsutil._source_checkout())"],
+                           capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(site)})
+    assert probe.stdout.strip() == "False", probe.stderr

@@ -48,3 +48,22 @@ def test_garbage_runtime_records_are_state_errors_never_crashes(tmp_path, record
     for p in doc["processes"]:
         assert isinstance(p["pid"], int) and p["pid"] > 0
         runtime_status.exit_code(doc)
+
+
+def test_a_process_whose_profile_gained_a_patch_since_it_started_is_stale(tmp_path):
+    """status --runtime said `live`, exit 0, after the running profile gained a patch in
+    profiles.toml: the process runs a patch set its profile no longer names."""
+    from patchq.env import runtime_status
+    from patchq.runtime.hook import start_ticks
+
+    rec = {"schema": "patchq.runtime/1", "pid": os.getpid(), "start_ticks": start_ticks(), "profile": "base",
+           "patches": [{"id": "a", "hash": "h1", "status": "ok"}], "served": {}}
+    (tmp_path / f"{os.getpid()}.json").write_text(json.dumps(rec))
+    same = runtime_status.collect(tmp_path, {"a": "h1"}, profiles={"base": ["a"]})
+    assert [p["status"] for p in same["processes"]] == ["live"] and runtime_status.exit_code(same) == 0
+    for profiles, reason in (({"base": ["a", "b"]}, "profile base gained b since start"),
+                             ({"base": []}, "profile base lost a since start"),
+                             ({"other": ["a"]}, "profile base is no longer in the series")):
+        doc = runtime_status.collect(tmp_path, {"a": "h1", "b": "h2"}, profiles=profiles)
+        (row,) = doc["processes"]
+        assert (row["status"], row["reason"], runtime_status.exit_code(doc)) == ("stale", reason, 7)

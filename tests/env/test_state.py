@@ -121,3 +121,20 @@ def test_the_lock_excludes_a_second_writer_for_its_timeout(tmp_path):
     with pytest.raises(StateError, match="is a symlink or not a directory"):
         with StateLock(tmp_path.parent / "linked-state"):
             pass
+
+
+def test_pristine_relpaths_lists_the_copies_and_never_reads_through_a_link(small, tmp_path):
+    """What a series-less revert --all --force restores besides the journal's files: the
+    kept pristine copies; a symlinked state directory or pristine/ is not read through."""
+    import os
+    import shutil
+
+    from patchq.commands import apply
+    from patchq.env.state import StateDir
+
+    apply.apply(small.target, small.series, "base")
+    state = StateDir(small.site)
+    assert state.pristine_relpaths() == ["vllm/ops/utils.py"]
+    shutil.move(str(state.root), tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", state.root)
+    assert StateDir(small.site).pristine_relpaths() == []

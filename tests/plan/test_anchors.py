@@ -136,3 +136,23 @@ def test_fingerprint_of_a_class_sees_its_methods():
     a = "class C:\n    def m(self):\n        return 1\n"
     b = "class C:\n    def m(self):\n        return 2\n"
     assert A.fingerprint_code(a) != A.fingerprint_code(b)
+
+
+@pytest.mark.parametrize("qualname", ["Backend", "Backend.get"])
+def test_lines_a_transform_inserts_follow_the_files_newline_convention(qualname):
+    """A CRLF file got LF-only inserted lines (and an LF-only sentinel): the segment is parsed
+    with the file's line end, so what a transform adds (statements, a comment) ends in CRLF."""
+    from patchq import edits
+
+    text = MODULE.replace("\n", "\r\n")
+    node = A.ast_index(text)[qualname][0]
+    seg = A.cut_segment(text, "vllm/x.py", qualname, node)
+    assert seg.newline == "\r\n"
+    body = seg.node.body.body
+    new = edits.insert_after(seg.node, body[-1], edits.stmts("A = 1\nif A:\n    B = 2\n"))
+    new = edits.add_sentinel(new, "p", "0" * 12)
+    out = A.splice(text, seg, seg.render(new))
+    assert "A = 1\r\n" in out and "    B = 2\r\n" in out and "# patchq:p:" in out
+    assert out.replace("\r\n", "").count("\n") == 0  # no LF-only line anywhere
+    lf = A.cut_segment(MODULE, "vllm/x.py", qualname, A.ast_index(MODULE)[qualname][0])
+    assert lf.newline == "\n" and "\r" not in A.splice(MODULE, lf, lf.render(lf.node))

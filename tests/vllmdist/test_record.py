@@ -58,3 +58,32 @@ def test_stdlib_only():
     code = "import sys, patchq.vllmdist.record; print(sorted(m for m in ('libcst', 'typer', 'packaging') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_an_editable_vllm_is_the_same_answer_for_status_and_apply(tmp_path):
+    """An editable install (PEP 660: a dist-info and a .pth, its sources in a checkout):
+    status exited 0 naming a vLLM that apply said was not there; both say why now (exit 3)."""
+    import pytest
+    from testing import small_series
+
+    from patchq.env import status
+    from patchq.errors import TargetNotFound
+    from patchq.vllmdist import record, sources
+
+    src = small_series.write_tree(tmp_path / "checkout")
+    site = tmp_path / "site"
+    di = site / "vllm-0.1.0.dist-info"
+    di.mkdir(parents=True)
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.1.0\n\n")
+    (di / "RECORD").write_text("__editable__.vllm-0.1.0.pth,,\nvllm-0.1.0.dist-info/RECORD,,\n")
+    (di / "direct_url.json").write_text(f'{{"url": "file://{src}", "dir_info": {{"editable": true}}}}')
+    (site / "__editable__.vllm-0.1.0.pth").write_text(f"{src}\n")
+    why = record.not_here(str(site), di.name)
+    assert why.startswith(f"vllm 0.1.0 in {site} is an editable install (its sources are in {src}")
+    with pytest.raises(TargetNotFound) as from_status:
+        status.collect(str(site), str(tmp_path / "series"), str(tmp_path / "anchors"))
+    with pytest.raises(TargetNotFound) as from_apply:
+        sources.installed(site)
+    assert str(from_status.value) == str(from_apply.value) == why
+    (di / "direct_url.json").unlink()
+    assert "holds vllm-0.1.0.dist-info but no vllm/ directory" in record.not_here(str(site), di.name)

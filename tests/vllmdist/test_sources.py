@@ -202,3 +202,18 @@ def test_check_dist_reads_that_distributions_release_and_revert_force_restores_f
     rc, doc, err = _pq("revert", "--all", "--force", site=site, series=series, cache=cache)
     assert rc == 0, (err, doc)
     assert (site / "vllm/ops/utils.py").read_bytes() == pristine
+
+
+def test_a_python_that_prints_something_else_is_named_not_taken_for_a_site(tmp_path):
+    """`--python` printing garbage was taken for a site-packages path ("no vllm
+    distribution in hello ..."): it is named as not answering as a Python interpreter."""
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'hello, not python'\n")
+    os.chmod(fake, 0o755)
+    with pytest.raises(TargetNotFound, match=f"--python {fake} did not answer as a Python interpreter .*exit 0; "
+                                             f"it printed 'hello, not python'"):
+        sources.installed(python=str(fake))
+    chatty = tmp_path / "chatty"  # a real python whose startup prints a line first
+    chatty.write_text(f"#!/bin/sh\necho 'banner'\nexec {sys.executable} \"$@\"\n")
+    os.chmod(chatty, 0o755)
+    assert sources._site_packages_of(str(chatty)) == sources.current_site_packages()
