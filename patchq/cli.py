@@ -749,6 +749,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         sys.exit(guard(main, sys.argv[1:]))
     argv = hoist_json(argv)
+    from patchq.edge import asks_help
+
+    if not asks_help(argv):
+        from patchq.vllmdist import cache
+
+        cache.check_root()  # as __main__.dispatch does (checked once per process)
     _output.clear()
     command = typer.main.get_command(app)
     command._main_shell_completion({}, "patchq")  # exits when the shell asks for completions

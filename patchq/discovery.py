@@ -183,7 +183,7 @@ def from_config(path, table: dict) -> Location:
     return Location(series, named["anchors"], "config", path, goldens)
 
 
-def _opted_in(directory: str) -> bool:
+def opted_in(directory: str) -> bool:
     """True when ``$PATCHQ_SAFE_DIRECTORIES`` lists ``directory`` (or is ``*``)."""
     value = os.environ.get(SAFE_ENV, "")
     for entry in value.split(os.pathsep):
@@ -193,24 +193,36 @@ def _opted_in(directory: str) -> bool:
     return False
 
 
+def stat_problem(path: str, st: os.stat_result) -> str | None:
+    """Why an entry with the stat ``st`` (of ``path``, named in the message) may not be
+    trusted, or None: owned by someone other than the current user or root, or writable by
+    others (``o+w``; a symlink's own mode is not looked at). Group write is accepted, as git's
+    ``safe.directory`` accepts it: a group is a deliberate share. The one rule for walked-up
+    configs (:func:`ownership_problem`) and patchq's cache (:mod:`patchq.vllmdist.cache`)."""
+    me = os.geteuid() if hasattr(os, "geteuid") else None
+    if me is None:  # pragma: no cover - not POSIX
+        return None
+    if st.st_uid not in (me, 0):
+        return f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
+    if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
+        return f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
 def ownership_problem(path: str) -> str | None:
     """Why ``path`` (a file or directory; a symlink is judged by itself and its target)
     may not be trusted to hold code for this user, or None: owned by someone other than
-    the current user or root, or writable by others."""
-    me = os.geteuid() if hasattr(os, "geteuid") else None
+    the current user or root, or writable by others (:func:`stat_problem`)."""
     try:
         stats = [os.lstat(path)]
         if stat.S_ISLNK(stats[0].st_mode):
             stats.append(os.stat(path))
     except OSError:
         return None  # missing: nothing there to run
-    if me is None:  # pragma: no cover - not POSIX
-        return None
     for st in stats:
-        if st.st_uid not in (me, 0):
-            return f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
-        if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
-            return f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+        problem = stat_problem(path, st)
+        if problem:
+            return problem
     return None
 
 
@@ -222,7 +234,7 @@ def check_trusted(loc: Location, cwd=None) -> None:
     if config is None:
         return
     directory = os.path.realpath(os.path.dirname(config))
-    if _opted_in(directory):
+    if opted_in(directory):
         return
     here = os.path.realpath(str(cwd) if cwd is not None else os.getcwd())
     where = "in the working directory" if directory == here else f"above the working directory {here}"
@@ -240,7 +252,7 @@ def module_problem(loc: Location | None, path: str) -> str | None:
     (:func:`ownership_problem`; only for ``config`` locations not opted in)."""
     if loc is None or loc.origin != "config" or loc.config_str is None:
         return None
-    if _opted_in(os.path.realpath(os.path.dirname(loc.config_str))):
+    if opted_in(os.path.realpath(os.path.dirname(loc.config_str))):
         return None
     return ownership_problem(path)
 

@@ -165,6 +165,14 @@ class UnsafeConfig(SeriesError):
     by others (:mod:`patchq.discovery`, after git's ``safe.directory``). Exit 2."""
 
 
+class CacheRefused(UsageError):
+    """patchq's cache directory cannot be used (:func:`patchq.vllmdist.cache.check_root`): it
+    is not a directory (``$PATCHQ_CACHE_DIR`` naming a regular file), it is owned by another
+    user or writable by others, it holds entries patchq does not make and no marker of
+    patchq's (``PATCHQ_CACHE_DIR=.`` in a repo), or ``cache clean``/``prune`` found something
+    foreign where they would remove. The message names the directory and what is wrong. Exit 2."""
+
+
 #: Module-name prefix of loaded series files (:meth:`patchq.series.Series.patch`).
 _SERIES_MODULE = "patchq_series_"
 
