@@ -319,7 +319,7 @@ def clean() -> tuple[CacheDoc, int]:
         ReadOnlyError: other commands held the cache for ``$PATCHQ_LOCK_TIMEOUT`` seconds (exit 5).
     """
     root = _marked_root()
-    removed = []
+    removed: list[str] = []
     if not root.is_dir():
         return info(removed), EXIT_OK
     with cache.exclusive(str(root)):

@@ -62,6 +62,7 @@ import sys
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path reads root_text)
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
 
 def root_text() -> str:
@@ -127,6 +128,71 @@ def write_entry(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+#: Largest cached plan or verdict entry read (bytes); a realistic 200-patch verdict is ~0.3 MB.
+MAX_ENTRY_BYTES = 64 << 20
+_noted: set[str] = set()
+
+
+def note_untrusted(what: str, path: object, problem: str) -> None:
+    """One line on stderr (once per path and process): a cache entry another user could
+    have written is ignored, and what it held is computed again."""
+    key = str(path)
+    if key not in _noted:
+        _noted.add(key)
+        sys.stderr.write(f"patchq: note: ignoring the cached {what} {key}: {problem}; it is computed again\n")
+
+
+def pack_entry(schema: str, doc: object) -> bytes:
+    """A plan or verdict entry's bytes: the line ``<schema> <sha256 of the body>``, then the
+    body, ``doc`` as compact JSON (built-in types only: loading it runs no code).
+
+    Raises:
+        TypeError, ValueError: ``doc`` is not JSON data (or holds NaN or infinity).
+    """
+    import hashlib
+    import json
+
+    body = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    return f"{schema} {hashlib.sha256(body).hexdigest()}\n".encode() + body
+
+
+def unpack_body(data: bytes) -> Any:
+    """The JSON document of :func:`pack_entry`'s bytes, unchecked (what a reader gets back).
+
+    Raises:
+        ValueError: not such bytes.
+    """
+    import json
+
+    return json.loads(data.partition(b"\n")[2])
+
+
+def read_entry(path: Path, schema: str, what: str) -> Any:
+    """The JSON document of the entry ``path`` written by :func:`pack_entry` with ``schema``,
+    or None: missing, not a regular file, too large, another schema, a body that does not
+    match its sha256 (damaged), or not JSON. An entry owned by another user (not root) or
+    writable by others is None too, with a note (:func:`note_untrusted`): ``what`` names it."""
+    import hashlib
+    import json
+
+    from patchq import jsonsafe
+
+    try:
+        data = jsonsafe.read_bytes(path, MAX_ENTRY_BYTES, owned=True)
+    except jsonsafe.Untrusted as exc:
+        note_untrusted(what, path, str(exc))
+        return None
+    except (OSError, ValueError):
+        return None
+    head, sep, body = data.partition(b"\n")
+    if not sep or head != f"{schema} {hashlib.sha256(body).hexdigest()}".encode():
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
 
 
 def wheels() -> Path:
