@@ -42,7 +42,12 @@ _SOURCES: dict[str, CodeSource] = {}
 
 def cached_release(version: str) -> CodeSource | None:
     """A release from patchq's cache only (never downloads); None when not cached. One
-    source per release and process (its texts and definition index are read once)."""
+    source per release and process (its texts and definition index are read once).
+
+    Raises:
+        CacheError: its cached tree is damaged and could not be fetched again.
+    """
+    from patchq.errors import CacheError
     from patchq.vllmdist import releases, sources
 
     key = f"{releases.cache_dir()}\0{version}"  # one cache root per process in use, but never assumed
@@ -54,7 +59,9 @@ def cached_release(version: str) -> CodeSource | None:
             return None
         _SOURCES[key] = sources.release_source(version)
         return _SOURCES[key]
-    except Exception:  # a broken cache entry must not break a plan
+    except CacheError:  # damaged and not fetched again: a cache error, never a verdict (issue 38)
+        raise
+    except Exception:  # a release that cannot be read for another reason must not break a plan
         from patchq.compat.verdictcache import note_unreadable  # the answer may change: not kept
 
         note_unreadable(version)

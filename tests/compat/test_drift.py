@@ -77,3 +77,33 @@ def test_without_a_record_or_a_cached_release_the_entry_says_why(tmp_path):
         "no verified release recorded for Backend (anchor default) in anchors/"
     entry = drift.drift_entry(spec, anchor, target, text, ["0.1.0"])
     assert (entry["base"], entry["diff"], entry["note"]) == ("0.1.0", None, "vllm 0.1.0 is not in patchq's release cache: no diff")
+
+
+@pytest.mark.parametrize("how", ["file-removed", "another-release"])
+def test_a_damaged_reference_release_is_a_cache_error_never_a_verdict(tmp_path, how):
+    """issue 38 (low): a check concurrent with `cache prune --keep 0` gave a different verdict: a
+    reference release damaged under it read as "not in the cache". A damaged cached reference
+    that cannot be fetched again (offline) is a CacheError (exit 3), whoever reads it."""
+    import shutil
+
+    from patchq.compat import check
+    from patchq.errors import CacheError
+
+    cache = Path(os.environ["PATCHQ_CACHE_DIR"])
+    base = write_release(cache, "0.1.0")
+    fp = A.fingerprint_ast(A.ast_index(UTILS_PY)["Backend"][0])
+    patch = S.load(write_series(tmp_path, fingerprint=fp)).patch("bump-default")
+    tree = write_tree(tmp_path / "tree")
+    (tree / REL).write_text(UTILS_PY.replace("        return self.DEFAULT\n", "        return self.DEFAULT * 2\n"))
+    target = sources.source_tree(tree, version="0.2.0")
+    (row,) = check.check(target, [patch])
+    assert row.status == "applies-drifted" and row.drift[0]["base"] == "0.1.0" and row.drift[0]["diff"]
+    drift._release_source.cache_clear()
+    if how == "file-removed":
+        (base / REL).unlink()
+    else:
+        other = write_release(tmp_path / "other", "0.0.9")
+        shutil.rmtree(base)
+        shutil.copytree(other, base)
+    with pytest.raises(CacheError, match="cache clean"):
+        check.check(sources.source_tree(tree, version="0.2.0"), [patch])
