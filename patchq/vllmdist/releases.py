@@ -337,9 +337,16 @@ def _index_cache(package: str) -> Path:
 
 
 def _read_index_cache(path: Path) -> tuple[list[Version], float] | None:
+    """The cached release list (versions, time fetched), or None: missing, damaged, or another
+    user's (or writable by others: ignored with a note, :func:`patchq.vllmdist.cache.read_entry`'s rule)."""
+    from patchq import jsonsafe
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(jsonsafe.read_bytes(path, 1 << 22, owned=True))
         return [Version(v) for v in data["versions"]], float(data["fetched"])
+    except jsonsafe.Untrusted as exc:
+        cache.note_untrusted("release list", path, str(exc))
+        return None
     except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
         return None
 
@@ -422,7 +429,8 @@ def find_wheel(
 
     Names are parsed with :func:`packaging.utils.parse_wheel_filename`, so build
     tags (``vllm-0.23.0-2-cp38-abi3-...``) and any manylinux tag are understood.
-    Only Linux x86_64 wheels count. Among several, the highest build tag wins
+    Only Linux x86_64 wheels count, and only yours or root's, not writable by others (another
+    user's is skipped with a note: the cache's rule). Among several, the highest build tag wins
     (an untagged wheel sorts lowest), as with pip.
 
     Args:
@@ -440,8 +448,14 @@ def find_wheel(
         entries = list(Path(directory).iterdir())
     except FileNotFoundError:
         return None
+    from patchq.discovery import ownership_problem
+
     for path in entries:
         if not path.name.endswith(".whl") or not path.is_file():
+            continue
+        problem = ownership_problem(str(path))
+        if problem:  # another user's wheel: as if it were not there (downloaded again)
+            cache.note_untrusted("wheel", path, problem)
             continue
         try:
             name, ver, build, tags = parse_wheel_filename(path.name)
