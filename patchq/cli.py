@@ -670,7 +670,9 @@ def cache_prune(
     keep: int = opt(..., "--keep", metavar="N", help="how many of the newest releases to keep"),
     as_json: bool = Json,
 ) -> None:
-    """Remove every release but the newest N."""
+    """Remove every release but the newest N: patchq's files of each (wheel, tree, test installs).
+
+    Nothing is removed, exit 2, when one of them holds a file patchq did not make."""
     from patchq.commands import cache as cmd
 
     doc, code = cmd.prune(keep)
@@ -679,7 +681,10 @@ def cache_prune(
 
 @cache_app.command("clean")
 def cache_clean(as_json: bool = Json) -> None:
-    """Remove everything in the cache (it is downloaded again when needed)."""
+    """Remove everything patchq made in the cache (it is downloaded again when needed).
+
+    Only under a directory carrying patchq's CACHEDIR.TAG; nothing is removed, exit 2, when it
+    holds anything patchq did not make."""
     from patchq.commands import cache as cmd
 
     doc, code = cmd.clean()

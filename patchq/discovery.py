@@ -42,9 +42,9 @@ An interrupted multi-file change of the series (``<repo>/.patchq-txn/``, see
 from __future__ import annotations
 
 import os
-import stat
 import sys
 
+from patchq import trust
 from patchq.errors import SeriesError, UnsafeConfig
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
@@ -53,7 +53,9 @@ if TYPE_CHECKING:
 
 CONFIG_NAME = "patchq.toml"
 #: Directories whose walked-up config is trusted whoever owns it (``os.pathsep`` list, or ``*``).
-SAFE_ENV = "PATCHQ_SAFE_DIRECTORIES"
+SAFE_ENV = trust.SAFE_ENV
+#: The rule, kept in :mod:`patchq.trust` (patchq's cache uses it too); named here for callers.
+opted_in, stat_problem, ownership_problem = trust.opted_in, trust.stat_problem, trust.ownership_problem
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 #: where the wheel carries the Spark series (pyproject.toml maps series/ and anchors/ there)
 BUNDLED_ROOT = os.path.join(_PACKAGE_DIR, "_bundled")
@@ -181,49 +183,6 @@ def from_config(path, table: dict) -> Location:
         raise SeriesError(f"{path} names series directory {series}, which has no profiles.toml")
     goldens = named.get("goldens") or os.path.join(os.path.dirname(series), "goldens")
     return Location(series, named["anchors"], "config", path, goldens)
-
-
-def opted_in(directory: str) -> bool:
-    """True when ``$PATCHQ_SAFE_DIRECTORIES`` lists ``directory`` (or is ``*``)."""
-    value = os.environ.get(SAFE_ENV, "")
-    for entry in value.split(os.pathsep):
-        entry = entry.strip()
-        if entry == "*" or (entry and os.path.realpath(os.path.expanduser(entry)) == directory):
-            return True
-    return False
-
-
-def stat_problem(path: str, st: os.stat_result) -> str | None:
-    """Why an entry with the stat ``st`` (of ``path``, named in the message) may not be
-    trusted, or None: owned by someone other than the current user or root, or writable by
-    others (``o+w``; a symlink's own mode is not looked at). Group write is accepted, as git's
-    ``safe.directory`` accepts it: a group is a deliberate share. The one rule for walked-up
-    configs (:func:`ownership_problem`) and patchq's cache (:mod:`patchq.vllmdist.cache`)."""
-    me = os.geteuid() if hasattr(os, "geteuid") else None
-    if me is None:  # pragma: no cover - not POSIX
-        return None
-    if st.st_uid not in (me, 0):
-        return f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
-    if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
-        return f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
-def ownership_problem(path: str) -> str | None:
-    """Why ``path`` (a file or directory; a symlink is judged by itself and its target)
-    may not be trusted to hold code for this user, or None: owned by someone other than
-    the current user or root, or writable by others (:func:`stat_problem`)."""
-    try:
-        stats = [os.lstat(path)]
-        if stat.S_ISLNK(stats[0].st_mode):
-            stats.append(os.stat(path))
-    except OSError:
-        return None  # missing: nothing there to run
-    for st in stats:
-        problem = stat_problem(path, st)
-        if problem:
-            return problem
-    return None
 
 
 def check_trusted(loc: Location, cwd=None) -> None:

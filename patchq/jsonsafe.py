@@ -46,7 +46,7 @@ class TooDeep(ValueError):
 
 class Untrusted(ValueError):
     """The file is owned by another user (not root) or writable by others
-    (:func:`patchq.discovery.stat_problem`); the message says which."""
+    (:func:`patchq.trust.stat_problem`); the message says which."""
 
 
 def _depth_ok(raw: bytes, max_depth: int) -> bool:
@@ -88,7 +88,7 @@ def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_BYTES, *, owned: bo
     """The bytes of the regular file ``path`` (never blocking, never following a link).
 
     ``owned``: the file must also be owned by this user or root and not writable by others,
-    judged on the descriptor read (:func:`patchq.discovery.stat_problem`): patchq's cache
+    judged on the descriptor read (:func:`patchq.trust.stat_problem`): patchq's cache
     entries are read so.
 
     Raises:
@@ -111,7 +111,7 @@ def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_BYTES, *, owned: bo
         if st.st_size > max_bytes:
             raise TooLarge(f"{os.fspath(path)} is {st.st_size} bytes, more than {max_bytes}")
         if owned:
-            from patchq.discovery import stat_problem
+            from patchq.trust import stat_problem
 
             problem = stat_problem(os.fspath(path), st)
             if problem:

@@ -155,8 +155,8 @@ def load_warm(hook_dir: Path, site: Path) -> dict | None:
 def _untrusted(hook_dir: Path) -> str | None:
     """Why the hook directory (or a file a process will import or read from it) may not be
     used, or None: owned by another user than you or root, or writable by others
-    (:func:`patchq.discovery.ownership_problem`, the rule of patchq's cache)."""
-    from patchq.discovery import ownership_problem
+    (:func:`patchq.trust.ownership_problem`, the rule of patchq's cache)."""
+    from patchq.trust import ownership_problem
 
     names = [".", hook_mod.MARKER, hook_mod.MANIFEST, "manifest.json", "_patchq_hook.py", "sitecustomize.py",
              "__pycache__", "code"]

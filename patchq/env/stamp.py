@@ -155,7 +155,7 @@ def _read(path: str) -> list[str] | None:
     yours or root's and not writable by others (another user's stamp is ignored, with a note:
     it could make a changed environment look unchanged)."""
     with open(path, "rb") as fh:
-        from patchq.discovery import stat_problem
+        from patchq.trust import stat_problem
 
         problem = stat_problem(path, os.fstat(fh.fileno()))
         if problem:

@@ -447,7 +447,7 @@ class _Store:
 
         try:
             path = cache.definition_index()
-            from patchq.discovery import ownership_problem
+            from patchq.trust import ownership_problem
 
             for f in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
                 problem = ownership_problem(str(f))

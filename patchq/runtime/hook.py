@@ -111,7 +111,7 @@ def unpack(tag, data):
 def untrusted(path, st):
     """Why a hook file or directory with the stat ``st`` may not be used, or None: owned by
     another user than this process's (or root), or writable by others (the rule of
-    ``patchq.discovery.stat_problem``, restated here: this file runs without patchq)."""
+    ``patchq.trust.stat_problem``, restated here: this file runs without patchq)."""
     uid = os.geteuid() if hasattr(os, "geteuid") else None
     if uid is None:  # pragma: no cover - not POSIX
         return None

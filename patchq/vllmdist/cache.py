@@ -28,7 +28,7 @@ wrong) a root that
 
 * is not a directory (``$PATCHQ_CACHE_DIR`` naming a regular file, a FIFO, a dangling link);
 * is owned by another user than you or root, or writable by others (the rule of walked-up
-  configs, :func:`patchq.discovery.stat_problem`; ``PATCHQ_SAFE_DIRECTORIES`` listing the
+  configs, :func:`patchq.trust.stat_problem`; ``PATCHQ_SAFE_DIRECTORIES`` listing the
   root opts in, as for configs);
 * carries no marker of patchq's and holds an entry whose name patchq does not make
   (:data:`NAMES`): ``PATCHQ_CACHE_DIR=.`` in a repository, or ``~/.cache``.
@@ -373,13 +373,13 @@ def check_root() -> str:
     if not stat.S_ISDIR(st.st_mode):
         kind = "a regular file" if stat.S_ISREG(st.st_mode) else "not a directory"
         raise CacheRefused(f"{where} is {kind}; {fix}")
-    from patchq import discovery
+    from patchq import trust
 
-    problem = discovery.ownership_problem(path)
-    if problem and not discovery.opted_in(os.path.realpath(path)):
+    problem = trust.ownership_problem(path)
+    if problem and not trust.opted_in(os.path.realpath(path)):
         raise CacheRefused(f"refusing {where}: {problem}; another user could plant cached plans, verdicts or "
                            f"release trees there. Use a directory of your own, or set "
-                           f"{discovery.SAFE_ENV}={os.path.realpath(path)} if you trust it")
+                           f"{trust.SAFE_ENV}={os.path.realpath(path)} if you trust it")
     if not is_marked(path):
         try:
             others = foreign(path)

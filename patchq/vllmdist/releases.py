@@ -448,7 +448,7 @@ def find_wheel(
         entries = list(Path(directory).iterdir())
     except FileNotFoundError:
         return None
-    from patchq.discovery import ownership_problem
+    from patchq.trust import ownership_problem
 
     for path in entries:
         if not path.name.endswith(".whl") or not path.is_file():
@@ -943,12 +943,12 @@ def tree_problem(tree: Path, version: str | Version, *, package: str = "vllm") -
     Judged once per use, cheaply (a few ``lstat`` calls and METADATA's header; every file
     read is then checked against RECORD): the tree, its completion marker, its
     :data:`VERIFIED` checksum file, its one ``*.dist-info`` and that RECORD must be yours or
-    root's and not writable by others (:func:`patchq.discovery.ownership_problem`, the
+    root's and not writable by others (:func:`patchq.trust.ownership_problem`, the
     cache's rule); the dist-info must be ``<package>-<version>.dist-info`` and its METADATA
     say ``Version: <version>`` (a tree or wheel of another release under this one's name:
     ``diff --vllm 0.24.0`` printed 0.23.0's diff, issue 38).
     """
-    from patchq.discovery import ownership_problem
+    from patchq.trust import ownership_problem
     from patchq.vllmdist import record as record_mod
 
     want = _as_version(version)
