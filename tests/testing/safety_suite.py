@@ -650,8 +650,8 @@ def _resign(path: Path, edit) -> None:
 
 
 def _hostile(path: Path, rng: random.Random) -> None:
-    """Make ``path`` another user's (uid 65534) or world-writable."""
-    if rng.random() < 0.5:
+    """Make ``path`` another user's (uid 65534; root only) or world-writable."""
+    if rng.random() < 0.5 and os.geteuid() == 0:
         os.chown(path, 65534, 65534, follow_symlinks=False)
     else:
         os.chmod(path, 0o666 if path.is_file() else 0o777)
