@@ -814,7 +814,7 @@ def case_cache_race(world: World, rng: random.Random, tally: Tally) -> str:
         if not judge(run, {0, 1, 3}, tally, case + "/check"):
             continue
         if run.rc == 3:
-            if "cache" not in err:
+            if "cache" not in out + err:  # --json: the error document is on stdout
                 tally.bad("wrong_exit", case, f"{run}: exit 3 without naming the cache")
             continue
         got = {"rc": run.rc, "patches": [(p["id"], p["status"]) for p in (run.json or {}).get("patches", [])]}
