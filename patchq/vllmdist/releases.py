@@ -18,6 +18,12 @@ Three layers, each cached under :func:`cache_dir`:
 ``PATCHQ_OFFLINE=1`` forbids every network access (index, wheel, partial fetch): what
 is not cached raises :class:`ReleaseError` naming the variable.
 
+A cached tree is checked, not trusted: :func:`tree_problem` (its dist-info and METADATA
+name the release asked for, its vouching files are the user's), :func:`verified_record`
+(RECORD against the checksum recorded with the tree) and the per-file RECORD check of
+:meth:`patchq.vllmdist.sources.CodeSource.read_bytes`; damage is fetched again
+(:func:`repair_tree`). Another user's cached wheel or release list is not used.
+
 The filtering of a release list by a user's ``--releases`` argument is the pure
 function :func:`filter_releases`; parsing a PEP 691 answer is the pure function
 :func:`final_versions`; picking a wheel out of a directory is :func:`find_wheel`.
