@@ -10,7 +10,7 @@ are :mod:`patchq.vllmdist.cache`'s.
 
 ``prune`` and ``clean`` remove only what patchq makes, under a root carrying patchq's
 marker (``CACHEDIR.TAG``), holding the root's lock exclusively (they wait for running
-commands). They first judge every path they would remove (:func:`scan`): a release tree's
+commands that use a release tree). They first judge every path they would remove (:func:`scan`): a release tree's
 files must be those its RECORD lists plus patchq's two markers, a wheel must be named as a
 wheel, a plan, verdict or stamp as patchq names them, and so on; test environments, the
 releases' git history, hook directories and logs are removed whole. A symlink is never
@@ -22,7 +22,7 @@ removes nothing, and exits 2 naming it (remove it yourself, or move it out, and 
 [paths] (``prune`` and ``clean``), ``kept`` [versions] (``prune``). Exit 0; 2 for a bad
 ``--keep``, a cache directory patchq refuses (not a directory, another user's, not
 patchq's) or something foreign where ``prune``/``clean`` would remove; 5 when other
-commands held the cache for ``$PATCHQ_LOCK_TIMEOUT`` seconds.
+commands held the cache (used a release tree) for ``$PATCHQ_LOCK_TIMEOUT`` seconds.
 """
 
 from __future__ import annotations

@@ -59,15 +59,15 @@ _BROKEN: set[tuple[str, str]] = set()
 
 @functools.lru_cache(maxsize=32)
 def _cached_source(root: str, version: str) -> CodeSource | None:
-    from patchq.errors import CacheError
+    from patchq.errors import CacheError, ReadOnlyError
     from patchq.vllmdist import releases, sources
 
     if Version(version) not in releases.cached_releases():  # a whole wheel or a (partial-fetch) tree
         return None
     try:
         return sources.release_source(version)
-    except CacheError:  # damaged and not fetched again: a cache error, never a verdict (issue 38)
-        raise
+    except (CacheError, ReadOnlyError):  # damaged and not fetched again, or held by `cache clean`: never a
+        raise  # verdict without it (issue 38)
     except Exception:  # a release that cannot be read for another reason must not break a check
         _BROKEN.add((root, version))
         return None
@@ -108,12 +108,12 @@ def base_release(version: str) -> CodeSource | None:
     cached = _release_source(version)
     if cached is not None:
         return cached
-    from patchq.errors import CacheError
+    from patchq.errors import CacheError, ReadOnlyError
     from patchq.vllmdist import sources
 
     try:
         return sources.release_source(version)
-    except CacheError:
+    except (CacheError, ReadOnlyError):
         raise
     except Exception:  # offline or not on the index: the caller blocks and says so
         from patchq.compat.verdictcache import note_unreadable

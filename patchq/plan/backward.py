@@ -47,7 +47,7 @@ def cached_release(version: str) -> CodeSource | None:
     Raises:
         CacheError: its cached tree is damaged and could not be fetched again.
     """
-    from patchq.errors import CacheError
+    from patchq.errors import CacheError, ReadOnlyError
     from patchq.vllmdist import releases, sources
 
     key = f"{releases.cache_dir()}\0{version}"  # one cache root per process in use, but never assumed
@@ -59,8 +59,8 @@ def cached_release(version: str) -> CodeSource | None:
             return None
         _SOURCES[key] = sources.release_source(version)
         return _SOURCES[key]
-    except CacheError:  # damaged and not fetched again: a cache error, never a verdict (issue 38)
-        raise
+    except (CacheError, ReadOnlyError):  # damaged and not fetched again, or held by `cache clean`: never a
+        raise  # verdict without it (issue 38)
     except Exception:  # a release that cannot be read for another reason must not break a plan
         from patchq.compat.verdictcache import note_unreadable  # the answer may change: not kept
 

@@ -41,11 +41,14 @@ whose entries are all names patchq makes (or none): a cache made by an earlier p
 working. ``patchq cache clean``/``prune`` remove only under a marked root, and only what
 patchq makes (:mod:`patchq.commands.cache`).
 
-**Readers and cleaners.** :func:`check_root` also takes a shared ``flock`` of the root
-directory for the life of the process; ``cache clean``/``prune`` take it exclusively
-(:func:`exclusive`), so they wait for running commands (at most ``$PATCHQ_LOCK_TIMEOUT``
-seconds, default 300, then exit 5) and a command started meanwhile waits for them: a
-check never reads a release tree that is being removed.
+**Readers and cleaners.** A command that uses a release tree takes a shared ``flock`` of
+the root directory for the life of the process (:func:`hold_shared`, from
+:func:`patchq.vllmdist.releases.release_tree`); ``cache clean``/``prune`` take it
+exclusively (:func:`exclusive`), so they wait for running commands (at most
+``$PATCHQ_LOCK_TIMEOUT`` seconds, default 300, then exit 5) and a command reaching for a
+tree meanwhile waits for them: a check never reads a release tree that is being removed.
+Commands that use no tree (the no-op ``apply``, ``status``) take no lock: a plan, verdict
+or stamp removed under them is a cache miss.
 
 **Entries.** Files patchq reads back from the cache are judged one by one when read
 (``jsonsafe.read_bytes(..., owned=True)``, on the descriptor): one owned by another user
@@ -334,14 +337,11 @@ def check_root() -> str:
     """Make sure the cache root can be used, and return it (a string); see the module
     docstring for the rules. A missing root is created with its marker (nothing happens
     when it cannot be: the command reports the first write that fails); an unmarked root
-    holding only names patchq makes is adopted (its marker written when it can be). Then
-    the shared lock of the root is taken for the life of the process. Checked once per
-    process and root.
+    holding only names patchq makes is adopted (its marker written when it can be).
+    Checked once per process and root (a few system calls: the no-op ``apply`` runs it).
 
     Raises:
         CacheRefused: the root cannot be used (exit 2).
-        ReadOnlyError: ``cache clean``/``prune`` held the root for ``$PATCHQ_LOCK_TIMEOUT``
-            seconds (exit 5).
     """
     global _checked
     path = root_text()
@@ -392,7 +392,6 @@ def check_root() -> str:
             write_marker(path)  # adopted: a cache of an earlier patchq, or an empty directory
         except OSError:
             pass  # a read-only cache stays usable for reading
-    _hold_shared(path)
     _checked = path
     return path
 
@@ -428,9 +427,22 @@ def _flock(fd: int, mode: int, timeout: float, waiting: str) -> bool:
         time.sleep(0.05)
 
 
-def _hold_shared(path: str) -> None:
-    """Take the shared lock of the root ``path`` for the life of the process (module docstring)."""
-    global _shared_fd
+_shared_root: str | None = None  # the root whose shared lock _shared_fd holds
+
+
+def hold_shared() -> None:
+    """Take the shared lock of the cache root for the life of the process, once (module
+    docstring): :func:`patchq.vllmdist.releases.release_tree` does, before a release tree is
+    used, so ``cache clean``/``prune`` wait for the command and it waits for them.
+
+    Raises:
+        ReadOnlyError: ``cache clean``/``prune`` held the root for ``$PATCHQ_LOCK_TIMEOUT``
+            seconds (exit 5).
+    """
+    global _shared_fd, _shared_root
+    path = root_text()
+    if _shared_fd is not None and _shared_root == path:
+        return
     release_shared()
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -445,20 +457,19 @@ def _hold_shared(path: str) -> None:
 
         raise ReadOnlyError(f"`patchq cache clean/prune` held the cache {path} for {timeout:g} s "
                             f"($PATCHQ_LOCK_TIMEOUT); nothing was done")
-    _shared_fd = fd
+    _shared_fd, _shared_root = fd, path
 
 
 def release_shared() -> None:
     """Let go of this process's shared lock of the root (``cache clean``/``prune`` do, before
     taking it exclusively)."""
-    global _shared_fd, _checked
+    global _shared_fd, _shared_root
     if _shared_fd is not None:
         try:
             os.close(_shared_fd)
         except OSError:
             pass
-        _shared_fd = None
-        _checked = None
+        _shared_fd = _shared_root = None
 
 
 class exclusive:  # noqa: N801 - used as a function: ``with cache.exclusive(path):``

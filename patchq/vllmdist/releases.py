@@ -804,7 +804,9 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
     refuses ranges, or ``PATCHQ_FULL_WHEELS=1`` -- from the whole wheel
     (:func:`wheel_path`). Either way the files are byte-identical. The marker
     (``.patchq-extracted-v1``, JSON) says which way (``source``: ``wheel`` | ``range``),
-    the bytes fetched and METADATA's zip date (:func:`build_date`).
+    the bytes fetched and METADATA's zip date (:func:`build_date`). The process first takes
+    the cache root's shared lock (:func:`patchq.vllmdist.cache.hold_shared`): ``patchq cache
+    clean``/``prune`` never remove a tree in use.
 
     Args:
         version: the release, e.g. ``"0.23.0"``.
@@ -820,6 +822,7 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
     """
     ver = _as_version(version)
     dest = _tree_dir(ver, package)
+    cache.hold_shared()  # `cache clean`/`prune` wait for this process, and it for them
     if (dest / _MARKER).is_file():
         return dest
     rdir, key = dest.parent, dest.name

@@ -118,10 +118,12 @@ def test_a_symlinked_entry_is_removed_as_a_link_never_followed(root, tmp_path):
 
 
 def test_clean_waits_for_a_running_command_then_gives_up(root, monkeypatch):
-    """A command holding the cache (its shared lock, from check_root) makes clean wait, then
-    exit 5 with nothing removed: a check never reads a tree being removed (issue 38)."""
-    code = ("import sys, time; from patchq.vllmdist import cache; cache.check_root(); print('held', flush=True); "
-            "time.sleep(30)")
+    """A command using a release tree (the root's shared lock, taken by release_tree) makes
+    clean wait, then exit 5 with nothing removed: a check never reads a tree being removed
+    (issue 38)."""
+    cache.show()  # adopts the cache (marker written)
+    code = ("import sys, time; from patchq.vllmdist import releases; releases.release_tree('0.1.0'); "
+            "print('held', flush=True); time.sleep(30)")
     reader = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=os.environ)
     try:
         assert reader.stdout.readline().strip() == "held"

@@ -139,7 +139,7 @@ def test_a_root_another_user_can_write_is_refused_unless_opted_in(fresh, tmp_pat
     assert fresh(root) == str(root)
 
 
-def test_clean_waits_for_readers_and_readers_for_clean(fresh, tmp_path, monkeypatch):
+def test_a_reader_waits_for_clean_then_gives_up(fresh, tmp_path, monkeypatch):
     import subprocess
     import sys
 
@@ -155,10 +155,10 @@ def test_clean_waits_for_readers_and_readers_for_clean(fresh, tmp_path, monkeypa
     cleaner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert cleaner.stdout.readline().strip() == "held"
-        monkeypatch.setattr(cache, "_checked", None)
         with pytest.raises(ReadOnlyError, match="cache clean/prune. held the cache"):
-            cache.check_root()
+            cache.hold_shared()
     finally:
         cleaner.kill()
         cleaner.wait()
-    assert cache.check_root() == str(root)
+    cache.hold_shared()
+    assert cache._shared_root == str(root)
