@@ -1,6 +1,7 @@
 """Cached plans and verdicts as JSON instead of pickles (issue 38): what loading them costs.
 
     python bench/cache_format.py --baseline pickle=DIR [--baseline main=DIR] [--rounds 9] [--json out.json]
+    python bench/cache_format.py --baseline main=DIR --startup 40 [--json out.json]
 
 Each checkout (this one, ``json``; each ``--baseline NAME=DIR``, e.g. the commit before the
 JSON format and main before issue 38) runs with a cache directory of its own (release trees
@@ -19,6 +20,10 @@ untimed warm-up round that fills the caches. Cases:
   checkout): :func:`patchq.compat.verdictcache.load` of the 200-patch check on 0.33.0 and
   :func:`patchq.plan.plancache._load` of its apply on 0.23.0, each run ``--loads`` times;
   the median CPU time per load in ms.
+
+``--startup N`` times instead the start-up cases (N rounds, two warm-up rounds): the no-op
+``apply`` and ``status`` of the 200-patch series applied to a copy of vLLM 0.23.0, ``list``
+and ``--help`` (the cache root is now checked before each but ``--help``).
 
 Prints, per case and checkout, the median and minimum wall time, the median CPU time (user +
 system of the process: what a loaded machine disturbs least) and the ratios of medians to
@@ -77,6 +82,42 @@ print(json.dumps(out))
 """
 
 
+def startup(impls: list, work: Path, site: Path, series: Path, rounds: int) -> list[dict]:
+    """``--startup``: the no-op ``apply`` and ``status`` of the 200-patch series applied to a
+    copy of vLLM 0.23.0 (stamped: settled 2.5 s after the apply), ``list`` and ``--help``,
+    interleaved per command; the median CPU and wall time and the minimum wall per checkout."""
+    s = str(series)
+    caches = {i.name: scale.private_cache(work / f"start-{i.name}") for i in impls}
+    copies = {}
+    for impl in impls:
+        copies[impl.name] = scale.link_copy(site, work / f"start-site-{impl.name}")
+        impl.run("apply", "--series", s, "--profile", "all", "--site-packages", str(copies[impl.name]),
+                 cache=caches[impl.name])
+    time.sleep(2.5)  # the files apply wrote settle: the next no-op and status stamp
+    cases = {"no-op apply": lambda c: ("apply", "--series", s, "--profile", "all", "--site-packages", str(c)),
+             "status": lambda c: ("status", "--series", s, "--site-packages", str(c)),
+             "list": lambda c: ("list", "--series", s), "--help": lambda c: ("--help",)}
+    got: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in range(rounds + 2):  # two warm-up rounds: stamps written, .pyc compiled
+        for case, args in cases.items():
+            for impl in impls:
+                wall, cpu, _code = impl.run(*args(copies[impl.name]), cache=caches[impl.name])
+                if r >= 2:
+                    got.setdefault((case, impl.name), []).append((wall, cpu))
+    rows = []
+    for case in cases:
+        ref = got[(case, impls[1].name)] if len(impls) > 1 else None
+        for impl in impls:
+            xs = got[(case, impl.name)]
+            cpu, wall = statistics.median(c for _w, c in xs), statistics.median(w for w, _c in xs)
+            ratio = f"{cpu / statistics.median(c for _w, c in ref):.3f}" if ref else "-"
+            rows.append({"case": case, "impl": impl.name, "cpu_median_s": cpu, "median_s": wall,
+                         "min_s": min(w for w, _c in xs), "cpu_ratio": ratio})
+            print(f"{case:<12} {impl.name:<8} cpu median {cpu * 1e3:6.2f} ms  x{ratio}  wall median "
+                  f"{wall * 1e3:6.1f} ms  min {min(w for w, _c in xs) * 1e3:6.1f} ms")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", action="append", default=[], help="NAME=DIR of another patchq checkout")
@@ -84,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loads", type=int, default=50)
     ap.add_argument("--site", help="a pristine site-packages of vLLM 0.23.0 (never written)")
     ap.add_argument("--series-dir", help="where real200/ is (generated when missing)")
+    ap.add_argument("--startup", type=int, default=0,
+                    help="instead: N rounds of the start-up cases (no-op apply, status, list, --help)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="patchq-cache-format-") as tmp:
@@ -102,6 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.series_dir) if args.series_dir else work / "series"
         real = out / "real200"
         series = real / "series" if (real / "series" / "profiles.toml").is_file() else realistic.generate(real, 200)
+        if args.startup:
+            before = os.getloadavg()
+            rows = startup(impls, work, site, series, args.startup)
+            print(f"load average before {before[0]:.2f}, after {os.getloadavg()[0]:.2f}; {args.startup} rounds")
+            if args.json:
+                Path(args.json).write_text(json.dumps({"startup_rounds": args.startup, "load_before": before,
+                                                       "load_after": os.getloadavg(), "rows": rows}, indent=1) + "\n")
+            return 0
         caches = {i.name: scale.private_cache(work / f"cache-{i.name}") for i in impls}
         load_before = os.getloadavg()
         samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
