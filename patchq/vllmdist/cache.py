@@ -451,11 +451,12 @@ def hold_shared() -> None:
     import fcntl
 
     timeout = _lock_timeout()
-    if not _flock(fd, fcntl.LOCK_SH, timeout, f"waiting for `patchq cache clean/prune` to finish with {path}"):
+    waiting = f"waiting for `patchq cache clean` or `patchq cache prune` to finish with {path}"
+    if not _flock(fd, fcntl.LOCK_SH, timeout, waiting):
         os.close(fd)
         from patchq.errors import ReadOnlyError
 
-        raise ReadOnlyError(f"`patchq cache clean/prune` held the cache {path} for {timeout:g} s "
+        raise ReadOnlyError(f"`patchq cache clean` or `patchq cache prune` held the cache {path} for {timeout:g} s "
                             f"($PATCHQ_LOCK_TIMEOUT); nothing was done")
     _shared_fd, _shared_root = fd, path
 

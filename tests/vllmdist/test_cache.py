@@ -155,7 +155,7 @@ def test_a_reader_waits_for_clean_then_gives_up(fresh, tmp_path, monkeypatch):
     cleaner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert cleaner.stdout.readline().strip() == "held"
-        with pytest.raises(ReadOnlyError, match="cache clean/prune. held the cache"):
+        with pytest.raises(ReadOnlyError, match="`patchq cache prune` held the cache"):
             cache.hold_shared()
     finally:
         cleaner.kill()
