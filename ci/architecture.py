@@ -44,7 +44,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("plan/", ()),
     ("patch model", ("model", "edits")),
     ("vllmdist/", ()),
-    ("ground floor", ("hashing", "errors", "report", "documents", "options", "edge", "jsonsafe", "tomlsafe",
+    ("ground floor", ("hashing", "errors", "report", "documents", "options", "edge", "jsonsafe", "tomlsafe", "trust",
                       "origin", "progress", "sentinels", "__init__")),
 )
 ROOMS = {room: members for room, members in FLOORS}

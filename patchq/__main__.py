@@ -4,7 +4,9 @@
 :mod:`patchq.fastpath` with the standard library (and packaging, for list) only (they run at every server
 start); ``run`` goes straight to :mod:`patchq.commands.run` (it execs the command);
 ``--version`` is answered here; everything else goes to the typer app in
-:mod:`patchq.cli`. All of them run inside :func:`patchq.edge.guard`, the one place
+:mod:`patchq.cli`. Every command but ``--version`` and ``--help`` first checks patchq's
+cache directory (:func:`patchq.vllmdist.cache.check_root`: a directory, patchq's alone,
+not another user's). All of them run inside :func:`patchq.edge.guard`, the one place
 where an exception becomes an error line and an exit code.
 """
 
@@ -19,9 +21,13 @@ def dispatch(argv: list[str]) -> int | None:
     Raises:
         PatchqError, or anything else: :func:`patchq.edge.guard` reports it.
     """
-    from patchq.edge import hoist_json
+    from patchq.edge import asks_help, hoist_json
 
     argv = hoist_json(argv)  # `patchq --json list` is `patchq list --json`
+    if not asks_help(argv):
+        from patchq.vllmdist import cache
+
+        cache.check_root()  # patchq's alone, usable, and shared-locked (exit 2 / 5 otherwise)
     if argv[:2] in (["run", "-h"], ["run", "--help"]):  # the help every verb has: typer's
         argv = ["run", "--help"]
     elif argv[:1] == ["run"]:  # run execs the command: no typer, warm start parses nothing

@@ -747,7 +747,9 @@ def cache_prune(
     keep: int = opt(..., "--keep", metavar="N", help="how many of the newest releases to keep"),
     as_json: bool = Json,
 ) -> None:
-    """Remove every release but the newest N."""
+    """Remove every release but the newest N: patchq's files of each (wheel, tree, test installs).
+
+    Nothing is removed, exit 2, when one of them holds a file patchq did not make."""
     from patchq.commands import cache as cmd
 
     doc, code = cmd.prune(keep)
@@ -765,7 +767,10 @@ def cache_refresh(as_json: bool = Json) -> None:
 
 @cache_app.command("clean")
 def cache_clean(as_json: bool = Json) -> None:
-    """Remove everything in the cache (it is downloaded again when needed)."""
+    """Remove everything patchq made in the cache (it is downloaded again when needed).
+
+    Only under a directory carrying patchq's CACHEDIR.TAG; nothing is removed, exit 2, when it
+    holds anything patchq did not make."""
     from patchq.commands import cache as cmd
 
     doc, code = cmd.clean()
@@ -838,6 +843,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         sys.exit(guard(main, sys.argv[1:]))
     argv = hoist_json(argv)
+    from patchq.edge import asks_help
+
+    if not asks_help(argv):
+        from patchq.vllmdist import cache
+
+        cache.check_root()  # as __main__.dispatch does (checked once per process)
     _output.clear()
     command = typer.main.get_command(app)
     command._main_shell_completion({}, "patchq")  # exits when the shell asks for completions

@@ -43,16 +43,19 @@ from __future__ import annotations
 
 import os
 
+from patchq import trust
 from patchq.errors import SeriesError, UnsafeConfig
-from patchq.tomlsafe import SAFE_ENV, file_problem, ownership_problem  # noqa: F401 - the trust rule's checks
+from patchq.tomlsafe import file_problem  # noqa: F401 - the trust rule's check of a series file
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
 if TYPE_CHECKING:
     from patchq.documents import SeriesRef
 
 CONFIG_NAME = "patchq.toml"
-# SAFE_ENV (from tomlsafe): directories whose walked-up config is trusted whoever owns it
-# (``os.pathsep`` list, or ``*``)
+#: Directories whose walked-up config is trusted whoever owns it (``os.pathsep`` list, or ``*``).
+SAFE_ENV = trust.SAFE_ENV
+#: The rule, kept in :mod:`patchq.trust` (patchq's cache uses it too); named here for callers.
+opted_in, stat_problem, ownership_problem = trust.opted_in, trust.stat_problem, trust.ownership_problem
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
 #: where the wheel carries the Spark series (pyproject.toml maps series/ and anchors/ there)
 BUNDLED_ROOT = os.path.join(_PACKAGE_DIR, "_bundled")
@@ -186,16 +189,6 @@ def from_config(path, table: dict) -> Location:
     return Location(series, named["anchors"], "config", path, goldens)
 
 
-def _opted_in(directory: str) -> bool:
-    """True when ``$PATCHQ_SAFE_DIRECTORIES`` lists ``directory`` (or is ``*``)."""
-    value = os.environ.get(SAFE_ENV, "")
-    for entry in value.split(os.pathsep):
-        entry = entry.strip()
-        if entry == "*" or (entry and os.path.realpath(os.path.expanduser(entry)) == directory):
-            return True
-    return False
-
-
 def check_trusted(loc: Location, cwd=None) -> None:
     """Refuse a walked-up config that another user could have planted or can change
     (module docstring). ``cwd``: where the walk started (default: the working directory),
@@ -204,7 +197,7 @@ def check_trusted(loc: Location, cwd=None) -> None:
     if config is None:
         return
     directory = os.path.realpath(os.path.dirname(config))
-    if _opted_in(directory):
+    if opted_in(directory):
         return
     here = os.path.realpath(str(cwd) if cwd is not None else os.getcwd())
     where = "in the working directory" if directory == here else f"above the working directory {here}"
@@ -222,7 +215,7 @@ def module_problem(loc: Location | None, path: str) -> str | None:
     (:func:`ownership_problem`; only for ``config`` locations not opted in)."""
     if loc is None or loc.origin != "config" or loc.config_str is None:
         return None
-    if _opted_in(os.path.realpath(os.path.dirname(loc.config_str))):
+    if opted_in(os.path.realpath(os.path.dirname(loc.config_str))):
         return None
     return ownership_problem(path)
 
@@ -234,7 +227,7 @@ def guard(loc: Location) -> None:
     if loc.origin != "config" or loc.config_str is None:
         return
     directory = os.path.realpath(os.path.dirname(loc.config_str))
-    if not _opted_in(directory):
+    if not opted_in(directory):
         from patchq import tomlsafe
 
         tomlsafe.GUARDED[directory] = loc.config_str

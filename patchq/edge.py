@@ -83,6 +83,15 @@ def hoist_json(argv: Sequence[str]) -> list[str]:
     return argv
 
 
+def asks_help(argv: Sequence[str]) -> bool:
+    """True for ``--version``, and for ``--help`` among the options (before any ``--``): they
+    answer without checking patchq's cache, so a misconfigured one does not hide the help."""
+    argv = list(argv)
+    if not argv or argv == ["--version"]:  # a bare `patchq` prints the help
+        return True
+    return "--help" in (argv[:argv.index("--")] if "--" in argv else argv)
+
+
 def cache_root() -> str:
     """patchq's cache root (as :func:`patchq.env.hookdir.cache_root`, stdlib only):
     ``$PATCHQ_CACHE_DIR``, else ``$XDG_CACHE_HOME/patchq``, else ``~/.cache/patchq``."""

@@ -211,6 +211,14 @@ def exec_failure(program: str, exc: OSError) -> tuple[str, int]:
     return f"cannot run {program}: {exc.strerror or exc}" + (f" ({name})" if name else ""), EXIT_CANNOT_RUN
 
 
+class CacheRefused(UsageError):
+    """patchq's cache directory cannot be used (:func:`patchq.vllmdist.cache.check_root`): it
+    is not a directory (``$PATCHQ_CACHE_DIR`` naming a regular file), it is owned by another
+    user or writable by others, it holds entries patchq does not make and no marker of
+    patchq's (``PATCHQ_CACHE_DIR=.`` in a repo), or ``cache clean``/``prune`` found something
+    foreign where they would remove. The message names the directory and what is wrong. Exit 2."""
+
+
 #: Module-name prefix of loaded series files (:meth:`patchq.series.Series.patch`).
 _SERIES_MODULE = "patchq_series_"
 

@@ -44,6 +44,11 @@ class TooDeep(ValueError):
     """The document nests deeper than the bound."""
 
 
+class Untrusted(ValueError):
+    """The file is owned by another user (not root) or writable by others
+    (:func:`patchq.trust.stat_problem`); the message says which."""
+
+
 def _depth_ok(raw: bytes, max_depth: int) -> bool:
     """Cheap check that no more than ``max_depth`` brackets are open at once (strings are
     stripped first, so brackets inside them do not count)."""
@@ -79,13 +84,18 @@ def loads(data: bytes | str, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DE
         raise TooDeep(f"nested deeper than {max_depth} levels") from None
 
 
-def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> bytes:
+def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_BYTES, *, owned: bool = False) -> bytes:
     """The bytes of the regular file ``path`` (never blocking, never following a link).
+
+    ``owned``: the file must also be owned by this user or root and not writable by others,
+    judged on the descriptor read (:func:`patchq.trust.stat_problem`): patchq's cache
+    entries are read so.
 
     Raises:
         FileNotFoundError: it does not exist.
         NotRegular: something else is in its place (also a symlink).
         TooLarge: it is larger than ``max_bytes``.
+        Untrusted: ``owned`` and the file is another user's or writable by others.
         OSError: it cannot be read.
     """
     try:
@@ -100,6 +110,12 @@ def read_bytes(path: str | os.PathLike, max_bytes: int = MAX_BYTES) -> bytes:
             raise NotRegular(f"{os.fspath(path)} is not a regular file")
         if st.st_size > max_bytes:
             raise TooLarge(f"{os.fspath(path)} is {st.st_size} bytes, more than {max_bytes}")
+        if owned:
+            from patchq.trust import stat_problem
+
+            problem = stat_problem(os.fspath(path), st)
+            if problem:
+                raise Untrusted(problem)
         chunks, total = [], 0
         while True:
             chunk = os.read(fd, 1 << 20)

@@ -30,6 +30,7 @@ import stat
 import sys
 
 from patchq.errors import SeriesError
+from patchq.trust import SAFE_ENV, ownership_problem, stat_problem  # noqa: F401 - the one rule
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (the fast path runs here)
 
@@ -39,33 +40,10 @@ MAX_BYTES = 1 << 20
 MAX_DEPTH = 32
 
 
-#: The opt-in variable the refusals name (:data:`patchq.discovery.SAFE_ENV`).
-SAFE_ENV = "PATCHQ_SAFE_DIRECTORIES"
 #: real directory of a config found by walking up and not opted in -> the config: every file
 #: read below it is held to the trust rule (:func:`file_problem`; filled by
 #: :func:`patchq.discovery.guard`)
 GUARDED: dict[str, str] = {}
-
-
-def ownership_problem(path: str) -> str | None:
-    """Why ``path`` (a file or directory; a symlink is judged by itself and its target)
-    may not be trusted to hold code for this user, or None: owned by someone other than
-    the current user or root, or writable by others (as git's ``safe.directory``)."""
-    me = os.geteuid() if hasattr(os, "geteuid") else None
-    try:
-        stats = [os.lstat(path)]
-        if stat.S_ISLNK(stats[0].st_mode):
-            stats.append(os.stat(path))
-    except OSError:
-        return None  # missing: nothing there to run
-    if me is None:  # pragma: no cover - not POSIX
-        return None
-    for st in stats:
-        if st.st_uid not in (me, 0):
-            return f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
-        if st.st_mode & stat.S_IWOTH and not stat.S_ISLNK(st.st_mode):
-            return f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
 
 
 def file_problem(path: str, st: os.stat_result | None = None) -> str | None:
@@ -81,12 +59,8 @@ def file_problem(path: str, st: os.stat_result | None = None) -> str | None:
     if config is None:
         return None
     problem = ownership_problem(path)
-    me = os.geteuid() if hasattr(os, "geteuid") else None
-    if problem is None and st is not None and me is not None:
-        if st.st_uid not in (me, 0):
-            problem = f"{path} is owned by uid {st.st_uid}, not by you (uid {me}) or root"
-        elif st.st_mode & stat.S_IWOTH:
-            problem = f"{path} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    if problem is None and st is not None:
+        problem = stat_problem(path, st)
     if problem is None:
         return None
     directory = os.path.dirname(config)

@@ -68,13 +68,16 @@ _BROKEN: set[tuple[str, str]] = set()
 
 @functools.lru_cache(maxsize=32)
 def _cached_source(root: str, version: str) -> CodeSource | None:
+    from patchq.errors import CacheError, ReadOnlyError
     from patchq.vllmdist import releases, sources
 
     if Version(version) not in releases.cached_releases():  # a whole wheel or a (partial-fetch) tree
         return None
     try:
         return sources.release_source(version)
-    except Exception:  # a broken cache entry must not break a check
+    except (CacheError, ReadOnlyError):  # damaged and not fetched again, or held by `cache clean`: never a
+        raise  # verdict without it (issue 38)
+    except Exception:  # a release that cannot be read for another reason must not break a check
         _BROKEN.add((root, version))
         return None
 
@@ -82,7 +85,12 @@ def _cached_source(root: str, version: str) -> CodeSource | None:
 def _release_source(version: str) -> CodeSource | None:
     """A release from patchq's cache only (never downloads); None when not cached (or
     cached but unreadable: :func:`patchq.compat.verdictcache.note_unreadable`). Memoized
-    per cache root and version (``_release_source.cache_clear()`` forgets)."""
+    per cache root and version (``_release_source.cache_clear()`` forgets).
+
+    Raises:
+        CacheError: the cached tree is damaged (or another release's) and could not be
+            fetched again: the check reports it (exit 3) instead of a verdict without it.
+    """
     from patchq.vllmdist import releases
 
     root = str(releases.cache_dir())
@@ -109,10 +117,13 @@ def base_release(version: str) -> CodeSource | None:
     cached = _release_source(version)
     if cached is not None:
         return cached
+    from patchq.errors import CacheError, ReadOnlyError
     from patchq.vllmdist import sources
 
     try:
         return sources.release_source(version)
+    except (CacheError, ReadOnlyError):
+        raise
     except Exception:  # offline or not on the index: the caller blocks and says so
         from patchq.compat.verdictcache import note_unreadable
 

@@ -27,32 +27,44 @@ change a verdict:
   whether its tree and its wheel are in the cache.
 
 An entry also lists every file the check read from the release with its sha256; on load
-each must equal the release's RECORD entry. The entry's bytes are preceded by their
-sha256: a damaged entry (a bit flip, a truncation) is a miss, never unpickled, and the
-check is computed again. An entry is not stored when a release the check needed could
+each must equal the release's RECORD entry. **An entry is plain data** (format 2,
+``verdicts/<k[:2]>/<k>.json``; :func:`patchq.vllmdist.cache.pack_entry`): the line
+``patchq.verdict-cache/2 <sha256 of the body>``, then one JSON object: ``format``, ``key``,
+``vllm``, ``reads`` ({relpath: sha256}) and ``rows`` (one object per patch, the fields of
+:class:`~patchq.compat.check.PatchCheck`; ``touched`` as a sorted list). Loading builds
+``PatchCheck`` from its field names and nothing else: no name in the data is imported or
+called, so a planted entry cannot run code (format 1 was a pickle; its ``.pickle`` files are
+never read). Rows that do not come back equal from JSON are not stored. A damaged entry (a
+bit flip, a truncation: the body does not match its sha256) is a miss, and the check is
+computed again; so is an entry owned by another user (not root) or writable by others, with
+a one-line note (:func:`patchq.vllmdist.cache.read_entry`). An entry is not stored when a release the check needed could
 not be read for another reason than its absence from the cache (offline, a damaged
 entry that could not be fetched again: :func:`note_unreadable`), since that answer may
 change without any input changing. Installed vLLMs and source trees are never cached
 (their files change in place). ``PATCHQ_VERDICT_CACHE=0`` turns the cache off. Any error
 of the cache itself falls back to checking: the cache is only a speed-up. An entry unused
-for 30 days is removed when another is stored beside it (``patchq cache clean`` removes
-them all).
+for 30 days (a format-1 pickle included) is removed when another is stored beside it
+(``patchq cache clean`` removes them all).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-import pickle
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patchq.model import Patch
 from patchq.vllmdist import cache, releases
 from patchq.vllmdist.sources import CodeSource
 
-FORMAT = 1
+if TYPE_CHECKING:
+    from patchq.compat.check import PatchCheck
+
+FORMAT = 2  # 1: a pickle behind its sha256; 2: JSON behind its sha256 (module docstring)
+SCHEMA = f"patchq.verdict-cache/{FORMAT}"
 
 _code_digest: str | None = None
 _unreadable = releases.UNREADABLE  # the one list (plan/ and vllmdist/ note into it too)
@@ -167,7 +179,26 @@ def key(source: CodeSource, patches: Sequence[Patch]) -> str:
 
 
 def _path(k: str) -> Path:
-    return cache.root() / "verdicts" / k[:2] / f"{k}.pickle"
+    return cache.root() / "verdicts" / k[:2] / f"{k}.json"
+
+
+def row_data(row: PatchCheck) -> dict:
+    """A check row as JSON data: its fields, ``touched`` as a sorted list."""
+    data = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
+    data["touched"] = sorted(row.touched)
+    return data
+
+
+def row_from(data: dict) -> PatchCheck:
+    """The :class:`~patchq.compat.check.PatchCheck` of :func:`row_data`'s ``data``, built from
+    its field names only (an unknown or missing field raises).
+
+    Raises:
+        TypeError, KeyError: ``data`` is not such an object.
+    """
+    from patchq.compat.check import PatchCheck
+
+    return PatchCheck(**{**data, "touched": set(data["touched"])})
 
 
 def load(source: CodeSource, patches: Sequence[Patch]) -> tuple[list[Any] | None, str | None]:
@@ -179,20 +210,15 @@ def load(source: CodeSource, patches: Sequence[Patch]) -> tuple[list[Any] | None
     except Exception:  # noqa: BLE001 - the check itself reports a damaged release
         return None, None
     del _unreadable[:]
+    entry = cache.read_entry(_path(k), SCHEMA, "verdict")
     try:
-        with open(_path(k), "rb") as fh:
-            data = fh.read()
-        # sha256 of the pickle ahead of it: a damaged entry is a miss, never unpickled
-        if len(data) < 32 or hashlib.sha256(data[32:]).digest() != data[:32]:
-            return None, k
-        entry = pickle.loads(data[32:])
         if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != k:
             return None, k
         record = source.record()
         if any(record.get(rel) != sha for rel, sha in entry["reads"].items()):
             return None, k
-        rows = entry["rows"]
-        if not isinstance(rows, list) or [r.id for r in rows] != [p.id for p in patches]:
+        rows = [row_from(r) for r in entry["rows"]]
+        if [r.id for r in rows] != [p.id for p in patches]:
             return None, k
     except Exception:  # noqa: BLE001 - any damaged or missing entry is only a miss
         return None, k
@@ -206,7 +232,8 @@ def load(source: CodeSource, patches: Sequence[Patch]) -> tuple[list[Any] | None
 def store(source: CodeSource, patches: Sequence[Patch], rows: list[Any], k: str | None) -> None:
     """Store ``rows`` of a check that was a miss under key ``k`` (recomputed: a release read
     during the check may have entered the cache); nothing when a needed release could not
-    be read (:func:`note_unreadable`)."""
+    be read (:func:`note_unreadable`), or when a row is not plain data (it would not come back
+    equal from JSON)."""
     if k is None or _unreadable or not enabled(source):
         return
     try:
@@ -216,9 +243,11 @@ def store(source: CodeSource, patches: Sequence[Patch], rows: list[Any], k: str 
         for rel, text in list(source._texts.items()):
             if text is not None:
                 reads[rel] = record.get(rel)  # read_text checked these bytes against RECORD
-        payload = pickle.dumps({"format": FORMAT, "key": k, "reads": reads, "rows": rows},
-                               protocol=pickle.HIGHEST_PROTOCOL)
-        cache.write_entry(_path(k), hashlib.sha256(payload).digest() + payload)
+        payload = cache.pack_entry(SCHEMA, {"format": FORMAT, "key": k, "vllm": str(source.version),
+                                            "reads": reads, "rows": [row_data(r) for r in rows]})
+        if [row_from(d) for d in cache.unpack_body(payload)["rows"]] != list(rows):
+            return  # not plain data (a tuple where a list comes back): never served different
+        cache.write_entry(_path(k), payload)
         _prune(_path(k).parent)
     except Exception:  # noqa: BLE001 - the cache is only a speed-up
         return
@@ -234,7 +263,7 @@ def _prune(shard: Path) -> None:
     import time
 
     limit = time.time() - MAX_AGE_S
-    for path in shard.glob("*.pickle"):
+    for path in [*shard.glob("*.json"), *shard.glob("*.pickle")]:
         try:
             if path.stat().st_mtime < limit:
                 path.unlink()

@@ -30,7 +30,9 @@ the target files and the journal: nothing is parsed. Checked: the marker, the ch
 ``manifest.marshal`` (the copy the hook serves from) equal to ``manifest.json``,
 ``_patchq_hook.py`` and ``sitecustomize.py`` byte-equal to what :func:`build` writes, the
 ``__pycache__`` hashes, and every cached source against its sha256 (the hook checks each
-again before executing it). Any mismatch prepares the directory again (``code/`` and
+again before executing it); the directory and the files a process imports or reads from
+it must be yours or root's and not writable by others (the cache's rule, with a one-line
+note; an untrusted directory is discarded whole). Any mismatch prepares the directory again (``code/`` and
 ``__pycache__/`` are then discarded). Only :func:`build` imports the planner.
 """
 
@@ -112,6 +114,10 @@ def load_warm(hook_dir: Path, site: Path) -> dict | None:
     try:
         if os.path.islink(hook_dir) or not (hook_dir / hook_mod.MARKER).is_file():
             return None
+        problem = _untrusted(hook_dir)
+        if problem:
+            cache.note_untrusted("hook directory", hook_dir, problem)
+            return None
         manifest = hook_mod.read_manifest(str(hook_dir / hook_mod.MANIFEST))  # what the hook will serve
         if jsonsafe.read_file(hook_dir / "manifest.json") != json.loads(json.dumps(manifest)):
             return None  # the two copies disagree: one was edited
@@ -144,6 +150,25 @@ def load_warm(hook_dir: Path, site: Path) -> dict | None:
     except (KeyError, TypeError, AttributeError):
         return None
     return manifest
+
+
+def _untrusted(hook_dir: Path) -> str | None:
+    """Why the hook directory (or a file a process will import or read from it) may not be
+    used, or None: owned by another user than you or root, or writable by others
+    (:func:`patchq.trust.ownership_problem`, the rule of patchq's cache)."""
+    from patchq.trust import ownership_problem
+
+    names = [".", hook_mod.MARKER, hook_mod.MANIFEST, "manifest.json", "_patchq_hook.py", "sitecustomize.py",
+             "__pycache__", "code"]
+    try:
+        names += [f"__pycache__/{n}" for n in os.listdir(hook_dir / "__pycache__")]
+    except OSError:
+        pass
+    for name in names:
+        problem = ownership_problem(str(hook_dir / name))
+        if problem:
+            return problem
+    return None
 
 
 def _discard(path: Path) -> None:
@@ -254,10 +279,15 @@ def build(target, series, profile: str, summary: dict | None = None) -> dict:
         "journal_sha256": _journal_sha(site),
         "runtime_dir": str(runtime_dir()),
     }
+    import shutil
+
     if os.path.islink(hook_dir) or (hook_dir.exists() and not hook_dir.is_dir()):
         _discard(hook_dir)
+    elif hook_dir.is_dir() and _untrusted(hook_dir):  # another user's: nothing in it is kept
+        aside = hook_dir.with_name(f".{hook_dir.name}.tmp-removing-{os.getpid()}")
+        os.replace(hook_dir, aside)
+        shutil.rmtree(aside, ignore_errors=True)
     hook_dir.mkdir(parents=True, exist_ok=True)
-    import shutil
 
     for stale in ("code", "__pycache__"):  # compiled by whoever came before: never trusted
         if os.path.islink(hook_dir / stale) or (hook_dir / stale).is_file():

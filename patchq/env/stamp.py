@@ -35,9 +35,11 @@ Why equal stats mean equal content here, and where the classic holes are closed:
   one, with a verification run in between, would not be seen. Hashing has no such hole;
   git's index ("racy git") and make rely on the same stat data with less margin.
 * **The stamp itself** carries a CRC-32 of its body: a damaged stamp is ignored (the
-  caller hashes), never trusted. Its key names everything the payload depends on
-  besides the stamped files (the command, the profile, the paths, the vLLM dist-info,
-  patchq's version); a stamp of another key is ignored.
+  caller hashes), never trusted; so is a stamp owned by another user (not root) or
+  writable by others, with a one-line note (the cache's rule, :mod:`patchq.vllmdist.cache`).
+  Its key names everything the payload depends on besides the stamped files (the command,
+  the profile, the paths, the vLLM dist-info, patchq's version); a stamp of another key is
+  ignored.
 * **patchq itself.** A payload is what *this* patchq computed, so every key also names
   the directory patchq runs from (``code``), and every stamp also holds the file of each
   patchq module loaded when it was saved as an input (:func:`own_sources`): another install
@@ -149,8 +151,18 @@ def _dir_stat(path: str, suffixes: tuple[str, ...]) -> tuple | None:
 
 
 def _read(path: str) -> list[str] | None:
-    """The lines of a stamp file after its header, when its CRC-32 is right."""
+    """The lines of a stamp file after its header, when its CRC-32 is right and the file is
+    yours or root's and not writable by others (another user's stamp is ignored, with a note:
+    it could make a changed environment look unchanged)."""
     with open(path, "rb") as fh:
+        from patchq.trust import stat_problem
+
+        problem = stat_problem(path, os.fstat(fh.fileno()))
+        if problem:
+            from patchq.vllmdist import cache
+
+            cache.note_untrusted("stamp", path, problem)
+            return None
         raw = fh.read(MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
         return None
@@ -245,7 +257,7 @@ def _write(target: str, data: bytes) -> bool:
     tmp = f"{target}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(tmp, "wb") as fh:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644), "wb") as fh:
             fh.write(data)
         os.replace(tmp, target)
     except OSError:

@@ -42,7 +42,12 @@ _SOURCES: dict[str, CodeSource] = {}
 
 def cached_release(version: str) -> CodeSource | None:
     """A release from patchq's cache only (never downloads); None when not cached. One
-    source per release and process (its texts and definition index are read once)."""
+    source per release and process (its texts and definition index are read once).
+
+    Raises:
+        CacheError: its cached tree is damaged and could not be fetched again.
+    """
+    from patchq.errors import CacheError, ReadOnlyError
     from patchq.vllmdist import releases, sources
 
     key = f"{releases.cache_dir()}\0{version}"  # one cache root per process in use, but never assumed
@@ -54,7 +59,9 @@ def cached_release(version: str) -> CodeSource | None:
             return None
         _SOURCES[key] = sources.release_source(version)
         return _SOURCES[key]
-    except Exception:  # a broken cache entry must not break a plan
+    except (CacheError, ReadOnlyError):  # damaged and not fetched again, or held by `cache clean`: never a
+        raise  # verdict without it (issue 38)
+    except Exception:  # a release that cannot be read for another reason must not break a plan
         releases.note_unreadable(version)  # the answer may change: no verdict kept
         return None
 

@@ -428,7 +428,7 @@ class _Store:
     are one query per file or per release; writes are batched (:meth:`save`). Every row
     carries a checksum of its fields (:func:`_check`): a damaged row is recomputed, never
     used. Any database error disables the store for the process: the index is only a
-    speed-up.
+    speed-up; so does a database file another user owns or others can write (a note).
     """
 
     def __init__(self) -> None:
@@ -447,6 +447,14 @@ class _Store:
 
         try:
             path = cache.definition_index()
+            from patchq.trust import ownership_problem
+
+            for f in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                problem = ownership_problem(str(f))
+                if problem:  # another user's index could point a rename search anywhere: not used
+                    cache.note_untrusted("definition index", f, problem)
+                    self.broken = True
+                    return None
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(path), timeout=60, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")

@@ -28,21 +28,39 @@ when the plan was made is not part of the key.
 What a patch's transform runs is identified as the journal and the import hook identify
 it: by the patch hash (its series module and anchors file) and the planner's sources; a
 helper module that a series module imports from elsewhere is not part of the key.
+
+**The entry is plain data** (format 3, ``plans/<key>.json``;
+:func:`patchq.vllmdist.cache.pack_entry`): a line ``patchq.plan-cache/3 <sha256 of the
+body>``, then one JSON object: ``format``, ``key``, ``vllm`` (the version planned on),
+``read`` and ``source`` ({relpath: sha256 of the pristine text, or null for a file that
+was not there}), ``patched`` ({relpath: sha256 of the patched text}) and ``results``
+(one object per patch, the fields of :class:`~patchq.plan.results.PatchResult`, its
+``anchors`` those of :class:`~patchq.plan.results.AnchorResult`). Loading builds those two
+dataclasses from their field names, and nothing else: no name in the data is imported or
+called, so a planted entry cannot run code (format 2 was a pickle; its ``.pickle`` files
+are never read). An entry whose body does not match its sha256 is a miss; one owned by
+another user (not root) or writable by others is a miss with a one-line note
+(:func:`patchq.vllmdist.cache.read_entry`), and so is a patched text that is (it would
+be written into site-packages). The key and the per-file sha256 make the entry reusable
+by anything that meets the same pristine bytes and the same series (issue 41: ``apply``
+after ``check``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import pickle
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from patchq.model import Patch
 from patchq.plan import engine, toolchain
+from patchq.plan.results import AnchorResult, PatchResult
 from patchq.vllmdist import cache
 from patchq.vllmdist.sources import CodeSource
 
-FORMAT = 2  # 2: a sha256 of the pickle precedes it
+FORMAT = 3  # 2: a pickle behind its sha256; 3: JSON behind its sha256 (module docstring)
+SCHEMA = f"patchq.plan-cache/{FORMAT}"
 
 
 def toolchain_hash() -> str:
@@ -70,39 +88,69 @@ def _text_path(sha: str) -> Path:
     return cache.plans() / "texts" / sha[:2] / sha
 
 
-def _load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> engine.Plan | None:
+def _entry_path(key: str) -> Path:
+    return cache.plans() / f"{key}.json"
+
+
+def result_data(result: PatchResult) -> dict:
+    """A :class:`PatchResult` as JSON data (its fields; ``anchors`` as their fields)."""
+    return dataclasses.asdict(result)
+
+
+def result_from(data: dict) -> PatchResult:
+    """The :class:`PatchResult` of :func:`result_data`'s ``data``, built from its field names
+    only (an unknown or missing field raises).
+
+    Raises:
+        TypeError, KeyError, AttributeError: ``data`` is not such an object.
+    """
+    anchors = [AnchorResult(**a) for a in data["anchors"]]
+    return PatchResult(**{**data, "anchors": anchors})
+
+
+def _text(sha: str) -> str | None:
+    """The stored patched text of sha256 ``sha``, or None (missing, damaged, or another
+    user's: it would be written into site-packages)."""
+    from patchq import jsonsafe
+
+    path = _text_path(sha)
     try:
-        with open(cache.plans() / f"{key}.pickle", "rb") as fh:
-            data = fh.read()
-        # sha256 of the pickle ahead of it: a damaged entry is a miss, never unpickled
-        if len(data) < 32 or hashlib.sha256(data[32:]).digest() != data[:32]:
-            return None
-        entry = pickle.loads(data[32:])
-        if not isinstance(entry, dict) or entry.get("format") != FORMAT:
-            return None
-    except Exception:  # noqa: BLE001 - any damaged entry is only a cache miss
+        text = jsonsafe.read_bytes(path, cache.MAX_ENTRY_BYTES, owned=True).decode("utf-8")
+    except jsonsafe.Untrusted as exc:
+        cache.note_untrusted("patched text", path, str(exc))
         return None
-    texts: dict[str, str | None] = {}
-    for rel, sha in entry["read"].items():  # every file planning read through ``read``
-        texts[rel] = read(rel)
-        if _sha(texts[rel]) != sha:
+    except (OSError, ValueError):
+        return None
+    return text if _sha(text) == sha else None
+
+
+def _load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> engine.Plan | None:
+    entry = cache.read_entry(_entry_path(key), SCHEMA, "plan")
+    try:
+        if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
             return None
-    for rel, sha in entry["source"].items():  # and through the source
-        if _sha(source.read_text(rel)) != sha:
-            return None
-    patched: dict[str, str] = {}
-    for rel, sha in entry["patched"].items():
-        try:
-            text = _text_path(sha).read_bytes().decode("utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-        if _sha(text) != sha:
-            return None
-        patched[rel] = text
-    pristine = {rel: texts[rel] for rel in patched}
+        results = [result_from(r) for r in entry["results"]]
+        reads, source_reads, patched_shas = entry["read"], entry["source"], entry["patched"]
+        texts: dict[str, str | None] = {}
+        for rel, sha in reads.items():  # every file planning read through ``read``
+            texts[rel] = read(rel)
+            if _sha(texts[rel]) != sha:
+                return None
+        for rel, sha in source_reads.items():  # and through the source
+            if _sha(source.read_text(rel)) != sha:
+                return None
+        patched: dict[str, str] = {}
+        for rel, sha in patched_shas.items():
+            text = _text(sha)
+            if text is None:
+                return None
+            patched[rel] = text
+    except (TypeError, KeyError, AttributeError, ValueError):  # a well-formed but wrong entry: a miss
+        return None
+    pristine = {rel: texts.get(rel) for rel in patched}
     if any(t is None for t in pristine.values()):
         return None
-    return engine.Plan(source, entry["results"], pristine, patched, workspace=None)  # type: ignore[arg-type]
+    return engine.Plan(source, results, pristine, patched, workspace=None)  # type: ignore[arg-type]
 
 
 def _store(plan: engine.Plan, key: str, source_reads: dict[str, str | None]) -> None:
@@ -112,17 +160,20 @@ def _store(plan: engine.Plan, key: str, source_reads: dict[str, str | None]) -> 
     try:
         shas = {}
         for rel, text in plan.patched.items():
-            sha = _sha(text)
-            path = _text_path(sha)  # type: ignore[arg-type]
-            if not path.is_file():
+            sha = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+            path = _text_path(sha)
+            if not path.is_file() or _text(sha) is None:  # absent, damaged or another user's: write ours
                 cache.write_entry(path, text.encode("utf-8"))
             shas[rel] = sha
-        entry = {"format": FORMAT, "read": {rel: _sha(t) for rel, t in ws.pristine_text.items()},
+        entry = {"format": FORMAT, "key": key, "vllm": str(plan.source.version),
+                 "read": {rel: _sha(t) for rel, t in ws.pristine_text.items()},
                  "source": {rel: _sha(t) for rel, t in source_reads.items()},
-                 "patched": shas, "results": plan.results}
-        payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
-        cache.write_entry(cache.plans() / f"{key}.pickle", hashlib.sha256(payload).digest() + payload)
-    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+                 "patched": shas, "results": [result_data(r) for r in plan.results]}
+        payload = cache.pack_entry(SCHEMA, entry)
+        if [result_from(r) for r in cache.unpack_body(payload)["results"]] != plan.results:
+            return  # not plain data (a tuple where a list comes back): never served different
+        cache.write_entry(_entry_path(key), payload)
+    except (OSError, TypeError, ValueError):
         return  # the cache is only a speed-up
 
 

@@ -24,6 +24,11 @@ line numbers. The patched text must hash to the manifest's sha256 before it is e
 (else the process stops, exit 6). Compiled code is cached per interpreter (``code/`` in
 the hook directory), keyed by that sha256 and checked (CRC-32) before it is loaded.
 
+The hook directory, its manifest and every ``code/`` file must belong to this user (or
+root) and not be writable by others (:func:`untrusted`, the rule patchq applies to its
+cache): an untrusted manifest stops the process (exit 6), an untrusted code file is
+compiled again, never loaded.
+
 Proof per process: the loaded module carries ``__patchq__`` (its ``"id:hash"`` patch
 list); :data:`STATE` is the installed :class:`Hook` (``STATE.manifest``); and once a
 process imports a target module (or the vLLM plugin calls :meth:`Hook.record`), it
@@ -105,15 +110,58 @@ def unpack(tag, data):
     return payload
 
 
-def read_manifest(path):
-    """The manifest dict of a hook directory's ``manifest.marshal``.
+def untrusted(path, st):
+    """Why a hook file or directory with the stat ``st`` may not be used, or None: owned by
+    another user than this process's (or root), or writable by others (the rule of
+    ``patchq.trust.stat_problem``, restated here: this file runs without patchq)."""
+    uid = os.geteuid() if hasattr(os, "geteuid") else None
+    if uid is None:  # pragma: no cover - not POSIX
+        return None
+    if st.st_uid not in (uid, 0):
+        return "%s is owned by uid %d, not by you (uid %d) or root" % (path, st.st_uid, uid)
+    if st.st_mode & 0o002:
+        return "%s is writable by others (mode %o)" % (path, st.st_mode & 0o7777)
+    return None
+
+
+def _read_trusted(path):
+    """The bytes of the regular file ``path``, read through one descriptor whose owner and
+    mode are checked (:func:`untrusted`; a symlink is not followed).
 
     Raises:
-        ValueError: the file is damaged (tag, length or CRC-32), or not a manifest.
+        ValueError: not a regular file, or not trusted.
         OSError: it cannot be read.
     """
-    with open(path, "rb") as fh:
-        payload = unpack(MANIFEST_TAG, fh.read())
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("%s is not a regular file" % path)
+        problem = untrusted(path, st)
+        if problem:
+            raise ValueError(problem)
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
+def read_manifest(path):
+    """The manifest dict of a hook directory's ``manifest.marshal``; the file and its
+    directory must be this user's or root's and not writable by others (:func:`untrusted`).
+
+    Raises:
+        ValueError: the file is damaged (tag, length or CRC-32), not a manifest, or not
+            trusted.
+        OSError: it cannot be read.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    problem = untrusted(directory, os.stat(directory))
+    if problem:
+        raise ValueError(problem)
+    payload = unpack(MANIFEST_TAG, _read_trusted(path))
     if payload is None:
         raise ValueError("damaged (checksum mismatch)")
     manifest = marshal.loads(payload)
@@ -206,10 +254,8 @@ class PatchedLoader:
         # text's sha256; the payload's CRC-32 guards marshal.loads against a damaged file
         key = _magic() + self.entry["patched_sha256"].encode("ascii")
         self.get_source()  # verifies the patched text first
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-            payload = unpack(CODE_TAG, data)
+        try:  # another user's (or a world-writable) code file is never loaded: compiled again
+            payload = unpack(CODE_TAG, _read_trusted(path))
             if payload is not None and payload[:len(key)] == key:
                 return marshal.loads(payload[len(key):])
         except (OSError, ValueError, EOFError, TypeError):
@@ -218,7 +264,8 @@ class PatchedLoader:
         try:  # best effort: a read-only cache only costs a compile per process
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = "%s.%d.tmp" % (path, os.getpid())
-            with open(tmp, "wb") as fh:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            with os.fdopen(fd, "wb") as fh:
                 fh.write(pack(CODE_TAG, key + marshal.dumps(code)))
             os.replace(tmp, path)
         except OSError:

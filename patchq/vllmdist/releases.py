@@ -22,6 +22,12 @@ Three layers, each cached under :func:`cache_dir`:
 ``PATCHQ_OFFLINE=1`` forbids every network access (index, wheel, partial fetch): what
 is not cached raises :class:`ReleaseError` naming the variable.
 
+A cached tree is checked, not trusted: :func:`tree_problem` (its dist-info and METADATA
+name the release asked for, its vouching files are the user's), :func:`verified_record`
+(RECORD against the checksum recorded with the tree) and the per-file RECORD check of
+:meth:`patchq.vllmdist.sources.CodeSource.read_bytes`; damage is fetched again
+(:func:`repair_tree`). Another user's cached wheel or release list is not used.
+
 The filtering of a release list by a user's ``--releases`` argument is the pure
 function :func:`filter_releases`; parsing a PEP 691 answer is the pure function
 :func:`final_versions`; picking a wheel out of a directory is :func:`find_wheel`.
@@ -369,10 +375,16 @@ def _index_cache(package: str) -> Path:
 
 def _read_index_cache(path: Path) -> tuple[list[Version], float, str | None] | None:
     """(versions, when fetched, the index it came from: None for a list an earlier patchq
-    cached) of a cached release list, or None."""
+    cached) of a cached release list, or None: missing, damaged, or another user's (or
+    writable by others: ignored with a note, :func:`patchq.vllmdist.cache.read_entry`'s rule)."""
+    from patchq import jsonsafe
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(jsonsafe.read_bytes(path, 1 << 22, owned=True))
         return [Version(v) for v in data["versions"]], float(data["fetched"]), data.get("index")
+    except jsonsafe.Untrusted as exc:
+        cache.note_untrusted("release list", path, str(exc))
+        return None
     except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
         return None
 
@@ -509,7 +521,8 @@ def find_wheel(
 
     Names are parsed with :func:`packaging.utils.parse_wheel_filename`, so build
     tags (``vllm-0.23.0-2-cp38-abi3-...``) and any manylinux tag are understood.
-    Only Linux x86_64 wheels count. Among several, the highest build tag wins
+    Only Linux x86_64 wheels count, and only yours or root's, not writable by others (another
+    user's is skipped with a note: the cache's rule). Among several, the highest build tag wins
     (an untagged wheel sorts lowest), as with pip.
 
     Args:
@@ -527,8 +540,14 @@ def find_wheel(
         entries = list(Path(directory).iterdir())
     except FileNotFoundError:
         return None
+    from patchq.trust import ownership_problem
+
     for path in entries:
         if not path.name.endswith(".whl") or not path.is_file():
+            continue
+        problem = ownership_problem(str(path))
+        if problem:  # another user's wheel: as if it were not there (downloaded again)
+            cache.note_untrusted("wheel", path, problem)
             continue
         try:
             name, ver, build, tags = parse_wheel_filename(path.name)
@@ -762,6 +781,32 @@ def _fetch_tree(ver: Version, tmp: Path, top: str, package: str) -> dict[str, An
     return info
 
 
+def _refetch_wheel(ver: Version, tmp: Path, top: str, package: str, wrong: str) -> dict[str, Any]:
+    """The cached whole wheel of ``package==ver`` extracted another release (``wrong``): remove
+    it (a note on stderr) and fill ``tmp`` again from the index.
+
+    Raises:
+        CacheError: offline (the wheel is damaged and cannot be fetched again).
+    """
+    from patchq.errors import CacheError
+
+    wheel = find_wheel(_wheels_dir(), ver, package=package)
+    sys.stderr.write(f"patchq: note: cached wheel {wheel} is not {package} {ver} ({wrong}); removing it\n")
+    for p in (wheel, wheel.with_name(f".{wheel.name}.sha256") if wheel else None):
+        if p is not None:
+            try:
+                p.unlink()
+            except OSError:
+                pass
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        return _fetch_tree(ver, tmp, top, package)
+    except ReleaseError as exc:
+        raise CacheError(f"cached wheel {wheel} is not {package} {ver} ({wrong}): the cache was damaged and "
+                         f"{package} {ver} could not be fetched again ({exc}); run `patchq cache clean`") from None
+
+
 def zlib_error() -> type[Exception]:
     """``zlib.error`` (a damaged deflate stream in a wheel)."""
     import zlib
@@ -845,7 +890,9 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
     refuses ranges, or ``PATCHQ_FULL_WHEELS=1`` -- from the whole wheel
     (:func:`wheel_path`). Either way the files are byte-identical. The marker
     (``.patchq-extracted-v1``, JSON) says which way (``source``: ``wheel`` | ``range``),
-    the bytes fetched and METADATA's zip date (:func:`build_date`).
+    the bytes fetched and METADATA's zip date (:func:`build_date`). The process first takes
+    the cache root's shared lock (:func:`patchq.vllmdist.cache.hold_shared`): ``patchq cache
+    clean``/``prune`` never remove a tree in use.
 
     Args:
         version: the release, e.g. ``"0.23.0"``.
@@ -861,6 +908,7 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
     """
     ver = _as_version(version)
     dest = _tree_dir(ver, package)
+    cache.hold_shared()  # `cache clean`/`prune` wait for this process, and it for them
     if (dest / _MARKER).is_file():
         return dest
     rdir, key = dest.parent, dest.name
@@ -879,6 +927,12 @@ def release_tree(version: str | Version, *, package: str = "vllm") -> Path:
             info = _fetch_tree(ver, tmp, top, package)
             if not any(p.name.endswith(".dist-info") for p in tmp.iterdir() if p.is_dir()):
                 raise ReleaseError(f"{info.get('wheel')} has no .dist-info directory")
+            wrong = tree_problem(tmp, ver, package=package)
+            if wrong and info.get("source") == "wheel":  # a cached wheel of another release: removed, fetched
+                info = _refetch_wheel(ver, tmp, top, package, wrong)
+                wrong = tree_problem(tmp, ver, package=package)
+            if wrong:
+                raise ReleaseError(f"{package} {ver} as fetched is not that release: {wrong}")
             info["seconds"] = round(time.perf_counter() - started, 3)
             info["version"] = version_key(ver)
             import hashlib
@@ -951,6 +1005,70 @@ def verified_record(version: str | Version, dist_info: Path, *, package: str = "
             dist_info = next(tree.glob("*.dist-info"), Path(dist_info))
     raise CacheError(f"cached {path} is damaged and stays so after fetching {package} {version} again; "
                      f"run `patchq cache clean`")
+
+
+def metadata_version(dist_info: Path) -> str | None:
+    """The ``Version`` field of ``dist_info/METADATA`` (its header only: at most 64 KiB are
+    read), or None when there is none or it cannot be read."""
+    try:
+        fd = os.open(dist_info / "METADATA", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        import stat
+
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.read(fd, 1 << 16)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    for line in head.decode("utf-8", "replace").splitlines():
+        if not line.strip():
+            break
+        if line.startswith("Version:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def tree_problem(tree: Path, version: str | Version, *, package: str = "vllm") -> str | None:
+    """Why the cached release tree ``tree`` is not the one of ``package==version``, or None.
+
+    Judged once per use, cheaply (a few ``lstat`` calls and METADATA's header; every file
+    read is then checked against RECORD): the tree, its completion marker, its
+    :data:`VERIFIED` checksum file, its one ``*.dist-info`` and that RECORD must be yours or
+    root's and not writable by others (:func:`patchq.trust.ownership_problem`, the
+    cache's rule); the dist-info must be ``<package>-<version>.dist-info`` and its METADATA
+    say ``Version: <version>`` (a tree or wheel of another release under this one's name:
+    ``diff --vllm 0.24.0`` printed 0.23.0's diff, issue 38).
+    """
+    from patchq.trust import ownership_problem
+    from patchq.vllmdist import record as record_mod
+
+    want = _as_version(version)
+    infos = sorted(p for p in tree.glob("*.dist-info"))
+    for path in (tree, tree / _MARKER, tree / VERIFIED, *infos, *(i / "RECORD" for i in infos)):
+        problem = ownership_problem(str(path))
+        if problem:
+            return problem
+    if len(infos) != 1:
+        return f"{tree} holds {len(infos)} dist-info directories, not one"
+    parts = record_mod.split_dist_info(infos[0].name)
+    try:
+        named = Version(parts[1]) if parts else None
+    except InvalidVersion:
+        named = None
+    if parts is None or canonicalize_name(parts[0]) != canonicalize_name(package) or named != want:
+        return f"its dist-info is {infos[0].name}, not {package} {want}'s"
+    meta = metadata_version(infos[0])
+    try:
+        meta_ok = meta is not None and Version(meta) == want
+    except InvalidVersion:
+        meta_ok = False
+    if not meta_ok:
+        return f"{infos[0].name}/METADATA says Version: {meta}, not {want}"
+    return None
 
 
 def repair_tree(version: str | Version, why: str, *, package: str = "vllm") -> Path:

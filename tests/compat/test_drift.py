@@ -91,3 +91,33 @@ def test_module_level_anchors_of_two_files_keep_their_own_fingerprints():
     v = Version("0.33.0")
     assert drift.verified_release(patch, "<module>", "aaaa", v, "vllm/logger.py") == "0.33.0"
     assert drift.verified_release(patch, "<module>", "aaaa", v, "vllm/utils/network_utils.py") is None
+
+
+@pytest.mark.parametrize("how", ["file-removed", "another-release"])
+def test_a_damaged_reference_release_is_a_cache_error_never_a_verdict(tmp_path, how):
+    """issue 38 (low): a check concurrent with `cache prune --keep 0` gave a different verdict: a
+    reference release damaged under it read as "not in the cache". A damaged cached reference
+    that cannot be fetched again (offline) is a CacheError (exit 3), whoever reads it."""
+    import shutil
+
+    from patchq.compat import check
+    from patchq.errors import CacheError
+
+    cache = Path(os.environ["PATCHQ_CACHE_DIR"])
+    base = write_release(cache, "0.1.0")
+    fp = A.fingerprint_ast(A.ast_index(UTILS_PY)["Backend"][0])
+    patch = S.load(write_series(tmp_path, fingerprint=fp)).patch("bump-default")
+    tree = write_tree(tmp_path / "tree")
+    (tree / REL).write_text(UTILS_PY.replace("        return self.DEFAULT\n", "        return self.DEFAULT * 2\n"))
+    target = sources.source_tree(tree, version="0.2.0")
+    (row,) = check.check(target, [patch])
+    assert row.status == "applies-drifted" and row.drift[0]["base"] == "0.1.0" and row.drift[0]["diff"]
+    drift._release_source.cache_clear()
+    if how == "file-removed":
+        (base / REL).unlink()
+    else:
+        other = write_release(tmp_path / "other", "0.0.9")
+        shutil.rmtree(base)
+        shutil.copytree(other, base)
+    with pytest.raises(CacheError, match="cache clean"):
+        check.check(sources.source_tree(tree, version="0.2.0"), [patch])

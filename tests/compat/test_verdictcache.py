@@ -1,5 +1,6 @@
 """The verdict cache (patchq.compat.verdictcache): a warm check parses nothing, and every
-input that can change a verdict is in its key (issue 25)."""
+input that can change a verdict is in its key (issue 25); its entries are plain data that
+loading cannot execute, and another user's entry is ignored (issue 38)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def _no_planning(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _entries(world: Path) -> list[Path]:
-    return sorted((world / "cache" / "verdicts").rglob("*.pickle"))
+    return sorted((world / "cache" / "verdicts").rglob("*.json"))
 
 
 def test_a_second_check_plans_nothing(world: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,3 +122,68 @@ def test_cached_rows_render_the_same_document(world: Path) -> None:
     doc = json.dumps(check.document(src, "base", check.check(src, s.patches_of("base"))))
     src = sources.release_source("0.1.0")
     assert json.dumps(check.document(src, "base", check.check(src, s.patches_of("base")))) == doc
+
+
+def _planted_pickle(marker: Path) -> bytes:
+    """What format 1 read: the sha256 of a pickle, then the pickle; this one runs code."""
+    import hashlib
+    import pickle
+
+    class Planted:
+        def __reduce__(self):
+            return (exec, (f"open({str(marker)!r}, 'w').write('ran')",))
+
+    payload = pickle.dumps({"format": 1, "rows": Planted()})
+    return hashlib.sha256(payload).digest() + payload
+
+
+def test_a_planted_pickle_is_never_executed(world: Path) -> None:
+    """issue 38: with a world-writable cache, a planted pickle ran code on `check` (exit 0)."""
+    s = series_mod.load(str(world / "repo" / "series"))
+    src = sources.release_source("0.1.0")
+    first = _rows(world)
+    k = verdictcache.key(src, s.patches_of("base"))
+    marker = world / "PWNED"
+    for path in {verdictcache._path(k), verdictcache._path(k).with_suffix(".pickle")}:
+        path.write_bytes(_planted_pickle(marker))
+    assert _rows(world) == first and not marker.exists()
+
+
+@pytest.mark.parametrize("how", ["other-uid", "world-writable"])
+def test_another_users_entry_is_ignored_with_a_note(world: Path, capsys, how) -> None:
+    import os
+
+    first = _rows(world)
+    (entry,) = _entries(world)
+    doc = entry.read_bytes().replace(b'"status":"applies-drifted"', b'"status":"applies"')
+    head, _, body = doc.partition(b"\n")
+    import hashlib
+
+    entry.write_bytes(head.split(b" ")[0] + b" " + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+    s = series_mod.load(str(world / "repo" / "series"))
+    assert verdictcache.load(sources.release_source("0.1.0"), s.patches_of("base"))[0][0].status == "applies"
+    if how == "other-uid":
+        if os.geteuid() != 0:
+            pytest.skip("chown to another uid needs root")
+        os.chown(entry, 65534, 65534)
+    else:
+        os.chmod(entry, 0o666)
+    capsys.readouterr()
+    assert _rows(world) == first  # recomputed: the planted "applies" is not believed
+    err = capsys.readouterr().err
+    assert f"patchq: note: ignoring the cached verdict {entry}" in err and err.count("\n") == 1
+
+
+def test_rows_are_stored_only_when_they_come_back_equal(world: Path) -> None:
+    s = series_mod.load(str(world / "repo" / "series"))
+    src = sources.release_source("0.1.0")
+    rows = check.check(src, s.patches_of("base"))
+    assert verdictcache.row_from(json.loads(json.dumps(verdictcache.row_data(rows[0])))) == rows[0]
+    for entry in _entries(world):
+        entry.unlink()
+    _, k = verdictcache.load(src, s.patches_of("base"))
+    rows[0].anchors = [{"where": ("a", 1)}]  # a tuple comes back a list: never stored
+    verdictcache.store(src, s.patches_of("base"), rows, k)
+    assert _entries(world) == []
+    with pytest.raises(TypeError):
+        verdictcache.row_from({**verdictcache.row_data(rows[0]), "__reduce__": "os.system"})

@@ -205,24 +205,31 @@ def test_edit_working_copy_then_record_and_refine(tmp_path, site):
 
 
 def test_cache_sizes_prune_and_clean(tmp_path):
+    from testing.small_series import write_release
+
     cache = tmp_path / "cache"  # never the shared cache
+    trees = {}
     for v, size in (("0.23.0", 10), ("0.24.0", 20), ("0.26.0", 40)):
         (cache / "wheels").mkdir(parents=True, exist_ok=True)
         (cache / "wheels" / f"vllm-{v}-cp38-abi3-manylinux_2_31_x86_64.whl").write_bytes(b"w" * size)
-        (cache / "releases" / v / "vllm").mkdir(parents=True)
-        (cache / "releases" / v / "vllm" / "x.py").write_bytes(b"t" * size)
+        tree = write_release(cache, v)
+        trees[v] = size + sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
     (cache / "index").mkdir()
     (cache / "index" / "vllm.json").write_bytes(b"{}")
     env = {"PATCHQ_CACHE_DIR": str(cache)}
     doc = run_cli("cache", "--json", env=env).json
-    assert [(r["version"], r["bytes"]) for r in doc["releases"]] == [("0.23.0", 20), ("0.24.0", 40), ("0.26.0", 80)]
-    assert doc["other"] == {"index": 2} and doc["total_bytes"] == 142
+    assert [(r["version"], r["bytes"]) for r in doc["releases"]] == list(trees.items())
+    assert doc["other"] == {"index": 2} and doc["total_bytes"] == sum(trees.values()) + 2
+    (cache / "releases" / "0.23.0" / "mine.txt").write_text("the user's own\n")
+    refused = run_cli("cache", "prune", "--keep", "1", env=env)
+    assert refused.rc == 2 and "releases/0.23.0/mine.txt" in refused.stderr, refused
+    (cache / "releases" / "0.23.0" / "mine.txt").unlink()
     pruned = run_cli("cache", "prune", "--keep", "1", "--json", env=env).json
     assert pruned["kept"] == ["0.26.0"] and [r["version"] for r in pruned["releases"]] == ["0.26.0"]
     assert len(pruned["removed"]) == 4
     assert run_cli("cache", "prune", "--keep", "-1", env=env).rc == 2
     cleaned = run_cli("cache", "clean", "--json", env=env).json
-    assert cleaned["total_bytes"] == 0 and list(cache.iterdir()) == []
+    assert cleaned["total_bytes"] == 0 and [p.name for p in cache.iterdir()] == ["CACHEDIR.TAG"]
 
 
 def _serve_sh(*args, cwd, env=None):

@@ -36,3 +36,21 @@ def test_build_serves_the_patched_text_and_is_reused_until_a_file_changes(small)
     assert hookdir.load_warm(directory, small.site) is not None
     (small.site / UTILS).write_text(small.utils() + "# changed\n")
     assert hookdir.load_warm(directory, small.site) is None
+
+
+def test_a_hook_dir_another_user_can_write_is_prepared_again(small, capsys):
+    """issue 38: the hook's marshal files get the cache's ownership rule: a directory (or a file a
+    process imports from it) writable by others is not used, and build replaces it whole."""
+    import os
+
+    manifest = hookdir.build(small.target, small.series, "base")
+    directory = hookdir.hook_dir_for(small.site, "0.1.0", "base", manifest["digest"])
+    assert hookdir.load_warm(directory, small.site) is not None
+    planted = directory / "planted.py"
+    planted.write_text("raise SystemExit('planted')\n")
+    os.chmod(directory / "sitecustomize.py", 0o666)
+    assert hookdir.load_warm(directory, small.site) is None
+    assert f"ignoring the cached hook directory {directory}" in capsys.readouterr().err
+    hookdir.build(small.target, small.series, "base")
+    assert not planted.exists() and (directory / "sitecustomize.py").stat().st_mode & 0o777 == 0o644
+    assert hookdir.load_warm(directory, small.site) is not None

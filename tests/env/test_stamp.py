@@ -85,6 +85,25 @@ def test_a_damaged_stamp_is_ignored(cache: Path, tmp_path: Path) -> None:
     assert stamp.load(KEY) is None
 
 
+@pytest.mark.parametrize("how", ["o+w", "other-uid"])
+def test_another_users_stamp_is_ignored(cache: Path, tmp_path: Path, capsys, how: str) -> None:
+    """issue 38: a stamp decides that nothing changed; one another user could have written is
+    not believed (a note), and the next save replaces it with this user's."""
+    d, a = _files(tmp_path)
+    assert stamp.save(KEY, [str(a)], [], "payload", _later())
+    (path,) = (cache / "stamps").iterdir()
+    assert path.stat().st_mode & 0o777 == 0o644
+    if how == "o+w":
+        os.chmod(path, 0o666)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("chown to another uid needs root")
+        os.chown(path, 65534, 65534)
+    assert stamp.load(KEY) is None
+    assert f"patchq: note: ignoring the cached stamp {path}" in capsys.readouterr().err
+    assert stamp.save(KEY, [str(a)], [], "payload", _later()) and stamp.load(KEY) == "payload"
+
+
 def test_off_by_environment(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d, a = _files(tmp_path)
     assert stamp.save(KEY, [str(a)], [], "payload", _later())

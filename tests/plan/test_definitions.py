@@ -107,3 +107,21 @@ def test_plan_cache_reuses_and_revalidates(source, tmp_path, monkeypatch):
     changed = {rel: first.pristine[rel] + "\n# edited\n"}
     third = plancache.plan(source, patches, read=lambda p: changed.get(p, source.read_text(p)))
     assert third.workspace is not None
+
+
+def test_another_users_index_database_is_not_opened(tmp_path, monkeypatch, capsys):
+    """issue 38: a definition index another user could write is not used (it steers the rename
+    search); the index is then kept in memory for the process."""
+    import os
+
+    from patchq.vllmdist import cache
+
+    monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path / "cache"))
+    path = cache.definition_index()
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    assert definitions._Store()._conn() is not None
+    os.chmod(path, 0o666)
+    store = definitions._Store()
+    assert store._conn() is None and store.broken
+    assert f"ignoring the cached definition index {path}" in capsys.readouterr().err

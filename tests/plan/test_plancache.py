@@ -62,3 +62,67 @@ def test_plan_cache_keys_strict_and_serves_results_only(tmp_path, monkeypatch):
     assert (hit.patched, hit.pristine) == (first.patched, first.pristine)
     assert [(r.patch_id, r.status, r.reason) for r in hit.results] == \
         [(r.patch_id, r.status, r.reason) for r in first.results]
+
+
+def _planned(tmp_path, monkeypatch):
+    tree = write_tree(tmp_path / "tree")
+    fp = A.fingerprint_ast(A.ast_index(UTILS_PY)["Backend"][0])
+    patch = S.load(write_series(tmp_path, fingerprint=fp)).patch("bump-default")
+    monkeypatch.setattr(cache, "plans", lambda: tmp_path / "plans")
+    first = plancache.plan(sources.source_tree(tree, version="0.1.0"), [patch])
+    key = plancache.plan_key(sources.source_tree(tree, version="0.1.0"), [patch])
+    return tree, patch, first, key
+
+
+def test_a_plan_entry_is_plain_json(tmp_path, monkeypatch):
+    import json
+
+    _tree, _patch, first, key = _planned(tmp_path, monkeypatch)
+    head, _, body = (tmp_path / "plans" / f"{key}.json").read_bytes().partition(b"\n")
+    assert head.startswith(b"patchq.plan-cache/3 ")
+    doc = json.loads(body)
+    assert doc["key"] == key and doc["vllm"] == "0.1.0" and set(doc["patched"]) == set(first.patched)
+    assert [plancache.result_from(r) for r in doc["results"]] == first.results
+    assert doc["results"][0]["anchors"][0]["qualname"] == "Backend"
+
+
+def test_a_planted_pickle_is_never_executed(tmp_path, monkeypatch):
+    """issue 38: a planted pickle in plans/ ran code on `apply` (exit 0)."""
+    import hashlib
+    import pickle
+
+    tree, patch, first, key = _planned(tmp_path, monkeypatch)
+    marker = tmp_path / "PWNED"
+
+    class Planted:
+        def __reduce__(self):
+            return (exec, (f"open({str(marker)!r}, 'w').write('ran')",))
+
+    payload = pickle.dumps({"format": 2, "results": Planted()})
+    for name in (f"{key}.json", f"{key}.pickle"):
+        (tmp_path / "plans" / name).write_bytes(hashlib.sha256(payload).digest() + payload)
+    again = plancache.plan(sources.source_tree(tree, version="0.1.0"), [patch])
+    assert not marker.exists() and again.patched == first.patched and again.workspace is not None
+
+
+def test_another_users_patched_text_is_not_written(tmp_path, monkeypatch, capsys):
+    """A patched text is what apply writes into site-packages: one another user could have
+    written is never served (a note, then planned again and stored as ours)."""
+    import os
+
+    import pytest
+
+    tree, patch, first, key = _planned(tmp_path, monkeypatch)
+    (text,) = [p for p in (tmp_path / "plans" / "texts").rglob("*") if p.is_file()]
+    os.chmod(text, 0o666)
+    capsys.readouterr()
+    again = plancache.plan(sources.source_tree(tree, version="0.1.0"), [patch])
+    assert again.workspace is not None and again.patched == first.patched  # planned, not served
+    assert f"patchq: note: ignoring the cached patched text {text}" in capsys.readouterr().err
+    assert (text.stat().st_mode & 0o777) == 0o644  # stored again, as patchq's
+    hit = plancache.plan(sources.source_tree(tree, version="0.1.0"), [patch])
+    assert hit.workspace is None
+    if os.geteuid() != 0:
+        pytest.skip("chown to another uid needs root")
+    os.chown(tmp_path / "plans" / f"{key}.json", 65534, 65534)
+    assert plancache.plan(sources.source_tree(tree, version="0.1.0"), [patch]).workspace is not None

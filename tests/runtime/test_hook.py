@@ -47,3 +47,60 @@ def test_start_ticks_identifies_this_process():
     mine = hook.start_ticks()
     assert isinstance(mine, int) and mine == hook.start_ticks(os.getpid())
     assert hook.start_ticks(2 ** 22 + 12345) is None  # no such process
+
+
+@pytest.mark.parametrize("what", ["file-o+w", "dir-o+w", "file-other-uid"])
+def test_a_manifest_another_user_can_write_is_refused(tmp_path, what):
+    """issue 38: the hook's marshal files get the cache's ownership rule."""
+    import marshal
+
+    good = {"schema": hook.SCHEMA, "modules": {}, "key": "k"}
+    hook_dir = tmp_path / "hook"
+    hook_dir.mkdir()
+    path = hook_dir / hook.MANIFEST
+    path.write_bytes(hook.pack(hook.MANIFEST_TAG, marshal.dumps(good)))
+    if what == "file-o+w":
+        os.chmod(path, 0o666)
+    elif what == "dir-o+w":
+        os.chmod(hook_dir, 0o777)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("chown to another uid needs root")
+        os.chown(path, 65534, 65534)
+    with pytest.raises(ValueError, match="writable by others|owned by uid 65534"):
+        hook.read_manifest(str(path))
+
+
+@pytest.mark.parametrize("how", ["o+w", "other-uid"])
+def test_a_code_file_another_user_can_write_is_compiled_again(tmp_path, how):
+    import hashlib
+    import marshal
+
+    text = "X = 'patched'\n"
+    src = tmp_path / "served.py"
+    src.write_text(text)
+    entry = {"path": str(tmp_path / "m.py"), "source": str(src), "package": False, "patches": [],
+             "patched_sha256": hashlib.sha256(text.encode()).hexdigest()}
+    h = hook.Hook(str(tmp_path), {"modules": {"m": entry}, "profile": "p"})
+    loader = hook.PatchedLoader(h, "m", entry)
+    planted = compile("X = 'planted'\n", entry["path"], "exec")
+    code_path = loader._code_path()
+    os.makedirs(os.path.dirname(code_path))
+    key = hook._magic() + entry["patched_sha256"].encode("ascii")
+    with open(code_path, "wb") as fh:
+        fh.write(hook.pack(hook.CODE_TAG, key + marshal.dumps(planted)))
+    ns: dict = {}
+    exec(loader.get_code(), ns)
+    assert ns["X"] == "planted"  # a code file of this user's is loaded as it is (keyed by the text's sha256)
+    if how == "o+w":
+        os.chmod(code_path, 0o666)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("chown to another uid needs root")
+        os.chown(code_path, 65534, 65534)
+    with open(code_path, "wb") as fh:  # keeps its owner and mode
+        fh.write(hook.pack(hook.CODE_TAG, key + marshal.dumps(planted)))
+    ns = {}
+    exec(hook.PatchedLoader(h, "m", entry).get_code(), ns)
+    assert ns["X"] == "patched"
+    assert hook.untrusted(code_path, os.stat(code_path)) is None  # replaced by this process's own

@@ -555,6 +555,274 @@ def case_cache(world: World, rng: random.Random, tally: Tally) -> str:
     return case
 
 
+# ------------------------------------------------ the cache is patchq's alone (issue 38; separate classes)
+
+_PWN = "__import__('pathlib').Path({marker!r}).write_text('ran')"
+
+
+def _cache_verbs(world: World) -> list[tuple]:
+    site = ("--site-packages", world.site)
+    return [("cache", "clean"), ("cache", "prune", "--keep", "0"), ("cache",), ("cache", "--json"),
+            ("check", "--profile", "base", "--vllm", "0.1.0"), ("matrix", "--releases", "0.1.0"),
+            ("list",), ("status", *site), ("apply", "--profile", "base", *site),
+            ("diff", "--profile", "base", "--vllm", "0.1.0"),
+            ("run", "--profile", "base", *site, "--", sys.executable, "-c", "pass")]
+
+
+def case_cache_root(world: World, rng: random.Random, tally: Tally) -> str:
+    """``PATCHQ_CACHE_DIR`` naming what is not patchq's cache (a series repo with ``.git``, a
+    project, a ``~/.cache`` of other tools, a regular file, a FIFO): every command refuses,
+    exit 2, one line; nothing there changes (``clean`` deleted a repo, exit 0)."""
+    kind = rng.choice(["repo", "project", "home-cache", "file", "fifo", "below-file"])
+    case = f"cache-root/{kind}"
+    home = world.root / "dot-cache"
+    (home / "pip" / "http").mkdir(parents=True)
+    (home / "pip" / "http" / "x").write_text("pip's\n")
+    (home / "fontconfig").mkdir()
+    fifo = world.root / "a-fifo"
+    os.mkfifo(fifo)
+    target = {"repo": world.repo, "project": world.outside, "home-cache": home, "file": world.repo / "NOTES.md",
+              "fifo": fifo, "below-file": world.repo / "NOTES.md" / "cache"}[kind]
+    watched = world.repo if kind in ("repo", "file", "below-file") else target if target.is_dir() else world.root
+    before = snapshot(watched, skip=("series/__pycache__",))
+    out_before = snapshot(world.outside)
+    verb = rng.choice(_cache_verbs(world))
+    r = pq(world, *verb, env={"PATCHQ_CACHE_DIR": str(target)}, cwd=world.repo, tally=tally)
+    judge(r, {2}, tally, f"{case}/{verb[0]}")
+    if r.rc == 2 and str(target) not in r.err + r.out:
+        tally.bad("wrong_exit", case, f"{r}: the refusal does not name {target}")
+    after = snapshot(watched, skip=("series/__pycache__",))
+    lost = sorted(k for k in before if after.get(k) != before[k])
+    if lost:
+        tally.bad("bytes_lost", case, f"{r}: changed or removed {lost[:5]}")
+    if sorted(set(after) - set(before)):
+        tally.bad("outside", case, f"{r}: wrote {sorted(set(after) - set(before))[:5]} into {watched}")
+    if kind != "project" and snapshot(world.outside) != out_before:
+        tally.bad("outside", case, f"{r}: {world.outside} changed")
+    return case
+
+
+def case_cache_foreign(world: World, rng: random.Random, tally: Tally) -> str:
+    """A user's file inside patchq's cache (in a release tree, beside plans, at the top, a link
+    out of it): ``clean``/``prune --keep 0`` remove nothing and exit 2 naming it; a link is
+    removed as a link, never followed (prune removed a user's file in ``releases/<v>/``)."""
+    kind = rng.choice(["tree-file", "tree-py", "tree-dir", "plans", "top", "wheels", "verdicts", "link-out"])
+    case = f"cache-foreign/{kind}"
+    pq(world, "cache", tally=tally)  # adopts the cache (writes the marker)
+    cache = world.cache
+    place = {"tree-file": "releases/0.1.0/NOTES.md", "tree-py": "releases/0.1.0/vllm/ops/mine.py",
+             "tree-dir": "releases/0.1.0/vllm/mine/keep.txt", "plans": "plans/notes.txt", "top": "my-notes.txt",
+             "wheels": "wheels/mine.tar", "verdicts": "verdicts/ab/mine.json"}.get(kind)
+    if place:
+        (cache / place).parent.mkdir(parents=True, exist_ok=True)
+        (cache / place).write_text("the user's own\n")
+    else:
+        (cache / "test-envs").mkdir(exist_ok=True)
+        os.symlink(world.outside, cache / "test-envs" / "vllm-0.1.0")
+    before = snapshot(cache)
+    out_before = snapshot(world.outside)
+    verb = rng.choice([("cache", "clean"), ("cache", "prune", "--keep", "0")])
+    r = pq(world, *verb, tally=tally)
+    refuses = place is not None and (verb[1] == "clean" or place.startswith("releases/"))
+    if refuses:  # clean removes every entry; prune only the releases' files
+        judge(r, {2}, tally, f"{case}/{verb[1]}")
+        named = place.rpartition("/keep.txt")[0] or place  # a foreign directory is named as a whole
+        if r.rc == 2 and named not in r.err:
+            tally.bad("wrong_exit", case, f"{r}: the refusal does not name {named}")
+        if snapshot(cache) != before:
+            lost = sorted(k for k in before if snapshot(cache).get(k) != before[k])
+            tally.bad("bytes_lost", case, f"{r}: removed {lost[:5]} although it refused")
+    else:
+        judge(r, {0}, tally, f"{case}/{verb[1]}")
+        if place and (cache / place).read_text() != "the user's own\n":
+            tally.bad("bytes_lost", case, f"{r}: removed the user's {place}")
+    if snapshot(world.outside) != out_before:
+        tally.bad("bytes_lost", case, f"{r}: reached through the link into {world.outside}")
+    return case
+
+
+def _resign(path: Path, edit) -> None:
+    """Rewrite a plan or verdict entry's JSON body with ``edit`` and its header's sha256 (what
+    an attacker who can write the cache can do)."""
+    head, _, body = path.read_bytes().partition(b"\n")
+    body = edit(body)
+    path.write_bytes(head.split(b" ")[0] + b" " + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+
+
+def _hostile(path: Path, rng: random.Random) -> None:
+    """Make ``path`` another user's (uid 65534; root only) or world-writable."""
+    if rng.random() < 0.5 and os.geteuid() == 0:
+        os.chown(path, 65534, 65534, follow_symlinks=False)
+    else:
+        os.chmod(path, 0o666 if path.is_file() else 0o777)
+
+
+def case_cache_planted(world: World, rng: random.Random, tally: Tally) -> str:
+    """A cache another user can write: a planted pickle (the format-1/2 entries), a re-signed
+    JSON verdict or plan, a hook code file; or the root itself another user's or world-writable.
+    Never any code run, never a planted verdict or text believed."""
+    kind = rng.choice(["root", "plan-pickle", "verdict-pickle", "verdict-lie", "plan-text", "hook-code"])
+    case = f"cache-planted/{kind}"
+    marker = world.root / "PWNED"
+    site = ("--site-packages", world.site)
+    clean = _clean_verdict(world)
+    if kind == "root":
+        _hostile(world.cache, rng)
+        r = pq(world, *rng.choice(_cache_verbs(world)), tally=tally)
+        judge(r, {2}, tally, case)
+        if r.rc == 2 and "PATCHQ_SAFE_DIRECTORIES" not in r.err:
+            tally.bad("wrong_exit", case, f"{r}: the refusal does not say how to opt in")
+        return case
+    import pickle
+
+    payload = pickle.dumps(_Planted(str(marker)))
+    pickled = hashlib.sha256(payload).digest() + payload
+    if kind in ("plan-pickle", "plan-text"):
+        judge(pq(world, "apply", "--profile", "base", *site, tally=tally), {0}, tally, case + "/apply")
+        judge(pq(world, "revert", "--all", *site, tally=tally), {0}, tally, case + "/revert")
+        for entry in [*(world.cache / "plans").glob("*.json"), *(world.cache / "plans").glob("*.pickle")]:
+            if kind == "plan-pickle" or entry.suffix == ".pickle":
+                entry.write_bytes(pickled)
+                entry.with_suffix(".pickle").write_bytes(pickled)
+            else:
+                evil = "import os\n" + _PWN.format(marker=str(marker)) + "\n"
+                sha = hashlib.sha256(evil.encode()).hexdigest()
+                text = world.cache / "plans" / "texts" / sha[:2] / sha
+                text.parent.mkdir(parents=True, exist_ok=True)
+                text.write_text(evil)
+                _hostile(text, rng)
+                doc = json.loads(entry.read_bytes().partition(b"\n")[2])
+                _resign(entry, lambda b, d=doc, s=sha: json.dumps(
+                    {**d, "patched": {k: s for k in d["patched"]}}).encode())
+            _hostile(entry, rng)
+        r = pq(world, "apply", "--profile", "base", *site, tally=tally)
+        judge(r, {0}, tally, case)
+        if "__import__" in (world.site / "vllm/ops/utils.py").read_text():
+            tally.bad("lies", case, f"{r}: apply wrote the planted text into site-packages")
+        pq(world, "revert", "--all", "--force", *site)
+    elif kind in ("verdict-pickle", "verdict-lie"):
+        for entry in [*(world.cache / "verdicts").rglob("*.json"), *(world.cache / "verdicts").rglob("*.pickle")]:
+            if kind == "verdict-pickle" or entry.suffix == ".pickle":
+                entry.write_bytes(pickled)
+                entry.with_suffix(".pickle").write_bytes(pickled)
+            else:
+                _resign(entry, lambda b: b.replace(b'"blocking":true', b'"blocking":false')
+                        .replace(b'"status":"applies-drifted"', b'"status":"applies"'))
+            _hostile(entry, rng)
+        r = pq(world, "check", "--profile", "base", "--vllm", "0.1.0", "--json", tally=tally)
+        if judge(r, {0, 1}, tally, case):
+            got = {"rc": r.rc, "patches": [(p["id"], p["status"]) for p in (r.json or {}).get("patches", [])]}
+            if got != clean:
+                tally.bad("lies", case, f"{r}: verdict {got}, the truth is {clean}")
+    else:
+        run_args = ("run", "--profile", "base", *site, "--", sys.executable, "-c", _HOOK_CHILD)
+        env = {"PYTHONPATH": str(world.site)}
+        first = pq(world, *run_args, env=env, tally=tally)
+        judge(first, {0}, tally, case + "/prepare")
+        import marshal
+
+        from patchq.runtime import hook as hook_mod
+
+        planted = compile(_PWN.format(marker=str(marker)) + "\nclass Backend:\n    DEFAULT = 1\n", "x", "exec")
+        for code in (world.cache / "runtime" / "hooks").rglob("code/*.code"):
+            key = (hook_mod.unpack(hook_mod.CODE_TAG, code.read_bytes()) or b"")[:68]  # magic + the text's sha256
+            code.write_bytes(hook_mod.pack(hook_mod.CODE_TAG, key + marshal.dumps(planted)))
+            _hostile(code, rng)
+        r = pq(world, *run_args, env=env, tally=tally)
+        judge(r, {0, 6}, tally, case)
+        if r.rc == 0 and r.out.strip() != "101376":
+            tally.bad("lies", case, f"{r}: served {r.out.strip()!r}")
+    if marker.exists():
+        tally.bad("lies", case, "planted code ran")
+    return case
+
+
+class _Planted:
+    """A pickle that runs code when loaded (what format-1 verdicts and format-2 plans let in)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (_PWN.format(marker=self.marker),))
+
+
+def case_cache_tree(world: World, rng: random.Random, tally: Tally) -> str:
+    """Offline, a cached release tree with a RECORD-listed file missing, or a FIFO or a
+    directory in its place, or another release's tree or wheel under this one's name: exit 3
+    naming `patchq cache clean`, never a verdict or a diff (it blamed the patch, exit 1; printed
+    0.1.0's diff for 0.2.0, exit 0)."""
+    kind = rng.choice(["missing", "fifo", "dir", "dist-info", "other-tree", "metadata", "other-wheel"])
+    case = f"cache-tree/{kind}"
+    from testing.small_series import write_wheel
+
+    version = "0.1.0"
+    target = world.cache / "releases" / "0.1.0" / "vllm" / "ops" / "utils.py"
+    if kind in ("missing", "fifo", "dir"):
+        target.unlink()
+        os.mkfifo(target) if kind == "fifo" else target.mkdir() if kind == "dir" else None
+    elif kind == "dist-info":
+        di = world.cache / "releases" / "0.1.0" / "vllm-0.1.0.dist-info"
+        (di / "RECORD").unlink()
+    elif kind == "other-tree":
+        version = "0.2.0"
+        shutil.copytree(world.cache / "releases" / "0.1.0", world.cache / "releases" / "0.2.0")
+    elif kind == "metadata":
+        version = "0.2.0"
+        tree = small_series.write_release(world.cache, "0.2.0", utils=small_series.UTILS_PY + "# 0.2.0\n")
+        meta = tree / "vllm-0.2.0.dist-info" / "METADATA"
+        meta.write_text(meta.read_text().replace("Version: 0.2.0", "Version: 0.1.0"))
+    else:
+        version = "0.3.0"
+        write_wheel(world.cache, "0.3.0", holds="0.1.0")
+    verb = rng.choice([("check", "--profile", "base", "--vllm", version, "--json"),
+                       ("diff", "--profile", "base", "--vllm", version)])
+    r = pq(world, *verb, tally=tally)
+    if judge(r, {3}, tally, f"{case}/{verb[0]}") and "cache clean" not in r.out + r.err:
+        tally.bad("wrong_exit", case, f"{r}: the cache error does not name `patchq cache clean`")
+    if r.rc in (0, 1):
+        tally.bad("lies", case, f"{r}: a verdict or diff from a damaged or wrong tree")
+    return case
+
+
+def case_cache_race(world: World, rng: random.Random, tally: Tally) -> str:
+    """A check concurrent with ``cache prune --keep 0`` or ``clean``: the check gives the
+    verdict of the intact cache, or (the tree gone first) a cache error, exit 3; never another
+    verdict (1 of 16 did)."""
+    clean = _clean_verdict(world)
+    verb = rng.choice([("cache", "prune", "--keep", "0"), ("cache", "clean")])
+    case = f"cache-race/{verb[1]}"
+    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ_")}
+    full.update({"PYTHONDONTWRITEBYTECODE": "1", "NO_COLOR": "1"}, **world.env)
+    checks = [subprocess.Popen([sys.executable, "-m", "patchq", "check", "--profile", "base", "--vllm", "0.1.0",
+                                "--json"], cwd=world.repo, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for _ in range(2)]
+    import time
+
+    time.sleep(rng.random() * 0.6)
+    r = pq(world, *verb, tally=tally)
+    judge(r, {0, 5}, tally, case + "/" + verb[1])
+    for proc in checks:
+        tally.commands += 1
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            tally.bad("hangs", case, "a check concurrent with the cache command hung")
+            continue
+        run = Run(["check"], proc.returncode, out, err)
+        if not judge(run, {0, 1, 3}, tally, case + "/check"):
+            continue
+        if run.rc == 3:
+            if "cache" not in out + err:  # --json: the error document is on stdout
+                tally.bad("wrong_exit", case, f"{run}: exit 3 without naming the cache")
+            continue
+        got = {"rc": run.rc, "patches": [(p["id"], p["status"]) for p in (run.json or {}).get("patches", [])]}
+        if got != clean:
+            tally.bad("lies", case, f"{run}: verdict {got}, the intact cache gives {clean}")
+    return case
+
+
 _HOOK_CHILD = "import vllm.ops.utils as u; print(u.Backend.DEFAULT)"
 
 
@@ -810,6 +1078,11 @@ CLASSES = {
     "planted": case_planted,
     "escapes": case_escapes,
     "cache": case_cache,
+    "cache-root": case_cache_root,  # issue 38: the cache is patchq's alone (separate classes)
+    "cache-foreign": case_cache_foreign,
+    "cache-planted": case_cache_planted,
+    "cache-tree": case_cache_tree,
+    "cache-race": case_cache_race,
     "hook": case_hook,
     "runtime": case_runtime,
     "state": case_state,

@@ -125,6 +125,28 @@ def write_release(cache_root: Path, version: str = "0.1.0", *, moved: bool = Fal
     return tree
 
 
+def write_wheel(cache_root: Path, version: str = "0.1.0", *, holds: str | None = None) -> Path:
+    """A whole wheel of the small tree in a patchq cache (``wheels/vllm-<version>-...whl`` and
+    the ``.sha256`` note patchq records at download, so it is used without asking the
+    index); ``holds``: the release its dist-info and METADATA say (another release's wheel
+    under this name)."""
+    import hashlib
+    import tempfile
+    import zipfile
+
+    holds = holds or version
+    with tempfile.TemporaryDirectory() as tmp:
+        site = write_site(Path(tmp) / "site", holds)
+        wheel = cache_root / "wheels" / f"vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
+        wheel.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheel, "w") as zf:
+            for path in sorted(site.rglob("*")):
+                if path.is_file():
+                    zf.write(path, path.relative_to(site).as_posix())
+    (wheel.parent / f".{wheel.name}.sha256").write_text(hashlib.sha256(wheel.read_bytes()).hexdigest() + "\n")
+    return wheel
+
+
 def write_index(cache_root: Path, versions: list[str], package: str = "vllm") -> Path:
     """The release list of ``package`` as patchq caches it from PyPI (``index/<package>.json``,
     fresh), so that listing releases needs no network."""

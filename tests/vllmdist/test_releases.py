@@ -188,6 +188,26 @@ def test_list_releases_caches_and_honours_max_age(cache, monkeypatch):
     assert len(calls) == 3
 
 
+def test_another_users_release_list_or_wheel_is_not_used(cache, monkeypatch, capsys):
+    """issue 38: the cache's entries get the rule of walked-up configs; another user's (here:
+    world-writable) release list is fetched again and its wheel passed over, each with a note."""
+    import os
+
+    listing = cache / "index" / "vllm.json"
+    listing.parent.mkdir()
+    listing.write_text(json.dumps({"fetched": time.time(), "source": "x", "versions": ["0.99.0"]}))
+    os.chmod(listing, 0o666)
+    monkeypatch.setattr(R, "_fetch_versions", lambda package: ([Version("0.23.0")], "test"))
+    assert R.list_releases() == [Version("0.23.0")]
+    wheel = cache / "wheels" / "vllm-0.23.0-cp38-abi3-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"PK")
+    assert R.find_wheel(wheel.parent, "0.23.0") == wheel
+    os.chmod(wheel, 0o666)
+    assert R.find_wheel(wheel.parent, "0.23.0") is None
+    err = capsys.readouterr().err
+    assert f"ignoring the cached release list {listing}" in err and f"ignoring the cached wheel {wheel}" in err
+
+
 def test_list_releases_offline_uses_stale_cache(cache, monkeypatch):
     (cache / "index").mkdir()
     (cache / "index" / "vllm.json").write_text(

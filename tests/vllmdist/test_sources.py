@@ -217,3 +217,105 @@ def test_a_python_that_prints_something_else_is_named_not_taken_for_a_site(tmp_p
     chatty.write_text(f"#!/bin/sh\necho 'banner'\nexec {sys.executable} \"$@\"\n")
     os.chmod(chatty, 0o755)
     assert sources._site_packages_of(str(chatty)) == sources.current_site_packages()
+
+
+# ------------------------------------------------- a cached release tree is checked, not trusted
+
+
+@pytest.fixture
+def cached(monkeypatch):
+    """The fast layer's empty cache holding the small release 0.1.0 as a fetched tree."""
+    from testing.small_series import write_release
+
+    root = Path(os.environ["PATCHQ_CACHE_DIR"])
+    write_release(root, "0.1.0")
+    return root
+
+
+def _damage(path: Path, how: str) -> None:
+    path.unlink()
+    if how == "fifo":
+        os.mkfifo(path)
+    elif how == "directory":
+        path.mkdir()
+
+
+@pytest.mark.parametrize("how", ["missing", "fifo", "directory"])
+def test_a_record_listed_file_gone_from_a_cached_tree_is_damage_then_fetched_again(cached, monkeypatch, how):
+    """issue 38: offline, a RECORD-listed file removed from a cached tree (or replaced by a FIFO
+    or a directory) read as absent, and check blamed the patch ("anchor not found", exit 1)."""
+    from patchq.errors import CacheError
+    from testing.small_series import UTILS_PY, write_wheel
+
+    _damage(cached / "releases" / "0.1.0" / "vllm" / "ops" / "utils.py", how)
+    src = sources.release_source("0.1.0")
+    why = "is missing" if how == "missing" else "is not a regular file"
+    with pytest.raises(CacheError, match=f"vllm/ops/utils.py {why} though the wheel's RECORD lists it.*cache clean"):
+        src.read_text("vllm/ops/utils.py")
+    assert src.read_text("vllm/ops/absent.py") is None  # a file RECORD does not list is simply absent
+    write_wheel(cached, "0.1.0")  # online (the wheel cached, so no network is used): fetched again
+    monkeypatch.delenv("PATCHQ_OFFLINE")
+    assert sources.release_source("0.1.0").read_text("vllm/ops/utils.py") == UTILS_PY
+
+
+def test_check_on_a_damaged_tree_is_exit_3_not_a_verdict(cached, tmp_path):
+    from support import run_cli
+    from testing.small_series import write_series
+
+    write_series(tmp_path / "repo")
+    (cached / "releases" / "0.1.0" / "vllm" / "ops" / "utils.py").unlink()
+    r = run_cli("check", "--profile", "base", "--vllm", "0.1.0", env={
+        "PATCHQ_SERIES": str(tmp_path / "repo" / "series"), "PATCHQ_ANCHORS": str(tmp_path / "repo" / "anchors")})
+    assert r.rc == 3 and "is missing though the wheel's RECORD lists it" in r.stderr, r
+    assert "not found" not in r.stderr + r.stdout
+
+
+@pytest.mark.parametrize("how", ["tree", "metadata"])
+def test_another_releases_tree_under_this_name_is_damage(cached, monkeypatch, how):
+    """issue 38: `diff --vllm 0.24.0` printed 0.23.0's diff (0.23.0's tree under 0.24.0's name)."""
+    import shutil
+
+    from patchq.errors import CacheError
+    from testing.small_series import write_release, write_wheel
+
+    if how == "tree":
+        shutil.copytree(cached / "releases" / "0.1.0", cached / "releases" / "0.2.0")
+        wrong = r"its dist-info is vllm-0\.1\.0\.dist-info, not vllm 0\.2\.0's"
+    else:
+        tree = write_release(cached, "0.2.0")
+        meta = tree / "vllm-0.2.0.dist-info" / "METADATA"
+        meta.write_text(meta.read_text().replace("Version: 0.2.0", "Version: 0.1.0"))
+        wrong = r"METADATA says Version: 0\.1\.0, not 0\.2\.0"
+    with pytest.raises(CacheError, match=f"{wrong}.*cache clean") as err:
+        sources.release_source("0.2.0")
+    assert err.value.exit_code == 3
+    write_wheel(cached, "0.2.0")
+    monkeypatch.delenv("PATCHQ_OFFLINE")
+    src = sources.release_source("0.2.0")
+    assert str(src.version) == "0.2.0" and (src.root / "vllm-0.2.0.dist-info").is_dir()
+
+
+def test_a_cached_wheel_of_another_release_is_removed(cached):
+    from patchq.errors import CacheError
+    from testing.small_series import write_wheel
+
+    wheel = write_wheel(cached, "0.3.0", holds="0.1.0")
+    with pytest.raises(CacheError, match=r"cached wheel .*vllm-0\.3\.0-.*is not vllm 0\.3\.0 .*cache clean"):
+        sources.release_source("0.3.0")
+    assert not wheel.exists() and not (cached / "releases" / "0.3.0").exists()
+
+
+@pytest.mark.parametrize("how", ["o+w", "other-uid"])
+def test_a_tree_another_user_can_write_is_not_used(cached, how):
+    from patchq.errors import CacheError
+
+    tree = cached / "releases" / "0.1.0"
+    record = tree / "vllm-0.1.0.dist-info" / "RECORD"
+    if how == "o+w":
+        os.chmod(record, 0o666)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("chown to another uid needs root")
+        os.chown(tree, 65534, 65534)
+    with pytest.raises(CacheError, match="owned by uid 65534|writable by others"):
+        sources.release_source("0.1.0")
