@@ -44,6 +44,7 @@ class Elem:
         depth: nesting depth under the anchored definition. node: the statement.
         line, end: 1-based lines in its file. scope: names of the enclosing definitions.
         stop: index after the element's last descendant (its extent in the list).
+        block: a ``block`` element's field (``orelse``, ``finalbody``, ``handlers``, ...).
         reads, writes: names (scoped bare names ``scope::x``, attribute chains ``a.b``).
     """
 
@@ -55,6 +56,8 @@ class Elem:
     end: int
     scope: str
     stop: int = 0
+    #: a ``block`` element's field of its compound statement (``orelse``, ``finalbody``, ``handlers``...)
+    block: str = ""
     #: (nodes the names come from, their scope): reads/writes are computed on first use
     names_from: tuple = ()
     _names: tuple | None = None
@@ -254,6 +257,7 @@ def flatten(defn: ast.AST) -> list[Elem]:
                 m = add("block", depth, stmt, hash(f), scope, [], scope)
                 out[m].stop = m + 1
                 out[m].node = stmt  # for line numbers
+                out[m].block = f
             for item in value:
                 if isinstance(item, (ast.ExceptHandler, ast.match_case)):
                     h = add("head", depth + 1, item, node_key(item, ("body",)), scope,
