@@ -95,6 +95,7 @@ def test_the_wheel_carries_the_spark_series(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
                     "--target", str(target), str(wheel)], check=True, capture_output=True)
     bundled = target / "patchq" / "_bundled"
+    assert (target / "patchq" / "py.typed").is_file()  # PEP 561: series repos type-check against patchq
     assert sorted(p.name for p in (bundled / "anchors").glob("*.toml")) == sorted(
         p.name for p in (REPO / "anchors").glob("*.toml"))
     assert (bundled / "series" / "diffs" / "0.23.0" / "fla-shmem.diff").is_file()

@@ -79,7 +79,7 @@ def evaluate(stack: str) -> list[dict]:
             ok = MATCH[cell["truth"]](r)
             out.append({"patch": pid, "version": v, "truth": cell["truth"], "why": cell["reason"],
                         "status": r.status, "blocking": r.blocking, "reason": r.reason, "match": ok,
-                        "false_apply": not r.blocking and cell["truth"] != "apply",
+                        "false_apply": not r.blocking and cell["truth"] != "apply" and not ok,
                         "false_conflict": r.blocking and cell["truth"] == "apply",
                         "names_lines": (not r.blocking) or bool(WHERE.search(r.reason))})
     return out
