@@ -161,6 +161,23 @@ class Sibling:
     qualname: str
     change: dataflow.Change
     relpath: str
+    #: the method's flattened elements on the base side and on the target (for extents)
+    old: list[Elem] = field(default_factory=list)
+    new: list[Elem] = field(default_factory=list)
+
+    def derives(self, e: Elem) -> bool:
+        """True when the changed element ``e`` derives state from what it reads: it writes
+        an attribute, or it is a condition or loop whose blocks write one (a check that
+        only raises or logs derives nothing)."""
+        if any(dataflow.is_chain(w) for w in e.writes):
+            return True
+        if e.kind != "head":
+            return False
+        for elems in (self.new, self.old):
+            idx = next((k for k, x in enumerate(elems) if x is e), None)
+            if idx is not None:
+                return any(dataflow.is_chain(w) for x in elems[idx + 1:e.stop] for w in x.writes)
+        return False
 
 
 def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str] | None = None,
@@ -295,9 +312,14 @@ class _Findings:
                                            f"which the patch's change at {self.p_where(p)} relies on", where)
 
     def names(self, pc: dataflow.Change) -> None:
-        """A name both changes share: upstream's change writes one the patch's reads or
-        writes, or reads one the patch's writes, directly or through the definition's
-        other statements (a rename of locals the patch does not use keeps the meaning)."""
+        """A name both changes share, where one's value reaches the other: upstream's change
+        writes one the patch's reads (before it) or overwrites one the patch writes (after
+        it), or reads one the patch's writes (after it); in a loop holding both, either
+        order reaches. A rename of locals the patch does not use keeps the meaning; a name
+        a loop around the patch's code binds itself is not reached from outside the loop.
+        Only the names the changes themselves read and write count: following them through
+        the definition's other statements (flow-insensitive) made every change of a large
+        ``__post_init__`` reach every other (the verdict corpus)."""
         base, theirs = self.base, self.theirs
         p_used = {dataflow.bare(r) for r in (*pc.reads, *pc.writes)}
         p_reads, p_writes = dataflow.names_set(pc.reads), dataflow.names_set(pc.writes)
@@ -307,43 +329,58 @@ class _Findings:
             renamed = renamed_locals(base.elems, theirs.elems, u)
             if renamed and not (p_used & set(renamed)):
                 continue
-            where, what = _upstream_where(base, theirs, u)
+            order = self._order(pc, uc)
+            hit = None
             for name, e in uc.writes.items():
-                got = p_reads.hit(name) or p_writes.hit(name)
-                if got is not None and got in pc.reads:
-                    self._shared(where, what, got, "writes", uc.writes[name], uc, "reads", pc.reads[got], pc)
-                    return
-                if got is not None:
-                    self._shared(where, what, got, "writes", e, uc, "writes", pc.writes[got], pc)
-                    return
-            for name, e in uc.reads.items():
-                got = p_writes.hit(name)
-                if got is not None:
-                    self._shared(where, what, got, "reads", e, uc, "writes", pc.writes[got], pc)
-                    return
-            # through the definition's other statements
-            u_idx = set(range(u.j1, u.j2))
-            affected = dataflow.flows(theirs.elems, uc.writes, u_idx)
-            for name, via in affected.items():
                 got = p_reads.hit(name)
-                if got is not None and via is not None:
-                    self._shared(where, what, got, "affects", via, uc, "reads", pc.reads[got], pc, through=True)
-                    return
-            p_idx = set(range(pc.hunk.j1, pc.hunk.j2))
-            affected = dataflow.flows(self.ours.elems, pc.writes, p_idx)
-            u_reads = dataflow.names_set(uc.reads)
-            for name, via in affected.items():
-                got = u_reads.hit(name)
-                if got is not None and via is not None:
-                    self.note("names", f"`{dataflow.bare(got)}`: upstream's change at {where} ({what}) reads it; the "
-                                       f"patch's change at {self.p_where(pc.hunk)} affects it through `{via.code}` "
-                                       f"({self.base.version}+patch {_at(self.ours, via)})", where)
-                    return
+                if got is not None and order in ("before", "same") and not self._shadowed(got, pc, uc):
+                    hit = (got, "writes", e, "reads", pc.reads[got])
+                    break
+                got = p_writes.hit(name)
+                if got is not None and (order == "same" or (order == "after" and any(e is x for x in uc.added))):
+                    hit = (got, "writes", e, "writes", pc.writes[got])
+                    break
+            if hit is None and order in ("after", "same"):
+                for name, e in uc.reads.items():
+                    got = p_writes.hit(name)
+                    if got is not None:
+                        hit = (got, "reads", e, "writes", pc.writes[got])
+                        break
+            if hit is not None:
+                where, what = _upstream_where(base, theirs, u)
+                self._shared(where, what, hit[0], hit[1], hit[2], uc, hit[3], hit[4], pc)
+
+    def _order(self, pc: dataflow.Change, uc: dataflow.Change) -> str:
+        """Where upstream's change runs relative to the patch's, in base positions:
+        ``before``, ``after``, or ``same`` (they overlap, insert at one place, or a loop
+        holds both)."""
+        p, u = pc.hunk, uc.hunk
+        loops_p = set(dataflow.enclosing(self.base.elems, p.i1, self.depth(pc), dataflow.LOOPS))
+        loops_u = set(dataflow.enclosing(self.base.elems, u.i1, self.depth(uc), dataflow.LOOPS))
+        if loops_p & loops_u:
+            return "same"
+        if u.i2 <= p.i1 and not (u.i1 == u.i2 == p.i1 == p.i2):
+            return "before"
+        if u.i1 >= p.i2 and not (u.i1 == u.i2 == p.i1 == p.i2):
+            return "after"
+        return "same"
+
+    def _shadowed(self, name: str, pc: dataflow.Change, uc: dataflow.Change) -> bool:
+        """True when a loop around the patch's change binds the bare ``name`` in its header
+        and upstream's change is outside that loop: upstream's value never reaches the
+        patch's read."""
+        if dataflow.is_chain(name):
+            return False
+        base = self.base
+        for i in dataflow.enclosing(base.elems, pc.hunk.i1, self.depth(pc), dataflow.LOOPS):
+            loop = base.elems[i]
+            if name in loop.writes and not (i < uc.hunk.i1 < loop.stop):
+                return True
+        return False
 
     def _shared(self, where: str, what: str, name: str, u_verb: str, u_elem: Elem, uc: dataflow.Change,
-                p_verb: str, p_elem: Elem, pc: dataflow.Change, through: bool = False) -> None:
-        u_at = f"through `{u_elem.code}` ({_at(self.theirs, u_elem)})" if through else \
-            f"at {self.u_side(u_elem, uc)}"
+                p_verb: str, p_elem: Elem, pc: dataflow.Change) -> None:
+        u_at = f"at {self.u_side(u_elem, uc)}"
         self.note("names", f"`{dataflow.bare(name)}`: upstream's change at {where} ({what}) {u_verb} it {u_at}; "
                            f"the patch's change {p_verb} it at {self.p_side(p_elem, pc)} (`{p_elem.code}`)", where)
 
@@ -402,27 +439,42 @@ class _Findings:
         p_reads = dataflow.names_set(n for n in pc.reads if dataflow.is_chain(n))
         for s in siblings:
             uc = s.change
-            for verb, names in (("reads", uc.reads), ("writes", uc.writes)):
-                for name, e in names.items():
+            for e in (*uc.added, *uc.removed):
+                got, verb = None, ""
+                for name in e.writes:
                     got = p_writes.hit(name) if dataflow.is_chain(name) else None
-                    if got is None:
-                        continue
-                    where = f"{s.relpath}:{e.line}" if any(e is a for a in uc.added) else \
-                        f"{s.relpath} ({self.base.version} {self.base.relpath}:{e.line}, removed)"
-                    pe = pc.writes[got]
-                    self.note("coupled", f"`{got}`: the patch's change writes it at {self.p_side(pe, pc)} "
-                                         f"(`{pe.code}`); upstream's change to {s.qualname} {verb} it at {where} "
-                                         f"(`{e.code}`)", where)
-                    break
-            for name, e in uc.rebinds.items():
-                got = p_reads.hit(name)
+                    if got is not None:
+                        verb = "writes"
+                        break
+                if got is None and s.derives(e):
+                    for name in e.reads:
+                        got = p_writes.hit(name) if dataflow.is_chain(name) else None
+                        if got is not None:
+                            verb = "derives state from"
+                            break
                 if got is None:
                     continue
                 where = f"{s.relpath}:{e.line}" if any(e is a for a in uc.added) else \
                     f"{s.relpath} ({self.base.version} {self.base.relpath}:{e.line}, removed)"
+                pe = pc.writes[got]
+                self.note("coupled", f"`{got}`: the patch's change writes it at {self.p_side(pe, pc)} "
+                                     f"(`{pe.code}`); upstream's change to {s.qualname} {verb} it at {where} "
+                                     f"(`{e.code}`)", where)
+                break
+            for name, e in uc.rebinds.items():
+                got = p_reads.hit(name)
+                if got is None:
+                    continue
+                added = any(e is a for a in uc.added)
+                where = f"{s.relpath}:{e.line}" if added else \
+                    f"{s.relpath} ({self.base.version} {self.base.relpath}:{e.line}, removed)"
+                if e.kind == "def":
+                    what = f"upstream {'defines ' + s.qualname + ' anew' if added else 'removes ' + s.qualname} at " \
+                           f"{where} (`{e.code}`)"
+                else:
+                    what = f"upstream's change to {s.qualname} assigns it anew at {where} (`{e.code}`)"
                 pe = pc.reads[got]
-                self.note("coupled", f"`{got}`: upstream's change to {s.qualname} assigns it anew at {where} "
-                                     f"(`{e.code}`); the patch's change reads it at {self.p_side(pe, pc)} "
+                self.note("coupled", f"`{got}`: {what}; the patch's change reads it at {self.p_side(pe, pc)} "
                                      f"(`{pe.code}`)", where)
 
     def module_names(self, module_changes: dict[str, str]) -> None:
@@ -486,13 +538,28 @@ def _flat(node: ast.AST | None) -> list[Elem]:
     return flatten(node)
 
 
+def _assigned(cls: ast.ClassDef) -> set[str]:
+    """The attribute chains ``self.x`` any statement of the class assigns (``self.x = ...``)."""
+    out = set()
+    for node in ast.walk(cls):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store):
+                    c = astdiff.attr_chain(sub)
+                    if c:
+                        out.add(c)
+    return out
+
+
 def siblings(base_text: str, theirs_text: str, qualname: str, relpath: str, attrs: Iterable[str]) -> list[Sibling]:
     """Upstream's changes to the other definitions of the class holding the method
     ``qualname`` (base module text -> the target's) whose text spells one of the attribute
     chains ``attrs`` (the patch's): a method changed, added or removed, or the class
     body's own statements. [] for a definition that is not a method, or a class not
     defined once on both sides."""
-    attrs = sorted({a.rsplit(".", 1)[-1] for a in attrs if dataflow.is_chain(a) and "." in a})
+    attrs = sorted({a.split(".")[1] for a in attrs if dataflow.is_chain(a) and "." in a})
     if "." not in qualname or not attrs:
         return []
     cls_q, member = qualname.rsplit(".", 1)
@@ -502,6 +569,9 @@ def siblings(base_text: str, theirs_text: str, qualname: str, relpath: str, attr
         return []
     b_lines, t_lines = definitions.split_lines(base_text), definitions.split_lines(theirs_text)
     bm, tm = _members(bc), _members(tc)
+    # an attribute assigned on both sides is the same attribute (another value is the flow of
+    # its own code); one assigned on one side only is new or gone
+    one_side = _assigned(bc) ^ _assigned(tc)
     out = []
     for name in sorted(bm.keys() | tm.keys()):
         if name == member:
@@ -513,8 +583,15 @@ def siblings(base_text: str, theirs_text: str, qualname: str, relpath: str, attr
         if b is not None and t is not None and astdiff.node_key(b) == astdiff.node_key(t):
             continue
         be, te = _flat(b), _flat(t)
+        # the method itself added, removed or its parameters changed: what self.<name> is
+        contract = name != "<body>" and (b is None or t is None or bool(dataflow.param_changes(b, t)))
         for h in hunks(be, te):
-            out.append(Sibling(f"{cls_q}.{name}", dataflow.change(be, te, h), relpath))
+            ch = dataflow.change(be, te, h)
+            ch.rebinds = {k: v for k, v in ch.rebinds.items() if k in one_side}
+            if contract:
+                ch.rebinds.setdefault(f"self.{name}", (te or be)[0])
+                contract = False
+            out.append(Sibling(f"{cls_q}.{name}", ch, relpath, be, te))
     return out
 
 

@@ -58,6 +58,25 @@ def test_an_upstream_change_next_to_the_patch_is_decided_by_the_names_it_shares(
     assert rules(BASE, OURS_INSERT, BASE.replace("    lcm = max(sizes)\n", "    log(groups)\n    lcm = max(sizes)\n")) == []
 
 
+def test_the_order_of_the_changes_decides_whether_a_value_reaches():
+    ours = BASE.replace("    lcm = max(sizes)\n", "    lcm = max(sizes)\n    sizes = sorted(sizes)\n")
+    # upstream reads sizes before the patch rebinds it: the patch's value never reaches it
+    assert rules(BASE, ours, BASE.replace("    lcm = max(sizes)\n", "    check(sizes)\n    lcm = max(sizes)\n")) == []
+    # upstream overwrites, after the patch, what the patch writes: the patch's value is lost
+    ours = BASE.replace("    lcm = max(sizes)\n", "    lcm = max(sizes)\n    lcm = lcm * 2\n")
+    assert rules(BASE, ours, BASE.replace("    log(sizes)\n", "    log(sizes)\n    lcm = 1\n")) == ["names"]
+    # upstream removes a later write of it: the patch's value now reaches further, nothing it relies on changed
+    base = BASE.replace("    log(sizes)\n", "    log(sizes)\n    lcm = 1\n")
+    ours = base.replace("    lcm = max(sizes)\n", "    lcm = max(sizes)\n    lcm = lcm * 2\n")
+    assert rules(base, ours, BASE) == []
+    # in a loop around both, either order reaches
+    loop = BASE.replace("    lcm = max(sizes)\n    log(sizes)\n", "    for g in groups:\n        lcm = max(sizes)\n"
+                        "        log(sizes)\n")
+    ours = loop.replace("        log(sizes)\n", "        log(sizes)\n        sizes = sizes[1:]\n")
+    assert rules(loop, ours, loop.replace("        lcm = max(sizes)\n", "        check(sizes)\n        lcm = max(sizes)\n")) \
+        == ["names"]
+
+
 def test_upstream_changing_the_statement_the_patch_edits():
     ours = BASE.replace("    lcm = max(sizes)\n", "    lcm = max(sizes) * 2\n")
     theirs = BASE.replace("    lcm = max(sizes)\n", "    lcm = max(sizes) + 1\n")
@@ -189,8 +208,31 @@ def test_state_coupled_through_another_method_of_the_class():
     found = threeway.findings(*sides, siblings=sibs)
     assert [f["rule"] for f in found] == ["coupled"]
     assert found[0]["message"] == ("`self.slots`: the patch's change writes it at 1.0+patch vllm/t.py:6 "
-                                   "(`self.slots.extend([v, v])`); upstream's change to Table.__init__ reads it at "
+                                   "(`self.slots.extend([v, v])`); upstream's change to Table.__init__ derives state from it at "
                                    "vllm/t.py:4 (`self.seen = [0] * len(self.slots)`)")
+
+
+def test_a_method_the_patch_calls_removed_and_an_attribute_assigned_anew():
+    base_text = textwrap.dedent(CLASS_BASE).lstrip("\n") + "\n    def ready(self):\n        return True\n"
+    ours_text = base_text.replace("        self.slots.append(v)\n",
+                                  "        if not self.ready() or not self.slots:\n            return None\n"
+                                  "        self.slots.append(v)\n")
+    gone = base_text.replace("\n    def ready(self):\n        return True\n", "")
+    sides = []
+    for version, text in (("1.0", base_text), ("1.0", ours_text), ("2.0", gone)):
+        node = ast.parse(text).body[0].body[1]
+        sides.append(threeway.Side(version, "vllm/t.py", node, text, threeway.flatten(node)))
+    sibs = threeway.siblings(base_text, gone, "Table.grow", "vllm/t.py", {"self.ready", "self.slots"})
+    found = threeway.findings(*sides, siblings=sibs)
+    assert [f["rule"] for f in found] == ["coupled"]
+    assert found[0]["message"].startswith("`self.ready`: upstream removes Table.ready at vllm/t.py (1.0 vllm/t.py:9, "
+                                          "removed) (`def ready(self): ...`)")
+    # an attribute the patch reads, assigned another value in __init__: its own code's flow, no finding
+    other = base_text.replace("        self.slots = [0] * n\n", "        self.slots = [1] * (n + 1)\n")
+    sibs = threeway.siblings(base_text, other, "Table.grow", "vllm/t.py", {"self.ready", "self.slots"})
+    sides[2] = threeway.Side("2.0", "vllm/t.py", ast.parse(other).body[0].body[1], other,
+                             threeway.flatten(ast.parse(other).body[0].body[1]))
+    assert threeway.findings(*sides[:2], sides[2], siblings=sibs) == []
 
 
 # ---------------------------------------------------------------------------
@@ -240,7 +282,7 @@ def test_state_sized_in_init_from_what_the_patch_grows_blocks(tmp_path, monkeypa
     assert [f["rule"] for f in entry["findings"]] == ["coupled"]
     assert entry["findings"][0]["upstream"] == "vllm/v1/worker/workspace.py:82"
     assert "`self._current_workspaces`: the patch's change writes it" in row.reason
-    assert "upstream's change to WorkspaceManager.__init__ reads it at vllm/v1/worker/workspace.py:82" in row.reason
+    assert "upstream's change to WorkspaceManager.__init__ derives state from it at vllm/v1/worker/workspace.py:82" in row.reason
 
 
 PROMPT_PADDING = '''
