@@ -161,23 +161,6 @@ class Sibling:
     qualname: str
     change: dataflow.Change
     relpath: str
-    #: the method's flattened elements on the base side and on the target (for extents)
-    old: list[Elem] = field(default_factory=list)
-    new: list[Elem] = field(default_factory=list)
-
-    def derives(self, e: Elem) -> bool:
-        """True when the changed element ``e`` derives state from what it reads: it writes
-        an attribute, or it is a condition or loop whose blocks write one (a check that
-        only raises or logs derives nothing)."""
-        if any(dataflow.is_chain(w) for w in e.writes):
-            return True
-        if e.kind != "head":
-            return False
-        for elems in (self.new, self.old):
-            idx = next((k for k, x in enumerate(elems) if x is e), None)
-            if idx is not None:
-                return any(dataflow.is_chain(w) for x in elems[idx + 1:e.stop] for w in x.writes)
-        return False
 
 
 def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str] | None = None,
@@ -257,13 +240,30 @@ class _Findings:
         what the patch replaces (or the patch inserts inside what upstream rewrote)."""
         p = pc.hunk
         for u in self.u_hunks:
-            both = p.i1 < u.i2 and u.i1 < p.i2 and p.i2 > p.i1 and u.i2 > u.i1
-            inside = (u.i1 == u.i2 and p.i1 < u.i1 < p.i2) or (p.i1 == p.i2 and u.i1 < p.i1 < u.i2)
+            both = p.i1 < u.i2 and u.i1 < p.i2 and p.i2 > p.i1 and u.i2 > u.i1 and \
+                not all(self._kept(u, i) for i in range(max(p.i1, u.i1), min(p.i2, u.i2)))
+            # an insertion inside what upstream rewrote, unless a neighbour it is placed by is kept
+            inside = (u.i1 == u.i2 and p.i1 < u.i1 < p.i2) or \
+                (p.i1 == p.i2 and u.i1 < p.i1 < u.i2 and not self._kept(u, p.i1 - 1) and not self._kept(u, p.i1))
             if both or inside:
                 self.explained.add((id(pc), u))
                 where, what = _upstream_where(self.base, self.theirs, u)
                 self.note("same-statement", f"upstream changed {where} ({what}), code the patch's change at "
                                             f"{self.p_where(p)} also edits", where)
+
+    def _kept(self, u: Hunk, i: int) -> bool:
+        """True when base element ``i``, inside upstream's hunk ``u``, is still there unchanged
+        among the elements upstream has in its place (a header whose parameters bind the same,
+        annotations aside, counts as unchanged)."""
+        e = self.base.elems[i]
+        for x in self.theirs.elems[u.j1:u.j2]:
+            if x.key == e.key:
+                return True
+            if e.kind == "def" and x.kind == "def" and x.depth == e.depth \
+                    and getattr(x.node, "name", None) == getattr(e.node, "name", None) \
+                    and not dataflow.param_changes(e.node, x.node):
+                return True
+        return False
 
     def control(self, pc: dataflow.Change) -> None:
         """One side changed the header of a compound statement (``if``, loop, ``with``,
@@ -446,11 +446,11 @@ class _Findings:
                     if got is not None:
                         verb = "writes"
                         break
-                if got is None and s.derives(e):
+                if got is None:  # a new reader of the patch's value: code it was not reviewed with
                     for name in e.reads:
                         got = p_writes.hit(name) if dataflow.is_chain(name) else None
                         if got is not None:
-                            verb = "derives state from"
+                            verb = "reads"
                             break
                 if got is None:
                     continue
@@ -591,7 +591,7 @@ def siblings(base_text: str, theirs_text: str, qualname: str, relpath: str, attr
             if contract:
                 ch.rebinds.setdefault(f"self.{name}", (te or be)[0])
                 contract = False
-            out.append(Sibling(f"{cls_q}.{name}", ch, relpath, be, te))
+            out.append(Sibling(f"{cls_q}.{name}", ch, relpath))
     return out
 
 

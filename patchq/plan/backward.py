@@ -3,8 +3,9 @@
 When an anchor of a patch no longer resolves on a release (the statement it matched is
 gone), the forward detection of :mod:`patchq.plan.engine` has nothing to compare. This
 module plans the patch on its **last verified release** (the newest release at or below
-the target with a recorded fingerprint in ``anchors/<patch>.toml``, read from patchq's
-release cache only: it never downloads) and compares the result with the target:
+the target with a recorded fingerprint in ``anchors/<patch>.toml``, else the oldest above
+it; read from patchq's release cache only: it never downloads) and compares the result
+with the target:
 
 1. every definition the patch changed there equals (normalized AST, docstrings and
    formatting aside: :func:`patchq.plan.anchors.fingerprint_ast`) the target's
@@ -23,7 +24,7 @@ import ast
 from packaging.version import Version
 
 from patchq.errors import AnchorError
-from patchq.model import AnchorSpec, Patch
+from patchq.model import MODULE_QUALNAME, AnchorSpec, Patch
 from patchq.plan import astdiff, forward, meaning, survival
 from patchq.plan.anchors import ast_index, fingerprint_ast, locate_definition
 from patchq.vllmdist.sources import CodeSource
@@ -31,10 +32,11 @@ from patchq.vllmdist.sources import CodeSource
 
 def last_verified(patch: Patch, version: Version) -> str | None:
     """The newest release at or below ``version`` with a recorded fingerprint of any of
-    the patch's anchors, or None."""
+    the patch's anchors; else (a release older than every recorded one: a stack carried
+    back) the oldest recorded above it; None when nothing is recorded."""
     known = sorted({v for spec in patch.anchors.values() for v in spec.fingerprints}, key=Version)
     below = [v for v in known if Version(v) <= version]
-    return below[-1] if below else None
+    return below[-1] if below else (known[0] if known else None)
 
 
 _SOURCES: dict[str, CodeSource] = {}
@@ -112,7 +114,7 @@ def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:
     by_meaning = _by_meaning(patch, ref_plan, changes, targets, source, ws, str(ref_version), called=helpers)
     if by_meaning is not None:
         return by_meaning
-    gone = [key for key in specs if key not in targets]
+    gone = [key for key in specs if key not in targets and key[1] != MODULE_QUALNAME]  # a module is no definition
     tail = ""
     if gone:
         moved, tail = _relocated(patch, ref_plan, changes, gone, source, str(ref_version))

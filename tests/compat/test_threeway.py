@@ -208,7 +208,7 @@ def test_state_coupled_through_another_method_of_the_class():
     found = threeway.findings(*sides, siblings=sibs)
     assert [f["rule"] for f in found] == ["coupled"]
     assert found[0]["message"] == ("`self.slots`: the patch's change writes it at 1.0+patch vllm/t.py:6 "
-                                   "(`self.slots.extend([v, v])`); upstream's change to Table.__init__ derives state from it at "
+                                   "(`self.slots.extend([v, v])`); upstream's change to Table.__init__ reads it at "
                                    "vllm/t.py:4 (`self.seen = [0] * len(self.slots)`)")
 
 
@@ -282,7 +282,7 @@ def test_state_sized_in_init_from_what_the_patch_grows_blocks(tmp_path, monkeypa
     assert [f["rule"] for f in entry["findings"]] == ["coupled"]
     assert entry["findings"][0]["upstream"] == "vllm/v1/worker/workspace.py:82"
     assert "`self._current_workspaces`: the patch's change writes it" in row.reason
-    assert "upstream's change to WorkspaceManager.__init__ derives state from it at vllm/v1/worker/workspace.py:82" in row.reason
+    assert "upstream's change to WorkspaceManager.__init__ reads it at vllm/v1/worker/workspace.py:82" in row.reason
 
 
 PROMPT_PADDING = '''

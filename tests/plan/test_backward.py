@@ -28,7 +28,7 @@ def _plan(patch, tmp_path, text: str) -> engine.PatchResult:
 
 def test_last_verified_and_the_cached_release(verified):
     assert backward.last_verified(verified, Version("0.2.0")) == "0.1.0"
-    assert backward.last_verified(verified, Version("0.0.9")) is None
+    assert backward.last_verified(verified, Version("0.0.9")) == "0.1.0"  # a release older than every record
     assert backward.cached_release("0.1.0").version == Version("0.1.0")
     assert backward.cached_release("0.2.0") is None  # never downloads
 
@@ -121,3 +121,79 @@ def test_a_gone_definition_is_searched_for_in_the_release(grow_patch, tmp_path):
             "vllm/ops/") in r.reason
     assert "for its content and for the patch's change by meaning: nearest candidates: grow_sizes " \
            "(vllm/ops/sizes.py:1, similarity 0.96)" in r.reason
+
+
+MARLIN = '''
+from patchq import edits
+from patchq.series import patch, variant
+
+
+def relax(defn, found, ctx):
+    (stmt,) = found
+    return edits.replace(defn, stmt, edits.stmts(
+        "supports_shape = hidden_size % 128 == 0 and (\\n"
+        "    group_size <= 0 or intermediate_size_per_partition % group_size == 0\\n"
+        ")\\n"))
+
+
+PATCH = patch(id="marlin-tile-padding", summary="marlin MoE pads tiles", why="a plugin zero-pads tiles",
+              applies=">=0.24", variants=[variant(">=0.24", edits={"shape": relax})])
+'''
+MARLIN_ANCHORS = '''
+[anchors.shape]
+module = "vllm.model_executor.layers.quantization.utils.marlin_utils"
+qualname = "check_moe_marlin_supports_layer"
+node = "supports_shape = (hidden_size % 128 == 0 and intermediate_size_per_partition % max(64, group_size) == 0)"
+count = 1
+'''
+
+
+@pytest.mark.wheel
+def test_a_fix_upstream_moved_into_a_helper_on_real_code(tmp_path):
+    """Issue 35 class 5 on vLLM 0.27.0: check_moe_marlin_supports_layer (the patch's anchor,
+    reviewed on 0.24.0) now only calls check_moe_marlin_supports_config, which holds the
+    relaxed shape test the patch writes: upstreamed there (conflict before)."""
+    from testing.mini_series import reviewed_patch
+
+    patch = reviewed_patch(tmp_path, "marlin-tile-padding", MARLIN, MARLIN_ANCHORS, "0.24.0",
+                           {"shape": ("vllm/model_executor/layers/quantization/utils/marlin_utils.py",
+                                      "check_moe_marlin_supports_layer")})
+    r = engine.plan(sources.release_source("0.27.0"), [patch]).results[0]
+    assert r.status == engine.UPSTREAMED, r.reason
+    assert r.reason.endswith("(vllm/model_executor/layers/quantization/utils/marlin_utils.py:377)")
+
+
+ACCEPTED = '''
+from patchq import edits
+from patchq.series import patch, variant
+
+
+def sync(defn, found, ctx):
+    (stmt,) = found
+    return edits.insert_before(defn, stmt, edits.stmts("torch.cuda.current_stream().synchronize()"))
+
+
+PATCH = patch(id="accepted-sync", summary="sync before the accepted-token copy", why="a race", applies=">=0.33",
+              variants=[variant(">=0.33", edits={"update": sync})])
+'''
+
+
+@pytest.mark.wheel
+def test_a_definition_gone_with_its_file_names_what_was_searched(tmp_path):
+    """Item 5 of issue 35 on vLLM 0.34.0, which deleted vllm/v1/worker/gpu_model_runner.py:
+    the patch's definition (reviewed on 0.33.0) is searched for in the release, and the
+    reason names the files searched and the nearest candidates (model runner V2's)."""
+    from testing.mini_series import reviewed_patch
+
+    patch = reviewed_patch(tmp_path, "accepted-sync", ACCEPTED, '''
+        [anchors.update]
+        module = "vllm.v1.worker.gpu_model_runner"
+        qualname = "GPUModelRunner._update_states_after_model_execute"
+        count = 1
+        ''', "0.33.0", {"update": ("vllm/v1/worker/gpu_model_runner.py",
+                                   "GPUModelRunner._update_states_after_model_execute")})
+    r = engine.plan(sources.release_source("0.34.0"), [patch]).results[0]
+    assert (r.status, r.failure) == (engine.FAILED, "gone"), r.reason
+    assert "GPUModelRunner._update_states_after_model_execute is gone: searched 8 files (those declaring the " \
+           "most names it uses" in r.reason
+    assert "vllm/v1/worker/gpu/model_runner.py" in r.reason and "nearest candidates: " in r.reason
