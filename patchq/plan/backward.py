@@ -3,9 +3,9 @@
 When an anchor of a patch no longer resolves on a release (the statement it matched is
 gone), the forward detection of :mod:`patchq.plan.engine` has nothing to compare. This
 module plans the patch on its **last verified release** (the newest release at or below
-the target with a recorded fingerprint in ``anchors/<patch>.toml``, else the oldest above
-it; read from patchq's release cache only: it never downloads) and compares the result
-with the target:
+the target with a recorded fingerprint in ``anchors/<patch>.toml``; for a definition gone
+from a release older than every recorded one, the oldest recorded; read from patchq's
+release cache only: it never downloads) and compares the result with the target:
 
 1. every definition the patch changed there equals (normalized AST, docstrings and
    formatting aside: :func:`patchq.plan.anchors.fingerprint_ast`) the target's
@@ -30,13 +30,13 @@ from patchq.plan.anchors import ast_index, fingerprint_ast, locate_definition
 from patchq.vllmdist.sources import CodeSource
 
 
-def last_verified(patch: Patch, version: Version) -> str | None:
+def last_verified(patch: Patch, version: Version, above: bool = False) -> str | None:
     """The newest release at or below ``version`` with a recorded fingerprint of any of
-    the patch's anchors; else (a release older than every recorded one: a stack carried
-    back) the oldest recorded above it; None when nothing is recorded."""
+    the patch's anchors; else, with ``above`` (a release older than every recorded one: a
+    stack carried back), the oldest recorded above it; else None."""
     known = sorted({v for spec in patch.anchors.values() for v in spec.fingerprints}, key=Version)
     below = [v for v in known if Version(v) <= version]
-    return below[-1] if below else (known[0] if known else None)
+    return below[-1] if below else (known[0] if known and above else None)
 
 
 _SOURCES: dict[str, CodeSource] = {}
@@ -73,18 +73,22 @@ def _target_def(source: CodeSource, ws, spec: AnchorSpec) -> tuple[str, ast.stmt
     return (relpath, node) if node is not None else None
 
 
-def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:
+def detect(patch: Patch, source: CodeSource, ws, gone: bool = False) -> tuple[str, str] | None:
     """The backward verdict for ``patch`` on ``source`` (module docstring).
 
     Args:
         ws: the plan's :class:`patchq.plan.engine.Workspace` (pristine texts of ``source``).
+        gone: the failure is an anchored definition found nowhere: on a release older than
+            every reviewed one the oldest reviewed one is compared with (the release is
+            searched for the definition); a conflict there is not (planning every such
+            patch on another release cost 1.6x a cold check of prime-rl on 0.15.1).
     Returns:
         (``upstreamed`` | ``partially-upstreamed`` | ``not-upstreamed``, reason), or None
         when there is no cached verified release to compare with.
     """
     from patchq.plan import engine
 
-    ref_version = last_verified(patch, source.version)
+    ref_version = last_verified(patch, source.version, above=gone)
     ref = cached_release(ref_version) if ref_version else None
     if ref is None or ref_version is None:
         return None
@@ -114,10 +118,10 @@ def detect(patch: Patch, source: CodeSource, ws) -> tuple[str, str] | None:
     by_meaning = _by_meaning(patch, ref_plan, changes, targets, source, ws, str(ref_version), called=helpers)
     if by_meaning is not None:
         return by_meaning
-    gone = [key for key in specs if key not in targets and key[1] != MODULE_QUALNAME]  # a module is no definition
+    missing = [key for key in specs if key not in targets and key[1] != MODULE_QUALNAME]  # a module is no definition
     tail = ""
-    if gone:
-        moved, tail = _relocated(patch, ref_plan, changes, gone, source, str(ref_version))
+    if missing:
+        moved, tail = _relocated(patch, ref_plan, changes, missing, source, str(ref_version))
         if moved is not None:
             return moved
     return "not-upstreamed", (f"generic upstream detection cannot prove {patch.id}'s change (as made on verified "

@@ -28,7 +28,8 @@ def _plan(patch, tmp_path, text: str) -> engine.PatchResult:
 
 def test_last_verified_and_the_cached_release(verified):
     assert backward.last_verified(verified, Version("0.2.0")) == "0.1.0"
-    assert backward.last_verified(verified, Version("0.0.9")) == "0.1.0"  # a release older than every record
+    assert backward.last_verified(verified, Version("0.0.9")) is None
+    assert backward.last_verified(verified, Version("0.0.9"), above=True) == "0.1.0"  # older than every record
     assert backward.cached_release("0.1.0").version == Version("0.1.0")
     assert backward.cached_release("0.2.0") is None  # never downloads
 
