@@ -8,31 +8,40 @@ release) is compared three ways, as a merge would see it:
 * **ours**: base patched (the target's variant planned alone on the base release);
 * **theirs**: the definition on the target.
 
-Each definition is flattened into its statements in order (:func:`patchq.plan.astdiff.flatten`: a compound
-statement is its header, then its blocks; docstrings left out; each element keyed by
-its normalized AST and depth, so formatting and comments never count), and two element
-diffs are taken: the patch's hunks (base -> ours) and upstream's hunks (base ->
-theirs), both in base positions. The drift stays ``applies-drifted`` (not blocking)
-only when none of these holds (:func:`findings`), each rule naming the upstream lines:
+Each definition is flattened into its statements in order
+(:func:`patchq.plan.astdiff.flatten`: a compound statement is its header, then its
+blocks; docstrings left out; each element keyed by its normalized AST and depth, so
+formatting and comments never count), and two element diffs are taken: the patch's hunks
+(base -> ours) and upstream's hunks (base -> theirs), both in base positions. The verdict
+is decided by data flow, not adjacency (:mod:`patchq.plan.dataflow`: what each change
+reads and writes, and whether one decides if the other runs). The drift stays
+``applies-drifted`` (not blocking) only when none of these holds (:func:`findings`), each
+rule naming the upstream lines:
 
-``overlap``
-    an upstream hunk overlaps or touches (is adjacent to) a patch hunk, as
-    ``git merge-file`` would call a conflict;
-``signature``
-    the header (signature, decorators, bases) of a definition enclosing a patch hunk
-    changed upstream;
+``same-statement``
+    upstream changed a statement the patch edits or removes, or inserted code inside what
+    the patch replaces (or the patch inserts inside what upstream rewrote);
 ``names``
-    a name the patch's change reads or writes is written by upstream's change, or a name
-    the patch writes is read by it (bare names per enclosing function, attribute chains
-    like ``self.x`` across the definition; a subscript store or a mutating method call,
-    ``x.append(...)``, writes ``x``); a hunk that only renames locals the patch does not
-    use (:func:`renamed_locals`) keeps the meaning and is not a finding;
+    a name both changes share: upstream's change writes one the patch's reads or writes,
+    or reads one the patch's writes, directly or through the definition's other
+    statements (:func:`patchq.plan.dataflow.flows`); a hunk that only renames locals the
+    patch does not use (:func:`renamed_locals`) keeps the meaning;
+``coupled``
+    upstream changed another method of the class (:func:`siblings`) so that it reads or
+    writes an attribute the patch's change writes, or assigns anew one it reads;
+``signature``
+    upstream changed a parameter the patch's code reads or binds in a function enclosing
+    its change (:func:`patchq.plan.dataflow.param_changes`), or a class's bases; a
+    parameter appended that the patch never reads, or a decorator, is no finding;
+``control``
+    one side changed the header of a compound statement enclosing the other's change;
 ``module-name``
     a module-level name the patch's added code reads (an import, a helper's signature, a
     constant) is bound differently in the target's module than in the base's;
 ``skipped-path``
-    the patch inserts ``return``/``raise`` (``continue``/``break``) and an upstream hunk
-    lies after it in the same function (loop): upstream code the patched path now skips.
+    a jump the patch inserts skips upstream's change and that change has an effect beyond
+    its own locals (:func:`patchq.plan.dataflow.effect`), or a ``return``/``continue``/
+    ``break`` upstream inserts skips the patch's change.
 
 A result wrapper of the patch (``{"op": "result"}``, :class:`Exit`) is compared as code
 at every exit of the definition, not as the ``return`` statements it rewrites: an
@@ -61,7 +70,7 @@ from dataclasses import dataclass, field, replace
 from packaging.specifiers import SpecifierSet
 
 from patchq.model import MODULE_QUALNAME, Patch, Variant
-from patchq.plan import astdiff, definitions, meaning
+from patchq.plan import astdiff, dataflow, definitions, meaning
 from patchq.plan.astdiff import Elem, Hunk, flatten, hunks
 from patchq.plan.results import Plan
 from patchq.report import definition_label
@@ -73,8 +82,6 @@ POSSIBLE = "possibly-upstreamed"
 
 _FUNCS = astdiff.FUNCS
 _DEFS = astdiff.DEFS
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_JUMPS = {ast.Return: "return", ast.Raise: "raise", ast.Continue: "continue", ast.Break: "break"}
 
 
 # ---------------------------------------------------------------------------
@@ -120,7 +127,21 @@ def _upstream_where(base: Side, theirs: Side, u: Hunk) -> tuple[str, str]:
             f"({base.version} {_span(base.elems, u.i1, u.i2, base.relpath)})")
 
 
+def _at(side: Side, e: Elem) -> str:
+    return f"{side.relpath}:{e.line}"
+
+
+class _Blank(ast.NodeTransformer):
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.Name(id="_", ctx=node.ctx)
+
+
+def _shape_nodes(e: Elem) -> list[ast.AST]:
+    return [e.node] if e.kind == "stmt" else astdiff.header_nodes(e.node) if e.kind in ("head", "def") else []
+
+
 def _names_of(elems: Sequence[Elem], lo: int, hi: int) -> tuple[set, set]:
+    """(reads, writes) of the elements ``elems[lo:hi]``."""
     reads: set[str] = set()
     writes: set[str] = set()
     for e in elems[lo:hi]:
@@ -131,21 +152,7 @@ def _names_of(elems: Sequence[Elem], lo: int, hi: int) -> tuple[set, set]:
 
 def _clash(reads: set, writes: set) -> set:
     """Names in ``reads`` that ``writes`` rebinds (a chain under a rebound chain counts)."""
-    out = set()
-    for r in reads:
-        for w in writes:
-            if r == w or r.startswith(w + "."):
-                out.add(r)
-    return out
-
-
-class _Blank(ast.NodeTransformer):
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        return ast.Name(id="_", ctx=node.ctx)
-
-
-def _shape_nodes(e: Elem) -> list[ast.AST]:
-    return [e.node] if e.kind == "stmt" else astdiff.header_nodes(e.node) if e.kind in ("head", "def") else []
+    return {r for r in reads for w in writes if r == w or r.startswith(w + ".")}
 
 
 def renamed_locals(base: Sequence[Elem], theirs: Sequence[Elem], u: Hunk) -> dict[str, str] | None:
@@ -170,10 +177,15 @@ def renamed_locals(base: Sequence[Elem], theirs: Sequence[Elem], u: Hunk) -> dic
     return out or None
 
 
-def _enclosing(elems: Sequence[Elem], pos: int, kinds: type | tuple[type, ...]) -> list[int]:
-    """Indices of elements of ``kinds`` whose extent holds base position ``pos``."""
-    return [i for i, e in enumerate(elems) if isinstance(e.node, kinds) and e.kind in ("def", "head")
-            and i < pos <= e.stop]
+@dataclass
+class Sibling:
+    """Upstream's change to another definition of the anchored one's class (a method or the
+    class body's own statements), as :func:`patchq.plan.dataflow.change` sees it: its
+    qualified name, the change, and the target's relpath for lines."""
+
+    qualname: str
+    change: dataflow.Change
+    relpath: str
 
 
 @dataclass
@@ -244,32 +256,37 @@ def _under_attribute(root: ast.AST, name: ast.Name) -> bool:
 
 
 def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str] | None = None,
-             exits: Sequence[Exit] = ()) -> list[dict]:
+             siblings: Sequence[Sibling] = (), exits: Sequence[Exit] = ()) -> list[dict]:
     """The reasons the patch's change and upstream's are not provably apart (module
     docstring), each ``{"rule", "message", "upstream": "path:line[-line]"}``; [] when apart.
 
     ``module_changes``: module-level name -> ``path:line`` where the target binds it
-    differently from the base (:func:`module_changes`). ``exits``: the patch's result
-    wrappers on this definition (``ours`` then leaves them out): no upstream hunk is
-    next to them (they are at every ``return``, whatever it returns), but the header and
-    names rules hold."""
-    found = _Findings(base, ours, theirs, hunks(base.elems, theirs.elems))
-    for p in hunks(base.elems, ours.elems):
-        p_where = _span(base.elems, p.i1, p.i2, base.relpath) if p.i2 > p.i1 else \
-            f"after {_span(base.elems, p.i1, p.i1, base.relpath)}"
-        found.overlap(p, p_where)
-        found.signature(p, p_where)
-        o_reads = found.names(p, p_where)
-        found.skipped_path(p)
-        found.module_names(o_reads, module_changes or {})
+    differently from the base (:func:`module_changes`); ``siblings``: upstream's changes
+    to the other definitions of the class (:func:`siblings`); ``exits``: the patch's result
+    wrappers on this definition (``ours`` then leaves them out): code at every way out of
+    the definition, whatever it returns, judged by the rules of its own (``exit_*``)."""
+    p_hunks = hunks(base.elems, ours.elems)
+    u_hunks = hunks(base.elems, theirs.elems)
+    found = _Findings(base, ours, theirs, u_hunks,
+                      [dataflow.change(base.elems, ours.elems, p) for p in p_hunks],
+                      [dataflow.change(base.elems, theirs.elems, u) for u in u_hunks])
+    for pc in found.p_changes:
+        found.same_statement(pc)
+        found.control(pc)
+        found.signature(pc)
+        found.names(pc)
+        found.skipped_path(pc)
+        found.coupled(pc, siblings)
+    found.skipped_by_upstream()
+    found.module_names(module_changes or {})
     for x in exits:
         where = f"every exit of {base.elems[0].code if base.elems else 'the definition'} (result wrapper)"
-        found.signature(Hunk(1, 1, 1, 1), where)
         reads, writes = x.names()
+        found.exit_signature(reads | writes, where)
         found.exit_overlap(x, where)
         found.exit_names(reads, writes, where)
         found.exit_result(x, where)
-        found.module_names(reads, module_changes or {})
+        found.exit_module_names(reads, module_changes or {})
     return found.out
 
 
@@ -322,65 +339,94 @@ def _kwargs_only(old: Sequence[Elem], new: Sequence[Elem]) -> set[str] | None:
 @dataclass
 class _Findings:
     """The findings of :func:`findings` so far, one per (rule, upstream place); one
-    method per rule, each given one of the patch's hunks ``p`` (and where it is)."""
+    method per rule, each given one of the patch's changes (:class:`dataflow.Change`)."""
 
     base: Side
     ours: Side
     theirs: Side
     u_hunks: list[Hunk]
+    p_changes: list[dataflow.Change]
+    u_changes: list[dataflow.Change]
     out: list[dict] = field(default_factory=list)
     seen: set[tuple[str, str]] = field(default_factory=set)
+    #: (patch change, upstream hunk) pairs a finding already explains (names need not repeat it)
+    explained: set[tuple[int, Hunk]] = field(default_factory=set)
 
     def note(self, rule: str, message: str, where: str) -> None:
         if (rule, where) not in self.seen:
             self.seen.add((rule, where))
             self.out.append({"rule": rule, "message": message, "upstream": where})
 
-    def overlap(self, p: Hunk, p_where: str) -> None:
-        """Upstream changed the elements next to the patch's change."""
-        for u in self.u_hunks:
-            if u.touches(p):
-                where, what = _upstream_where(self.base, self.theirs, u)
-                self.note("overlap", f"upstream changed {where} ({what}), next to the patch's change at "
-                                     f"{self.base.version} {p_where}", where)
-
-    def signature(self, p: Hunk, p_where: str) -> None:
-        """Upstream changed the header of a definition enclosing the patch's change."""
+    def p_where(self, p: Hunk) -> str:
+        """Where the patch's change is, in base lines (``after path:line`` for an insertion)."""
         base = self.base
-        for d in _enclosing(base.elems, p.i1, _DEFS):
-            for u in self.u_hunks:
-                if u.i1 <= d < u.i2:
-                    where, what = _upstream_where(base, self.theirs, u)
-                    self.note("signature", f"the header of {base.elems[d].code} changed upstream at {where} "
-                                           f"({what}); the patch's code at {base.version} {p_where} relies on it",
-                              where)
+        if p.i2 > p.i1:
+            return f"{base.version} {_span(base.elems, p.i1, p.i2, base.relpath)}"
+        return f"{base.version} after {_span(base.elems, p.i1, p.i1, base.relpath)}"
 
-    def names(self, p: Hunk, p_where: str) -> set[str]:
-        """Upstream's change elsewhere reads or rebinds a name the patch's change uses (a
-        rename of locals the patch does not use is the same meaning). Returns the names
-        the patch's added code reads."""
-        base, theirs = self.base, self.theirs
-        p_reads, p_writes = _names_of(base.elems, p.i1, p.i2)
-        o_reads, o_writes = _names_of(self.ours.elems, p.j1, p.j2)
-        p_reads |= o_reads
-        p_writes |= o_writes
+    def p_side(self, e: Elem, pc: dataflow.Change) -> str:
+        """``path:line`` of one of the patch's elements: in ours when added, in base when removed."""
+        if any(e is a for a in pc.added):
+            return f"{self.base.version}+patch {_at(self.ours, e)}"
+        return f"{self.base.version} {_at(self.base, e)}"
+
+    def u_side(self, e: Elem, uc: dataflow.Change) -> str:
+        """``path:line`` of one of upstream's elements: in theirs when added, in base when removed."""
+        if any(e is a for a in uc.added):
+            return _at(self.theirs, e)
+        return f"{self.base.version} {_at(self.base, e)} (removed)"
+
+    def depth(self, pc: dataflow.Change) -> int:
+        """The depth of a change's code (its first added element, else the first it replaces)."""
+        elems = pc.added or pc.removed
+        return elems[0].depth if elems else 0
+
+    # -- rules -------------------------------------------------------------
+
+    def same_statement(self, pc: dataflow.Change) -> None:
+        """Upstream changed a statement the patch edits or removes, or inserted code inside
+        what the patch replaces (or the patch inserts inside what upstream rewrote)."""
+        p = pc.hunk
         for u in self.u_hunks:
-            if u.touches(p):
-                continue  # already an overlap
-            renamed = renamed_locals(base.elems, theirs.elems, u)
-            if renamed and not ({r.split("::")[-1] for r in p_reads | p_writes} & set(renamed)):
-                continue  # upstream only renamed locals the patch does not use: same meaning
-            u_reads, u_writes = _names_of(base.elems, u.i1, u.i2)
-            t_reads, t_writes = _names_of(theirs.elems, u.j1, u.j2)
-            u_reads |= t_reads
-            u_writes |= t_writes
-            hit = _clash(p_reads | p_writes, u_writes) | _clash(u_reads, p_writes)
+            both = p.i1 < u.i2 and u.i1 < p.i2 and p.i2 > p.i1 and u.i2 > u.i1 and \
+                not all(self._kept(u, i) for i in range(max(p.i1, u.i1), min(p.i2, u.i2)))
+            # an insertion inside what upstream rewrote, unless a neighbour it is placed by is kept
+            inside = (u.i1 == u.i2 and p.i1 < u.i1 < p.i2) or \
+                (p.i1 == p.i2 and u.i1 < p.i1 < u.i2 and not self._kept(u, p.i1 - 1) and not self._kept(u, p.i1))
+            if both or inside:
+                self.explained.add((id(pc), u))
+                where, what = _upstream_where(self.base, self.theirs, u)
+                self.note("same-statement", f"upstream changed {where} ({what}), code the patch's change at "
+                                            f"{self.p_where(p)} also edits", where)
+
+    # -- a result wrapper's rules ----------------------------------------------
+
+    def exit_signature(self, names: set[str], where: str) -> None:
+        """Upstream changed a parameter of the definition that the result wrapper's code reads
+        or binds (a parameter added that it never reads is no finding)."""
+        base, theirs = self.base, self.theirs
+        if not base.elems or base.elems[0].kind != "def":
+            return
+        e = base.elems[0]
+        used = {dataflow.bare(n) for n in names if not dataflow.is_chain(n)}
+        for u in self.u_hunks:
+            if not u.i1 <= 0 < u.i2:
+                continue
+            new = next((x for x in theirs.elems[u.j1:u.j2] if x.kind == "def" and x.depth == e.depth), None)
+            changed = dataflow.param_changes(e.node, new.node) if new is not None else {"<removed>"}
+            hit = sorted(changed & (used | {"<removed>"}))
             if hit:
-                where, what = _upstream_where(base, theirs, u)
-                shown = ", ".join(sorted(n.split("::")[-1] for n in hit))
-                self.note("names", f"upstream's change at {where} ({what}) reads or rebinds {shown}, which the "
-                                   f"patch's change at {base.version} {p_where} uses", where)
-        return o_reads
+                u_where, what = _upstream_where(base, theirs, u)
+                self.note("signature", f"upstream changed the header of {e.code} at {u_where} ({what}): "
+                                       f"{', '.join(hit)}, which the patch's code at {base.version} {where} uses",
+                          u_where)
+
+    def exit_module_names(self, reads: set[str], module_changes: dict[str, str]) -> None:
+        """A module-level name the result wrapper's code reads is bound differently in the target."""
+        for name, where in module_changes.items():
+            if any(dataflow.bare(r) == name or r.split(".")[0] == name for r in reads):
+                self.note("module-name", f"{name}, which the patch's result wrapper reads, is bound differently "
+                                         f"in the target's module ({where})", where)
 
     def exit_names(self, reads: set[str], writes: set[str], where: str) -> None:
         """The names rule for a result wrapper: every upstream hunk is elsewhere."""
@@ -391,6 +437,11 @@ class _Findings:
                 continue
             u_reads, u_writes = _names_of(base.elems, u.i1, u.i2)
             t_reads, t_writes = _names_of(theirs.elems, u.j1, u.j2)
+            if (u.i1, u.i2, u.j2 - u.j1) == (0, 1, 1) and base.elems[0].kind == "def" \
+                    and theirs.elems[u.j1].kind == "def":  # the header alone: what it binds anew
+                u_reads, u_writes = set(), set()
+                t_reads = t_writes = {f"{_own_scope(base)}::{n}" if _own_scope(base) else n
+                                      for n in dataflow.param_changes(base.elems[0].node, theirs.elems[u.j1].node)}
             hit = _clash(reads | writes, u_writes | t_writes) | _clash(u_reads | t_reads, writes)
             if hit:
                 u_where, what = _upstream_where(base, theirs, u)
@@ -438,30 +489,348 @@ class _Findings:
                 self.note("names", f"upstream's change at {u_where} ({what}) changes what {fn} returns where the "
                                    f"patch's result wrapper reads it ({shown})", u_where)
 
-    def skipped_path(self, p: Hunk) -> None:
-        """An inserted jump (return, raise, break, continue) skips what upstream added after it."""
-        base, ours = self.base, self.ours
-        for j in range(p.j1, p.j2):
-            kind = _JUMPS.get(type(ours.elems[j].node))
-            if kind is None:
-                continue
-            scopes = _enclosing(base.elems, p.i1, _FUNCS if kind in ("return", "raise") else _LOOPS)
-            if not scopes:
-                continue
-            stop = base.elems[scopes[-1]].stop
-            for u in self.u_hunks:
-                lands = u.i1 <= stop and (u.i2 > p.i2 or (u.i1 == u.i2 and u.i1 >= p.i2))
-                if lands and not u.touches(p):
-                    where, what = _upstream_where(base, self.theirs, u)
-                    self.note("skipped-path", f"the patch's inserted `{ours.elems[j].code}` now skips upstream's "
-                                              f"change at {where} ({what})", where)
+    def _kept(self, u: Hunk, i: int) -> bool:
+        """True when base element ``i``, inside upstream's hunk ``u``, is still there unchanged
+        among the elements upstream has in its place (a header whose parameters bind the same,
+        annotations aside, counts as unchanged)."""
+        e = self.base.elems[i]
+        for x in self.theirs.elems[u.j1:u.j2]:
+            if x.key == e.key:
+                return True
+            if e.kind == "def" and x.kind == "def" and x.depth == e.depth \
+                    and getattr(x.node, "name", None) == getattr(e.node, "name", None) \
+                    and not dataflow.param_changes(e.node, x.node):
+                return True
+        return False
 
-    def module_names(self, o_reads: set[str], module_changes: dict[str, str]) -> None:
-        """A module-level name the added code reads is bound differently in the target."""
+    def control(self, pc: dataflow.Change) -> None:
+        """One side changed the header of a compound statement (``if``, loop, ``with``,
+        ``try``) enclosing the other's change: it decides whether that change runs."""
+        p, base = pc.hunk, self.base
+        for i in dataflow.enclosing(base.elems, p.i1, self.depth(pc)):
+            e = base.elems[i]
+            if e.kind != "head":
+                continue
+            for u in self.u_hunks:
+                if u.i1 <= i < u.i2:
+                    where, what = _upstream_where(base, self.theirs, u)
+                    self.note("control", f"upstream changed `{e.code}` ({base.version} {_at(base, e)}) at {where} "
+                                         f"({what}); it decides whether the patch's change at {self.p_where(p)} runs",
+                              where)
+        for u, uc in zip(self.u_hunks, self.u_changes, strict=True):
+            if u.i1 < p.i2 and p.i1 < u.i2:
+                continue  # the same statement
+            for i in dataflow.enclosing(base.elems, u.i1, self.depth(uc)):
+                e = base.elems[i]
+                if e.kind == "head" and p.i1 <= i < p.i2:
+                    where, what = _upstream_where(base, self.theirs, u)
+                    self.note("control", f"the patch changes `{e.code}` ({self.p_where(p)}), which decides whether "
+                                         f"upstream's change at {where} ({what}) runs", where)
+
+    def signature(self, pc: dataflow.Change) -> None:
+        """Upstream changed a parameter of a function enclosing the patch's change that the
+        patch's code reads or binds (a parameter added that it never reads, or a decorator,
+        is no finding), or a class's bases."""
+        p, base, theirs = pc.hunk, self.base, self.theirs
+        used = {dataflow.bare(n) for n in (*pc.reads, *pc.writes) if not dataflow.is_chain(n)}
+        for d in dataflow.enclosing(base.elems, p.i1, self.depth(pc), astdiff.DEFS):
+            e = base.elems[d]
+            for u in self.u_hunks:
+                if not u.i1 <= d < u.i2:
+                    continue
+                new = next((x for x in theirs.elems[u.j1:u.j2] if x.kind == "def" and x.depth == e.depth
+                            and getattr(x.node, "name", None) == getattr(e.node, "name", None)), None)
+                changed = dataflow.param_changes(e.node, new.node) if new is not None else {"<removed>"}
+                hit = sorted(changed & (used | {"<bases>", "<removed>"}))
+                if hit:
+                    self.explained.add((id(pc), u))
+                    where, what = _upstream_where(base, theirs, u)
+                    shown = ", ".join(hit)
+                    self.note("signature", f"upstream changed the header of {e.code} at {where} ({what}): {shown}, "
+                                           f"which the patch's change at {self.p_where(p)} relies on", where)
+
+    def names(self, pc: dataflow.Change) -> None:
+        """A name both changes share, where one's value reaches the other: upstream's change
+        writes one the patch's reads (before it) or overwrites one the patch writes (after
+        it), or reads one the patch's writes (after it); in a loop holding both, either
+        order reaches. A rename of locals the patch does not use keeps the meaning; a name
+        a loop around the patch's code binds itself is not reached from outside the loop.
+        Only the names the changes themselves read and write count: following them through
+        the definition's other statements (flow-insensitive) made every change of a large
+        ``__post_init__`` reach every other (the verdict corpus)."""
+        base, theirs = self.base, self.theirs
+        p_used = {dataflow.bare(r) for r in (*pc.reads, *pc.writes)}
+        p_reads, p_writes = dataflow.names_set(pc.reads), dataflow.names_set(pc.writes)
+        for u, uc in zip(self.u_hunks, self.u_changes, strict=True):
+            if (id(pc), u) in self.explained:
+                continue
+            renamed = renamed_locals(base.elems, theirs.elems, u)
+            if renamed and not (p_used & set(renamed)):
+                continue
+            order = self._order(pc, uc)
+            hit = None
+            for name, e in uc.writes.items():
+                got = p_reads.hit(name)
+                if got is not None and order in ("before", "same") and not self._shadowed(got, pc, uc):
+                    hit = (got, "writes", e, "reads", pc.reads[got])
+                    break
+                got = p_writes.hit(name)
+                if got is not None and (order == "same" or (order == "after" and any(e is x for x in uc.added))):
+                    hit = (got, "writes", e, "writes", pc.writes[got])
+                    break
+            if hit is None and order in ("after", "same"):
+                for name, e in uc.reads.items():
+                    got = p_writes.hit(name)
+                    if got is not None:
+                        hit = (got, "reads", e, "writes", pc.writes[got])
+                        break
+            if hit is not None:
+                where, what = _upstream_where(base, theirs, u)
+                self._shared(where, what, hit[0], hit[1], hit[2], uc, hit[3], hit[4], pc)
+
+    def _order(self, pc: dataflow.Change, uc: dataflow.Change) -> str:
+        """Where upstream's change runs relative to the patch's, in base positions:
+        ``before``, ``after``, or ``same`` (they overlap, insert at one place, or a loop
+        holds both)."""
+        p, u = pc.hunk, uc.hunk
+        loops_p = set(dataflow.enclosing(self.base.elems, p.i1, self.depth(pc), dataflow.LOOPS))
+        loops_u = set(dataflow.enclosing(self.base.elems, u.i1, self.depth(uc), dataflow.LOOPS))
+        if loops_p & loops_u:
+            return "same"
+        if u.i2 <= p.i1 and not (u.i1 == u.i2 == p.i1 == p.i2):
+            return "before"
+        if u.i1 >= p.i2 and not (u.i1 == u.i2 == p.i1 == p.i2):
+            return "after"
+        return "same"
+
+    def _shadowed(self, name: str, pc: dataflow.Change, uc: dataflow.Change) -> bool:
+        """True when a loop around the patch's change binds the bare ``name`` in its header
+        and upstream's change is outside that loop: upstream's value never reaches the
+        patch's read."""
+        if dataflow.is_chain(name):
+            return False
+        base = self.base
+        for i in dataflow.enclosing(base.elems, pc.hunk.i1, self.depth(pc), dataflow.LOOPS):
+            loop = base.elems[i]
+            if name in loop.writes and not (i < uc.hunk.i1 < loop.stop):
+                return True
+        return False
+
+    def _shared(self, where: str, what: str, name: str, u_verb: str, u_elem: Elem, uc: dataflow.Change,
+                p_verb: str, p_elem: Elem, pc: dataflow.Change) -> None:
+        u_at = f"at {self.u_side(u_elem, uc)}"
+        self.note("names", f"`{dataflow.bare(name)}`: upstream's change at {where} ({what}) {u_verb} it {u_at}; "
+                           f"the patch's change {p_verb} it at {self.p_side(p_elem, pc)} (`{p_elem.code}`)", where)
+
+    def skipped_path(self, pc: dataflow.Change) -> None:
+        """A jump the patch inserts skips upstream's change, and upstream's change has an
+        effect beyond its own locals (:func:`patchq.plan.dataflow.effect`)."""
+        base, ours, theirs = self.base, self.ours, self.theirs
+        p = pc.hunk
+        roots = dataflow.roots_of(theirs.elems)
+        for j in pc.jumps:
+            kind = dataflow.JUMPS[type(j.node)]
+            if kind in ("continue", "break") and self._own_loop(j, pc):
+                continue
+            region = dataflow.skipped(base.elems, p.i2, self.depth(pc), kind)
+            for u, uc in zip(self.u_hunks, self.u_changes, strict=True):
+                if u.i1 < p.i2 or not dataflow.in_ranges(u.i1, region) or (u.i1 < p.i2 and p.i1 < u.i2):
+                    continue
+                why = dataflow.effect(uc, theirs.elems, roots)
+                if why is None:
+                    continue
+                where, what = _upstream_where(base, theirs, u)
+                self.note("skipped-path", f"the patch's inserted `{j.code}` ({base.version}+patch {_at(ours, j)}) "
+                                          f"now skips upstream's change at {where} ({what}), which {why}", where)
+
+    def _own_loop(self, j: Elem, pc: dataflow.Change) -> bool:
+        """True when the loop a ``continue``/``break`` belongs to is code the patch adds."""
+        elems = self.ours.elems
+        idx = next(k for k, x in enumerate(elems) if x is j)
+        loops = dataflow.enclosing(elems, idx, None, dataflow.LOOPS)
+        return bool(loops) and pc.hunk.j1 <= loops[-1] < pc.hunk.j2
+
+    def skipped_by_upstream(self) -> None:
+        """A ``return``/``continue``/``break`` upstream inserts skips the patch's change on its path."""
+        base, theirs = self.base, self.theirs
+        for u, uc in zip(self.u_hunks, self.u_changes, strict=True):
+            for j in uc.jumps:
+                kind = dataflow.JUMPS[type(j.node)]
+                if kind == "raise":
+                    continue  # the call fails there: the patch's change is moot, not wrong
+                region = dataflow.skipped(base.elems, u.i2, self.depth(uc), kind)
+                for pc in self.p_changes:
+                    p = pc.hunk
+                    if p.i1 < u.i2 or not dataflow.in_ranges(p.i1, region):
+                        continue
+                    where, what = _upstream_where(base, theirs, u)
+                    self.note("skipped-path", f"upstream's inserted `{j.code}` ({_at(theirs, j)}) now skips the "
+                                              f"patch's change at {self.p_where(p)}", where)
+
+    def coupled(self, pc: dataflow.Change, siblings: Sequence[Sibling]) -> None:
+        """Upstream changed another definition of the class so that it reads or writes an
+        attribute the patch's change writes, or assigns anew one the patch's change reads
+        (state coupled through another method: an attribute initialised, sized or indexed there)."""
+        if not siblings:
+            return
+        p_writes = dataflow.names_set(n for n in pc.writes if dataflow.is_chain(n))
+        p_reads = dataflow.names_set(n for n in pc.reads if dataflow.is_chain(n))
+        for s in siblings:
+            uc = s.change
+            for e in (*uc.added, *uc.removed):
+                got, verb = None, ""
+                for name in e.writes:
+                    got = p_writes.hit(name) if dataflow.is_chain(name) else None
+                    if got is not None:
+                        verb = "writes"
+                        break
+                if got is None:  # a new reader of the patch's value: code it was not reviewed with
+                    for name in e.reads:
+                        got = p_writes.hit(name) if dataflow.is_chain(name) else None
+                        if got is not None:
+                            verb = "reads"
+                            break
+                if got is None:
+                    continue
+                where = f"{s.relpath}:{e.line}" if any(e is a for a in uc.added) else \
+                    f"{s.relpath} ({self.base.version} {self.base.relpath}:{e.line}, removed)"
+                pe = pc.writes[got]
+                self.note("coupled", f"`{got}`: the patch's change writes it at {self.p_side(pe, pc)} "
+                                     f"(`{pe.code}`); upstream's change to {s.qualname} {verb} it at {where} "
+                                     f"(`{e.code}`)", where)
+                break
+            for name, e in uc.rebinds.items():
+                got = p_reads.hit(name)
+                if got is None:
+                    continue
+                added = any(e is a for a in uc.added)
+                where = f"{s.relpath}:{e.line}" if added else \
+                    f"{s.relpath} ({self.base.version} {self.base.relpath}:{e.line}, removed)"
+                if e.kind == "def":
+                    what = f"upstream {'defines ' + s.qualname + ' anew' if added else 'removes ' + s.qualname} at " \
+                           f"{where} (`{e.code}`)"
+                else:
+                    what = f"upstream's change to {s.qualname} assigns it anew at {where} (`{e.code}`)"
+                pe = pc.reads[got]
+                self.note("coupled", f"`{got}`: {what}; the patch's change reads it at {self.p_side(pe, pc)} "
+                                     f"(`{pe.code}`)", where)
+
+    def module_names(self, module_changes: dict[str, str]) -> None:
+        """A module-level name the patch's added code reads is bound differently in the target."""
+        reads = {r for pc in self.p_changes for r in pc.reads}
         for name, where in module_changes.items():
-            if any(r.split("::")[-1] == name or r.split(".")[0] == name for r in o_reads):
+            if any(dataflow.bare(r) == name or r.split(".")[0] == name for r in reads):
                 self.note("module-name", f"{name}, which the patch's added code reads, is bound differently in "
                                          f"the target's module ({where})", where)
+
+
+# ---------------------------------------------------------------------------
+# the other definitions of the class
+
+
+def _class_node(tree: ast.Module | None, qualname: str) -> ast.ClassDef | None:
+    """The class ``qualname`` (dotted through classes only) of a module, if defined once."""
+    if tree is None:
+        return None
+    body: list = tree.body
+    node = None
+    for part in qualname.split("."):
+        found = [n for n in body if isinstance(n, ast.ClassDef) and n.name == part]
+        if len(found) != 1:
+            return None
+        node = found[0]
+        body = node.body
+    return node
+
+
+def _members(cls: ast.ClassDef) -> dict[str, ast.AST]:
+    """A class's methods by name (the last of a name defined twice), and its own other
+    statements as one pseudo member ``<body>``."""
+    out: dict[str, ast.AST] = {}
+    rest = []
+    for n in cls.body:
+        if isinstance(n, astdiff.FUNCS):
+            out[n.name] = n
+        elif not isinstance(n, ast.ClassDef):
+            rest.append(n)
+    if rest:
+        out["<body>"] = ast.Module(body=rest, type_ignores=[])
+    return out
+
+
+def _text_of(lines: list[str], node: ast.AST) -> str:
+    if isinstance(node, ast.Module):
+        return "".join("".join(lines[s.lineno - 1:s.end_lineno]) for s in node.body)  # type: ignore[attr-defined]
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])  # type: ignore[attr-defined]
+    return "".join(lines[first - 1:node.end_lineno])  # type: ignore[attr-defined]
+
+
+def _flat(node: ast.AST | None) -> list[Elem]:
+    if node is None:
+        return []
+    if isinstance(node, ast.Module):
+        out: list[Elem] = []
+        for s in node.body:
+            out += flatten(s)  # a class-body statement: names in scope ''
+        return out
+    return flatten(node)
+
+
+def _assigned(cls: ast.ClassDef) -> set[str]:
+    """The attribute chains ``self.x`` any statement of the class assigns (``self.x = ...``)."""
+    out = set()
+    for node in ast.walk(cls):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store):
+                    c = astdiff.attr_chain(sub)
+                    if c:
+                        out.add(c)
+    return out
+
+
+def siblings(base_text: str, theirs_text: str, qualname: str, relpath: str, attrs: Iterable[str]) -> list[Sibling]:
+    """Upstream's changes to the other definitions of the class holding the method
+    ``qualname`` (base module text -> the target's) whose text spells one of the attribute
+    chains ``attrs`` (the patch's): a method changed, added or removed, or the class
+    body's own statements. [] for a definition that is not a method, or a class not
+    defined once on both sides."""
+    attrs = sorted({a.split(".")[1] for a in attrs if dataflow.is_chain(a) and "." in a})
+    if "." not in qualname or not attrs:
+        return []
+    cls_q, member = qualname.rsplit(".", 1)
+    bc = _class_node(astdiff.module_tree(base_text), cls_q)
+    tc = _class_node(astdiff.module_tree(theirs_text), cls_q)
+    if bc is None or tc is None:
+        return []
+    b_lines, t_lines = definitions.split_lines(base_text), definitions.split_lines(theirs_text)
+    bm, tm = _members(bc), _members(tc)
+    # an attribute assigned on both sides is the same attribute (another value is the flow of
+    # its own code); one assigned on one side only is new or gone
+    one_side = _assigned(bc) ^ _assigned(tc)
+    out = []
+    for name in sorted(bm.keys() | tm.keys()):
+        if name == member:
+            continue
+        b, t = bm.get(name), tm.get(name)
+        texts = (_text_of(b_lines, b) if b is not None else "") + (_text_of(t_lines, t) if t is not None else "")
+        if not any(a in texts for a in attrs):
+            continue
+        if b is not None and t is not None and astdiff.node_key(b) == astdiff.node_key(t):
+            continue
+        be, te = _flat(b), _flat(t)
+        # the method itself added, removed or its parameters changed: what self.<name> is
+        contract = name != "<body>" and (b is None or t is None or bool(dataflow.param_changes(b, t)))
+        for h in hunks(be, te):
+            ch = dataflow.change(be, te, h)
+            ch.rebinds = {k: v for k, v in ch.rebinds.items() if k in one_side}
+            if contract:
+                ch.rebinds.setdefault(f"self.{name}", (te or be)[0])
+                contract = False
+            out.append(Sibling(f"{cls_q}.{name}", ch, relpath))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -614,7 +983,10 @@ def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: st
     for x in exits:
         reads |= {r.split("::")[-1].split(".")[0] for r in x.names()[0]}
     changed = module_changes(base_module, theirs_module, theirs.relpath, sorted(reads)) if reads else {}
-    found = findings(base, ours, theirs, changed, exits)
+    attrs = {n for h in p_hunks for e in (*ours.elems[h.j1:h.j2], *base.elems[h.i1:h.i2]) for n in (*e.reads, *e.writes)
+             if dataflow.is_chain(n)}
+    sibs = siblings(base_module, theirs_module, qualname, theirs.relpath, attrs) if attrs else []
+    found = findings(base, ours, theirs, changed, sibs, exits)
     entry = {"qualname": qualname, "base": base.version, "base_path": base.relpath, "base_line": base.line,
              "path": theirs.relpath, "line": theirs.line, "findings": found, "score": None,
              "patch_text": "", "upstream_text": "", "view": view(base, ours, theirs, qualname, exits)}
@@ -805,9 +1177,9 @@ def _verdict(patch: Patch, target: CodeSource, entries: list[dict], problems: li
     where = ", ".join(definition_label(e["qualname"], e["path"], e["line"]) for e in entries)
     bases = ", ".join(sorted({e["base"] for e in entries}))
     return Verdict(DRIFTED, f"{where} changed since reviewed vllm {bases}, apart from the patch's change "
-                            f"(three-way: no upstream hunk touches it, no signature or name it relies on "
-                            f"changed, nothing lands on a path it skips); the transform applies and the "
-                            f"result compiles", entries)
+                            f"(three-way, by data flow: upstream's change shares no name with it, here or in "
+                            f"the class, changes no statement, condition or parameter it relies on, and no "
+                            f"jump skips either's change); the transform applies and the result compiles", entries)
 
 
 def _shown(qualname: str, relpath: str) -> str:

@@ -6,8 +6,8 @@ is keyed by its kind, its depth and the normalized AST of the statement (or of i
 header), so formatting and comments never count. Two flattened versions give an element
 diff (:func:`hunks`, base positions). Each element knows the names it reads and writes
 (:attr:`Elem.reads`, :attr:`Elem.writes`): scoped bare names ``scope::x``, attribute
-chains ``a.b``; a subscript store or a mutating method call (``x.append(...)``) writes
-``x``.
+chains ``a.b``; a subscript store or a mutating method call (``x.append(...)``,
+``x.set_dtype(...)``, ``x.copy_(...)``: :func:`mutates`) writes ``x``.
 
 The three-way verdict (:mod:`patchq.compat.threeway`) and the backward upstream detection
 (:mod:`patchq.plan.backward`) compare with it. Everything here is a pure function of the
@@ -26,7 +26,18 @@ FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 DEFS = (*FUNCS, ast.ClassDef)
 _MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "pop", "remove", "clear", "setdefault",
                        "discard", "popitem", "sort", "reverse", "__setitem__", "__delitem__"})
+#: method names that change their object by their name's shape: setters and registrations
+#: (``set_out_dtype``, ``register_hook``), and torch's in-place methods (``copy_``, ``fill_``)
+_MUTATOR_PREFIXES = ("set_", "update_", "reset", "register", "add_", "remove_", "clear_", "append_", "extend_",
+                     "insert_", "push", "put", "mark_", "resize", "zero_", "fill_", "copy_")
 _SKIP = frozenset({"type_comment"})
+
+
+def mutates(method: str) -> bool:
+    """True when calling ``method`` on an object is taken to change it (a list or dict
+    method, a setter or registration by its name, a torch in-place method ``x_``)."""
+    return method in _MUTATORS or method.startswith(_MUTATOR_PREFIXES) or \
+        (method.endswith("_") and not method.startswith("_"))
 
 
 # ---------------------------------------------------------------------------
@@ -44,6 +55,7 @@ class Elem:
         depth: nesting depth under the anchored definition. node: the statement.
         line, end: 1-based lines in its file. scope: names of the enclosing definitions.
         stop: index after the element's last descendant (its extent in the list).
+        block: a ``block`` element's field (``orelse``, ``finalbody``, ``handlers``, ...).
         reads, writes: names (scoped bare names ``scope::x``, attribute chains ``a.b``).
     """
 
@@ -55,6 +67,8 @@ class Elem:
     end: int
     scope: str
     stop: int = 0
+    #: a ``block`` element's field of its compound statement (``orelse``, ``finalbody``, ``handlers``...)
+    block: str = ""
     #: (nodes the names come from, their scope): reads/writes are computed on first use
     names_from: tuple = ()
     _names: tuple | None = None
@@ -184,9 +198,12 @@ def _note_changed(sub: ast.AST, scope: str, reads: set[str], writes: set[str]) -
         chain = attr_chain(sub.value)
         if chain:
             writes.add(_scoped(chain, scope))
-    elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _MUTATORS:
+    elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute):
         chain = attr_chain(sub.func.value)
-        if chain:
+        # a setter by its name's shape changes an attribute's object (self.gate.set_dtype(...)); on a
+        # bare name only a container method counts (x.append), and never on self/cls themselves
+        if chain and ("." in chain and mutates(sub.func.attr)
+                      or chain not in ("self", "cls") and sub.func.attr in _MUTATORS):
             writes.add(_scoped(chain, scope))
     elif isinstance(sub, ast.AugAssign):
         chain = attr_chain(sub.target)
@@ -254,6 +271,7 @@ def flatten(defn: ast.AST) -> list[Elem]:
                 m = add("block", depth, stmt, hash(f), scope, [], scope)
                 out[m].stop = m + 1
                 out[m].node = stmt  # for line numbers
+                out[m].block = f
             for item in value:
                 if isinstance(item, (ast.ExceptHandler, ast.match_case)):
                     h = add("head", depth + 1, item, node_key(item, ("body",)), scope,

@@ -941,7 +941,7 @@ def _backward(ws: Workspace, patch: Patch, hand, result: PatchResult, strict: bo
     """The backward upstream detection's word on a failed patch (:mod:`patchq.plan.backward`)."""
     from patchq.plan import backward as bw
 
-    verdict = bw.detect(patch, ws.source, ws)
+    verdict = bw.detect(patch, ws.source, ws, gone=result.failure == "gone")
     if verdict is None:
         return
     if hand is not None:  # the hand-written check wins

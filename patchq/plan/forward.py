@@ -96,3 +96,43 @@ def _renamed_helpers(ws: Workspace, ch: EditChange, nodes: list,
     group = [n for n in nodes if getattr(n, "name", None) not in renames]
     renames = meaning.used_by(renames, group)  # a helper only a framework calls is no evidence
     return renames, [n for n in nodes if getattr(n, "name", None) not in renames]
+
+
+def called_helpers(module_text: str, qualname: str, defn: ast.AST) -> list[tuple[str, ast.AST]]:
+    """The definitions ``defn`` (the definition ``qualname`` of a module whose text is
+    ``module_text``) calls, one level: the methods of its class it calls on ``self``/``cls``
+    and the module-level functions it calls by name, each (qualified name, node with the
+    file's line numbers), in the order of their first call, each once. Upstream often moves
+    a fix into such a helper (issue 35 class 5)."""
+    tree = astdiff.module_tree(module_text)
+    if tree is None:
+        return []
+    module_funcs = {n.name: n for n in tree.body if isinstance(n, astdiff.FUNCS)}
+    methods: dict[str, ast.AST] = {}
+    cls_q = qualname.rsplit(".", 1)[0] if "." in qualname else ""
+    if cls_q:
+        body: list = tree.body
+        cls = None
+        for part in cls_q.split("."):
+            cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == part), None)
+            if cls is None:
+                break
+            body = cls.body
+        if cls is not None:
+            methods = {n.name: n for n in cls.body if isinstance(n, astdiff.FUNCS)}
+    out: list[tuple[str, ast.AST]] = []
+    seen: set[str] = set()
+    calls = sorted((n for n in ast.walk(defn) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
+    for call in calls:
+        f = call.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("self", "cls") \
+                and f.attr in methods:
+            name, node = f"{cls_q}.{f.attr}", methods[f.attr]
+        elif isinstance(f, ast.Name) and f.id in module_funcs:
+            name, node = f.id, module_funcs[f.id]
+        else:
+            continue
+        if name not in seen and node is not defn and name != qualname:
+            seen.add(name)
+            out.append((name, node))
+    return out

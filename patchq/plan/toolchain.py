@@ -16,9 +16,9 @@ from patchq import __version__
 #: Planner sources (relative to the patchq package) whose change can change a plan.
 SOURCES = ("plan/engine.py", "plan/anchors.py", "plan/definitions.py", "plan/stmtpatch.py",
            "plan/results.py", "plan/relations.py", "plan/survival.py", "plan/validate.py",
-           "plan/backward.py", "plan/forward.py", "plan/meaning.py", "plan/astdiff.py", "plan/legacyops.py",
-           "plan/stmtviews.py", "edits.py", "sentinels.py", "model.py", "compat/gate.py", "compat/threeway.py",
-           "compat/drift.py")
+           "plan/backward.py", "plan/forward.py", "plan/meaning.py", "plan/astdiff.py", "plan/dataflow.py",
+           "plan/relocate.py", "plan/legacyops.py", "plan/stmtviews.py", "plan/moduleview.py", "edits.py",
+           "sentinels.py", "model.py", "compat/gate.py", "compat/threeway.py", "compat/drift.py")
 
 _digest: str | None = None
 

@@ -35,7 +35,8 @@ def test_review_blocks_check_and_apply_until_accepted(make_site, series_copy, cl
     assert "upstream changed what this patch touches" in row["reason"]
     assert re.search(r"vllm/v1/core/kv_cache_utils\.py:\d+", row["reason"])
     (entry,) = row["threeway"]
-    assert entry["base"] == "0.25.1" and entry["findings"][0]["rule"] == "overlap"
+    # the new mamba `elif` before the scaling branch decides whether the patch's insertion runs
+    assert entry["base"] == "0.25.1" and entry["findings"][0]["rule"] == "control"
     assert "== upstream's change (base -> theirs)" in entry["view"]
 
     site = make_site("0.26.0")

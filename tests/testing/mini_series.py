@@ -44,3 +44,19 @@ def mini_series(root: Path, pid: str, module: str, anchors: str) -> Path:
     (root / "series" / (pid.replace("-", "_") + ".py")).write_text(textwrap.dedent(module).lstrip())
     (root / "anchors" / f"{pid}.toml").write_text(textwrap.dedent(anchors).lstrip())
     return root / "series"
+
+
+def reviewed_patch(root: Path, pid: str, module: str, anchors: str, release: str, where: dict[str, tuple[str, str]]):
+    """A one-patch series (:func:`mini_series`) whose anchors record the fingerprint of their
+    definition on ``release`` (the real release tree; ``where``: anchor id -> (relpath,
+    qualname)), as a stack authored against that release has: the loaded patch."""
+    from patchq import series
+    from patchq.plan import anchors as A
+    from patchq.vllmdist import releases
+
+    tree = Path(releases.release_tree(release))
+    text = textwrap.dedent(anchors).lstrip()
+    for aid, (rel, qual) in where.items():
+        fp = A.fingerprint_ast(A.ast_index((tree / rel).read_text(encoding="utf-8"))[qual][0])
+        text += f'\n[anchors.{aid}.fingerprints]\n"{release}" = "{fp}"\n'
+    return series.load(mini_series(root, pid, module, text)).patch(pid)
