@@ -161,7 +161,9 @@ def test_a_fix_upstream_moved_into_a_helper_on_real_code(tmp_path):
                                       "check_moe_marlin_supports_layer")})
     r = engine.plan(sources.release_source("0.27.0"), [patch]).results[0]
     assert r.status == engine.UPSTREAMED, r.reason
-    assert r.reason.endswith("(vllm/model_executor/layers/quantization/utils/marlin_utils.py:377)")
+    # the helper's statement, named with the helper the anchored definition calls
+    assert r.reason.endswith("(vllm/model_executor/layers/quantization/utils/marlin_utils.py:377, in "
+                             "check_moe_marlin_supports_config, which check_moe_marlin_supports_layer calls)"), r.reason
 
 
 ACCEPTED = '''
