@@ -19,6 +19,12 @@ Layout under the root (who writes each entry)::
     runtime/hooks/, runtime/sources/   prepared import hooks     (env/hookdir.py)
     logs/                   logs of long-running helpers
     test-envs/, venvs/      environments built by tests and lab tools
+    probe/<python>-<platform>/          CPU environments of `patchq probe` (probe/env.py):
+        torch/<version>/                one CPU torch, shared by every release
+        dists/<name>-<version>/         one installed distribution, shared by every release
+        envs/<dist>-<version>/env.json  what a release's environment holds (dists, torch, why)
+        runs/<dist>-<version>/          the patched copy a probe imports (made anew each run)
+        pycache/                        byte code of all of the above (-X pycache_prefix)
 """
 
 from __future__ import annotations
@@ -133,6 +139,11 @@ def hook_sources() -> Path:
 def logs() -> Path:
     """``<root>/logs``."""
     return root() / "logs"
+
+
+def probe() -> Path:
+    """``<root>/probe``: the CPU environments ``patchq probe`` builds (:mod:`patchq.probe.env`)."""
+    return root() / "probe"
 
 
 def test_envs() -> Path:
