@@ -83,8 +83,9 @@ def _fla_utils():
     for module in BACKEND_MODULES:
         try:
             return importlib.import_module(module)
-        except ImportError:
-            continue
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # the module is there but cannot import: say so
+                raise
     raise AssertionError(f"none of {', '.join(BACKEND_MODULES)} imports")
 
 

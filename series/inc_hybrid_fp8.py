@@ -141,14 +141,15 @@ def fp8_shared_expert():
     the shared expert's ``down_proj`` (exact name) and fused ``gate_up_proj`` (its shards,
     through ``packed_modules_mapping``) must give ``Fp8LinearMethod`` with the checkpoint's
     128x128 blocks, the router ``UnquantizedLinearMethod``. ``Fp8LinearMethod`` reads the
-    model dtype from the current vLLM config: a config whose ``model_config`` says bf16 is
-    current for the call.
+    model dtype from the serving config (``get_current_vllm_config().model_config``), which
+    a CPU process without a model cannot build: the fp8 module's lookup answers bf16 for
+    the call.
     """
     import tempfile
     from types import SimpleNamespace
 
     import torch
-    from vllm.config import VllmConfig, set_current_vllm_config
+    import vllm.model_executor.layers.quantization.fp8 as fp8_mod
     from vllm.model_executor.layers.linear import LinearBase
     from vllm.model_executor.layers.quantization.inc import INCConfig
 
@@ -159,11 +160,16 @@ def fp8_shared_expert():
     assert config.fp8_layers == {f"{SHARED}.{p}" for p in ("gate_proj", "up_proj", "down_proj")}, config.fp8_layers
     layer = LinearBase.__new__(LinearBase)
     torch.nn.Module.__init__(layer)
-    vllm_config = VllmConfig()
-    object.__setattr__(vllm_config, "model_config", SimpleNamespace(dtype=torch.bfloat16))
-    with set_current_vllm_config(vllm_config):
+    current = SimpleNamespace(model_config=SimpleNamespace(dtype=torch.bfloat16))
+    saved = getattr(fp8_mod, "get_current_vllm_config", None)
+    try:
+        if saved is not None:  # Fp8LinearMethod reads the model dtype from the serving config
+            fp8_mod.get_current_vllm_config = lambda: current
         chosen = {prefix: config.get_quant_method(layer, prefix)
                   for prefix in (f"{SHARED}.down_proj", f"{SHARED}.gate_up_proj", ROUTER)}
+    finally:
+        if saved is not None:
+            fp8_mod.get_current_vllm_config = saved
     names = {p: type(m).__name__ for p, m in chosen.items()}
     assert names[f"{SHARED}.down_proj"] == names[f"{SHARED}.gate_up_proj"] == "Fp8LinearMethod", names
     assert names[ROUTER] == "UnquantizedLinearMethod", names

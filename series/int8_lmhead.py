@@ -124,13 +124,15 @@ def cpu_reference():
     """Forced on CPU with the bf16 weight freed: the int8 reference path's logits match bf16 (argmax equal, error < 2%).
 
     ``PATCHQ_INT8_LMHEAD_FORCE=1`` makes a CPU weight eligible, ``MIN_ROWS=16`` a 256-row
-    head, ``KEEP_BF16=0`` frees the bf16 weight, so every batch reads the per-row int8
-    copy (:func:`patchq_runtime.int8_lmhead.int8_linear_reference` on CPU).
+    head, ``KEEP_BF16=0`` frees the bf16 weight (``FREE_ANY=1``: the tiny head is no
+    ``ParallelLMHead``), so every batch reads the per-row int8 copy
+    (:func:`patchq_runtime.int8_lmhead.int8_linear_reference` on CPU).
     """
     import torch
 
     logits, reference, lm_head = _logits({"PATCHQ_INT8_LMHEAD_FORCE": "1", "PATCHQ_INT8_LMHEAD_MIN_ROWS": "16",
-                                          "PATCHQ_INT8_LMHEAD_KEEP_BF16": "0", "PATCHQ_INT8_LMHEAD_WARMUP": "0"})
+                                          "PATCHQ_INT8_LMHEAD_KEEP_BF16": "0", "PATCHQ_INT8_LMHEAD_WARMUP": "0",
+                                          "PATCHQ_INT8_LMHEAD_FREE_ANY": "1"})
     assert getattr(lm_head, "_patchq_int8_state", None) == "int8", "the int8 path was not taken"
     assert getattr(lm_head.weight, "_patchq_int8_freed", False), "the bf16 weight was not freed"
     err = (logits.float() - reference.float()).abs().max().item()

@@ -88,7 +88,10 @@ def _unify():
     for module in UNIFY_MODULES:
         try:
             return importlib.import_module(module).unify_kv_cache_spec_page_size
-        except (ImportError, AttributeError):
+        except ModuleNotFoundError as exc:
+            if exc.name != module:  # the module is there but cannot import: say so
+                raise
+        except AttributeError:
             continue
     raise AssertionError(f"unify_kv_cache_spec_page_size not found in {', '.join(UNIFY_MODULES)}")
 
