@@ -1,7 +1,7 @@
 """The import and probe levels of the Spark series on every release: the committed evidence.
 
-``run`` calls ``patchq probe --vllm X --all --pristine --json`` for each release, one after
-another (each builds the release's CPU environment the first time, in patchq's cache), and
+``run`` calls ``patchq probe --vllm X --all --pristine --json`` for each release, the
+newest first, one after another (a release whose file exists is skipped: a run resumes) (each builds the release's CPU environment the first time, in patchq's cache), and
 writes ``<out>/probe-<X>.json`` (``patchq.probe/1``: a levels file ``patchq matrix --levels``
 merges). A release whose environment cannot be had is recorded all the same (its cells *not
 probeable*, with the reason). A second pass (``--warm``) times the warm probe of the
@@ -34,6 +34,8 @@ def run(releases: list[str], out: Path, warm: bool) -> int:
     out.mkdir(parents=True, exist_ok=True)
     worst = 0
     for rel in releases:
+        if (out / f"probe-{rel}.json").is_file():  # done by an earlier run: resume
+            continue
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "patchq", "probe", "--vllm", rel, "--all", "--pristine",
                                "--series", str(REPO / "series"), "--json"], capture_output=True, text=True)
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from patchq.vllmdist import releases
 
-    found = [str(v) for v in releases.list_releases(a.releases)]
+    found = [str(v) for v in reversed(releases.list_releases(a.releases))]  # the newest first
     return run(found, a.out, a.warm)
 
 

@@ -122,7 +122,11 @@ def _marker_env() -> dict[str, str]:
 
 def _pip(args: list[str], timeout: float = 1800.0) -> subprocess.CompletedProcess:
     """``<this python> -m pip ARGS`` (pip's own configuration applies: indexes, find-links,
-    constraints). Raises NotProbeable when pip is missing."""
+    constraints). Raises NotProbeable when pip is missing, or when it would reach an index
+    while ``PATCHQ_OFFLINE=1`` forbids the network."""
+    if os.environ.get("PATCHQ_OFFLINE", "") not in ("", "0") and "--no-index" not in args:
+        raise NotProbeable(f"PATCHQ_OFFLINE=1 forbids the network, and pip {args[0]} must ask the index "
+                           f"(the release's CPU environment is not built yet)")
     try:
         proc = subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
                               capture_output=True, text=True, timeout=timeout)
