@@ -1,8 +1,8 @@
 """The import and probe levels of the Spark series on every release: the committed evidence.
 
 ``run`` calls ``patchq probe --vllm X --all --pristine --json`` for each release, the
-newest first, one after another (a release whose file exists is skipped: a run resumes) (each builds the release's CPU environment the first time, in patchq's cache), and
-writes ``<out>/probe-<X>.json`` (``patchq.probe/1``: a levels file ``patchq matrix --levels``
+newest first, one after another (a release whose file exists is skipped: a run resumes;
+each builds the release's CPU environment the first time, in patchq's cache), and writes ``<out>/probe-<X>.json`` (``patchq.probe/1``: a levels file ``patchq matrix --levels``
 merges). A release whose environment cannot be had is recorded all the same (its cells *not
 probeable*, with the reason). A second pass (``--warm``) times the warm probe of the
 ``dense`` profile alone. ``table`` prints the per-release table from those files: torch (its

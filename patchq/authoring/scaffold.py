@@ -384,6 +384,8 @@ _ACTION_WITH = """\
         with:
           releases: ">=0.23.0"       # the matrix's releases
           fail-on-blocking: "true"   # a blocking cell fails the run
+          # probe: "0.34.0"          # also import each listed release on CPU and run the cases (patchq probe);
+          #                          # one job per release: a job matrix, each with matrix: "false" (action.yml)
 """
 
 #: Without ``--action``: the action is checked out from the repository variables

@@ -3,7 +3,7 @@
 :func:`build` checks each release once (:func:`patchq.compat.check.check_profiles`: one plan of
 the union of the profiles' patches, so each target file is parsed once per release, then
 exact per-profile views), releases in parallel processes. Deeper evidence is merged from
-JSON records: ``--levels`` (``lab/cpu_levels.py``: ``import`` and ``probe`` on CPU) and
+JSON records: ``--levels`` (``patchq probe``: ``import`` and ``probe`` on CPU) and
 ``--boot`` (GPU boot records, docs/boot.md: every run of a profile and its negative controls,
 grouped by :mod:`patchq.compat.matrix_boot`).
 

@@ -239,14 +239,24 @@ def _case_result(rows: list[dict[str, Any]]) -> tuple[str, str]:
 def _target(series: Series, env: ProbeEnv, out: Outcome, site: Path, links: Path, name: str,
             wanted: list[Patch]) -> None:
     """Apply one target, then its import and probe levels (module docstring)."""
-    from patchq.commands import apply as apply_cmd
+    from patchq.env.converge import converge
+    from patchq.errors import PatchqError, PlanFailed
+    from patchq.hashing import series_summary
+    from patchq.report import patch_rows
     from patchq.vllmdist.sources import installed
 
     target = installed(site)
-    digest = apply_cmd.summary(series)
+    digest = series_summary(series.root, series.anchors_root, syntax=True)
+    modules = sorted({rel for rels in digest["modules"].values() for rel in rels})
     profile = None if name.startswith(ALONE) else name
-    doc, code = apply_cmd.converge_to("apply", target, profile, wanted, profile=profile, summary=digest,
-                                      modules=apply_cmd.modules_of(digest))
+    try:  # apply's converge (patchq apply); the copy is no environment this interpreter runs
+        converged = converge(target, wanted, profile=profile, summary=digest, modules=modules)
+        doc: dict[str, Any] = {"error": None, "patches": patch_rows(converged.plan)}
+        code = 0
+    except PlanFailed as exc:
+        doc, code = {"error": str(exc), "patches": patch_rows(exc.plan)}, exc.exit_code
+    except PatchqError as exc:
+        doc, code = {"error": str(exc), "patches": []}, exc.exit_code
     rows = {r["id"]: r for r in doc["patches"]}
     out.applied[name] = {"ok": code == 0, "exit_code": code, "error": doc.get("error"),
                          "patches": {pid: r["status"] for pid, r in rows.items()}}

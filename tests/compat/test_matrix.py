@@ -226,7 +226,7 @@ def test_levels_of_another_patch_hash_are_stale():
     cell = {"hash": "aaaaaaaaaaaa", "blocking": False, "status": "applies"}
     matrix.merge_levels(cell, {"import": {"hash": "bbbbbbbbbbbb", "result": "ok", "detail": "x"}}, None)
     assert cell["levels"]["import"]["result"] == "stale"
-    assert "re-run lab/cpu_levels.py" in cell["levels"]["import"]["detail"]
+    assert "re-run patchq probe" in cell["levels"]["import"]["detail"]
     assert (cell["level"], cell["failed_level"]) == ("source", None)
 
 
