@@ -40,7 +40,8 @@ _STYLE = {
     **dict.fromkeys(("applied", "applies", "ok", "patched", "clean", "initialized"), "good"),
     **dict.fromkeys(("stale", "applies-drifted", "moved", "needs-variant", "not applied"), "warn"),
     **dict.fromkeys(("foreign", "modified", "missing", "conflict", "gone", "failed", "interaction",
-                     "partially-upstreamed", "not-in-series", "failed-at-base", "unsupported"), "bad"),
+                     "partially-upstreamed", "not-in-series", "failed-at-base", "unsupported", "fails-import",
+                     "fails-probe"), "bad"),
     **dict.fromkeys(("upstreamed", "superseded", "absent", "not-applicable", "skipped"), "info"),
 }
 _colour: dict[bool, bool] = {}
@@ -286,7 +287,10 @@ def check_next(doc: CheckDoc) -> list[str]:
     edited = [p["id"] for p in doc["patches"] if p["blocking"] and VERIFIED_HERE in (p["reason"] or "")]
     steps += [f"fix anchors/{pid}.toml or the patch: {pid} fails on vllm {version}, where it was verified"
               for pid in edited]
-    blocking = [p["id"] for p in doc["patches"] if p["blocking"] and p["id"] not in review + edited]
+    probed = [p["id"] for p in doc["patches"] if p["status"] in ("fails-import", "fails-probe")]
+    steps += [f"`patchq probe --vllm {version} --patch {pid}` shows the failing import or case (its frame): fix "
+              f"the patch, or the case when the behaviour changed on purpose" for pid in probed]
+    blocking = [p["id"] for p in doc["patches"] if p["blocking"] and p["id"] not in review + edited + probed]
     if blocking:
         ids = " ".join(f"--patch {pid}" for pid in blocking)
         return steps + [f"`patchq rebase --to {version} {ids}` carries them to vllm {version} "
