@@ -34,8 +34,9 @@ def run(releases: list[str], out: Path, warm: bool) -> int:
     out.mkdir(parents=True, exist_ok=True)
     worst = 0
     for rel in releases:
-        if (out / f"probe-{rel}.json").is_file():  # done by an earlier run: resume
-            continue
+        if (out / f"probe-{rel}.json").is_file() or (out / f".probe-{rel}.running").exists():
+            continue  # done by an earlier run (resume), or by another runner now
+        (out / f".probe-{rel}.running").write_text("")
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "patchq", "probe", "--vllm", rel, "--all", "--pristine",
                                "--series", str(REPO / "series"), "--json"], capture_output=True, text=True)
@@ -51,6 +52,7 @@ def run(releases: list[str], out: Path, warm: bool) -> int:
             doc["warm_dense_s"] = round(time.perf_counter() - t1, 1)
             doc["warm_dense_exit"] = again.returncode
         (out / f"probe-{rel}.json").write_text(json.dumps(doc, indent=1) + "\n")
+        (out / f".probe-{rel}.running").unlink()
         worst = max(worst, proc.returncode)
         print(f"{rel}: exit {proc.returncode} in {doc['wall_s']} s", file=sys.stderr, flush=True)
     return worst
@@ -99,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--releases", required=True)
     r.add_argument("--out", required=True, type=Path)
     r.add_argument("--warm", action="store_true")
+    r.add_argument("--oldest-first", action="store_true", help="a second runner beside one going newest first")
     t = sub.add_parser("table")
     t.add_argument("folder", type=Path)
     a = ap.parse_args(argv)
@@ -107,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from patchq.vllmdist import releases
 
-    found = [str(v) for v in reversed(releases.list_releases(a.releases))]  # the newest first
+    found = [str(v) for v in releases.list_releases(a.releases)]
+    if not a.oldest_first:
+        found.reverse()  # the newest first
     return run(found, a.out, a.warm)
 
 

@@ -12,7 +12,10 @@ Two modes (``IN["mode"]``):
 ``scan``
     import ``IN["modules"]`` with a *stand-in finder* last on ``sys.meta_path``: a top-level
     module nothing provides is replaced by a placeholder module, so one pass sees every
-    missing module instead of the first. For each it records who imported it. An import
+    missing module instead of the first. Only an import from vLLM's own files (``IN["site"]``)
+    gets a stand-in: a dependency's import of a missing module fails as it would (its
+    requirements are installed with it, what else it tries is its own optional path). For
+    each it records who imported it. An import
     that is guarded (inside ``try:`` catching ``ImportError``, ``Exception``...: an
     optional dependency) gets no stand-in: it fails as it would, the code's own fallback
     runs, and it is recorded as optional. ``importlib.util.find_spec`` is answered truthfully (None), so
@@ -38,6 +41,8 @@ import time
 # the stand-in finder's record: name -> (file, line) of the first import of it, unguarded / guarded
 _MISSING: dict = {}
 _OPTIONAL: dict = {}
+# the scan's vLLM copy: only imports from its files get stand-ins
+_SITE = ""
 
 
 def _set_paths(paths):
@@ -112,6 +117,8 @@ def _stand_in_finder():
             where = _importer_frame()
             if guarded(*where):  # optional: the code's own fallback runs, as it would here
                 _OPTIONAL.setdefault(top, where)
+                return None
+            if _SITE and not where[0].startswith(_SITE):  # a dependency's own import: it fails as it would
                 return None
             _MISSING.setdefault(top, where)
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
@@ -203,6 +210,8 @@ def _frames(exc, series_dir):
 def scan(job):
     import importlib
 
+    global _SITE
+    _SITE = job.get("site", "")
     sys.meta_path.append(_stand_in_finder())
     errors = {}
     for module in job["modules"]:

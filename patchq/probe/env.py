@@ -672,7 +672,7 @@ class ProbeEnv:
         t0 = time.perf_counter()
         for _ in range(MAX_ROUNDS):
             self.doc["rounds"] += 1
-            out = run_child(self, {"mode": "scan", "modules": modules}, site, extra_paths)
+            out = run_child(self, {"mode": "scan", "modules": modules, "site": str(site)}, site, extra_paths)
             # what vLLM's own files import unguarded; a dependency's own imports are its
             # requirements' business (installed with it) or its optional paths
             required = {m["name"] for m in out["missing"] if not m["guarded"] and m["file"].startswith(str(site))}

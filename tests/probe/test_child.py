@@ -53,7 +53,7 @@ def test_guarded_knows_an_optional_import(tmp_path):
 
 def test_scan_sees_every_missing_module_in_one_pass(tmp_path):
     site = _site(tmp_path)
-    out = _run(tmp_path, {"mode": "scan", "modules": ["pkg.mod"], "paths": [str(site)]})
+    out = _run(tmp_path, {"mode": "scan", "modules": ["pkg.mod"], "paths": [str(site)], "site": str(site)})
     names = {m["name"]: m for m in out["missing"]}
     assert set(names) >= {"not_installed_a", "not_installed_b", "optional_c"}
     assert not names["not_installed_a"]["guarded"] and not names["not_installed_b"]["guarded"]
