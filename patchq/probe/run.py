@@ -10,7 +10,8 @@ CPU environment (:mod:`patchq.probe.env`):
    unpatched copy: evidence of what upstream does, and the check of a case's
    ``pristine=`` claim;
 3. per target: ``apply`` (the converge every apply does, so the previous target's
-   patches are reverted), the environment made to import the changed modules (built on
+   patches are reverted; a target with the same patches as an earlier one, as the Spark
+   series' ``mtp`` and ``base``, takes that one's records, saying so), the environment made to import the changed modules (built on
    first use), then one fresh interpreter (:mod:`patchq.probe.child`) that imports every
    module a patch changed (the **import** level: it imports, its file carries the patch's
    sentinel, the patch's ``runtime_names`` resolve there) and runs each applied patch's
@@ -156,10 +157,18 @@ def probe_release(series: Series, release: str, targets: Sequence[str], *, dist:
             if pristine:
                 every = list({p.id: p for ps in patches.values() for p in ps}.values())
                 _pristine(series, env, out, site, links, every)
+            done: dict[tuple[str, ...], str] = {}
             for name, wanted in patches.items():
+                same = done.get(tuple(p.id for p in wanted))
+                if same is not None:  # the same patches as an earlier target (mtp and base): the same copy
+                    out.records += [dict(r, profile=name, detail=f"{r['detail']} (as {same}: the same patches)")
+                                    for r in out.records if r["profile"] == same]
+                    out.applied[name] = out.applied[same]
+                    continue
                 t1 = time.perf_counter()
                 _target(series, env, out, site, links, name, wanted)
                 out.seconds[name] = round(time.perf_counter() - t1, 1)
+                done[tuple(p.id for p in wanted)] = name
         finally:
             shutil.rmtree(site, ignore_errors=True)
     out.seconds["total"] = round(time.perf_counter() - t0, 1)
