@@ -14,10 +14,11 @@ CPU environment (:mod:`patchq.probe.env`):
    series' ``mtp`` and ``base``, takes that one's records, saying so), the environment
    made to import the changed modules (built on first use), then one fresh interpreter
    (:mod:`patchq.probe.child`) that imports every module a patch changed (the **import**
-   level: it imports, its file carries the patch's sentinel, the patch's ``runtime_names`` resolve there) and runs each applied patch's
-   cases (the **probe** level). A module that fails to import is imported again from the
-   pristine release: when that fails too, the release's own module does not import here
-   and the cell is *not probeable* (never passed), else the patch broke it.
+   level: it imports, its file carries the patch's sentinel, the patch's
+   ``runtime_names`` resolve there) and runs each applied patch's cases (the **probe**
+   level). A module that fails to import is imported again from the pristine release:
+   when that fails too, the release's own module does not import here and the cell is
+   *not probeable* (never passed), else the patch broke it.
 
 Each result is a levels record (the ``patchq.levels/1`` shape ``patchq matrix --levels``
 merges)::
