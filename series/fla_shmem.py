@@ -84,8 +84,8 @@ def _fla_utils():
         try:
             return importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name != module:  # the module is there but cannot import: say so
-                raise
+            if not (exc.name and (module == exc.name or module.startswith(exc.name + "."))):
+                raise  # the module is there but cannot import: say so
     raise AssertionError(f"none of {', '.join(BACKEND_MODULES)} imports")
 
 

@@ -89,8 +89,8 @@ def _unify():
         try:
             return importlib.import_module(module).unify_kv_cache_spec_page_size
         except ModuleNotFoundError as exc:
-            if exc.name != module:  # the module is there but cannot import: say so
-                raise
+            if not (exc.name and (module == exc.name or module.startswith(exc.name + "."))):
+                raise  # the module is there but cannot import: say so
         except AttributeError:
             continue
     raise AssertionError(f"unify_kv_cache_spec_page_size not found in {', '.join(UNIFY_MODULES)}")

@@ -603,37 +603,63 @@ class ProbeEnv:
         """{canonical name: version} of the environment's distributions."""
         return dict(k.rsplit("-", 1) for k in self.doc["dists"])
 
-    def closure(self, wanted: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-        """The distributions to install for ``wanted`` ({canonical name: requirement}): each with what it requires
-        (markers and extras evaluated), level by level, minus what the environment holds and
-        :data:`LEFT_OUT`; each version is pip's newest for the first requirement that named it
-        (a later requirement it does not meet is recorded under ``conflicts``)."""
+    def closure(self, wanted: Mapping[str, str], passes: int = 4) -> dict[str, dict[str, Any]]:
+        """The distributions to install for ``wanted`` ({canonical name: requirement}): each
+        with what it requires (markers and extras evaluated), level by level, minus
+        :data:`LEFT_OUT`. Each version is pip's newest for every requirement met so far on
+        that name (their ranges intersected); a version a later requirement excludes is asked
+        again with all of them, pass after pass (``passes``), so ``transformers``' cap on
+        ``tokenizers`` wins over vLLM's looser ``tokenizers>=...``; one the environment holds
+        already is replaced the same way. What no pass settles is recorded under
+        ``conflicts``. Returns the distributions to add or replace."""
         idx = self._index()
         have = self.installed()
+        specs: dict[str, Requirement] = {}
+
+        def merge(text: str) -> str:
+            req = Requirement(text)
+            key = canonicalize_name(req.name)
+            old = specs.get(key)
+            if old is not None:
+                req.specifier &= old.specifier
+                req.extras |= old.extras
+            specs[key] = req
+            return key
+
+        def ok(name: str, version: str) -> bool:
+            req = specs.get(name)
+            return req is None or not req.specifier or req.specifier.contains(version, prereleases=True)
+
         want: dict[str, dict[str, Any]] = {}
-        level = dict(wanted)
-        depth = 0
-        while level:
-            self._query(idx, level, 10 + depth)
-            nxt: dict[str, str] = {}
-            for n, text in level.items():
-                item = idx.get(n)
-                if item is None:
-                    continue
-                want[n] = item
-                for key, req in self._requires(item, text).items():
-                    if key in LEFT_OUT:
+        for _ in range(passes):
+            want = {}
+            level = {merge(t): bare(specs[canonicalize_name(Requirement(t).name)]) for t in wanted.values()}
+            depth = 0
+            while level:
+                self._query(idx, level, 10 + depth)
+                nxt: dict[str, str] = {}
+                for n, text in level.items():
+                    item = idx.get(n)
+                    if item is None:
                         continue
-                    spec = Requirement(req).specifier
-                    version = have.get(key) or (want.get(key) or idx.get(key) or {}).get("version")
-                    if version and spec and not spec.contains(version, prereleases=True):
-                        self.doc["conflicts"][f"{n} requires {req}"] = f"the environment has {key} {version}"
-                    if key not in have and key not in want and key not in level:
-                        nxt.setdefault(key, req)
-            level = nxt
-            depth += 1
+                    want[n] = item
+                    for key, req in self._requires(item, text).items():
+                        if key in LEFT_OUT:
+                            continue
+                        merge(req)
+                        if key not in want and key not in level and (key not in have or key in specs):
+                            nxt.setdefault(key, bare(specs[key]))
+                level = nxt
+                depth += 1
+            stale = [n for n in want if not ok(n, have[n] if n in have and ok(n, have[n]) else want[n]["version"])]
+            if not stale:
+                break
+            for n in stale:  # asked again with every range met on it
+                idx.pop(n, None)
+        self.doc["conflicts"] = {f"{n}: {specs[n]}": f"pip's answer {want[n]['version']} is outside it"
+                                 for n in want if not ok(n, want[n]["version"]) and not (n in have and ok(n, have[n]))}
         self._save_index(idx)
-        return {n: item for n, item in want.items() if n not in have}
+        return {n: item for n, item in want.items() if not (n in have and ok(n, have[n]))}
 
     def grow(self, modules: Iterable[str], why: str) -> list[str]:
         """Install the distributions that provide ``modules`` (:meth:`providers`) and their
@@ -648,6 +674,10 @@ class ProbeEnv:
             if m not in found:
                 self.doc["unprovided"][m] = f"no requirement of vllm {self.release} provides it ({why})"
         new = self.closure(dict(sorted(found.values())))
+        have = self.installed()
+        for n in new:  # another version of one the environment holds: replaced
+            if n in have:
+                self.doc["dists"].pop(f"{n}-{have[n]}", None)
         t0 = time.perf_counter()
         got = install(new.values())
         self.doc["seconds"]["install"] = round(self.doc["seconds"].get("install", 0) + time.perf_counter() - t0, 1)
