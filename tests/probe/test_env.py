@@ -104,3 +104,39 @@ def test_a_real_environment_imports_the_release_and_is_reused():
     assert again.dir == env.dir and (env.dir / "env.json").is_file()
     doc = json.loads((env.dir / "env.json").read_text())
     assert doc["schema"] == env_mod.ENV_SCHEMA and any(k.startswith("torch-") for k in doc["dists"])
+
+
+def _fake_index(monkeypatch, dists):
+    """``dry_run`` answered from ``dists`` ({name: {version: [requires]}}): the newest version
+    each requirement admits, as pip without dependencies answers."""
+    from packaging.specifiers import SpecifierSet
+
+    def dry_run(reqs, *, no_deps, constraints=(), max_drops=16):
+        items = {}
+        for text in reqs:
+            req = Requirement(text)
+            name = env_mod.canonicalize_name(req.name)
+            ok = [v for v in dists[name] if SpecifierSet(str(req.specifier)).contains(v, prereleases=True)]
+            v = max(ok, key=Version)
+            items[name] = {"name": name, "version": v, "url": "", "requires": dists[name][v], "extras": [],
+                           "requested": True}
+        return env_mod.Resolution(items)
+
+    monkeypatch.setattr(env_mod, "dry_run", dry_run)
+
+
+def test_a_version_meets_every_requirement_on_it(tmp_path, monkeypatch):
+    """vLLM asks tokenizers>=0.21 (newest: 0.23.3); transformers caps it at 0.23.0: the cap
+    wins, and a version the environment holds that the cap excludes is replaced."""
+    _fake_index(monkeypatch, {
+        "transformers": {"4.57.0": ["tokenizers<=0.23.0,>=0.22.0", "regex"]},
+        "tokenizers": {"0.22.1": [], "0.23.0": [], "0.23.3": []},
+        "regex": {"2026.1": []},
+    })
+    env = env_mod.ProbeEnv("9.9.9", "vllm", tmp_path, tmp_path / "env", {
+        "dists": {"regex-2026.1": "x", "tokenizers-0.23.3": "y"}, "conflicts": {}, "unresolved": {},
+        "seconds": {}})
+    (tmp_path / "env").mkdir()
+    new = env.closure({"tokenizers": "tokenizers>=0.21.1", "transformers": "transformers>=4.56"})
+    assert {n: i["version"] for n, i in new.items()} == {"transformers": "4.57.0", "tokenizers": "0.23.0"}
+    assert env.doc["conflicts"] == {}
