@@ -140,16 +140,16 @@ def fp8_shared_expert():
     synthetic checkpoint's safetensors headers; ``get_quant_method`` of a linear layer at
     the shared expert's ``down_proj`` (exact name) and fused ``gate_up_proj`` (its shards,
     through ``packed_modules_mapping``) must give ``Fp8LinearMethod`` with the checkpoint's
-    128x128 blocks, the router ``UnquantizedLinearMethod``. ``Fp8LinearMethod`` reads the
-    model dtype from the serving config (``get_current_vllm_config().model_config``), which
-    a CPU process without a model cannot build: the fp8 module's lookup answers bf16 for
-    the call.
+    128x128 blocks, the router ``UnquantizedLinearMethod``. ``Fp8LinearMethod`` and the
+    kernels it picks read the serving config (``get_current_vllm_config()``): a
+    ``VllmConfig`` on the CPU device, whose ``model_config`` (no model: a namespace)
+    says bf16, is current for the call.
     """
     import tempfile
     from types import SimpleNamespace
 
     import torch
-    import vllm.model_executor.layers.quantization.fp8 as fp8_mod
+    from vllm.config import DeviceConfig, VllmConfig, set_current_vllm_config
     from vllm.model_executor.layers.linear import LinearBase
     from vllm.model_executor.layers.quantization.inc import INCConfig
 
@@ -160,16 +160,12 @@ def fp8_shared_expert():
     assert config.fp8_layers == {f"{SHARED}.{p}" for p in ("gate_proj", "up_proj", "down_proj")}, config.fp8_layers
     layer = LinearBase.__new__(LinearBase)
     torch.nn.Module.__init__(layer)
-    current = SimpleNamespace(model_config=SimpleNamespace(dtype=torch.bfloat16))
-    saved = getattr(fp8_mod, "get_current_vllm_config", None)
-    try:
-        if saved is not None:  # Fp8LinearMethod reads the model dtype from the serving config
-            fp8_mod.get_current_vllm_config = lambda: current
+    # Fp8LinearMethod and the kernels it picks read the serving config: one on CPU, bf16
+    vllm_config = VllmConfig(device_config=DeviceConfig(device="cpu"))
+    object.__setattr__(vllm_config, "model_config", SimpleNamespace(dtype=torch.bfloat16))
+    with set_current_vllm_config(vllm_config):
         chosen = {prefix: config.get_quant_method(layer, prefix)
                   for prefix in (f"{SHARED}.down_proj", f"{SHARED}.gate_up_proj", ROUTER)}
-    finally:
-        if saved is not None:
-            fp8_mod.get_current_vllm_config = saved
     names = {p: type(m).__name__ for p, m in chosen.items()}
     assert names[f"{SHARED}.down_proj"] == names[f"{SHARED}.gate_up_proj"] == "Fp8LinearMethod", names
     assert names[ROUTER] == "UnquantizedLinearMethod", names
