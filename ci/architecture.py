@@ -37,6 +37,7 @@ FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("testing", ("testing",)),
     ("authoring/", ()),
     ("compat/", ()),
+    ("probe/", ()),
     ("series", ("series", "discovery")),
     ("env/", ()),
     ("runtime/", ()),

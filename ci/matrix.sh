@@ -4,13 +4,14 @@
 #   ci/matrix.sh [OUT_DIR]          (default OUT_DIR: matrix)
 #
 # Environment (all optional):
-#   PATCHQ_RELEASES  release range or list        (default '>=0.20.2,<=0.33.0')
+#   PATCHQ_RELEASES  release range or list        (default '>=0.15.1': every release to the newest the index lists)
 #   PATCHQ_PROFILES  comma-separated profiles     (default base,mtp,dflash,dense)
 #   PATCHQ_WORKERS   releases checked in parallel (default: number of CPUs)
-#   PATCHQ_LEVELS    space-separated lab/cpu_levels.py JSON files to merge (import/probe)
-#                    (default: lab/evidence/levels-*.json)
+#   PATCHQ_LEVELS    space-separated `patchq probe --json` files to merge (import/probe)
+#                    (default: lab/evidence/probe/probe-*.json)
 #   PATCHQ_BOOT      space-separated boot-record JSON files to merge (boot level)
-#                    (default: lab/evidence/boot-*.json[l]; lab/boot.py's results.jsonl works)
+#                    (default: lab/evidence/boot-*.json[l] and cpu-limits.jsonl, the unpatched
+#                    controls; lab/boot.py's results.jsonl works)
 #   PATCHQ_STRICT    1: fail the job when a cell blocks (apply would fail); default 0:
 #                    the report is published either way and the job stays green
 #   PATCHQ           the patchq command (default: patchq)
@@ -20,15 +21,15 @@
 set -euo pipefail
 
 out="${1:-matrix}"
-releases="${PATCHQ_RELEASES:->=0.20.2,<=0.33.0}"
+releases="${PATCHQ_RELEASES:->=0.15.1}"
 profiles="${PATCHQ_PROFILES:-base,mtp,dflash,dense}"
 workers="${PATCHQ_WORKERS:-$(nproc 2>/dev/null || echo 2)}"
 patchq="${PATCHQ:-patchq}"
 
 here="$(cd "$(dirname "$0")" && pwd)"
 shopt -s nullglob
-default_levels=("$here"/../lab/evidence/levels-*.json)
-default_boot=("$here"/../lab/evidence/boot-*.json "$here"/../lab/evidence/boot-*.jsonl)
+default_levels=("$here"/../lab/evidence/probe/probe-*.json)
+default_boot=("$here"/../lab/evidence/boot-*.json "$here"/../lab/evidence/boot-*.jsonl "$here"/../lab/evidence/cpu-limits.jsonl)
 shopt -u nullglob
 extra=()
 for f in ${PATCHQ_LEVELS-${default_levels[@]+"${default_levels[@]}"}}; do extra+=(--levels "$f"); done

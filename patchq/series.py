@@ -30,7 +30,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchq import discovery, hashing
 from patchq.errors import SeriesError, UnsafeConfig, UsageError, did_you_mean
-from patchq.model import AnchorSpec, Patch, Profile, Variant
+from patchq.model import AnchorSpec, Case, Patch, Profile, Variant
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -91,18 +91,21 @@ def patch(
     supersedes: Iterable[str] = (),
     runtime_names: Iterable[str] = (),
     removes: Iterable[str] = (),
+    cases: Iterable[Case | Callable[[], object]] = (),
 ) -> Patch:
     """Declare a patch in ``series/<module>.py`` (anchors and hash are filled at load).
 
     ``requires``, ``conflicts`` and ``supersedes`` (patch ids) declare how the patch
     relates to others; a profile is checked against them when loaded
     (:func:`patchq.plan.relations.validate_profile`). ``runtime_names`` and ``removes``
-    relax the edit validation (:class:`patchq.model.Patch`). All are optional: a series
-    file written without them loads and behaves as before.
+    relax the edit validation (:class:`patchq.model.Patch`). ``cases`` are the patch's
+    behavioural cases (:func:`case`; a plain function is taken as ``case()(fn)``), run by
+    ``patchq probe``; a ``probe`` callable (the first form) becomes the case ``probe``.
+    All are optional: a series file written without them loads and behaves as before.
 
     Raises:
         SeriesError: a relation or name list is not a list of strings, or names the
-            patch itself.
+            patch itself; a case is not callable, or two cases share a name.
     """
     rel = {}
     for key, value in (("requires", requires), ("conflicts", conflicts), ("supersedes", supersedes),
@@ -113,12 +116,83 @@ def patch(
         if key in ("requires", "conflicts", "supersedes") and id in items:
             raise SeriesError(f"patch {id}: {key}= names the patch itself")
         rel[key] = tuple(dict.fromkeys(items))
+    declared = [c if isinstance(c, Case) else case()(c) for c in ([cases] if callable(cases) else cases)]
+    if probe is not None:
+        declared.append(Case(name="probe", fn=probe, doc=_first_line(probe)))
+    names = [c.name for c in declared]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SeriesError(f"patch {id}: two cases are named {twice[0]!r} (case names are unique in a patch)")
     return Patch(
         id=id, summary=summary, why=" ".join(why.split()), applies=spec(applies, "applies="),
         variants=tuple(variants), upstream=tuple(upstream),
         upstream_check=upstream_check, probe=probe, requires=rel["requires"], conflicts=rel["conflicts"],
         supersedes=rel["supersedes"], runtime_names=rel["runtime_names"], removes=rel["removes"],
+        cases=tuple(declared),
     )
+
+
+#: the values of ``case(pristine=...)``
+PRISTINE_CLAIMS = ("fails", "passes")
+
+
+def case(*, name: str | None = None, releases: str = "", pristine: str | None = None) -> Callable:
+    """Decorate a behavioural case of a patch (:class:`patchq.model.Case`)::
+
+        @case(releases=">=0.26", pristine="fails")
+        def padded_attention():
+            \"\"\"An attention page already padded is scaled and padded, never asserted on.\"\"\"
+            ...  # build CPU inputs, call the patched vLLM code, assert
+
+        PATCH = patch(..., cases=[padded_attention])
+
+    ``name`` defaults to the function's name with ``-`` for ``_``; ``releases`` is a PEP 440
+    range ('' = every release); ``pristine``: ``"fails"`` or ``"passes"`` on the unpatched
+    release, when known.
+
+    Raises:
+        SeriesError: a bad range or ``pristine`` value, or the decorated object is not callable.
+    """
+    if pristine is not None and pristine not in PRISTINE_CLAIMS:
+        raise SeriesError(f"case(pristine={pristine!r}): use one of {', '.join(PRISTINE_CLAIMS)} (or leave it out)")
+    allowed = spec(releases, "case(releases=)")
+
+    def wrap(fn: Callable[[], object]) -> Case:
+        if not callable(fn):
+            raise SeriesError(f"case(): {fn!r} is not callable")
+        label = name or getattr(fn, "__name__", "case").replace("_", "-")
+        return Case(name=label, fn=fn, releases=allowed, pristine=pristine, doc=_first_line(fn))
+
+    return wrap
+
+
+def patched_definition(module: str, qualname: str, patch_id: str) -> object:
+    """For a case: the definition ``qualname`` of the imported vLLM module ``module``, after
+    checking that the module's file carries ``patch_id``'s sentinel (the case runs on the
+    patched copy). ``qualname``: ``Class.method`` or a top-level name; ``<module>`` gives
+    the module itself.
+
+    Raises:
+        ImportError: the module does not import. AssertionError: its file lacks the
+            sentinel, or it has no such definition.
+    """
+    import importlib
+
+    mod = importlib.import_module(module)
+    with open(str(mod.__file__), encoding="utf-8") as fh:
+        assert f"patchq:{patch_id}:" in fh.read(), f"{mod.__file__} does not carry patch {patch_id}"
+    found: object = mod
+    if qualname != "<module>":
+        for part in qualname.split("."):
+            assert hasattr(found, part), f"{module} has no {qualname}"
+            found = getattr(found, part)
+    return found
+
+
+def _first_line(fn: object) -> str:
+    """The first line of ``fn``'s docstring ('' when it has none)."""
+    doc = (getattr(fn, "__doc__", None) or "").strip()
+    return doc.splitlines()[0].strip() if doc else ""
 
 
 def variant(applies: str, *, edits: Mapping[str, EditFn] | None = None, upstreamed: str | None = None,

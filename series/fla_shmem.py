@@ -23,7 +23,7 @@ in 0.33.0: nothing upstream. :func:`upstream_check` says so from the code.
 import ast
 
 from patchq import edits, postcheck
-from patchq.series import patch, variant
+from patchq.series import case, patch, variant
 
 GB10_SHARED_MEMORY = 101376  # bytes per block, as reported by sm121 (= Backend.ADA)
 
@@ -76,6 +76,55 @@ def upstream_check(source):
     return None
 
 
+def _fla_utils():
+    """The imported FLA ``ops/utils`` module (new path first)."""
+    import importlib
+
+    for module in BACKEND_MODULES:
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if not (exc.name and (module == exc.name or module.startswith(exc.name + "."))):
+                raise  # the module is there but cannot import: say so
+    raise AssertionError(f"none of {', '.join(BACKEND_MODULES)} imports")
+
+
+@case(pristine="fails")
+def default_constant():
+    """``Backend.DEFAULT`` is GB10's 101376 bytes (an alias of ``ADA``) and ``get_shared_memory`` answers it."""
+    utils = _fla_utils()
+    backend = utils.Backend
+    assert backend.DEFAULT.value == GB10_SHARED_MEMORY, f"Backend.DEFAULT is {backend.DEFAULT.value}"
+    assert backend.get_shared_memory("none") == GB10_SHARED_MEMORY
+    assert backend.get_shared_memory("hopper") == backend.HOPPER.value  # the named archs are untouched
+    return {"DEFAULT": backend.DEFAULT.value, "aliases_ADA": backend.DEFAULT is backend.ADA}
+
+
+@case(pristine="fails")
+def gb10_gate():
+    """The big-tile gate ``check_shared_mem()`` is true on a device reporting 101376 bytes (GB10), false below.
+
+    The device query (``get_all_max_shared_mem``, Triton's driver) is replaced for the call
+    by a device list reporting GB10's shared memory, then 101375 bytes; the gate's cache is
+    cleared around each call and restored after. The kernels' own choice (``BS_LIST``,
+    ``BKV_LIST``) is made from this gate at their import, on a GPU only.
+    """
+    utils = _fla_utils()
+    query, amd = utils.get_all_max_shared_mem, getattr(utils, "is_amd", False)
+    seen = {}
+    try:
+        utils.is_amd = False  # the NVIDIA path of the gate (AMD asks HIP instead)
+        for reported in (GB10_SHARED_MEMORY, GB10_SHARED_MEMORY - 1):
+            utils.get_all_max_shared_mem = lambda reported=reported: [reported]
+            utils.check_shared_mem.cache_clear()
+            seen[reported] = utils.check_shared_mem()
+    finally:
+        utils.get_all_max_shared_mem, utils.is_amd = query, amd
+        utils.check_shared_mem.cache_clear()
+    assert seen == {GB10_SHARED_MEMORY: True, GB10_SHARED_MEMORY - 1: False}, seen
+    return {str(k): v for k, v in seen.items()}
+
+
 PATCH = patch(
     id="fla-shmem",
     summary="FLA GDN kernels use big tiles on sm121's 101376-byte shared memory",
@@ -90,4 +139,5 @@ PATCH = patch(
                 note="fla package moved to vllm/third_party/flash_linear_attention/ (0.26.0)"),
     ],
     upstream_check=upstream_check,
+    cases=[default_constant, gb10_gate],
 )

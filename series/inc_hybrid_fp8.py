@@ -44,7 +44,7 @@ Never upstream in 0.15.1-0.33.0: ``INCConfig`` never defines ``maybe_update_conf
 import libcst as cst
 
 from patchq import edits
-from patchq.series import patch, variant
+from patchq.series import case, patch, variant
 
 FP8_RETURN = """
 if self.fp8_config is not None and isinstance(layer, LinearBase) and self._is_layer_fp8(prefix):
@@ -103,6 +103,77 @@ def add_hooks(config, found, ctx):
     return edits.append_members(config, edits.stmts(code))
 
 
+SHARED = "model.layers.0.mlp.shared_expert"
+ROUTER = "model.layers.0.mlp.gate"
+
+
+def _checkpoint(folder):
+    """A synthetic hybrid checkpoint in ``folder``: the shared expert's three projections
+    block-FP8 (``float8_e4m3fn`` weights, float32 ``weight_scale_inv`` per 128x128 block),
+    the router bf16; the auto-round ``quantization_config`` keeps both at 16 bits in
+    ``extra_config``, as the real INT4 checkpoint does. Returns that config."""
+    import torch
+    from safetensors.torch import save_file
+
+    fp8 = torch.float8_e4m3fn
+    tensors = {
+        f"{SHARED}.gate_proj.weight": torch.zeros(256, 128, dtype=fp8),
+        f"{SHARED}.gate_proj.weight_scale_inv": torch.ones(2, 1),
+        f"{SHARED}.up_proj.weight": torch.zeros(256, 128, dtype=fp8),
+        f"{SHARED}.up_proj.weight_scale_inv": torch.ones(2, 1),
+        f"{SHARED}.down_proj.weight": torch.zeros(128, 256, dtype=fp8),
+        f"{SHARED}.down_proj.weight_scale_inv": torch.ones(1, 2),
+        f"{ROUTER}.weight": torch.zeros(8, 128, dtype=torch.bfloat16),
+    }
+    save_file(tensors, f"{folder}/model-00001-of-00001.safetensors")
+    sixteen = {"bits": 16, "data_type": "float"}
+    return {"bits": 4, "group_size": 128, "sym": True, "packing_format": "auto_round:auto_gptq",
+            "extra_config": {f"{SHARED}.{p}": sixteen for p in ("gate_proj", "up_proj", "down_proj")}
+            | {ROUTER: sixteen}}
+
+
+@case(pristine="fails")
+def fp8_shared_expert():
+    """INCConfig sends the checkpoint's block-FP8 shared expert to Fp8LinearMethod, a bf16 16-bit layer elsewhere.
+
+    ``maybe_update_config`` (the patch's hook, the base class's signature) reads the
+    synthetic checkpoint's safetensors headers; ``get_quant_method`` of a linear layer at
+    the shared expert's ``down_proj`` (exact name) and fused ``gate_up_proj`` (its shards,
+    through ``packed_modules_mapping``) must give ``Fp8LinearMethod`` with the checkpoint's
+    128x128 blocks, the router ``UnquantizedLinearMethod``. ``Fp8LinearMethod`` and the
+    kernels it picks read the serving config (``get_current_vllm_config()``): a
+    ``VllmConfig`` on the CPU device, whose ``model_config`` (no model: a namespace)
+    says bf16, is current for the call.
+    """
+    import tempfile
+    from types import SimpleNamespace
+
+    import torch
+    from vllm.config import DeviceConfig, VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.linear import LinearBase
+    from vllm.model_executor.layers.quantization.inc import INCConfig
+
+    with tempfile.TemporaryDirectory(prefix="patchq-inc-case-") as folder:
+        config = INCConfig.from_config(_checkpoint(folder))
+        config.packed_modules_mapping = {"gate_up_proj": ["gate_proj", "up_proj"]}
+        config.maybe_update_config(folder)
+    assert config.fp8_layers == {f"{SHARED}.{p}" for p in ("gate_proj", "up_proj", "down_proj")}, config.fp8_layers
+    layer = LinearBase.__new__(LinearBase)
+    torch.nn.Module.__init__(layer)
+    # Fp8LinearMethod and the kernels it picks read the serving config: one on CPU, bf16
+    vllm_config = VllmConfig(device_config=DeviceConfig(device="cpu"))
+    object.__setattr__(vllm_config, "model_config", SimpleNamespace(dtype=torch.bfloat16))
+    with set_current_vllm_config(vllm_config):
+        chosen = {prefix: config.get_quant_method(layer, prefix)
+                  for prefix in (f"{SHARED}.down_proj", f"{SHARED}.gate_up_proj", ROUTER)}
+    names = {p: type(m).__name__ for p, m in chosen.items()}
+    assert names[f"{SHARED}.down_proj"] == names[f"{SHARED}.gate_up_proj"] == "Fp8LinearMethod", names
+    assert names[ROUTER] == "UnquantizedLinearMethod", names
+    block = list(chosen[f"{SHARED}.down_proj"].quant_config.weight_block_size)
+    assert block == [128, 128], block
+    return {"methods": names, "weight_block_size": block}
+
+
 PATCH = patch(
     id="inc-hybrid-fp8",
     summary="INCConfig dispatches block-FP8 shared experts of a hybrid INT4 checkpoint to Fp8LinearMethod",
@@ -126,4 +197,5 @@ PATCH = patch(
             "class-hooks-pkg": add_hooks,
         }, note="quantization/inc/ package: one not-quantized branch after config_parser.resolve"),
     ],
+    cases=[fp8_shared_expert],
 )

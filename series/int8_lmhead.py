@@ -44,7 +44,7 @@ branch of ``_apply_head`` (``head_dtype`` differs from the activations) still re
 """
 
 from patchq import edits
-from patchq.series import patch, variant
+from patchq.series import case, patch, variant
 
 CALL = "_patchq_lm_head_logits(lm_head, hidden_states, embedding_bias)"
 IMPORT = "from patchq_runtime.int8_lmhead import lm_head_logits as _patchq_lm_head_logits"
@@ -60,6 +60,86 @@ def int8_return(method, found, ctx):
     """``return lm_head.quant_method.apply(...)`` (in ``_apply_head``) -> ``return`` the int8 call."""
     (line,) = found
     return edits.replace(method, line, edits.stmts(f"{IMPORT}\nreturn {CALL}"))
+
+
+def _logits(env, vocab=256, hidden=128, rows=4, seed=0):
+    """The patched ``LogitsProcessor._get_logits`` on a tiny bf16 lm-head on CPU, with the
+    ``PATCHQ_INT8_LMHEAD_*`` variables ``env`` set for the call. Returns (logits, the bf16
+    reference ``hidden @ W.T`` computed before the call, the lm-head).
+
+    The processor is made without its ``__init__`` (which reads the serving config) and its
+    tensor-parallel gather is the identity of a world of one; ``lm_head`` is a plain module
+    with vLLM's ``UnquantizedEmbeddingMethod``, what an unquantized ``ParallelLMHead`` holds.
+    """
+    import os
+
+    import torch
+    from vllm.model_executor.layers.logits_processor import LogitsProcessor
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    gen = torch.Generator().manual_seed(seed)
+    lm_head = torch.nn.Module()
+    lm_head.weight = torch.nn.Parameter((torch.randn(vocab, hidden, generator=gen) / 8).to(torch.bfloat16),
+                                        requires_grad=False)
+    lm_head.quant_method = UnquantizedEmbeddingMethod()
+    lm_head.tp_size = 1
+    proc = LogitsProcessor.__new__(LogitsProcessor)
+    torch.nn.Module.__init__(proc)
+    proc.__dict__.update(scale=1.0, vocab_size=vocab, org_vocab_size=vocab, soft_cap=None, logits_as_input=False,
+                         use_all_gather=False, head_dtype=None)
+    proc._gather_logits = lambda logits: logits
+    x = (torch.randn(rows, hidden, generator=gen) / 8).to(torch.bfloat16)
+    reference = torch.nn.functional.linear(x, lm_head.weight.detach().clone())
+    saved = {k: os.environ.get(k) for k in env}
+    try:
+        os.environ.update(env)
+        logits = proc._get_logits(x, lm_head, None)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return logits, reference, lm_head
+
+
+@case(pristine="fails")
+def dispatch_bf16():
+    """On CPU the lm-head is not eligible: the patched call gives vLLM's own bf16 logits, bit for bit.
+
+    The dispatch ran (``_patchq_int8_state`` is ``fallback``: decided once, on the first
+    call) and returned exactly ``lm_head.quant_method.apply``'s result.
+    """
+    import torch
+
+    logits, reference, lm_head = _logits({})
+    state = getattr(lm_head, "_patchq_int8_state", None)
+    assert state == "fallback", f"the int8 dispatch did not run (state {state!r})"
+    assert torch.equal(logits, reference), "the fallback is not vLLM's own bf16 projection"
+    return {"state": state, "shape": list(logits.shape)}
+
+
+@case(pristine="fails")
+def cpu_reference():
+    """Forced on CPU with the bf16 weight freed: the int8 reference path's logits match bf16 (argmax equal, error < 2%).
+
+    ``PATCHQ_INT8_LMHEAD_FORCE=1`` makes a CPU weight eligible, ``MIN_ROWS=16`` a 256-row
+    head, ``KEEP_BF16=0`` frees the bf16 weight (``FREE_ANY=1``: the tiny head is no
+    ``ParallelLMHead``), so every batch reads the per-row int8 copy
+    (:func:`patchq_runtime.int8_lmhead.int8_linear_reference` on CPU).
+    """
+    import torch
+
+    logits, reference, lm_head = _logits({"PATCHQ_INT8_LMHEAD_FORCE": "1", "PATCHQ_INT8_LMHEAD_MIN_ROWS": "16",
+                                          "PATCHQ_INT8_LMHEAD_KEEP_BF16": "0", "PATCHQ_INT8_LMHEAD_WARMUP": "0",
+                                          "PATCHQ_INT8_LMHEAD_FREE_ANY": "1"})
+    assert getattr(lm_head, "_patchq_int8_state", None) == "int8", "the int8 path was not taken"
+    assert getattr(lm_head.weight, "_patchq_int8_freed", False), "the bf16 weight was not freed"
+    err = (logits.float() - reference.float()).abs().max().item()
+    scale = reference.float().abs().max().item()
+    assert err <= 0.02 * scale, f"max error {err:.4g} against a max logit {scale:.4g}"
+    assert torch.equal(logits.float().argmax(-1), reference.float().argmax(-1)), "greedy tokens differ"
+    return {"max_abs_error": round(err, 6), "max_logit": round(scale, 4)}
 
 
 PATCH = patch(
@@ -78,4 +158,5 @@ PATCH = patch(
         variant(">=0.26", edits={"apply-head-return": int8_return},
                 note="the call moved into _apply_head (a 3-line return) used by every caller"),
     ],
+    cases=[dispatch_bf16, cpu_reference],
 )

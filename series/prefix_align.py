@@ -29,7 +29,7 @@ import ast
 import libcst as cst
 
 from patchq import edits, postcheck
-from patchq.series import patch, variant
+from patchq.series import case, patch, variant
 
 ALIGN_GUARD = 'getattr(cache_config, "mamba_cache_mode", "none") != "align"'
 
@@ -88,6 +88,45 @@ def upstream_check(source):
     return None
 
 
+@case(releases=">=0.20", pristine="fails")
+def align_mode_hash_block():
+    """Prefix caching with a DFlash drafter in align mode: hash block 2240 divides every group (no LCM back-off).
+
+    The groups of the 0.23 boot that asserted: the target's mamba and attention groups
+    scaled 2240 -> 4480 by unification, the drafter's attention group at 2240,
+    ``cache_config.block_size`` 2240, ``mamba_cache_mode="align"``, prefix caching on.
+    ``resolve_kv_cache_block_sizes`` reads ``kv_cache_groups[].kv_cache_spec`` and
+    ``cache_config`` / ``parallel_config`` / ``kv_transfer_config`` of its arguments; they are
+    given as plain namespaces holding real specs. The KV coordinator then requires every
+    group's block size to be divisible by the hash block size, which is asserted here.
+    Before 0.20 the function does not exist (the patch is absent there).
+    """
+    from types import SimpleNamespace
+
+    import torch
+    from vllm.v1.core.kv_cache_utils import resolve_kv_cache_block_sizes
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec
+
+    bf16 = torch.bfloat16
+    specs = [
+        FullAttentionSpec(block_size=4480, num_kv_heads=2, head_size=256, dtype=bf16),
+        MambaSpec(block_size=4480, shapes=((64, 1024),), dtypes=(bf16,), mamba_cache_mode="align"),
+        FullAttentionSpec(block_size=2240, num_kv_heads=8, head_size=128, dtype=bf16),
+    ]
+    groups = SimpleNamespace(kv_cache_groups=[SimpleNamespace(kv_cache_spec=s) for s in specs])
+    config = SimpleNamespace(
+        cache_config=SimpleNamespace(block_size=2240, enable_prefix_caching=True, mamba_cache_mode="align",
+                                     hash_block_size=None, prefix_match_unit=None),
+        parallel_config=SimpleNamespace(decode_context_parallel_size=1, prefill_context_parallel_size=1),
+        kv_transfer_config=None)
+    scheduler, hashed = resolve_kv_cache_block_sizes(groups, config)
+    sizes = [s.block_size for s in specs]
+    assert all(b % hashed == 0 for b in sizes), (
+        f"hash block {hashed} does not divide the group block sizes {sizes} (the LCM back-off in align mode)")
+    assert hashed == 2240 and scheduler == 4480, (scheduler, hashed)
+    return {"scheduler_block_size": scheduler, "hash_block_size": hashed}
+
+
 PATCH = patch(
     id="prefix-align",
     summary="Hash block size back-off only for non-align mamba (prefix caching with a DFlash drafter)",
@@ -108,4 +147,5 @@ PATCH = patch(
                 "every Mamba group"),
     ],
     upstream_check=upstream_check,
+    cases=[align_mode_hash_block],
 )

@@ -43,8 +43,9 @@ needed prefix-align to stop the hash back-off; upstream's unscaled mamba block e
 the edit is therefore inert for the DFlash geometry and only acts for a non-Mamba spec
 whose page does not scale linearly with its block size (an attention spec that is
 already padded); there it turns the assert into a scaled + padded spec.
-Evidence (CPU, vLLM 0.28.0 installed with its dependencies and torch 2.13.0+cpu, probe
-cases of :func:`probe`, run 2026-11-30):
+Evidence (CPU, vLLM 0.28.0 installed with its dependencies and torch 2.13.0+cpu, the
+cases :func:`dflash_geometry` and :func:`padded_attention`, run 2026-11-30; ``patchq probe``
+runs them on every release, ``lab/evidence/probe/``):
 
 * pristine 0.28.0, ``dflash``: target attention block 288 -> 576 (page 1179648), mamba
   block 288 with ``page_size_padded`` 1179648 (padded, not scaled), drafter unchanged
@@ -62,7 +63,7 @@ block (the boot level of the matrix).
 """
 
 from patchq import edits
-from patchq.series import patch, variant
+from patchq.series import case, patch, variant
 
 PAD_AFTER_SCALE = """
 if new_spec.page_size_bytes != max_page_size:
@@ -80,73 +81,91 @@ def pad_after_scale(unify, found, ctx):
     return edits.insert_after(unify, scaled, edits.stmts(PAD_AFTER_SCALE))
 
 
-def probe() -> dict:
-    """Behavioural probe: call the (patched) function in an interpreter that imports vLLM.
-
-    Two cases, with ``vllm.v1.kv_cache_interface`` specs (bf16, bytes):
-
-    * ``dflash``: the tiny models' geometry: target ``FullAttentionSpec(block_size=288,
-      num_kv_heads=2, head_size=256)`` (page 589824), target ``MambaSpec(block_size=288,
-      page_size_padded=589824, mamba_cache_mode="align")`` and the drafter's
-      ``FullAttentionSpec(block_size=288, num_kv_heads=8, head_size=128)`` (page 1179648).
-    * ``padded-attention``: an attention spec already padded to 12288 (unpadded 4096,
-      block 16) next to one of page 36864: scaled x3 it stays at 12288, which upstream
-      asserts on and the patch pads, keeping block 48.
-
-    Returns:
-        ``{case: {layer: {"block_size": int, "page_size_bytes": int,
-        "page_size_padded": int | None}}}`` after unification.
-    Raises:
-        AssertionError: a page differs from the maximum, or an attention layer was
-            padded without its block size being scaled by the integer page ratio.
-        ImportError: vLLM (or torch) cannot be imported.
-    """
+def _unify():
+    """The (patched) ``unify_kv_cache_spec_page_size`` of the imported vLLM."""
     import importlib
 
-    import torch
-    from vllm.v1.kv_cache_interface import AttentionSpec, FullAttentionSpec, MambaSpec
-
-    unify = None
     for module in UNIFY_MODULES:
         try:
-            unify = getattr(importlib.import_module(module), "unify_kv_cache_spec_page_size")
-            break
-        except (ImportError, AttributeError):
+            return importlib.import_module(module).unify_kv_cache_spec_page_size
+        except ModuleNotFoundError as exc:
+            if not (exc.name and (module == exc.name or module.startswith(exc.name + "."))):
+                raise  # the module is there but cannot import: say so
+        except AttributeError:
             continue
-    assert unify is not None, "unify_kv_cache_spec_page_size not found"
+    raise AssertionError(f"unify_kv_cache_spec_page_size not found in {', '.join(UNIFY_MODULES)}")
+
+
+def _unified(case_name, specs):
+    """Unify ``specs`` ({layer: spec}); assert every page ends at the largest one and an
+    attention layer whose page grew had its block size scaled by the integer page ratio.
+    Returns {layer: {"block_size", "page_size_bytes", "page_size_padded"}}."""
+    from vllm.v1.kv_cache_interface import AttentionSpec
+
+    try:
+        result = _unify()(dict(specs))
+    except AssertionError as exc:  # upstream's own assert: name the case
+        raise AssertionError(f"{case_name}: unify_kv_cache_spec_page_size asserted: {exc!r}") from exc
+    top = max(s.page_size_bytes for s in specs.values())
+    out = {}
+    for name, spec in result.items():
+        before = specs[name]
+        assert spec.page_size_bytes == top, f"{case_name}/{name}: page {spec.page_size_bytes} != {top}"
+        if isinstance(spec, AttentionSpec) and before.page_size_bytes != top:
+            ratio = top // before.page_size_bytes
+            assert spec.block_size == before.block_size * ratio, (
+                f"{case_name}/{name}: attention block {spec.block_size} not scaled by {ratio} "
+                f"(padding without scaling)")
+        out[name] = {"block_size": spec.block_size, "page_size_bytes": spec.page_size_bytes,
+                     "page_size_padded": getattr(spec, "page_size_padded", None)}
+    return out
+
+
+@case()
+def dflash_geometry():
+    """The tiny models' pages end equal: target attention scaled 288 -> 576, mamba padded, drafter kept.
+
+    Target ``FullAttentionSpec(block_size=288, num_kv_heads=2, head_size=256)`` (page
+    589824 B), target ``MambaSpec(block_size=288, page_size_padded=589824,
+    mamba_cache_mode="align")`` and the drafter's ``FullAttentionSpec(block_size=288,
+    num_kv_heads=8, head_size=128)`` (page 1179648 B), bf16: the KV-cache geometry of the
+    real pair (docs/boot.md). Before 0.26 upstream scales the mamba block and asserts
+    (the unify assert of a DFlash boot); from 0.26 it pads mamba itself, so the pristine
+    release passes too and the edit is inert here.
+    """
+    import torch
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, MambaSpec
 
     bf16 = torch.bfloat16
-    cases = {
-        "dflash": {
-            "target.attn": FullAttentionSpec(block_size=288, num_kv_heads=2, head_size=256, dtype=bf16),
-            "target.mamba": MambaSpec(block_size=288, shapes=((64, 1024),), dtypes=(bf16,),
-                                      page_size_padded=589824, mamba_cache_mode="align"),
-            "drafter.attn": FullAttentionSpec(block_size=288, num_kv_heads=8, head_size=128, dtype=bf16),
-        },
-        "padded-attention": {
-            "small.attn": FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=64, dtype=bf16,
-                                            page_size_padded=12288),
-            "big.attn": FullAttentionSpec(block_size=16, num_kv_heads=9, head_size=64, dtype=bf16),
-        },
-    }
-    out: dict = {}
-    for case, specs in cases.items():
-        try:
-            result = unify(dict(specs))
-        except AssertionError as exc:  # upstream's own assert: name the case
-            raise AssertionError(f"{case}: unify_kv_cache_spec_page_size asserted: {exc!r}") from exc
-        top = max(s.page_size_bytes for s in specs.values())
-        out[case] = {}
-        for name, spec in result.items():
-            before = specs[name]
-            assert spec.page_size_bytes == top, f"{case}/{name}: page {spec.page_size_bytes} != {top}"
-            if isinstance(spec, AttentionSpec) and before.page_size_bytes != top:
-                ratio = top // before.page_size_bytes
-                assert spec.block_size == before.block_size * ratio, (
-                    f"{case}/{name}: attention block {spec.block_size} not scaled by {ratio} "
-                    f"(padding without scaling)")
-            out[case][name] = {"block_size": spec.block_size, "page_size_bytes": spec.page_size_bytes,
-                               "page_size_padded": getattr(spec, "page_size_padded", None)}
+    out = _unified("dflash-geometry", {
+        "target.attn": FullAttentionSpec(block_size=288, num_kv_heads=2, head_size=256, dtype=bf16),
+        "target.mamba": MambaSpec(block_size=288, shapes=((64, 1024),), dtypes=(bf16,),
+                                  page_size_padded=589824, mamba_cache_mode="align"),
+        "drafter.attn": FullAttentionSpec(block_size=288, num_kv_heads=8, head_size=128, dtype=bf16),
+    })
+    assert out["target.attn"]["block_size"] == 576, out
+    assert out["drafter.attn"]["block_size"] == 288, out
+    return out
+
+
+@case(pristine="fails")
+def padded_attention():
+    """An attention page already padded (12288 B) beside a 36864 B page: scaled x3 and padded, never asserted on.
+
+    Scaling its block 16 -> 48 leaves the padded page short of the largest one, which
+    upstream asserts on; the patch keeps the scaled block and pads the rest
+    (``page_size_padded`` 36864).
+    """
+    import torch
+    from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+    bf16 = torch.bfloat16
+    out = _unified("padded-attention", {
+        "small.attn": FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=64, dtype=bf16,
+                                        page_size_padded=12288),
+        "big.attn": FullAttentionSpec(block_size=16, num_kv_heads=9, head_size=64, dtype=bf16),
+    })
+    assert out["small.attn"] == {"block_size": 48, "page_size_bytes": 36864, "page_size_padded": 36864}, out
     return out
 
 
@@ -171,5 +190,5 @@ PATCH = patch(
         variant(">=0.33", edits={"scaled-replace-planning": pad_after_scale},
                 note="function moved to vllm/v1/core/kv_cache_planning.py"),
     ],
-    probe=probe,
+    cases=[dflash_geometry, padded_attention],
 )

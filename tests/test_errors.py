@@ -12,7 +12,7 @@ from support import REPO
 #: every exception class and the exit code the CLI contract gives it
 CODES = {
     E.PatchqError: 1, E.UsageError: 2, E.SeriesError: 2, E.UnsafeConfig: 2, E.TargetNotFound: 3,
-    E.ReleaseError: 3, E.CacheError: 3, E.AnchorError: 1, E.TransformError: 1, E.DiffInvalid: 1,
+    E.ReleaseError: 3, E.CacheError: 3, E.NotProbeable: 3, E.AnchorError: 1, E.TransformError: 1, E.DiffInvalid: 1,
     E.ImportRefused: 1, E.SourceError: 1, E.ForeignEditError: 4, E.ReadOnlyError: 5, E.RepoWriteError: 5,
     E.StateError: 6, E.OtherSeriesError: 7, E.CacheRefused: 2,
 }

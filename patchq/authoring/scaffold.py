@@ -154,11 +154,12 @@ Write the change in ``{fn}`` with :mod:`patchq.edits` (``insert_after``, ``inser
 ``replace``, ``prepend_to_block``, ``append_members``, ...); it receives the anchored
 definition (libcst), the statements the anchor's ``node`` pattern matched, and a context.
 Then: ``patchq diff --profile {profile} --vllm X``, ``patchq test --regen --patch {patch_id}``,
-``patchq check --profile {profile} --vllm X``.
+``patchq check --profile {profile} --vllm X``. Its behaviour: ``{case_fn}`` below, run by
+``patchq probe --patch {patch_id} --vllm X`` on CPU.
 """
 
 from patchq import edits
-from patchq.series import patch, variant
+from patchq.series import case, patch, patched_definition, variant
 
 NEW_CODE = """
 pass  # {patch_id}: replace with your change
@@ -170,6 +171,8 @@ def {fn}(definition, found, ctx):
 {body}
 
 
+{case}
+
 PATCH = patch(
     id={patch_id!r},
     summary={summary!r},
@@ -178,8 +181,27 @@ PATCH = patch(
     variants=[
         variant({applies!r}, edits={{{anchor!r}: {fn}}}),
     ],
+    cases=[{case_fn}],
 )
 '''
+
+#: the case skeleton ``new``, ``import`` and ``record`` write next to a patch
+CASE_SKELETON = '''@case()
+def {case_fn}():
+    """TODO: call the patched {qualname} with small CPU inputs and assert what the patch changes.
+
+    As written it only proves that the patched definition imports and is live (``patchq
+    probe``): a case earns the probe level by asserting behaviour (docs/authoring.md, "Cases").
+    """
+    target = patched_definition({module!r}, {qualname!r}, {patch_id!r})
+    return {{"definition": repr(target)}}
+'''
+
+
+def case_skeleton(patch_id: str, module: str, qualname: str) -> tuple[str, str]:
+    """(the name of the case function, its text) for a patch anchored at ``module``:``qualname``."""
+    fn = patch_id.replace("-", "_") + "_is_live"
+    return fn, CASE_SKELETON.format(case_fn=fn, qualname=qualname, module=module, patch_id=patch_id)
 
 
 def new_patch_files(patch_id: str, module: str, qualname: str, node: str | None,
@@ -201,8 +223,10 @@ def new_patch_files(patch_id: str, module: str, qualname: str, node: str | None,
         body = ("    (stmt,) = found\n"
                 "    return edits.insert_after(definition, stmt, edits.stmts(NEW_CODE))")
         doc = "Insert NEW_CODE right after the anchored statement."
+    case_fn, case_text = case_skeleton(patch_id, module, qualname)
     text = _NEW_MODULE.format(patch_id=patch_id, summary=summary, anchor=anchor, where=where, fn=fn,
-                              body=body, doc=doc, applies=applies, profile=profile)
+                              body=body, doc=doc, applies=applies, profile=profile, case=case_text,
+                              case_fn=case_fn)
     table: dict = {"module": module, "qualname": qualname}
     if node is not None:
         table["node"] = node
@@ -360,6 +384,8 @@ _ACTION_WITH = """\
         with:
           releases: ">=0.23.0"       # the matrix's releases
           fail-on-blocking: "true"   # a blocking cell fails the run
+          # probe: "0.34.0"          # also import each listed release on CPU and run the cases (patchq probe);
+          #                          # one job per release: a job matrix, each with matrix: "false" (action.yml)
 """
 
 #: Without ``--action``: the action is checked out from the repository variables

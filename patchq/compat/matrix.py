@@ -3,9 +3,16 @@
 :func:`build` checks each release once (:func:`patchq.compat.check.check_profiles`: one plan of
 the union of the profiles' patches, so each target file is parsed once per release, then
 exact per-profile views), releases in parallel processes. Deeper evidence is merged from
-JSON records: ``--levels`` (``lab/cpu_levels.py``: ``import`` and ``probe`` on CPU) and
+JSON records: ``--levels`` (``patchq probe``: ``import`` and ``probe`` on CPU) and
 ``--boot`` (GPU boot records, docs/boot.md: every run of a profile and its negative controls,
 grouped by :mod:`patchq.compat.matrix_boot`).
+
+A failed ``import`` or ``probe`` record makes the cell blocking, its status ``fails-import``
+or ``fails-probe`` (the source check's in ``source_status``; :mod:`patchq.probe.merge`);
+``not-probeable``, ``skip`` and ``stale`` records neither pass nor fail. ``patchq matrix
+--level probe`` makes those records itself (``patchq probe`` for every release and
+profile, :mod:`patchq.probe.run`); ``--levels FILE`` merges recorded ones (a
+``patchq.probe/1`` document is such a file).
 
 A cell's ``level`` is the deepest level that passed, in the order
 ``source < import < probe < cpu-boot < boot``: ``source`` when the check is not blocking (a
@@ -42,11 +49,11 @@ CELL is a ``patchq.check/1`` patch row (see :mod:`patchq.compat.check`) plus ``l
 ``pristine_probe`` (same shape) when the levels file ran the patch's probe on the
 unpatched release (profile ``pristine``): evidence of what upstream does without the patch.
 
-Levels records (``--levels FILE``, written by ``lab/cpu_levels.py``)::
+Levels records (``--levels FILE``: ``patchq probe --json`` or ``patchq.levels/1``)::
 
     {"schema": "patchq.levels/1", "records": [
        {"release": "0.28.0", "profile": "dflash", "patch": "unify-kv-page",
-        "level": "import" | "probe", "result": "ok" | "fail" | "skip", "detail": "…"}]}
+        "level": "import" | "probe", "result": "ok" | "fail" | "skip" | "not-probeable", "detail": "…"}]}
 
 Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (``lab/boot.py``'s
 ``results.jsonl``) of ``{"release", "run", "profile", "result", "boot_s", "error_line",
@@ -234,7 +241,7 @@ def merge_levels(cell: dict, level_recs: dict, boot: dict | None, cpu_boot: dict
             continue
         if rec.get("hash") and rec["hash"] != cell["hash"]:  # evidence of another version of the patch
             levels[name] = {"result": "stale", "detail": f"record for patch hash {rec['hash']}, "
-                                                          f"series has {cell['hash']}: re-run lab/cpu_levels.py"}
+                                                          f"series has {cell['hash']}: re-run patchq probe"}
             continue
         levels[name] = {"result": "ok" if _ok(rec.get("result")) else str(rec.get("result")),
                         "detail": str(rec.get("detail", ""))}
@@ -242,9 +249,12 @@ def merge_levels(cell: dict, level_recs: dict, boot: dict | None, cpu_boot: dict
         if entry is not None and cell["status"] in _EDIT_STATUSES:
             levels[name] = _boot_level(entry)
     cell["levels"] = levels
+    from patchq.probe.merge import NEUTRAL, block
+
+    block(cell, levels)  # a failed import or probe level blocks: fails-import / fails-probe
     reached = [n for n in LEVELS if levels.get(n, {}).get("result") == "ok"]
     cell["level"] = None if cell["blocking"] else (reached[-1] if reached else None)
-    failed = [n for n in LEVELS if n in levels and levels[n]["result"] not in ("ok", "skip", "stale")]
+    failed = [n for n in LEVELS if n in levels and levels[n]["result"] not in ("ok", *NEUTRAL)]
     cell["failed_level"] = failed[0] if failed else None
 
 

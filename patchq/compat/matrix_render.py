@@ -20,6 +20,7 @@ SHORT = {
     "absent": "absent", "not-applicable": "n/a", "conflict": "CONFLICT", "gone": "GONE",
     "superseded": "superseded", "interaction": "INTERACTION", "partially-upstreamed": "PARTIAL",
     "review": "REVIEW", "possibly-upstreamed": "POSSIBLY-UP",
+    "fails-import": "FAILS-IMPORT", "fails-probe": "FAILS-PROBE",
 }
 LEVEL_SHORT = {"source": "src", "import": "import", "probe": "probe", "cpu-boot": "cpu-boot", "boot": "boot",
                None: "-"}
@@ -28,6 +29,7 @@ COLORS = {
     "absent": "#eeeeee", "not-applicable": "#fafafa", "conflict": "#ffcdd2", "gone": "#ef9a9a",
     "superseded": "#d1c4e9", "interaction": "#f48fb1", "partially-upstreamed": "#ffab91",
     "review": "#ffcc80", "possibly-upstreamed": "#80deea",
+    "fails-import": "#e57373", "fails-probe": "#ef5350",
 }
 MEANING = {
     "applies": "fingerprint identical to a verified release",
@@ -44,6 +46,8 @@ MEANING = {
     "review": "upstream changed what the patch touches (three-way view): a person must review it "
               "(patchq review PATCH --vllm X)",
     "possibly-upstreamed": "upstream's change is alike the patch's but not provably the same: review it",
+    "fails-import": "applies, but the patched module does not import on CPU (patchq probe)",
+    "fails-probe": "applies and imports, but a case the patch carries fails (patchq probe)",
 }
 #: marks a non-blocking cell whose release nobody reviewed (same code as a reviewed release, or
 #: drift proven apart by the three-way comparison): the matrix shows reviewed and unreviewed apart

@@ -19,6 +19,12 @@ Layout under the root (who writes each entry)::
     runtime/hooks/, runtime/sources/   prepared import hooks     (env/hookdir.py)
     logs/                   logs of long-running helpers
     test-envs/, venvs/      environments built by tests and lab tools
+    probe/<python>-<platform>/          CPU environments of `patchq probe` (probe/env.py):
+        torch/<version>/                one CPU torch, shared by every release
+        dists/<name>-<version>/         one installed distribution, shared by every release
+        envs/<dist>-<version>/env.json  what a release's environment holds (dists, torch, why)
+        runs/<dist>-<version>/          the patched copy a probe imports (made anew each run)
+        pycache/                        byte code of all of the above (-X pycache_prefix)
     CACHEDIR.TAG            the marker: this root is patchq's      (this module)
 
 **The root is patchq's alone.** :func:`check_root`, run by every command before it reads
@@ -248,6 +254,11 @@ def logs() -> Path:
     return root() / "logs"
 
 
+def probe() -> Path:
+    """``<root>/probe``: the CPU environments ``patchq probe`` builds (:mod:`patchq.probe.env`)."""
+    return root() / "probe"
+
+
 def test_envs() -> Path:
     """``<root>/test-envs``: environments the tests build once."""
     return root() / "test-envs"
@@ -266,7 +277,7 @@ MARKER_TEXT = (f"{_SIGNATURE}\n"
                "# For information about cache directory tags see https://bford.info/cachedir/\n")
 #: The names patchq makes directly under the root (the layout above), the marker aside.
 NAMES = frozenset({"wheels", "releases", "index", "plans", "verdicts", "stamps", "upstream", "procs", "runtime",
-                   "logs", "test-envs", "venvs"})
+                   "logs", "test-envs", "venvs", "probe"})
 _MARKER_TMP = "." + MARKER + "."  # the marker's temporary file while it is written
 
 _checked: str | None = None  # the root text check_root() accepted in this process

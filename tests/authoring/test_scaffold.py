@@ -83,3 +83,26 @@ def test_a_new_patch_loads_and_anchors_where_it_was_asked(small):
     (anchor,) = patch.anchors.values()
     assert (anchor.module, anchor.qualname, anchor.node) == ("vllm.ops.utils", "Backend.get", "return self.DEFAULT")
     assert patch.variants[0].kind == "edit"
+    # the case skeleton next to it: the patched definition, live (patchq probe runs it)
+    (case,) = patch.cases
+    assert case.name == "quiet-get-is-live" and "TODO" in case.doc
+    assert "patched_definition('vllm.ops.utils', 'Backend.get', 'quiet-get')" in py
+
+
+def test_a_case_skeleton_finds_the_patched_definition_or_says_why(small, monkeypatch):
+    from patchq.series import patched_definition
+
+    import sys
+
+    monkeypatch.syspath_prepend(str(small.site))
+    utils = small.site / "vllm" / "ops" / "utils.py"
+    try:
+        with pytest.raises(AssertionError, match="does not carry patch quiet-get"):
+            patched_definition("vllm.ops.utils", "Backend.get", "quiet-get")
+        utils.write_text("# patchq:quiet-get:0123456789ab\n" + utils.read_text())
+        sys.modules.pop("vllm.ops.utils", None)
+        found = patched_definition("vllm.ops.utils", "Backend", "quiet-get")
+        assert found.__name__ == "Backend"
+    finally:  # the small world's vllm must not stay imported for other tests of this process
+        for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+            del sys.modules[name]

@@ -145,8 +145,10 @@ def test_levels_and_boot_evidence(tmp_path):
     assert unify["level"] == "boot" and unify["failed_level"] is None
     assert [unify["levels"][k]["result"] for k in ("source", "import", "probe", "boot")] == ["ok"] * 4
     assert cells["fla-shmem"]["0.23.0"]["level"] == "boot"  # boot covers every applied patch
-    int8 = cells["int8-lmhead"]["0.33.0"]
-    assert int8["level"] == "source" and int8["failed_level"] == "import"
+    int8 = cells["int8-lmhead"]["0.33.0"]  # a failed import level blocks (patchq.probe.merge)
+    assert int8["level"] is None and int8["failed_level"] == "import" and int8["blocking"]
+    assert int8["status"] == "fails-import" and int8["source_status"] == "applies"
+    assert int8["reason"] == "import level failed: ImportError: x" and doc["exit_code"] == 1
     prefix = cells["prefix-align"]["0.33.0"]  # upstreamed: nothing applied, the boot says nothing of it
     assert prefix["status"] == "upstreamed" and "boot" not in prefix["levels"] and prefix["level"] == "source"
     assert cells["unify-kv-page"]["0.33.0"]["pristine_probe"] == {"result": "fail", "detail": "AssertionError"}
@@ -226,7 +228,7 @@ def test_levels_of_another_patch_hash_are_stale():
     cell = {"hash": "aaaaaaaaaaaa", "blocking": False, "status": "applies"}
     matrix.merge_levels(cell, {"import": {"hash": "bbbbbbbbbbbb", "result": "ok", "detail": "x"}}, None)
     assert cell["levels"]["import"]["result"] == "stale"
-    assert "re-run lab/cpu_levels.py" in cell["levels"]["import"]["detail"]
+    assert "re-run patchq probe" in cell["levels"]["import"]["detail"]
     assert (cell["level"], cell["failed_level"]) == ("source", None)
 
 

@@ -37,8 +37,9 @@ def test_every_folder_is_under_the_root_and_nothing_is_created(env, tmp_path):
         "wheels": cache.wheels(), "releases": cache.releases(), "index": cache.index(), "plans": cache.plans(),
         "upstream/vllm.git": cache.upstream_repo(), "procs": cache.procs(), "runtime/hooks": cache.hooks(),
         "runtime/sources": cache.hook_sources(), "logs": cache.logs(), "test-envs": cache.test_envs(),
+        "probe": cache.probe(),
     } == {rel: root / rel for rel in ("wheels", "releases", "index", "plans", "upstream/vllm.git", "procs",
-                                       "runtime/hooks", "runtime/sources", "logs", "test-envs")}
+                                       "runtime/hooks", "runtime/sources", "logs", "test-envs", "probe")}
     index = cache.definition_index()
     assert index.parent == root / "index" and index.name.startswith("defs") and index.suffix == ".sqlite"
     assert not root.exists()
@@ -47,7 +48,7 @@ def test_every_folder_is_under_the_root_and_nothing_is_created(env, tmp_path):
 def test_the_layout_is_documented_where_it_is_owned():
     doc = cache.__doc__ or ""
     for entry in ("wheels/", "releases/", "index/", "plans/", "upstream/vllm.git", "procs/", "runtime/hooks/",
-                  "logs/", "test-envs/"):
+                  "logs/", "test-envs/", "probe/"):
         assert entry in doc, entry
     assert isinstance(cache.root(), Path)
 
