@@ -106,11 +106,10 @@ def run(releases_spec: str | None, profiles: str, out_dir: str | Path, *, series
     level_recs = [r for path in levels for r in matrix.load_records(path)]
     if deeper:
         from patchq import series as series_mod
-        from patchq.probe.run import probe_release
+        from patchq.commands import probe
 
-        loaded = series_mod.load(series_dir)
-        for v in versions:
-            level_recs += probe_release(loaded, v, names, dist=dist or "vllm").records
+        level_recs += probe.level_records([str(v) for v in versions], names, series_mod.load(series_dir),
+                                          dist or "vllm")
     boot_recs = [r for path in boot for r in matrix.load_records(path)]
     doc = matrix.build(versions, names, series_dir, workers, level_recs, boot_recs, dist=dist or "vllm")
     listed = releases.listing(dist or "vllm")

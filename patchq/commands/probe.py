@@ -93,6 +93,18 @@ def run(series: Series, release: str, targets: list[str], *, dist: str | None = 
     return doc, code
 
 
+def level_records(versions: list[str], profiles: list[str], series: Series, dist: str = "vllm") -> list[dict]:
+    """The import and probe records of ``profiles`` on each release of ``versions``, as
+    ``patchq matrix --levels FILE`` reads them (the matrix's and the upgrade pipeline's
+    ``--level probe``); a release that cannot be probed here gives ``not-probeable`` records."""
+    from patchq.probe.run import probe_release
+
+    out: list[dict] = []
+    for v in versions:
+        out += probe_release(series, v, profiles, dist=dist).records
+    return out
+
+
 def render_text(doc: ProbeDoc) -> str:
     """A line per cell, the failing cases, then the environment's torch and cost."""
     from patchq.report import clip, next_line

@@ -79,8 +79,8 @@ REBASE = ("applies-drifted", "moved", "conflict", "gone")
 
 #: The matrix's evidence levels: ``source`` is the check itself; a level another verb produces
 #: names the module whose ``level_records(versions, profiles, series) -> list[dict]`` gives
-#: records as ``patchq matrix --levels FILE`` reads them (``probe``: ``patchq probe``, being
-#: built; until that module exists ``--level probe`` is a usage error naming it).
+#: records as ``patchq matrix --levels FILE`` reads them (``probe``: ``patchq probe``, on each
+#: release's CPU environment).
 LEVELS: dict[str, str | None] = {"source": None, "probe": "patchq.commands.probe"}
 
 #: where the release pipeline's files go without ``--out`` (beside series/, as .patchq-rebase/)

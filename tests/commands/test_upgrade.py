@@ -136,9 +136,6 @@ def test_a_review_goes_into_the_pull_request_with_its_three_way_view(released, t
 def test_pipeline_usage_errors_come_before_anything_runs(released):
     with pytest.raises(UsageError, match="--branch and --commit commit what the upgrade writes: give --write"):
         upgrade.run(released.series, None, None, "0.2.0", False, pipeline=upgrade.Pipeline(branch="b"))
-    with pytest.raises(UsageError, match="--level probe: this patchq has no probe verb"):
-        upgrade.run(released.series, None, None, "0.2.0", False,
-                    pipeline=upgrade.Pipeline(matrix=True, levels=("source", "probe"), workers=1))
     with pytest.raises(UsageError, match="--level boot: unknown; known: source, probe"):
         upgrade.run(released.series, None, None, "0.2.0", False, pipeline=upgrade.Pipeline(levels=("boot",)))
     with pytest.raises(UsageError, match="no vllm is installed here: give --to VERSION"):
