@@ -248,8 +248,15 @@ def parse_definition(seg: str, start: int) -> ast.stmt:
     Raises:
         SyntaxError: the lines do not parse alone.
     """
-    first = seg.lstrip("\n")
-    if first[:1] in (" ", "\t"):
+    indented = seg.lstrip("\n")[:1] in (" ", "\t")
+    pad = start - 2 if indented else start - 1
+    if pad >= 0:  # blank lines above put every node on its file line (ast.increment_lineno walks them all)
+        try:
+            tree = ast.parse("\n" * pad + (_WRAPPER + seg if indented else seg))
+            return tree.body[0].body[0] if indented else tree.body[0]  # type: ignore[attr-defined]
+        except SyntaxError:
+            pass  # raised below, as the lines alone give it (line numbers of the segment)
+    if indented:
         tree = ast.parse(_WRAPPER + seg)
         node = tree.body[0].body[0]  # type: ignore[attr-defined]
         ast.increment_lineno(tree, start - 2)

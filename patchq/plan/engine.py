@@ -101,7 +101,6 @@ class Workspace:
         self.dirty: dict[str, list[tuple[int, int]]] = {}
         #: True once a definition was searched for in the whole package
         self.searched = False
-        self._spans_ok: dict[str, tuple[str, bool]] = {}
 
     def current(self, relpath: str) -> str | None:
         """The current (possibly edited) text, or None when the file does not exist."""
@@ -299,23 +298,7 @@ class Workspace:
         """True when every span edits wrote in the current text compiles alone (an
         indented one inside a dummy class); then the whole file compiles
         (:meth:`compile_error`). Memoized per text."""
-        text = self.text[relpath]
-        got = self._spans_ok.get(relpath)
-        if got is not None and got[0] is text:
-            return got[1]
-        ok = True
-        lines = definitions.split_lines(text)
-        for a, b in self.dirty.get(relpath, []):
-            seg = "".join(lines[a - 1:b])
-            first = seg.lstrip("\n")
-            code = ("class _patchq_segment_:\n" + seg) if first[:1] in (" ", "\t") else seg
-            try:
-                compile(code, relpath, "exec", dont_inherit=True)
-            except SyntaxError:
-                ok = False
-                break
-        self._spans_ok[relpath] = (text, ok)
-        return ok
+        return _spans_ok(self.text[relpath], relpath, self.dirty.get(relpath, []))
 
     def context_entries(self, relpath: str) -> list | None:
         """The definition entries of the current text of ``relpath`` when they are known to
@@ -328,15 +311,30 @@ class Workspace:
             return None
         return self._entries(relpath)
 
-    def owner_class(self, relpath: str, text: str, qualname: str) -> ast.ClassDef | None:
+    def owner_class(self, relpath: str, text: str, qualname: str, state: tuple | None = None) -> ast.ClassDef | None:
         """The :mod:`ast` of the one class ``qualname`` in ``text`` (a text of ``relpath``),
         or None (absent, defined more than once, not a class, or the text does not parse).
-        For the pristine text only the class's own lines are parsed."""
+        Only the class's own lines are parsed when its entries are known and the text is
+        known to parse: the pristine text, and an edited one (the current text, or the one
+        of ``state``, a :meth:`snapshot`) whose edited spans compile alone."""
         if text is self.pristine_text.get(relpath):
             found = (self.pristine_index(relpath) or {}).get(qualname)
             if not found or len(found) != 1 or found[0].kind != "class":
                 return None
             node = self.pristine_node(relpath, qualname)
+            return node if isinstance(node, ast.ClassDef) else None
+        for index, dirty in ((self._index, self.dirty), (state[1], state[2]) if state else ({}, {})):
+            cached = index.get(relpath)
+            if cached is None or cached[0] is not text or not dirty.get(relpath) or \
+                    not _spans_ok(text, relpath, dirty[relpath]):
+                continue
+            found = cached[2].get(qualname)
+            if not found or len(found) != 1 or found[0].kind != "class":
+                return None
+            try:
+                node = definitions.definition_from(text, relpath, found[0]).node
+            except SyntaxError:  # pragma: no cover - a class of a text that parses parses alone
+                break
             return node if isinstance(node, ast.ClassDef) else None
         nodes = _index_of(text).get(qualname)
         return nodes[0] if nodes and len(nodes) == 1 and isinstance(nodes[0], ast.ClassDef) else None
@@ -662,9 +660,10 @@ def upstream_evidence(changes: list[survival.EditChange]) -> str:
     return "; ".join(parts)
 
 
-def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes: list[survival.EditChange]) -> None:
+def _validate_names(ws: Workspace, patch: Patch, state: tuple, changes: list[survival.EditChange]) -> None:
     """The pyflakes checks of every definition the patch changed (module context;
-    :func:`validate.check_names`)."""
+    :func:`validate.check_names`). ``state``: the :meth:`Workspace.snapshot` before this patch."""
+    before: dict[str, str] = state[0]
     first: dict[tuple[str, str], survival.EditChange] = {}
     last: dict[tuple[str, str], survival.EditChange] = {}
     for ch in changes:
@@ -688,13 +687,40 @@ def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes
             continue
         # a definition's ast (the module's own was handled above)
         assert isinstance(old, ast.stmt) and isinstance(new, ast.stmt)
-        owner = ws.owner_class(relpath, text_before, qualname.rsplit(".", 1)[0]) if "." in qualname else None
+        owner = ws.owner_class(relpath, text_before, qualname.rsplit(".", 1)[0], state) if "." in qualname else None
         entries = ws.context_entries(relpath) if context_text is ws.text.get(relpath) else None
         try:
             validate.check_names(patch.id, qualname, context_text, old, new, owner, patch.runtime_names, entries)
         except AnchorError as exc:
             exc.anchor = ch.anchor
             raise
+
+
+_SPANS_OK: dict[tuple[str, int], tuple[str, tuple, bool]] = {}
+
+
+def _spans_ok(text: str, relpath: str, dirty: list[tuple[int, int]]) -> bool:
+    """True when every span ``dirty`` (1-based inclusive lines) of an edited ``text``
+    compiles alone, an indented one inside a dummy class (then the whole text does:
+    :meth:`Workspace.spans_compile`). Memoized per text and spans."""
+    key = (relpath, id(text))
+    got = _SPANS_OK.get(key)
+    if got is not None and got[0] is text and got[1] == tuple(dirty):
+        return got[2]
+    lines = definitions.split_lines(text)
+    ok = True
+    for a, b in dirty:
+        seg = "".join(lines[a - 1:b])
+        code = ("class _patchq_segment_:\n" + seg) if seg.lstrip("\n")[:1] in (" ", "\t") else seg
+        try:
+            compile(code, relpath, "exec", dont_inherit=True)
+        except SyntaxError:
+            ok = False
+            break
+    if len(_SPANS_OK) > 256:
+        _SPANS_OK.clear()
+    _SPANS_OK[key] = (text, tuple(dirty), ok)
+    return ok
 
 
 @functools.lru_cache(maxsize=16)
@@ -877,7 +903,7 @@ def _plan_patch(ws: Workspace, patch: Patch, lookup, all_changes: dict, hand_che
         _detect_upstream(ws, changes)
         if _all_upstream(ws, patch, changes, hand, result, before, strict):
             return result
-        _validate_names(ws, patch, before[0], changes)  # the texts before this patch
+        _validate_names(ws, patch, before, changes)  # the texts before this patch
         _survival(ws, patch, results, done, changes)
     except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
         ws.restore(before)
