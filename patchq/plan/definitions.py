@@ -650,6 +650,17 @@ class SourceIndex:
         """The files whose text declares ``name`` (:func:`declared_names`), in order."""
         return [rel for rel, (_, names) in self.names().items() if name in names]
 
+    def declares(self, relpath: str, text: str, name: str) -> bool:
+        """:func:`patchq.plan.anchors.declares` of ``text``, the file ``relpath``: from the
+        names map when ``text`` is the one the source handed out (no regex over it)."""
+        if getattr(self.source, "_texts", {}).get(relpath) is text:
+            got = self.names().get(relpath)
+            if got is not None:
+                return name in got[1]
+        from patchq.plan.anchors import declares
+
+        return declares(text, name)
+
     def _ensure(self, rels: Sequence[str]) -> None:
         """Entries for ``rels`` in the store, the cold ones parsed in parallel."""
         names = self.names()

@@ -101,6 +101,8 @@ class Workspace:
         self.dirty: dict[str, list[tuple[int, int]]] = {}
         #: True once a definition was searched for in the whole package
         self.searched = False
+        #: relpath -> top-level modules imported by code written there (:attr:`Plan.imports`)
+        self.imports: dict[str, set[str] | None] = {}
 
     def current(self, relpath: str) -> str | None:
         """The current (possibly edited) text, or None when the file does not exist."""
@@ -161,7 +163,7 @@ class Workspace:
 
     def locate(self, spec: AnchorSpec) -> tuple[str, bool]:
         """(relpath, moved) of the anchor's definition in the current texts."""
-        return locate_definition(spec, self.source, self.index, self.package)
+        return locate_definition(spec, self.source, self.index, self.package, self.defs.declares)
 
     def segment(self, relpath: str, qualname: str) -> Segment:
         """The current definition ``qualname`` of ``relpath``, parsed alone (the whole
@@ -190,7 +192,13 @@ class Workspace:
         text = splice(old_text, segment, new_seg)
         self.text[relpath] = text
         n_new = len(definitions.split_lines(new_seg)) if new_seg else 0
-        fresh = _segment_entries(segment, new_seg)
+        tree = _segment_tree_of(segment, new_seg)
+        fresh = _segment_entries(segment, new_seg, tree)
+        known = self.imports.get(relpath, set())
+        if tree is None and new_seg:
+            self.imports[relpath] = None  # not parsed alone: the texts are read (converge)
+        elif known is not None:
+            self.imports[relpath] = known | _imported(tree) if tree is not None else known
         if fresh is None:
             self._index.pop(relpath, None)
         else:
@@ -340,20 +348,51 @@ class Workspace:
         return nodes[0] if nodes and len(nodes) == 1 and isinstance(nodes[0], ast.ClassDef) else None
 
 
-def _segment_entries(segment: Segment, new_seg: str) -> list | None:
-    """The definition entries of a rendered segment (line numbers of the whole file,
-    no fingerprints); [] for a removal; None when it does not parse alone."""
+def _segment_tree_of(segment: Segment, new_seg: str) -> ast.Module | None:
+    """The :mod:`ast` of a rendered segment parsed alone (an indented one inside a dummy
+    class, whose body the returned module holds), or None: a removal, or it does not parse
+    alone."""
     if not new_seg:
-        return []
-    prefix = segment.qualname.rsplit(".", 1)[0] + "." if "." in segment.qualname else ""
+        return None
     try:
         if segment.wrapped:
             tree = ast.parse("class _patchq_segment_:\n" + new_seg)
-            inner = ast.Module(body=tree.body[0].body, type_ignores=[])  # type: ignore[attr-defined]
-            return definitions.entries_of_tree(inner, prefix, segment.start - 1, with_fingerprints=False)
-        return definitions.entries_of_tree(ast.parse(new_seg), prefix, segment.start, with_fingerprints=False)
+            return ast.Module(body=tree.body[0].body, type_ignores=[])  # type: ignore[attr-defined]
+        return ast.parse(new_seg)
     except SyntaxError:
         return None
+
+
+def _segment_entries(segment: Segment, new_seg: str, tree: ast.Module | None = None) -> list | None:
+    """The definition entries of a rendered segment (line numbers of the whole file,
+    no fingerprints); [] for a removal; None when it does not parse alone. ``tree``: the
+    segment's :func:`_segment_tree_of`, when the caller has it."""
+    if not new_seg:
+        return []
+    tree = tree if tree is not None else _segment_tree_of(segment, new_seg)
+    if tree is None:
+        return None
+    prefix = segment.qualname.rsplit(".", 1)[0] + "." if "." in segment.qualname else ""
+    offset = segment.start - 1 if segment.wrapped else segment.start
+    return definitions.entries_of_tree(tree, prefix, offset, with_fingerprints=False)
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """The top-level modules the statements of ``tree`` import (absolute imports, nested
+    blocks and definitions included; expressions are not entered: an import is a statement)."""
+    out: set[str] = set()
+    todo: list = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if not node.level and node.module:
+                out.add(node.module.split(".")[0])
+        else:
+            for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                todo += getattr(node, name, None) or []
+    return out
 
 
 def _shifted(old_entries: list, fresh: list, segment: Segment, n_new: int) -> list | None:
@@ -838,8 +877,12 @@ def plan(
         results.append(result)
     pristine, patched = _compiled_texts(ws, results)
     definitions.save_all()
+    imports: dict[str, list[str] | None] = {}
+    for rel in patched:
+        found = ws.imports.get(rel)
+        imports[rel] = sorted(found) if found is not None else None
     return Plan(source, results, pristine, patched, workspace=ws, changes=all_changes,
-                hand_checks=hand_checks)
+                hand_checks=hand_checks, imports=imports)
 
 
 def _lookup(ws: Workspace) -> Callable[[str, str], object]:
@@ -851,7 +894,7 @@ def _lookup(ws: Workspace) -> Callable[[str, str], object]:
         try:
             relpath, _ = locate_definition(spec, ws.source,
                                            lambda p: ws.pristine_index(p) if ws.current(p) is not None else None,
-                                           ws.package)
+                                           ws.package, ws.defs.declares)
         except AnchorError:
             return None
         index = ws.pristine_index(relpath)

@@ -17,9 +17,12 @@ stored texts are intact; then nothing is parsed. A plan that searched the whole 
 for a moved definition, or that failed, is never stored (it would depend on files it
 did not read, or there is nothing to reuse). Any cache error falls back to planning.
 
-A cached plan carries the results and the texts only (``workspace`` None, ``changes``
-and ``hand_checks`` empty): enough for ``apply``, ``run`` and ``diff`` (converge), which
-read nothing else; ``check`` and the authoring commands plan with :func:`engine.plan`.
+A cached plan carries the results, the texts and the modules the patched code imports
+(:attr:`patchq.plan.results.Plan.imports`) only (``workspace`` None, ``changes`` and
+``hand_checks`` empty): enough for ``apply``, ``run`` and ``diff`` (converge), which read
+nothing else; ``check`` and the authoring commands plan with :func:`engine.plan`.
+:func:`load` and :func:`store` serve and keep a plan by key for whoever made it
+(:func:`plan`, and ``check``, whose plan ``apply`` reuses).
 The relations outcomes (superseded, upstreamed by generic or hand-written detection) are
 in the results. The backward upstream detection may read the patch's last verified
 release from patchq's cache: that release's content is fixed, but whether it was cached
@@ -70,7 +73,10 @@ def _text_path(sha: str) -> Path:
     return cache.plans() / "texts" / sha[:2] / sha
 
 
-def _load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> engine.Plan | None:
+def load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> engine.Plan | None:
+    """The plan stored under ``key`` when every file it read still reads the same through
+    ``read`` (and through ``source``) and its patched texts are intact, else None (a miss:
+    a damaged entry is never served)."""
     try:
         with open(cache.plans() / f"{key}.pickle", "rb") as fh:
             data = fh.read()
@@ -102,13 +108,29 @@ def _load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> en
     pristine = {rel: texts[rel] for rel in patched}
     if any(t is None for t in pristine.values()):
         return None
-    return engine.Plan(source, entry["results"], pristine, patched, workspace=None)  # type: ignore[arg-type]
+    imports = entry.get("imports")
+    if not (isinstance(imports, dict) and set(imports) == set(patched)):
+        imports = None  # the converge reads the texts
+    return engine.Plan(source, entry["results"], pristine, patched, workspace=None,  # type: ignore[arg-type]
+                       imports=imports)
 
 
-def _store(plan: engine.Plan, key: str, source_reads: dict[str, str | None]) -> None:
+def store(plan: engine.Plan, key: str, source_reads: dict[str, str | None],
+          reads: dict[str, str | None] | None = None) -> None:
+    """Store a successful ``plan`` under ``key`` (nothing for a failed one, or one that
+    searched the whole package for a definition).
+
+    Args:
+        source_reads: relpath -> sha256 of the text (None: absent) of every file the source
+            handed out while planning.
+        reads: relpath -> sha256 of every file planning read through its ``read``; default:
+            the plan's workspace's (a plan without a workspace needs them given).
+    """
     ws = plan.workspace
-    if ws is None or not plan.ok or getattr(ws, "searched", False):
+    if not plan.ok or getattr(ws, "searched", False) or (ws is None and reads is None):
         return
+    if reads is None:
+        reads = {rel: _sha(t) for rel, t in ws.pristine_text.items()}  # type: ignore[union-attr]
     try:
         shas = {}
         for rel, text in plan.patched.items():
@@ -117,9 +139,9 @@ def _store(plan: engine.Plan, key: str, source_reads: dict[str, str | None]) -> 
             if not path.is_file():
                 cache.write_entry(path, text.encode("utf-8"))
             shas[rel] = sha
-        entry = {"format": FORMAT, "read": {rel: _sha(t) for rel, t in ws.pristine_text.items()},
-                 "source": {rel: _sha(t) for rel, t in source_reads.items()},
-                 "patched": shas, "results": plan.results}
+        entry = {"format": FORMAT, "read": dict(reads),
+                 "source": dict(source_reads),
+                 "patched": shas, "results": plan.results, "imports": plan.imports}
         payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
         cache.write_entry(cache.plans() / f"{key}.pickle", hashlib.sha256(payload).digest() + payload)
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
@@ -135,12 +157,12 @@ def plan(source: CodeSource, patches: list[Patch], read: Callable[[str], str | N
     read = read or source.read_text
     patches = list(patches)
     key = plan_key(source, patches, strict)
-    cached = _load(source, key, read)
+    cached = load(source, key, read)
     if cached is not None:
         return cached
     out = engine.plan(source, patches, read=read, strict=strict)
     from patchq.compat import gate  # drift not provably apart from a patch blocks (as check says)
 
     gate.review(out, patches)
-    _store(out, key, dict(source._texts))  # every text the source handed out so far
+    store(out, key, {rel: _sha(t) for rel, t in source._texts.items()})  # every text the source handed out so far
     return out
