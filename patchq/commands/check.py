@@ -22,7 +22,7 @@ def run(target: CodeSource, series: Series, profile: str | None) -> tuple[CheckD
     """
     # relations hook: a profile's patches come validated against their declared relations
     patches = series.patches_of(profile) if profile else [series.patch(pid) for pid in series.all_patch_ids()]
-    rows = checking.check(target, patches)
+    rows = checking.check(target, patches, keep_plan=True)  # apply reuses the plan (compat/checkplan.py)
     doc = checking.document(target, profile, rows)
     return doc, doc["exit_code"]
 

@@ -71,7 +71,7 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
     wanted = version_arg(to, "--to") if to else target.version
     installed = wanted == target.version
     source = target if installed else release_source(str(wanted))
-    rows = checking.check(source, series.patches_of(profile))
+    rows = checking.check(source, series.patches_of(profile), keep_plan=True)  # apply below reuses its plan
     needs = [r.id for r in rows if r.status in REBASE or r.tried_variant]
     rebased: dict[str, dict] = {}
     work = Path(workdir) if workdir else series.root.parent / ".patchq-rebase"
@@ -80,7 +80,8 @@ def run(series: Series, target: CodeSource, profile: str | None, to: str | None,
         rebased = {p["id"]: p for p in rebase_doc["patches"]}
         if write and any(p["written"] for p in rebased.values()):
             series = Series(series.root, series.anchors_root, series.profiles, {}, location=series.location)
-            rows = checking.check(source, series.patches_of(profile))  # what the written series does now
+            # what the written series does now
+            rows = checking.check(source, series.patches_of(profile), keep_plan=True)
     blocking = [r for r in rows if r.blocking]
     apply_doc: ApplyDoc | None = None
     code = EXIT_OK if not blocking else EXIT_PATCH_FAILED

@@ -672,7 +672,7 @@ def pristine_reader(source: CodeSource):
     return read
 
 
-def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
+def check(source: CodeSource, patches: list[Patch], keep_plan: bool = False) -> list[PatchCheck]:
     """Check ``patches`` (in series order) against ``source`` in one plan.
 
     An installed vLLM is checked as ``apply`` would plan it: from the pristine copies of
@@ -683,10 +683,13 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     the verdict cache and parses nothing. A long series is checked in forked processes
     when its patches fall in groups that share nothing (:mod:`patchq.compat.fanout`).
 
+    ``keep_plan``: keep the plan for ``apply`` when nothing blocks
+    (:mod:`patchq.compat.checkplan`; ``check`` and ``upgrade`` do, the matrix does not).
+
     Returns:
         One :class:`PatchCheck` per patch, in order.
     """
-    from patchq.compat import fanout, verdictcache
+    from patchq.compat import checkplan, fanout, verdictcache
 
     cached, key = verdictcache.load(source, patches)
     if cached is not None:
@@ -700,17 +703,23 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     fanned = fanout.check(source, patches, planned, tried, read, _check_workers())
     if fanned is not None:
         rows, shares = fanned
+        kept = fanout.merged(shares)  # the shares' plans, as one
         if verdictcache.enabled(source):  # what the shares read, read here too: the entry lists it
             for rel in sorted({rel for s in shares for rel in s.source_texts}):
                 source.read_text(rel)
     else:
         plan = engine.plan(source, planned, read=read)
+        results, reads, source_reads = checkplan.snapshot(plan) if keep_plan else ([], {}, {})
+        kept = (results, plan.pristine, plan.patched, plan.imports, reads, source_reads,
+                plan.workspace is not None and plan.workspace.searched)
         _prefetch_bases(plan, planned)
         rows = _classify_all(patches, plan, tried)
         from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
         upstreamed.annotate(rows, patches, plan)
     definitions.save_all()  # what drift and the rename search indexed
     verdictcache.store(source, patches, rows, key)
+    if keep_plan:
+        checkplan.keep(source, patches, tried, rows, *kept)
     return rows
 
 

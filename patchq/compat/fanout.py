@@ -17,7 +17,7 @@ were indeed apart, and returns None (the caller checks in one process) when they
   holds (:func:`apart`).
 
 Each share also hands back its plan as plain data (results, the texts it changed, the
-sha256 of every file it read), which ``apply`` can reuse.
+sha256 of every file it read), which :mod:`patchq.compat.checkplan` keeps for ``apply``.
 """
 
 from __future__ import annotations
@@ -201,7 +201,8 @@ def check(source: CodeSource, patches: list[Patch], planned: list[Patch], tried:
 
 
 def merged(shares: list[Share]) -> tuple:
-    """The shares' plans as one: (results in series order, pristine texts, patched texts, imports, reads,
+    """The shares' plans as one, in the arguments :func:`patchq.compat.checkplan.keep` takes
+    after the rows: (results in series order, pristine texts, patched texts, imports, reads,
     source reads, searched)."""
     results = [r for _, r in sorted(((i, r) for s in shares for i, r in zip(s.indices, s.results, strict=True)),
                                     key=lambda x: x[0])]

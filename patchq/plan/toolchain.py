@@ -18,7 +18,7 @@ SOURCES = ("plan/engine.py", "plan/anchors.py", "plan/definitions.py", "plan/stm
            "plan/results.py", "plan/relations.py", "plan/survival.py", "plan/validate.py",
            "plan/backward.py", "plan/forward.py", "plan/meaning.py", "plan/astdiff.py", "plan/legacyops.py",
            "plan/stmtviews.py", "edits.py", "sentinels.py", "model.py", "compat/gate.py", "compat/threeway.py",
-           "compat/drift.py")
+           "compat/drift.py", "compat/checkplan.py", "compat/fanout.py")
 
 _digest: str | None = None
 
