@@ -594,16 +594,31 @@ def cut_segment(text: str, relpath: str, qualname: str, node) -> Segment:
     if not seg.endswith("\n"):
         seg += "\n"
     if indent:
-        module = cst.parse_module(_WRAPPER + seg)
+        module = _parse_cst(_WRAPPER + seg)
         defn = cast(cst.ClassDef, module.body[0]).body.body[0]  # the def inside the _WRAPPER class
     else:
-        module = cst.parse_module(_LEAD + seg)
+        module = _parse_cst(_LEAD + seg)
         defn = module.body[1]
     def_text = "".join(lines[first:end])
     if not def_text.endswith("\n"):
         def_text += "\n"
     # the lines of an ast def/class (decorators included) parse as that definition
     return Segment(relpath, qualname, start, end, bool(indent), module, cast(DefNode, defn), first, def_text)
+
+
+_CST: dict[str, cst.Module] = {}
+
+
+def _parse_cst(code: str) -> cst.Module:
+    """:func:`libcst.parse_module`, kept per text for the process (libcst trees are
+    immutable: a matrix cuts most definitions again, unchanged, release after release)."""
+    got = _CST.get(code)
+    if got is None:
+        got = cst.parse_module(code)
+        if len(_CST) > 1024:
+            _CST.clear()
+        _CST[code] = got
+    return got
 
 
 def splice(text: str, segment: Segment, new_text: str) -> str:

@@ -278,8 +278,16 @@ class Workspace:
             return None
         if found[0].fingerprint:
             return found[0].fingerprint
-        node = self.pristine_node(relpath, qualname)  # the index leaves fingerprints out: from its own lines
-        return fingerprint_ast(node) if node is not None else None
+        e = found[0]  # the index leaves fingerprints out: from its own lines, kept per text (a matrix
+        key = definitions.span_text(self.pristine_text[relpath], e.start, e.end)  # meets most again)
+        if key not in _FINGERPRINTS:
+            node = self.pristine_node(relpath, qualname)
+            if node is None:  # pragma: no cover - one indexed definition parses alone
+                return None
+            if len(_FINGERPRINTS) > 4096:
+                _FINGERPRINTS.clear()
+            _FINGERPRINTS[key] = fingerprint_ast(node)
+        return _FINGERPRINTS[key]
 
     def changed(self) -> list[str]:
         """Relpaths whose text differs from the pristine one, sorted."""
@@ -321,15 +329,19 @@ class Workspace:
 
     def owner_class(self, relpath: str, text: str, qualname: str, state: tuple | None = None) -> ast.ClassDef | None:
         """The :mod:`ast` of the one class ``qualname`` in ``text`` (a text of ``relpath``),
-        or None (absent, defined more than once, not a class, or the text does not parse).
-        Only the class's own lines are parsed when its entries are known and the text is
-        known to parse: the pristine text, and an edited one (the current text, or the one
-        of ``state``, a :meth:`snapshot`) whose edited spans compile alone."""
+        or None (absent, defined more than once, not a class, or the text does not parse):
+        what the pyflakes checks of a method need of its class
+        (:func:`patchq.plan.validate.check_names` keeps only the names and kinds of its
+        other members). Only the class's own lines are parsed when its entries are known and
+        the text is known to parse: the pristine text (its members' bodies left out:
+        :func:`_class_outline`), and an edited one (the current text, or the one of
+        ``state``, a :meth:`snapshot`) whose edited spans compile alone."""
         if text is self.pristine_text.get(relpath):
-            found = (self.pristine_index(relpath) or {}).get(qualname)
+            index = self.pristine_index(relpath) or {}
+            found = index.get(qualname)
             if not found or len(found) != 1 or found[0].kind != "class":
                 return None
-            node = self.pristine_node(relpath, qualname)
+            node = _class_outline(text, relpath, qualname, found[0], index) or self.pristine_node(relpath, qualname)
             return node if isinstance(node, ast.ClassDef) else None
         for index, dirty in ((self._index, self.dirty), (state[1], state[2]) if state else ({}, {})):
             cached = index.get(relpath)
@@ -735,6 +747,52 @@ def _validate_names(ws: Workspace, patch: Patch, state: tuple, changes: list[sur
             raise
 
 
+_OUTLINES: dict[str, ast.ClassDef | None] = {}
+
+
+def _class_outline(text: str, relpath: str, qualname: str, entry, index: dict) -> ast.ClassDef | None:
+    """The class ``qualname`` of ``text`` (its index ``entry``) with every member
+    ``def``/``class`` cut to a stub (``def name():`` or ``class name:`` over ``pass``):
+    the same node as the class parsed whole for :func:`patchq.plan.validate.check_names`,
+    which reduces every other member to such a stub, at the cost of the class's own
+    statements. None when a member is not a direct child of the class body (a definition
+    under an ``if``: it would be kept whole) or the outline does not parse. Kept per text."""
+    prefix = qualname + "."
+    members = sorted((e for q, es in index.items() if q.startswith(prefix) and "." not in q[len(prefix):]
+                      for e in es), key=lambda e: e.start)
+    lines = definitions.split_lines(text)
+    out: list[str] = []
+    pos = entry.start
+    for m in members:
+        if m.start < pos or m.end > entry.end:
+            return None
+        indent = lines[m.line - 1][:m.col]
+        name = m.qualname[len(prefix):]
+        out += lines[pos - 1:m.start - 1]
+        out.append(f"{indent}class {name}:\n{indent}    pass\n" if m.kind == "class" else
+                   f"{indent}def {name}():\n{indent}    pass\n")
+        pos = m.end + 1
+    out += lines[pos - 1:entry.end]
+    seg = "".join(out)
+    if not seg.endswith("\n"):
+        seg += "\n"
+    if seg not in _OUTLINES:
+        try:
+            node = definitions.parse_definition(seg, entry.start)
+        except SyntaxError:
+            node = None
+        if not isinstance(node, ast.ClassDef) or \
+                [(type(n), n.name) for n in node.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))] != \
+                [(ast.ClassDef if m.kind == "class" else ast.FunctionDef, m.qualname[len(prefix):]) for m in members]:
+            node = None  # a member under a compound statement, or lines that do not stand alone
+        if len(_OUTLINES) > 2048:
+            _OUTLINES.clear()
+        _OUTLINES[seg] = node
+    return _OUTLINES[seg]
+
+
+#: definition text (its lines, indentation kept) -> fingerprint (:meth:`Workspace.pristine_fingerprint`)
+_FINGERPRINTS: dict[str, str] = {}
 _SPANS_OK: dict[tuple[str, int], tuple[str, tuple, bool]] = {}
 
 

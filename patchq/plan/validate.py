@@ -152,7 +152,8 @@ _DEFS_AND_CLASSES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 class _Piece(NamedTuple):
     """One top-level statement of a module's context (its definitions stubbed)."""
 
-    stmt: ast.stmt
+    stmt: ast.stmt | None  #: the statement; None once the pieces are known to join exactly
+    is_def: bool  #: a (stubbed) ``def`` or ``class``
     name: str | None  #: the name of a stubbed definition, else None
     code: str  #: ast.unparse of the statement when it is not the module's first
     first: str  #: ... when it is (a string expression is then written as a docstring)
@@ -171,7 +172,7 @@ def _words(code: str) -> frozenset[str]:
     return frozenset(_WORD.findall(code)) - _KEYWORDS
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=256)
 def _pieces(source: str) -> tuple[list[_Piece], bool] | None:
     """The top-level statements of a module text or skeleton, each rendered once, and
     whether joining them as :func:`ast.unparse` does (one line break before a statement,
@@ -192,9 +193,16 @@ def _pieces(source: str) -> tuple[list[_Piece], bool] | None:
         first = ast.unparse(ast.Module(body=[node], type_ignores=[])) if docstring else code
         always = isinstance(node, ast.ImportFrom) and (node.module == "__future__" or
                                                        any(a.name == "*" for a in node.names))
-        pieces.append(_Piece(node, name, code, first, _words(code), always))
-    whole = ast.unparse(ast.fix_missing_locations(ast.Module(body=[p.stmt for p in pieces], type_ignores=[])))
-    return pieces, _join(pieces) == whole
+        pieces.append(_Piece(node, name is not None, name, code, first, _words(code), always))
+    whole = ast.unparse(ast.fix_missing_locations(ast.Module(body=_stmts(pieces), type_ignores=[])))
+    if _join(pieces) != whole:
+        return pieces, False
+    return [p._replace(stmt=None) for p in pieces], True  # kept for many modules: the text is enough
+
+
+def _stmts(pieces: list[_Piece]) -> list[ast.stmt]:
+    """The statements of pieces that keep them (not known to join exactly)."""
+    return [p.stmt for p in pieces if p.stmt is not None]
 
 
 def _join(pieces: list[_Piece], names: set[str] | None = None) -> str:
@@ -206,12 +214,12 @@ def _join(pieces: list[_Piece], names: set[str] | None = None) -> str:
         if names is not None and not p.always and p.words.isdisjoint(names):
             code = "\n" * code.count("\n")
         if i:
-            out.append("\n\n" if isinstance(p.stmt, _DEFS_AND_CLASSES) else "\n")
+            out.append("\n\n" if p.is_def else "\n")
         out.append(code)
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1024)
 def _context_cached(source: str, top: str) -> tuple[list[_Piece], bool] | None:
     """The pieces of :func:`_context` for one module text or skeleton and the definition
     left out, and whether :func:`_join` writes them exactly (memoized: the patches of one
@@ -234,7 +242,7 @@ def _render(pieces: list[_Piece], exact: bool, names: set[str] | None = None) ->
     """The context's code (:func:`_context`), every statement spelling none of ``names``
     left empty (:func:`_relevant`); rendered whole when joining is not known to be exact."""
     if not exact:
-        code = ast.unparse(ast.fix_missing_locations(ast.Module(body=[p.stmt for p in pieces], type_ignores=[])))
+        code = ast.unparse(ast.fix_missing_locations(ast.Module(body=_stmts(pieces), type_ignores=[])))
         return _relevant(code + "\n", names) if names is not None else code + "\n"
     return _join(pieces, names) + "\n"
 
@@ -279,7 +287,17 @@ def _relevant(code: str, names: set[str]) -> str:
 
 def _messages(code: str, first_line: int) -> list[tuple[str, tuple[str, ...], str]]:
     """(message class name, its first string argument or (), message text) of each
-    refused pyflakes message after line ``first_line``."""
+    refused pyflakes message after line ``first_line`` (memoized: a matrix checks the same
+    definitions in the same contexts release after release)."""
+    return list(_messages_cached(code, first_line))
+
+
+@functools.lru_cache(maxsize=2048)
+def _messages_cached(code: str, first_line: int) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    return tuple(_pyflakes(code, first_line))
+
+
+def _pyflakes(code: str, first_line: int) -> list[tuple[str, tuple[str, ...], str]]:
     from pyflakes import checker
 
     try:
