@@ -689,11 +689,12 @@ def check(source: CodeSource, patches: list[Patch], keep_plan: bool = False) -> 
     Returns:
         One :class:`PatchCheck` per patch, in order.
     """
-    from patchq.compat import checkplan, fanout, verdictcache
+    from patchq.compat import verdictcache
 
     cached, key = verdictcache.load(source, patches)
     if cached is not None:
         return cached
+    from patchq.compat import checkplan, fanout
     planned, tried = effective_patches(patches, source.version)
     if source.kind != "installed":  # the modules the anchors name, indexed together (an installed
         # vLLM is planned from the journal's pristine copies, which the source does not read)
