@@ -41,7 +41,8 @@ Cases, for each N (default 5, 50, 100, 200, 400):
   the untimed warm-up round);
 * ``matrix 17 warm``: the 17 releases 0.20.2-0.33.0, profile ``all`` (``--workers`` as the
   command defaults);
-* this checkout only: ``check 0.33.0 index-warm`` and ``matrix 17 index-warm``, the same with
+* each checkout that has the verdict cache: ``check 0.33.0 index-warm``, ``matrix 17 index-warm``
+  and ``matrix 18 index-warm`` (0.34.0 too: issue 41's target), the same with
   ``PATCHQ_VERDICT_CACHE=0`` (the definition index warm, no verdict cached: what a changed
   series, a new patchq or a CI run without the verdict cache pays);
 * ``cold apply`` (plans deleted first) on a hard-linked pristine copy of vLLM 0.23.0, then,
@@ -96,6 +97,8 @@ MATRIX_RELEASES = ["0.15.1", "0.17.1", "0.19.1", "0.23.0", "0.24.0", "0.26.0", "
 REAL_17 = ["0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0",
            "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0"]
 REAL_CHECK = ["0.20.2", "0.23.0", "0.33.0"]
+#: the 18 releases of issue 41's matrix target: REAL_17 and 0.34.0
+REAL_18 = [*REAL_17, "0.34.0"]
 RELEASES_17 = ["0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0",
                "0.25.1", "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.33.0"]
 
@@ -145,6 +148,8 @@ class Impl:
         self.env["PYTHONPATH"] = os.pathsep.join([str(root), sysconfig.get_paths()["purelib"]])
         self.cwd = work
         self.cmd = [str(Path(python).parent / "patchq")] if entry == "script" else [python, "-m", "patchq"]
+        #: the checkout has the verdict cache, so PATCHQ_VERDICT_CACHE=0 times the index-warm cases
+        self.verdict_cache = (root / "patchq" / "compat" / "verdictcache.py").is_file()
 
     def run(self, *args: str, cache: Path | None = None, **extra: str) -> tuple[float, float, int]:
         env = dict(self.env, **extra)
@@ -309,12 +314,16 @@ def real_round(impl: Impl, series: Path, n: int, site: Path, work: Path, samples
               "--out", str(work / f"m-{impl.name}-{n}"), "--json")
     if "matrix 17 warm" in cases:
         add("matrix 17 warm", impl.run(*matrix, cache=warm))
-    if impl.name == "patchq":  # the index warm, no verdict cached (what a changed series or patchq pays)
+    if impl.verdict_cache:  # the index warm, no verdict cached (what a changed series or patchq pays)
         if "check 0.33.0 index-warm" in cases:
             add("check 0.33.0 index-warm", impl.run("check", "--series", s, "--profile", "all", "--vllm", "0.33.0",
                                                     "--json", cache=warm, PATCHQ_VERDICT_CACHE="0"))
         if "matrix 17 index-warm" in cases:
             add("matrix 17 index-warm", impl.run(*matrix, cache=warm, PATCHQ_VERDICT_CACHE="0"))
+        if "matrix 18 index-warm" in cases:
+            m18 = ("matrix", "--series", s, "--profiles", "all", "--releases", ",".join(REAL_18),
+                   "--out", str(work / f"m18-{impl.name}-{n}"), "--json")
+            add("matrix 18 index-warm", impl.run(*m18, cache=warm, PATCHQ_VERDICT_CACHE="0"))
     real_startup(impl, s, n, site, work, add, cases)
 
 
@@ -367,7 +376,7 @@ ENV_CASES = ["no-op apply, first", "no-op apply", "status, first", "status"]
 #: ``--cases startup``: what a server start, a shell or a user's first minute pays.
 STARTUP_CASES = [*ENV_CASES, "list", "list, first", "--help", "--help, first"]
 REAL_CASES = ["check cold 0.33.0", *(f"check warm {v}" for v in REAL_CHECK), "check 0.33.0 index-warm",
-              "matrix 17 warm", "matrix 17 index-warm", "cold apply", *STARTUP_CASES]
+              "matrix 17 warm", "matrix 17 index-warm", "matrix 18 index-warm", "cold apply", *STARTUP_CASES]
 
 
 def growth(rows: list[dict]) -> list[dict]:

@@ -23,7 +23,7 @@ def run(target: CodeSource, series: Series, profile: str | None) -> tuple[CheckD
     """
     # relations hook: a profile's patches come validated against their declared relations
     if profile:
-        rows = checking.check(target, series.patches_of(profile))
+        rows = checking.check(target, series.patches_of(profile), keep_plan=True)  # apply reuses it (checkplan)
     else:  # each patch in the context of its own profiles, never stacked on other profiles' patches
         from patchq.compat.views import check_all
 

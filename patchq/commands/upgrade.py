@@ -165,14 +165,14 @@ def run(series: Series, target: CodeSource | None, profile: str | None, to: str 
         branch = gitbranch.prepare(series.root, series.anchors_root, pipe.branch)
     source = target if installed and target is not None else release_source(str(wanted))
     ids = _patch_ids(series, names)
-    rows = checking.check(source, [series.patch(pid) for pid in ids])
+    rows = checking.check(source, [series.patch(pid) for pid in ids], keep_plan=True)  # apply reuses its plan
     before = {r.id: r.status for r in rows}
     work = Path(workdir) if workdir else series.root.parent / ".patchq-rebase"
     carried = _carry(series, rows, str(wanted), write, work)
     recorded: list[str] = []
     if write:
         series = Series(series.root, series.anchors_root, series.profiles, {}, location=series.location)
-        rows = checking.check(source, [series.patch(pid) for pid in ids])  # what the written series does now
+        rows = checking.check(source, [series.patch(pid) for pid in ids], keep_plan=True)  # the written series
         recorded = _record_release(series, str(wanted), rows)
     blocking = [r for r in rows if r.blocking]
     apply_doc: ApplyDoc | None = None

@@ -255,6 +255,21 @@ def _parse_alone(seg: str) -> ast.stmt:
     return ast.parse(seg).body[0]
 
 
+_SPELLS: dict[tuple[str, frozenset[str]], bool] = {}
+
+
+def _spells_file(sha: str, source: CodeSource, relpath: str, need: set[str], spells) -> bool:
+    """``spells`` of a file of ``source`` (its text's sha256 ``sha``), kept per content and
+    names for the process (a matrix's releases share most files and every gone anchor)."""
+    key = (sha, frozenset(need))
+    got = _SPELLS.get(key)
+    if got is None:
+        if len(_SPELLS) > 100000:
+            _SPELLS.clear()
+        got = _SPELLS[key] = spells(source.read_text(relpath) or "")
+    return got
+
+
 def renamed_candidates(spec: AnchorSpec, source: CodeSource) -> list[tuple[str, str, int]]:
     """Definitions named like the anchor's last qualname component under another qualname
     whose statements match the anchor's pattern with the expected count.
@@ -278,7 +293,8 @@ def renamed_candidates(spec: AnchorSpec, source: CodeSource) -> list[tuple[str, 
 
     out = []
     # every count in a file that does not spell the pattern would be 0, which the anchor does not accept
-    files = [rel for rel in index.declaring(last) if spells(source.read_text(rel) or "")]
+    names = index.names()
+    files = [rel for rel in index.declaring(last) if _spells_file(names[rel][0], source, rel, need, spells)]
     index.prefetch(files)  # the cold ones parsed together
     for rel in files:
         text = source.read_text(rel) or ""
@@ -326,7 +342,8 @@ class _Resolver:
         """(location row without pattern data, or None; the AnchorError when not resolved)."""
         try:
             relpath, moved = locate_definition(spec, self.plan.source, self.index,
-                                               self.ws.package if self.ws else None)
+                                               self.ws.package if self.ws else None,
+                                               self.ws.defs.declares if self.ws else None)
         except AnchorError as exc:
             return None, exc
         line = self.ws.line_of(relpath, spec.qualname) if self.ws else None
@@ -694,7 +711,7 @@ def pristine_reader(source: CodeSource):
     return read
 
 
-def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
+def check(source: CodeSource, patches: list[Patch], keep_plan: bool = False) -> list[PatchCheck]:
     """Check ``patches`` (in series order) against ``source`` in one plan.
 
     An installed vLLM is checked as ``apply`` would plan it: from the pristine copies of
@@ -702,7 +719,11 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
 
     A release from patchq's cache is checked once per content: a later check of the same
     patches (every input in :func:`patchq.compat.verdictcache.key`) takes the rows from
-    the verdict cache and parses nothing.
+    the verdict cache and parses nothing. A long series is checked in forked processes
+    when its patches fall in groups that share nothing (:mod:`patchq.compat.fanout`).
+
+    ``keep_plan``: keep the plan for ``apply`` when nothing blocks
+    (:mod:`patchq.compat.checkplan`; ``check`` and ``upgrade`` do, the matrix does not).
 
     Returns:
         One :class:`PatchCheck` per patch, in order.
@@ -712,20 +733,35 @@ def check(source: CodeSource, patches: list[Patch]) -> list[PatchCheck]:
     cached, key = verdictcache.load(source, patches)
     if cached is not None:
         return cached
+    from patchq.compat import checkplan, fanout
     planned, tried = effective_patches(patches, source.version)
     if source.kind != "installed":  # the modules the anchors name, indexed together (an installed
         # vLLM is planned from the journal's pristine copies, which the source does not read)
         definitions.for_source(source).prefetch(rel for p in planned for spec in p.anchors.values()
                                                 for rel in spec.module_paths)
-    plan = engine.plan(source, planned, read=pristine_reader(source))
-    _prefetch_bases(plan, planned)
-    rows = _classify_all(patches, plan, tried)
-    from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
-    upstreamed.annotate(rows, patches, plan)
+    read = pristine_reader(source)
+    fanned = fanout.check(source, patches, planned, tried, read, _check_workers())
+    if fanned is not None:
+        rows, shares = fanned
+        kept = fanout.merged(shares)  # the shares' plans, as one
+        if verdictcache.enabled(source):  # what the shares read, read here too: the entry lists it
+            for rel in sorted({rel for s in shares for rel in s.source_texts}):
+                source.read_text(rel)
+    else:
+        plan = engine.plan(source, planned, read=read)
+        results, reads, source_reads = checkplan.snapshot(plan) if keep_plan else ([], {}, {})
+        kept = (results, plan.pristine, plan.patched, plan.imports, reads, source_reads,
+                plan.workspace is not None and plan.workspace.searched)
+        _prefetch_bases(plan, planned)
+        rows = _classify_all(patches, plan, tried)
+        from patchq.compat import upstreamed  # relations hook: relations and upstream evidence per row
+        upstreamed.annotate(rows, patches, plan)
     for row in rows:
         row.remedy = report.remedy(row.to_dict(), str(source.version))
     definitions.save_all()  # what drift and the rename search indexed
     verdictcache.store(source, patches, rows, key)
+    if keep_plan:
+        checkplan.keep(source, patches, tried, rows, *kept)
     return rows
 
 

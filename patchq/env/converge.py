@@ -206,12 +206,24 @@ def _same_version(recorded: str | None, version: object) -> bool:
 
 
 def _added_imports(plan: planned.Plan, writes: Writes) -> set[str]:
-    """The top-level modules the patches add imports of in the files about to be written."""
+    """The top-level modules the patches add imports of in the files about to be written.
+
+    A file whose patched code the plan records as importing nothing that could count
+    (:attr:`patchq.plan.results.Plan.imports`: only the standard library, ``__future__`` or
+    ``vllm``) adds nothing: the rest of its text is the release's own (each edit replaces
+    whole definitions that parse alone), so it is not parsed again; any other file is read
+    whole, before and after (:func:`patchq.vllmdist.sources.added_imports`)."""
+    import sys
+
     from patchq.vllmdist.sources import added_imports
 
+    ignored = set(sys.stdlib_module_names) | {"__future__", "vllm"}
     out: set[str] = set()
     for relpath, (_, data) in writes.items():
         if relpath in plan.pristine:
+            known = plan.imports.get(relpath) if plan.imports is not None else None
+            if known is not None and set(known) <= ignored:
+                continue
             out |= added_imports(plan.pristine[relpath], data.decode("utf-8", "replace"))
     return out
 

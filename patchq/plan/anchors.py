@@ -373,6 +373,7 @@ def find_definitions(
     hints: Sequence[str],
     index_of: Callable[[str], Mapping[str, Sequence[_Found]] | None],
     package: Callable[[str], Iterable[str]] | None = None,
+    declared: Callable[[str, str, str], bool] | None = None,
 ) -> tuple[list[tuple[str, _Found]], bool]:
     """Every definition of ``qualname``: those of the first ``hints`` file that has any,
     else those of every other ``.py`` file of ``source`` whose text declares the first
@@ -388,6 +389,9 @@ def find_definitions(
         package: qualname -> the files (in ``source.py_files()`` order) that can define
             it, from an index (:meth:`patchq.plan.definitions.SourceIndex.where`); every
             file holding the name must be among them. Default: every file.
+        declared: (relpath, text, name) -> :func:`declares` of that text, from an index
+            that knows (:meth:`patchq.plan.definitions.SourceIndex.declares`). Default:
+            :func:`declares`.
     Returns:
         ([(relpath, definition)], searched_package): searched_package is True when no
         hint defines the name (the hits, if any, moved).
@@ -402,7 +406,7 @@ def find_definitions(
         if relpath in hints:
             continue
         text = source.read_text(relpath)
-        if text is None or not declares(text, first):
+        if text is None or not (declared(relpath, text, first) if declared is not None else declares(text, first)):
             continue
         hits += [(relpath, node) for node in (index_of(relpath) or {}).get(qualname, [])]
     return hits, True
@@ -413,13 +417,14 @@ def locate_definition(
     source: CodeSource,
     index_of: Callable[[str], Mapping[str, Sequence[object]] | None],
     package: Callable[[str], Iterable[str]] | None = None,
+    declared: Callable[[str, str, str], bool] | None = None,
 ) -> tuple[str, bool]:
     """Which file holds the one definition ``spec.qualname`` names (module docstring).
 
     Args:
         spec: the anchor.
         source: the vLLM to search (its file list and texts, for the package-wide search).
-        index_of, package: as for :func:`find_definitions`.
+        index_of, package, declared: as for :func:`find_definitions`.
     Returns:
         (relpath, moved): moved is True when found outside the module hint.
     Raises:
@@ -432,7 +437,7 @@ def locate_definition(
             raise AnchorError(f"anchor {spec.id}: module {spec.module} ({spec.module_paths[0]}) is not in vllm "
                               f"{source.version}", kind="gone", anchor=spec.id)
         return hinted[0], False
-    found, moved = find_definitions(source, spec.qualname, hinted, index_of, package)
+    found, moved = find_definitions(source, spec.qualname, hinted, index_of, package, declared)
     if len(found) == 1:
         return found[0][0], moved
     if found and not moved:
@@ -595,16 +600,31 @@ def cut_segment(text: str, relpath: str, qualname: str, node) -> Segment:
     if not seg.endswith("\n"):
         seg += newline
     if indent:
-        module = cst.parse_module(_WRAPPER.replace("\n", newline) + seg)
+        module = _parse_cst(_WRAPPER.replace("\n", newline) + seg)
         defn = cast(cst.ClassDef, module.body[0]).body.body[0]  # the def inside the _WRAPPER class
     else:
-        module = cst.parse_module(_LEAD.replace("\n", newline) + seg)
+        module = _parse_cst(_LEAD.replace("\n", newline) + seg)
         defn = module.body[1]
     def_text = "".join(lines[first:end])
     if not def_text.endswith("\n"):
         def_text += "\n"
     # the lines of an ast def/class (decorators included) parse as that definition
     return Segment(relpath, qualname, start, end, bool(indent), module, cast(DefNode, defn), first, def_text, newline)
+
+
+_CST: dict[str, cst.Module] = {}
+
+
+def _parse_cst(code: str) -> cst.Module:
+    """:func:`libcst.parse_module`, kept per text for the process (libcst trees are
+    immutable: a matrix cuts most definitions again, unchanged, release after release)."""
+    got = _CST.get(code)
+    if got is None:
+        got = cst.parse_module(code)
+        if len(_CST) > 1024:
+            _CST.clear()
+        _CST[code] = got
+    return got
 
 
 def splice(text: str, segment: Segment, new_text: str) -> str:

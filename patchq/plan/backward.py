@@ -72,8 +72,8 @@ def _target_def(source: CodeSource, ws, spec: AnchorSpec) -> tuple[str, ast.stmt
     def index(relpath):
         return ws.pristine_index(relpath) if ws.current(relpath) is not None else None
 
-    try:
-        relpath, _ = locate_definition(spec, source, index)
+    try:  # the files the index says declare the name: the ones a scan of the whole package would read
+        relpath, _ = locate_definition(spec, source, index, ws.defs.candidates, ws.defs.declares)
         node = ws.pristine_node(relpath, spec.qualname)  # the ast (the index holds definition entries)
     except (AnchorError, SyntaxError, ValueError):  # a target that does not parse (a NUL byte): no verdict
         return None

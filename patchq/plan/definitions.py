@@ -248,8 +248,15 @@ def parse_definition(seg: str, start: int) -> ast.stmt:
     Raises:
         SyntaxError: the lines do not parse alone.
     """
-    first = seg.lstrip("\n")
-    if first[:1] in (" ", "\t"):
+    indented = seg.lstrip("\n")[:1] in (" ", "\t")
+    pad = start - 2 if indented else start - 1
+    if pad >= 0:  # blank lines above put every node on its file line (ast.increment_lineno walks them all)
+        try:
+            tree = ast.parse("\n" * pad + (_WRAPPER + seg if indented else seg))
+            return tree.body[0].body[0] if indented else tree.body[0]  # type: ignore[attr-defined]
+        except SyntaxError:
+            pass  # raised below, as the lines alone give it (line numbers of the segment)
+    if indented:
         tree = ast.parse(_WRAPPER + seg)
         node = tree.body[0].body[0]  # type: ignore[attr-defined]
         ast.increment_lineno(tree, start - 2)
@@ -650,6 +657,17 @@ class SourceIndex:
     def declaring(self, name: str) -> list[str]:
         """The files whose text declares ``name`` (:func:`declared_names`), in order."""
         return [rel for rel, (_, names) in self.names().items() if name in names]
+
+    def declares(self, relpath: str, text: str, name: str) -> bool:
+        """:func:`patchq.plan.anchors.declares` of ``text``, the file ``relpath``: from the
+        names map when ``text`` is the one the source handed out (no regex over it)."""
+        if getattr(self.source, "_texts", {}).get(relpath) is text:
+            got = self.names().get(relpath)
+            if got is not None:
+                return name in got[1]
+        from patchq.plan.anchors import declares
+
+        return declares(text, name)
 
     def _ensure(self, rels: Sequence[str]) -> None:
         """Entries for ``rels`` in the store, the cold ones parsed in parallel."""

@@ -101,7 +101,8 @@ class Workspace:
         self.dirty: dict[str, list[tuple[int, int]]] = {}
         #: True once a definition was searched for in the whole package
         self.searched = False
-        self._spans_ok: dict[str, tuple[str, bool]] = {}
+        #: relpath -> top-level modules imported by code written there (:attr:`Plan.imports`)
+        self.imports: dict[str, set[str] | None] = {}
 
     def current(self, relpath: str) -> str | None:
         """The current (possibly edited) text, or None when the file does not exist."""
@@ -162,7 +163,7 @@ class Workspace:
 
     def locate(self, spec: AnchorSpec) -> tuple[str, bool]:
         """(relpath, moved) of the anchor's definition in the current texts."""
-        return locate_definition(spec, self.source, self.index, self.package)
+        return locate_definition(spec, self.source, self.index, self.package, self.defs.declares)
 
     def segment(self, relpath: str, qualname: str) -> Segment:
         """The current definition ``qualname`` of ``relpath``, parsed alone (the whole
@@ -191,7 +192,13 @@ class Workspace:
         text = splice(old_text, segment, new_seg)
         self.text[relpath] = text
         n_new = len(definitions.split_lines(new_seg)) if new_seg else 0
-        fresh = _segment_entries(segment, new_seg)
+        tree = _segment_tree_of(segment, new_seg)
+        fresh = _segment_entries(segment, new_seg, tree)
+        known = self.imports.get(relpath, set())
+        if tree is None and new_seg:
+            self.imports[relpath] = None  # not parsed alone: the texts are read (converge)
+        elif known is not None:
+            self.imports[relpath] = known | _imported(tree) if tree is not None else known
         if fresh is None:
             self._index.pop(relpath, None)
         else:
@@ -271,8 +278,16 @@ class Workspace:
             return None
         if found[0].fingerprint:
             return found[0].fingerprint
-        node = self.pristine_node(relpath, qualname)  # the index leaves fingerprints out: from its own lines
-        return fingerprint_ast(node) if node is not None else None
+        e = found[0]  # the index leaves fingerprints out: from its own lines, kept per text (a matrix
+        key = definitions.span_text(self.pristine_text[relpath], e.start, e.end)  # meets most again)
+        if key not in _FINGERPRINTS:
+            node = self.pristine_node(relpath, qualname)
+            if node is None:  # pragma: no cover - one indexed definition parses alone
+                return None
+            if len(_FINGERPRINTS) > 4096:
+                _FINGERPRINTS.clear()
+            _FINGERPRINTS[key] = fingerprint_ast(node)
+        return _FINGERPRINTS[key]
 
     def changed(self) -> list[str]:
         """Relpaths whose text differs from the pristine one, sorted."""
@@ -299,23 +314,7 @@ class Workspace:
         """True when every span edits wrote in the current text compiles alone (an
         indented one inside a dummy class); then the whole file compiles
         (:meth:`compile_error`). Memoized per text."""
-        text = self.text[relpath]
-        got = self._spans_ok.get(relpath)
-        if got is not None and got[0] is text:
-            return got[1]
-        ok = True
-        lines = definitions.split_lines(text)
-        for a, b in self.dirty.get(relpath, []):
-            seg = "".join(lines[a - 1:b])
-            first = seg.lstrip("\n")
-            code = ("class _patchq_segment_:\n" + seg) if first[:1] in (" ", "\t") else seg
-            try:
-                compile(code, relpath, "exec", dont_inherit=True)
-            except SyntaxError:
-                ok = False
-                break
-        self._spans_ok[relpath] = (text, ok)
-        return ok
+        return _spans_ok(self.text[relpath], relpath, self.dirty.get(relpath, []))
 
     def context_entries(self, relpath: str) -> list | None:
         """The definition entries of the current text of ``relpath`` when they are known to
@@ -328,34 +327,84 @@ class Workspace:
             return None
         return self._entries(relpath)
 
-    def owner_class(self, relpath: str, text: str, qualname: str) -> ast.ClassDef | None:
+    def owner_class(self, relpath: str, text: str, qualname: str, state: tuple | None = None) -> ast.ClassDef | None:
         """The :mod:`ast` of the one class ``qualname`` in ``text`` (a text of ``relpath``),
-        or None (absent, defined more than once, not a class, or the text does not parse).
-        For the pristine text only the class's own lines are parsed."""
+        or None (absent, defined more than once, not a class, or the text does not parse):
+        what the pyflakes checks of a method need of its class
+        (:func:`patchq.plan.validate.check_names` keeps only the names and kinds of its
+        other members). Only the class's own lines are parsed when its entries are known and
+        the text is known to parse: the pristine text (its members' bodies left out:
+        :func:`_class_outline`), and an edited one (the current text, or the one of
+        ``state``, a :meth:`snapshot`) whose edited spans compile alone."""
         if text is self.pristine_text.get(relpath):
-            found = (self.pristine_index(relpath) or {}).get(qualname)
+            index = self.pristine_index(relpath) or {}
+            found = index.get(qualname)
             if not found or len(found) != 1 or found[0].kind != "class":
                 return None
-            node = self.pristine_node(relpath, qualname)
+            node = _class_outline(text, relpath, qualname, found[0], index) or self.pristine_node(relpath, qualname)
+            return node if isinstance(node, ast.ClassDef) else None
+        for index, dirty in ((self._index, self.dirty), (state[1], state[2]) if state else ({}, {})):
+            cached = index.get(relpath)
+            if cached is None or cached[0] is not text or not dirty.get(relpath) or \
+                    not _spans_ok(text, relpath, dirty[relpath]):
+                continue
+            found = cached[2].get(qualname)
+            if not found or len(found) != 1 or found[0].kind != "class":
+                return None
+            try:
+                node = definitions.definition_from(text, relpath, found[0]).node
+            except SyntaxError:  # pragma: no cover - a class of a text that parses parses alone
+                break
             return node if isinstance(node, ast.ClassDef) else None
         nodes = _index_of(text).get(qualname)
         return nodes[0] if nodes and len(nodes) == 1 and isinstance(nodes[0], ast.ClassDef) else None
 
 
-def _segment_entries(segment: Segment, new_seg: str) -> list | None:
-    """The definition entries of a rendered segment (line numbers of the whole file,
-    no fingerprints); [] for a removal; None when it does not parse alone."""
+def _segment_tree_of(segment: Segment, new_seg: str) -> ast.Module | None:
+    """The :mod:`ast` of a rendered segment parsed alone (an indented one inside a dummy
+    class, whose body the returned module holds), or None: a removal, or it does not parse
+    alone."""
     if not new_seg:
-        return []
-    prefix = segment.qualname.rsplit(".", 1)[0] + "." if "." in segment.qualname else ""
+        return None
     try:
         if segment.wrapped:
             tree = ast.parse("class _patchq_segment_:\n" + new_seg)
-            inner = ast.Module(body=tree.body[0].body, type_ignores=[])  # type: ignore[attr-defined]
-            return definitions.entries_of_tree(inner, prefix, segment.start - 1, with_fingerprints=False)
-        return definitions.entries_of_tree(ast.parse(new_seg), prefix, segment.start, with_fingerprints=False)
+            return ast.Module(body=tree.body[0].body, type_ignores=[])  # type: ignore[attr-defined]
+        return ast.parse(new_seg)
     except SyntaxError:
         return None
+
+
+def _segment_entries(segment: Segment, new_seg: str, tree: ast.Module | None = None) -> list | None:
+    """The definition entries of a rendered segment (line numbers of the whole file,
+    no fingerprints); [] for a removal; None when it does not parse alone. ``tree``: the
+    segment's :func:`_segment_tree_of`, when the caller has it."""
+    if not new_seg:
+        return []
+    tree = tree if tree is not None else _segment_tree_of(segment, new_seg)
+    if tree is None:
+        return None
+    prefix = segment.qualname.rsplit(".", 1)[0] + "." if "." in segment.qualname else ""
+    offset = segment.start - 1 if segment.wrapped else segment.start
+    return definitions.entries_of_tree(tree, prefix, offset, with_fingerprints=False)
+
+
+def _imported(tree: ast.Module) -> set[str]:
+    """The top-level modules the statements of ``tree`` import (absolute imports, nested
+    blocks and definitions included; expressions are not entered: an import is a statement)."""
+    out: set[str] = set()
+    todo: list = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if not node.level and node.module:
+                out.add(node.module.split(".")[0])
+        else:
+            for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                todo += getattr(node, name, None) or []
+    return out
 
 
 def _shifted(old_entries: list, fresh: list, segment: Segment, n_new: int) -> list | None:
@@ -662,9 +711,10 @@ def upstream_evidence(changes: list[survival.EditChange]) -> str:
     return "; ".join(parts)
 
 
-def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes: list[survival.EditChange]) -> None:
+def _validate_names(ws: Workspace, patch: Patch, state: tuple, changes: list[survival.EditChange]) -> None:
     """The pyflakes checks of every definition the patch changed (module context;
-    :func:`validate.check_names`)."""
+    :func:`validate.check_names`). ``state``: the :meth:`Workspace.snapshot` before this patch."""
+    before: dict[str, str] = state[0]
     first: dict[tuple[str, str], survival.EditChange] = {}
     last: dict[tuple[str, str], survival.EditChange] = {}
     for ch in changes:
@@ -688,7 +738,7 @@ def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes
             continue
         # a definition's ast (the module's own was handled above)
         assert isinstance(old, ast.stmt) and isinstance(new, ast.stmt)
-        owner = ws.owner_class(relpath, text_before, qualname.rsplit(".", 1)[0]) if "." in qualname else None
+        owner = ws.owner_class(relpath, text_before, qualname.rsplit(".", 1)[0], state) if "." in qualname else None
         entries = ws.context_entries(relpath) if context_text is ws.text.get(relpath) else None
         try:
             validate.check_names(patch.id, qualname, context_text, old, new, owner, patch.runtime_names, entries)
@@ -696,6 +746,79 @@ def _validate_names(ws: Workspace, patch: Patch, before: dict[str, str], changes
         except AnchorError as exc:
             exc.anchor = ch.anchor
             raise
+
+
+_OUTLINES: dict[str, ast.ClassDef | None] = {}
+
+
+def _class_outline(text: str, relpath: str, qualname: str, entry, index: dict) -> ast.ClassDef | None:
+    """The class ``qualname`` of ``text`` (its index ``entry``) with every member
+    ``def``/``class`` cut to a stub (``def name():`` or ``class name:`` over ``pass``):
+    the same node as the class parsed whole for :func:`patchq.plan.validate.check_names`,
+    which reduces every other member to such a stub, at the cost of the class's own
+    statements. None when a member is not a direct child of the class body (a definition
+    under an ``if``: it would be kept whole) or the outline does not parse. Kept per text."""
+    prefix = qualname + "."
+    members = sorted((e for q, es in index.items() if q.startswith(prefix) and "." not in q[len(prefix):]
+                      for e in es), key=lambda e: e.start)
+    lines = definitions.split_lines(text)
+    out: list[str] = []
+    pos = entry.start
+    for m in members:
+        if m.start < pos or m.end > entry.end:
+            return None
+        indent = lines[m.line - 1][:m.col]
+        name = m.qualname[len(prefix):]
+        out += lines[pos - 1:m.start - 1]
+        out.append(f"{indent}class {name}:\n{indent}    pass\n" if m.kind == "class" else
+                   f"{indent}def {name}():\n{indent}    pass\n")
+        pos = m.end + 1
+    out += lines[pos - 1:entry.end]
+    seg = "".join(out)
+    if not seg.endswith("\n"):
+        seg += "\n"
+    if seg not in _OUTLINES:
+        try:
+            node = definitions.parse_definition(seg, entry.start)
+        except SyntaxError:
+            node = None
+        if not isinstance(node, ast.ClassDef) or \
+                [(type(n), n.name) for n in node.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))] != \
+                [(ast.ClassDef if m.kind == "class" else ast.FunctionDef, m.qualname[len(prefix):]) for m in members]:
+            node = None  # a member under a compound statement, or lines that do not stand alone
+        if len(_OUTLINES) > 2048:
+            _OUTLINES.clear()
+        _OUTLINES[seg] = node
+    return _OUTLINES[seg]
+
+
+#: definition text (its lines, indentation kept) -> fingerprint (:meth:`Workspace.pristine_fingerprint`)
+_FINGERPRINTS: dict[str, str] = {}
+_SPANS_OK: dict[tuple[str, int], tuple[str, tuple, bool]] = {}
+
+
+def _spans_ok(text: str, relpath: str, dirty: list[tuple[int, int]]) -> bool:
+    """True when every span ``dirty`` (1-based inclusive lines) of an edited ``text``
+    compiles alone, an indented one inside a dummy class (then the whole text does:
+    :meth:`Workspace.spans_compile`). Memoized per text and spans."""
+    key = (relpath, id(text))
+    got = _SPANS_OK.get(key)
+    if got is not None and got[0] is text and got[1] == tuple(dirty):
+        return got[2]
+    lines = definitions.split_lines(text)
+    ok = True
+    for a, b in dirty:
+        seg = "".join(lines[a - 1:b])
+        code = ("class _patchq_segment_:\n" + seg) if seg.lstrip("\n")[:1] in (" ", "\t") else seg
+        try:
+            compile(code, relpath, "exec", dont_inherit=True)
+        except SyntaxError:
+            ok = False
+            break
+    if len(_SPANS_OK) > 256:
+        _SPANS_OK.clear()
+    _SPANS_OK[key] = (text, tuple(dirty), ok)
+    return ok
 
 
 @functools.lru_cache(maxsize=16)
@@ -813,8 +936,12 @@ def plan(
         results.append(result)
     pristine, patched = _compiled_texts(ws, results)
     definitions.save_all()
+    imports: dict[str, list[str] | None] = {}
+    for rel in patched:
+        found = ws.imports.get(rel)
+        imports[rel] = sorted(found) if found is not None else None
     return Plan(source, results, pristine, patched, workspace=ws, changes=all_changes,
-                hand_checks=hand_checks)
+                hand_checks=hand_checks, imports=imports)
 
 
 def _lookup(ws: Workspace) -> Callable[[str, str], object]:
@@ -826,7 +953,7 @@ def _lookup(ws: Workspace) -> Callable[[str, str], object]:
         try:
             relpath, _ = locate_definition(spec, ws.source,
                                            lambda p: ws.pristine_index(p) if ws.current(p) is not None else None,
-                                           ws.package)
+                                           ws.package, ws.defs.declares)
         except AnchorError:
             return None
         index = ws.pristine_index(relpath)
@@ -878,7 +1005,7 @@ def _plan_patch(ws: Workspace, patch: Patch, lookup, all_changes: dict, hand_che
         _detect_upstream(ws, changes)
         if _all_upstream(ws, patch, changes, hand, result, before, strict):
             return result
-        _validate_names(ws, patch, before[0], changes)  # the texts before this patch
+        _validate_names(ws, patch, before, changes)  # the texts before this patch
         _survival(ws, patch, results, done, changes)
     except (AnchorError, SyntaxError, cst.ParserSyntaxError) as exc:
         ws.restore(before)

@@ -33,7 +33,9 @@ helper module that a series module imports from elsewhere is not part of the key
 :func:`patchq.vllmdist.cache.pack_entry`): a line ``patchq.plan-cache/3 <sha256 of the
 body>``, then one JSON object: ``format``, ``key``, ``vllm`` (the version planned on),
 ``read`` and ``source`` ({relpath: sha256 of the pristine text, or null for a file that
-was not there}), ``patched`` ({relpath: sha256 of the patched text}) and ``results``
+was not there}), ``patched`` ({relpath: sha256 of the patched text}), ``imports``
+({relpath: the modules the patched code imports, or null}, or null: the converge then
+reads the texts; :attr:`patchq.plan.engine.Plan.imports`) and ``results``
 (one object per patch, the fields of :class:`~patchq.plan.results.PatchResult`, its
 ``anchors`` those of :class:`~patchq.plan.results.AnchorResult`). Loading builds those two
 dataclasses from their field names, and nothing else: no name in the data is imported or
@@ -124,7 +126,10 @@ def _text(sha: str) -> str | None:
     return text if _sha(text) == sha else None
 
 
-def _load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> engine.Plan | None:
+def load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> engine.Plan | None:
+    """The plan stored under ``key`` when every file it read still reads the same through
+    ``read`` (and through ``source``) and its patched texts are intact, else None (a miss:
+    a damaged, foreign or untrusted entry is never served)."""
     entry = cache.read_entry(_entry_path(key), SCHEMA, "plan")
     try:
         if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
@@ -150,13 +155,31 @@ def _load(source: CodeSource, key: str, read: Callable[[str], str | None]) -> en
     pristine = {rel: texts.get(rel) for rel in patched}
     if any(t is None for t in pristine.values()):
         return None
-    return engine.Plan(source, results, pristine, patched, workspace=None)  # type: ignore[arg-type]
+    imports = entry.get("imports")
+    if not (isinstance(imports, dict) and set(imports) == set(patched)
+            and all(v is None or (isinstance(v, list) and all(isinstance(m, str) for m in v))
+                    for v in imports.values())):
+        imports = None  # the converge reads the texts
+    return engine.Plan(source, results, pristine, patched, workspace=None,  # type: ignore[arg-type]
+                       imports=imports)
 
 
-def _store(plan: engine.Plan, key: str, source_reads: dict[str, str | None]) -> None:
+def store(plan: engine.Plan, key: str, source_reads: dict[str, str | None],
+          reads: dict[str, str | None] | None = None) -> None:
+    """Store a successful ``plan`` under ``key`` (nothing for a failed one, or one that
+    searched the whole package for a definition).
+
+    Args:
+        source_reads: relpath -> sha256 of the text (None: absent) of every file the source
+            handed out while planning.
+        reads: relpath -> sha256 of every file planning read through its ``read``; default:
+            the plan's workspace's (a plan without a workspace needs them given).
+    """
     ws = plan.workspace
-    if ws is None or not plan.ok or getattr(ws, "searched", False):
+    if not plan.ok or getattr(ws, "searched", False) or (ws is None and reads is None):
         return
+    if reads is None:
+        reads = {rel: _sha(t) for rel, t in ws.pristine_text.items()}  # type: ignore[union-attr]
     try:
         shas = {}
         for rel, text in plan.patched.items():
@@ -165,10 +188,11 @@ def _store(plan: engine.Plan, key: str, source_reads: dict[str, str | None]) -> 
             if not path.is_file() or _text(sha) is None:  # absent, damaged or another user's: write ours
                 cache.write_entry(path, text.encode("utf-8"))
             shas[rel] = sha
+        imports = {rel: None if mods is None else list(mods) for rel, mods in (plan.imports or {}).items()}
         entry = {"format": FORMAT, "key": key, "vllm": str(plan.source.version),
-                 "read": {rel: _sha(t) for rel, t in ws.pristine_text.items()},
-                 "source": {rel: _sha(t) for rel, t in source_reads.items()},
-                 "patched": shas, "results": [result_data(r) for r in plan.results]}
+                 "read": dict(reads), "source": dict(source_reads),
+                 "patched": shas, "results": [result_data(r) for r in plan.results],
+                 "imports": imports if set(imports) == set(shas) else None}
         payload = cache.pack_entry(SCHEMA, entry)
         if [result_from(r) for r in cache.unpack_body(payload)["results"]] != plan.results:
             return  # not plain data (a tuple where a list comes back): never served different
@@ -186,12 +210,12 @@ def plan(source: CodeSource, patches: list[Patch], read: Callable[[str], str | N
     read = read or source.read_text
     patches = list(patches)
     key = plan_key(source, patches, strict)
-    cached = _load(source, key, read)
+    cached = load(source, key, read)
     if cached is not None:
         return cached
     out = engine.plan(source, patches, read=read, strict=strict)
     from patchq.compat import gate  # drift not provably apart from a patch blocks (as check says)
 
     gate.review(out, patches)
-    _store(out, key, dict(source._texts))  # every text the source handed out so far
+    store(out, key, {rel: _sha(t) for rel, t in source._texts.items()})  # every text the source handed out so far
     return out

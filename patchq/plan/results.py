@@ -96,6 +96,11 @@ class Plan:
     changes: dict = field(default_factory=dict, repr=False, compare=False)
     #: patch id -> (verdict, reason) of its hand-written ``upstream_check``, as the plan ran it
     hand_checks: dict = field(default_factory=dict, repr=False, compare=False)
+    #: relpath -> the top-level modules the code patches wrote there imports (absolute
+    #: imports, every version of every edited definition: a superset of what the patched
+    #: file imports outside its unchanged code), or None when unknown; None for the whole
+    #: plan when not recorded (:func:`patchq.env.converge` then reads the texts)
+    imports: dict[str, list[str] | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

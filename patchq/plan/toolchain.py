@@ -18,7 +18,8 @@ SOURCES = ("plan/engine.py", "plan/anchors.py", "plan/definitions.py", "plan/stm
            "plan/results.py", "plan/relations.py", "plan/survival.py", "plan/validate.py",
            "plan/backward.py", "plan/forward.py", "plan/meaning.py", "plan/astdiff.py", "plan/dataflow.py",
            "plan/relocate.py", "plan/legacyops.py", "plan/stmtviews.py", "plan/moduleview.py", "edits.py",
-           "sentinels.py", "model.py", "compat/gate.py", "compat/threeway.py", "compat/drift.py")
+           "sentinels.py", "model.py", "compat/gate.py", "compat/threeway.py", "compat/drift.py", "compat/checkplan.py",
+           "compat/fanout.py")
 
 _digest: str | None = None
 

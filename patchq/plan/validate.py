@@ -38,8 +38,11 @@ from __future__ import annotations
 
 import ast
 import functools
+import keyword
+import re
 import sys
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -116,11 +119,20 @@ _REFUSED = {"UndefinedName": "undefined-name check", "UndefinedLocal": "undefine
             "UndefinedExport": "undefined-name check", "RedefinedWhileUnused": "redefinition check"}
 
 
+def _is_comment(line: str) -> bool:
+    """A line that can only be a comment right above a definition: it starts with ``#``
+    and holds no quote (a string or bracket open there would have to close before the
+    ``def`` or ``class`` line, which only a quote on such a line can do)."""
+    return line.lstrip().startswith("#") and "'" not in line and '"' not in line
+
+
 def _skeleton(text: str, entries: Iterable) -> str | None:
     """``text`` with every module-level ``def``/``class`` (an index entry at column 0,
-    decorators included) reduced to a one-line stub: parsing it gives the module's other
-    statements exactly as parsing ``text`` does, at a fraction of the cost. None when the
-    entries do not tile the text."""
+    decorators and the comment lines right above included) reduced to a one-line stub:
+    parsing it gives the module's other statements exactly as parsing ``text`` does, at a
+    fraction of the cost, and the same skeleton whatever a patch changed inside the
+    definitions or wrote above them (sentinels). None when the entries do not tile the
+    text."""
     from patchq.plan.definitions import split_lines
 
     lines = split_lines(text)
@@ -129,31 +141,115 @@ def _skeleton(text: str, entries: Iterable) -> str | None:
     for e in sorted((e for e in entries if e.col == 0), key=lambda e: e.start):
         if e.start < pos or e.end > len(lines) or "." in e.qualname:
             return None
-        out += lines[pos - 1:e.start - 1]
+        start = e.start
+        while start - 1 > pos - 1 and _is_comment(lines[start - 2]):
+            start -= 1  # the comments right above it (patchq's sentinels): the same stub without them
+        out += lines[pos - 1:start - 1]
         out.append(f"class {e.qualname}:\n    pass\n" if e.kind == "class" else f"def {e.qualname}():\n    pass\n")
         pos = e.end + 1
     out += lines[pos - 1:]
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=32)
-def _context_cached(text: str, top: str, skeleton: str | None) -> tuple[str, int] | None:
+_DEFS_AND_CLASSES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+class _Piece(NamedTuple):
+    """One top-level statement of a module's context (its definitions stubbed)."""
+
+    stmt: ast.stmt | None  #: the statement; None once the pieces are known to join exactly
+    is_def: bool  #: a (stubbed) ``def`` or ``class``
+    name: str | None  #: the name of a stubbed definition, else None
+    code: str  #: ast.unparse of the statement when it is not the module's first
+    first: str  #: ... when it is (a string expression is then written as a docstring)
+    words: frozenset[str]  #: the identifiers its code spells (strings included)
+    always: bool  #: a ``__future__`` or star import: kept whatever a definition names
+
+
+#: An identifier, as a word of source text (a superset: words inside strings count too).
+_WORD = re.compile(r"[^\W\d]\w*")
+#: Words that are never names (soft keywords such as ``match`` or ``type`` can be).
+_KEYWORDS = frozenset(keyword.kwlist)
+
+
+def _words(code: str) -> frozenset[str]:
+    """The names ``code`` may spell: its identifier-shaped words, hard keywords aside."""
+    return frozenset(_WORD.findall(code)) - _KEYWORDS
+
+
+@functools.lru_cache(maxsize=256)
+def _pieces(source: str) -> tuple[list[_Piece], bool] | None:
+    """The top-level statements of a module text or skeleton, each rendered once, and
+    whether joining them as :func:`ast.unparse` does (one line break before a statement,
+    two before a definition) gives what it gives for the whole module: then the context
+    without any one definition is a join of pieces, not a render of the whole module per
+    patch. None when ``source`` does not parse."""
     try:
-        tree = ast.parse(text if skeleton is None else skeleton)
+        tree = ast.parse(source)
     except SyntaxError:
-        if skeleton is None:
-            return None
-        return _context_cached(text, top, None)
-    body = []
+        return None
+    pieces = []
     for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if stmt.name == top:
-                continue
-            body.append(_stub(stmt))
-        else:  # imports, assignments, module-level if/try (definitions under them stay bound)
-            body.append(stmt)
-    code = ast.unparse(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))) + "\n"
-    return code, code.count("\n")
+        name = stmt.name if isinstance(stmt, _DEFS_AND_CLASSES) else None
+        node = ast.fix_missing_locations(_stub(stmt)) if name is not None else stmt  # type: ignore[arg-type]
+        code = ast.unparse(node)
+        docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and \
+            isinstance(node.value.value, str)
+        first = ast.unparse(ast.Module(body=[node], type_ignores=[])) if docstring else code
+        always = isinstance(node, ast.ImportFrom) and (node.module == "__future__" or
+                                                       any(a.name == "*" for a in node.names))
+        pieces.append(_Piece(node, name is not None, name, code, first, _words(code), always))
+    whole = ast.unparse(ast.fix_missing_locations(ast.Module(body=_stmts(pieces), type_ignores=[])))
+    if _join(pieces) != whole:
+        return pieces, False
+    return [p._replace(stmt=None) for p in pieces], True  # kept for many modules: the text is enough
+
+
+def _stmts(pieces: list[_Piece]) -> list[ast.stmt]:
+    """The statements of pieces that keep them (not known to join exactly)."""
+    return [p.stmt for p in pieces if p.stmt is not None]
+
+
+def _join(pieces: list[_Piece], names: set[str] | None = None) -> str:
+    """The pieces as :func:`ast.unparse` writes their module; with ``names``, a statement
+    spelling none of them (and not ``always`` kept) is written as as many empty lines."""
+    out: list[str] = []
+    for i, p in enumerate(pieces):
+        code = p.first if i == 0 else p.code
+        if names is not None and not p.always and p.words.isdisjoint(names):
+            code = "\n" * code.count("\n")
+        if i:
+            out.append("\n\n" if p.is_def else "\n")
+        out.append(code)
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _context_cached(source: str, top: str) -> tuple[list[_Piece], bool] | None:
+    """The pieces of :func:`_context` for one module text or skeleton and the definition
+    left out, and whether :func:`_join` writes them exactly (memoized: the patches of one
+    module that edit only its definitions share one skeleton, so it is parsed once)."""
+    got = _pieces(source)
+    if got is None:
+        return None
+    pieces, exact = got
+    kept = [p for p in pieces if p.name != top]
+    return kept, exact
+
+
+def _context_pieces(text: str, top: str, entries: Iterable | None) -> tuple[list[_Piece], bool] | None:
+    skeleton = _skeleton(text, entries) if entries is not None else None
+    got = _context_cached(skeleton, top) if skeleton is not None else None
+    return got if got is not None else _context_cached(text, top)
+
+
+def _render(pieces: list[_Piece], exact: bool, names: set[str] | None = None) -> str:
+    """The context's code (:func:`_context`), every statement spelling none of ``names``
+    left empty (:func:`_relevant`); rendered whole when joining is not known to be exact."""
+    if not exact:
+        code = ast.unparse(ast.fix_missing_locations(ast.Module(body=_stmts(pieces), type_ignores=[])))
+        return _relevant(code + "\n", names) if names is not None else code + "\n"
+    return _join(pieces, names) + "\n"
 
 
 def _context(text: str, top: str, entries: Iterable | None = None) -> tuple[str, int] | None:
@@ -163,12 +259,50 @@ def _context(text: str, top: str, entries: Iterable | None = None) -> tuple[str,
     ``entries``: the text's definition entries (:mod:`patchq.plan.definitions`), when the
     caller has them: the module is then parsed with its definitions already stubbed
     (:func:`_skeleton`), which gives the same context."""
-    return _context_cached(text, top, _skeleton(text, entries) if entries is not None else None)
+    got = _context_pieces(text, top, entries)
+    if got is None:
+        return None
+    code = _render(*got)
+    return code, code.count("\n")
+
+
+def _relevant(code: str, names: set[str]) -> str:
+    """The context ``code`` with every top-level statement that spells none of ``names`` as
+    a word blanked (its lines kept empty, so every other line keeps its number).
+
+    pyflakes' messages about a definition placed after the context depend on the context
+    only through the bindings of the names the definition spells (bound, read, deleted,
+    redefined; in string annotations too), their statements' place among the module's
+    branches, whether an earlier statement read them, and on ``__future__`` and star
+    imports: a statement that spells none of those names cannot change any of them (its
+    function bodies, run after the module's, can only mark names it spells as used), so
+    the messages at the definition's lines are the same with or without it, at a
+    fraction of the cost on a large module (a check costs a pass over what the patch
+    touches and what that names)."""
+    lines = code.split("\n")
+    for stmt in ast.parse(code).body:
+        first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+        last = stmt.end_lineno or stmt.lineno
+        always = isinstance(stmt, ast.ImportFrom) and (stmt.module == "__future__" or
+                                                       any(a.name == "*" for a in stmt.names))
+        if not always and names.isdisjoint(_words("\n".join(lines[first - 1:last]))):
+            lines[first - 1:last] = [""] * (last - first + 1)
+    return "\n".join(lines)
 
 
 def _messages(code: str, first_line: int) -> list[tuple[str, tuple[str, ...], str]]:
     """(message class name, its first string argument or (), message text) of each
-    refused pyflakes message after line ``first_line``."""
+    refused pyflakes message after line ``first_line`` (memoized: a matrix checks the same
+    definitions in the same contexts release after release)."""
+    return list(_messages_cached(code, first_line))
+
+
+@functools.lru_cache(maxsize=2048)
+def _messages_cached(code: str, first_line: int) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    return tuple(_pyflakes(code, first_line))
+
+
+def _pyflakes(code: str, first_line: int) -> list[tuple[str, tuple[str, ...], str]]:
     from pyflakes import checker
 
     try:
@@ -393,10 +527,11 @@ def check_names(patch_id: str, qualname: str, module_text_before: str, before: a
     new_code = ast.unparse(ast.fix_missing_locations(ast.Module(body=[after], type_ignores=[]))) + "\n"
     if old_code == new_code:
         return
-    ctx = _context(module_text_before, parts[0], entries)
+    ctx = _context_pieces(module_text_before, parts[0], entries)
     if ctx is None:
         return
-    code, lines = ctx
+    code = _render(*ctx, set(_words(old_code) | _words(new_code)))
+    lines = code.count("\n")  # as many as the whole context's: messages after them are the definition's
     old = _messages(code + old_code, lines)
     new = _new_messages(old, _messages(code + new_code, lines), runtime_names)
     if new:

@@ -71,3 +71,25 @@ def test_an_interrupted_write_is_recovered_before_converging(small):
     state.begin({UTILS: (hashlib.sha256(pristine).hexdigest(), patched)}, state.read())
     result = converge(small.target, small.series.patches_of("base"), profile="base")
     assert result.recovered == [UTILS] and result.noop and (small.site / UTILS).read_bytes() == patched
+
+
+def _bump_with(small, code: str):
+    """The small series' patch, its new statement ``code`` instead (the series loaded again)."""
+    from patchq import series as series_mod
+
+    from testing.small_series import PATCH_PY
+
+    (small.series.root / "bump_default.py").write_text(
+        PATCH_PY.replace('edits.stmts("DEFAULT = 101376")', f"edits.stmts({code!r})"))
+    return series_mod.load(small.series.root).patches_of("base")
+
+
+def test_the_plan_names_what_patched_code_imports_and_an_absent_module_is_refused(small):
+    result = converge(small.target, small.series.patches_of("base"), profile="base", dry_run=True)
+    assert result.plan.imports == {UTILS: []}  # a constant: nothing to look for, the module is not read again
+    stdlib = converge(small.target, _bump_with(small, "import json\nDEFAULT = 101376"), profile="base", dry_run=True)
+    assert stdlib.plan.imports == {UTILS: ["json"]}
+    before = (small.site / UTILS).read_bytes()
+    with pytest.raises(ReadOnlyError, match="patched vllm imports zz_patchq_absent, which is not installed"):
+        converge(small.target, _bump_with(small, "import zz_patchq_absent.sub\nDEFAULT = 101376"), profile="base")
+    assert (small.site / UTILS).read_bytes() == before

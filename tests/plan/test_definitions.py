@@ -125,3 +125,19 @@ def test_another_users_index_database_is_not_opened(tmp_path, monkeypatch, capsy
     store = definitions._Store()
     assert store._conn() is None and store.broken
     assert f"ignoring the cached definition index {path}" in capsys.readouterr().err
+
+
+def test_declares_from_the_names_map_is_the_regex_over_the_text(source):
+    """What a package-wide search asks of every candidate file, answered from the index's
+    names map for the texts the source handed out (the regex over the file otherwise)."""
+    from patchq.plan.anchors import declares
+
+    index = definitions.for_source(source)
+    names = ["forward", "__init__", "Backend", "get_kv_cache_config", "KVCacheManager", "nope_zz", "forw"]
+    rels = list(index.names())[:300]
+    for rel in rels:
+        text = source.read_text(rel) or ""
+        for name in names:
+            assert index.declares(rel, text, name) == declares(text, name), (rel, name)
+    edited = source.read_text(rels[0]) + "\ndef nope_zz():\n    pass\n"  # not the source's text: read, not looked up
+    assert index.declares(rels[0], edited, "nope_zz")

@@ -62,6 +62,7 @@ def test_plan_cache_keys_strict_and_serves_results_only(tmp_path, monkeypatch):
     assert (hit.patched, hit.pristine) == (first.patched, first.pristine)
     assert [(r.patch_id, r.status, r.reason) for r in hit.results] == \
         [(r.patch_id, r.status, r.reason) for r in first.results]
+    assert hit.imports == first.imports == {"vllm/ops/utils.py": []}  # what converge reads instead of the texts
 
 
 def _planned(tmp_path, monkeypatch):
