@@ -7,10 +7,10 @@
 #   PATCHQ_RELEASES  release range or list        (default '>=0.20.2,<=0.33.0')
 #   PATCHQ_PROFILES  comma-separated profiles     (default base,mtp,dflash,dense)
 #   PATCHQ_WORKERS   releases checked in parallel (default: number of CPUs)
-#   PATCHQ_LEVELS    space-separated lab/cpu_levels.py JSON files to merge (import/probe)
-#                    (default: lab/evidence/levels-*.json)
+#   PATCHQ_LEVELS    space-separated spark/lab/cpu_levels.py JSON files to merge (import/probe)
+#                    (default: spark/lab/evidence/levels-*.json)
 #   PATCHQ_BOOT      space-separated boot-record JSON files to merge (boot level)
-#                    (default: lab/evidence/boot-*.json[l]; lab/boot.py's results.jsonl works)
+#                    (default: spark/lab/evidence/boot-*.json[l]; spark/lab/boot.py's results.jsonl works)
 #   PATCHQ_STRICT    1: fail the job when a cell blocks (apply would fail); default 0:
 #                    the report is published either way and the job stays green
 #   PATCHQ           the patchq command (default: patchq)
@@ -27,8 +27,8 @@ patchq="${PATCHQ:-patchq}"
 
 here="$(cd "$(dirname "$0")" && pwd)"
 shopt -s nullglob
-default_levels=("$here"/../lab/evidence/levels-*.json)
-default_boot=("$here"/../lab/evidence/boot-*.json "$here"/../lab/evidence/boot-*.jsonl)
+default_levels=("$here"/../spark/lab/evidence/levels-*.json)
+default_boot=("$here"/../spark/lab/evidence/boot-*.json "$here"/../spark/lab/evidence/boot-*.jsonl)
 shopt -u nullglob
 extra=()
 for f in ${PATCHQ_LEVELS-${default_levels[@]+"${default_levels[@]}"}}; do extra+=(--levels "$f"); done

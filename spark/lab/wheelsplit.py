@@ -8,9 +8,9 @@ installed there.
 
 CLI::
 
-    python lab/wheelsplit.py split FILE OUTDIR [--limit BYTES]   # writes OUTDIR/NAME.partNN + NAME.manifest.json
-    python lab/wheelsplit.py join MANIFEST OUTFILE [--parts-dir DIR ...]
-    python lab/wheelsplit.py check MANIFEST [--parts-dir DIR ...]  # which parts are present and intact
+    python spark/lab/wheelsplit.py split FILE OUTDIR [--limit BYTES]   # writes OUTDIR/NAME.partNN + NAME.manifest.json
+    python spark/lab/wheelsplit.py join MANIFEST OUTFILE [--parts-dir DIR ...]
+    python spark/lab/wheelsplit.py check MANIFEST [--parts-dir DIR ...]  # which parts are present and intact
 
 Manifest (JSON)::
 

@@ -34,11 +34,11 @@ average before and after), ``boot_timeout_s``, ``scope`` (``serve`` or ``engine-
 
 Usage (the venv's interpreter runs ``run``; ``all`` does every step for several releases)::
 
-    python3.11 lab/cpuboot.py venv --venv V --wheel W.whl          # create/refresh the venv
-    python3.11 lab/cpuboot.py swap --venv V --root R --release X    # unpack X, top up the venv
-    V/bin/python lab/cpuboot.py run --root R --release X [--only base,mtp] [--out F.jsonl] [--limits | --pristine]
-    python3.11 lab/cpuboot.py all --venv V --root R --releases 0.27.0,0.32.0 --out F.jsonl
-    python3.11 lab/cpuboot.py plan
+    python3.11 spark/lab/cpuboot.py venv --venv V --wheel W.whl          # create/refresh the venv
+    python3.11 spark/lab/cpuboot.py swap --venv V --root R --release X    # unpack X, top up the venv
+    V/bin/python spark/lab/cpuboot.py run --root R --release X [--only base,mtp] [--out F.jsonl] [--limits | --pristine]
+    python3.11 spark/lab/cpuboot.py all --venv V --root R --releases 0.27.0,0.32.0 --out F.jsonl
+    python3.11 spark/lab/cpuboot.py plan
 
 Exit codes: 0 every run as expected (``not-cpu-bootable`` counts as expected), 1 some run
 not as expected, 2 bad usage or a failed install, 3 the venv lacks what patchq or the
@@ -58,7 +58,8 @@ import time
 from pathlib import Path
 
 LAB = Path(__file__).resolve().parent
-REPO = LAB.parent
+SPARK = LAB.parent  # the Spark series repo
+REPO = SPARK.parent  # the patchq checkout holding it
 sys.path.insert(0, str(LAB))
 if str(REPO) not in sys.path:  # patchq (swap: the wheel cache); never inside a server's PYTHONPATH
     sys.path.append(str(REPO))
@@ -429,7 +430,7 @@ def revert_check(runner: CpuRunner, site: Path, spec: dict) -> dict:
     (``status --json``: ``files[].state``, ``patches[].applied_hash``).
     """
     env = dict(os.environ, PYTHONPATH=boot._pythonpath(runner.root, site))
-    series = str(runner.root / "negseries" / "series") if spec.get("series") == "neg" else str(REPO / "series")
+    series = str(runner.root / "negseries" / "series") if spec.get("series") == "neg" else str(SPARK / "series")
     rc, doc, _ = runner._patchq(["revert", "--all", "--site-packages", str(site), "--series", series, "--json"], env)
     src, sdoc, _ = runner._patchq(["status", "--site-packages", str(site), "--series", series, "--json"], env)
     sdoc = sdoc or {}

@@ -1,6 +1,6 @@
 """Bench-only int8 lm-head kernels (not shipped; compared by ``bench/int8_lmhead.py --sweep``).
 
-The shipped kernels live in ``runtime/patchq_runtime/int8_kernels.py``. These lost to
+The shipped kernels live in ``patchq_runtime/int8_kernels.py``. These lost to
 them on the H200 and are kept to re-check that on other parts:
 
 ``dot``   w8a16 with the weight tile as MMA operand A and the activations as B, the

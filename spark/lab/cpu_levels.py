@@ -33,7 +33,7 @@ For one release this script:
 
 Usage::
 
-    python lab/cpu_levels.py 0.28.0 --out levels-0.28.0.json [--profiles base,mtp,dflash,dense]
+    python spark/lab/cpu_levels.py 0.28.0 --out levels-0.28.0.json [--profiles base,mtp,dflash,dense]
         [--venvs ~/.cache/patchq/venvs] [--python python3.11] [--timeout 300]
 
 Exit code: 0 when every record is ok or skip, 1 otherwise, 2 when the install fails.
@@ -51,7 +51,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+SPARK = Path(__file__).resolve().parents[1]  # the Spark series repo (the patchq-spark distribution)
+REPO = SPARK.parent  # the patchq checkout holding it
 sys.path.insert(0, str(REPO))
 
 from patchq.vllmdist import releases  # noqa: E402
@@ -138,6 +139,7 @@ def install(version: str, venv: Path, python: str) -> float:
         [str(venv_python(venv)), "-m", "pip", "uninstall", "-y", *CUDA_ONLY],
         pip + ["libcst"],
         pip + ["--no-deps", "-e", str(REPO)],
+        pip + ["--no-deps", "-e", str(SPARK)],  # patchq_runtime, which the patched vLLM imports
     ]
     for cmd in steps:
         proc = run(cmd, 1800)
@@ -169,7 +171,7 @@ def probes(py: Path, patch_ids: list[str], release: str, profile: str, timeout: 
             continue
         t0 = time.perf_counter()
         try:
-            proc = run([str(py), "-c", PROBE_SCRIPT, str(REPO / "series"), pid], timeout, env)
+            proc = run([str(py), "-c", PROBE_SCRIPT, str(SPARK / "series"), pid], timeout, env)
             res = result_of(proc) or {"ok": False, "detail": tail(proc.stderr)}
         except subprocess.TimeoutExpired:
             res = {"ok": False, "detail": f"probe timed out after {timeout} s"}
@@ -191,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from patchq import series as series_mod
 
-    series = series_mod.load(REPO / "series")
+    series = series_mod.load(SPARK / "series")
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     venv = Path(args.venvs).expanduser() / f"vllm-{releases.version_key(args.release)}"
     doc: dict = {"schema": "patchq.levels/1", "release": args.release, "python": None, "torch": None,

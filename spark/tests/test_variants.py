@@ -28,7 +28,7 @@ from packaging.version import Version
 
 from patchq.testing import definition
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: runtime/tests/ is two below
+REPO = Path(__file__).resolve().parents[1]  # the Spark series repo: tests/ is one below
 pytestmark = pytest.mark.wheel  # real releases
 
 

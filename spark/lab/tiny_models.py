@@ -43,9 +43,9 @@ keys that vLLM 0.23.0 loads; see :func:`expected_tensors` for where each comes f
 
 CLI::
 
-    python lab/tiny_models.py generate OUT [--seed 0] [--variants target,drafter,target-int4-fp8,target-int4]
-    python lab/tiny_models.py check DIR [DIR ...]
-    python lab/tiny_models.py anchors VLLM_SRC_DIR     # are the source facts the spec relies on still there?
+    python spark/lab/tiny_models.py generate OUT [--seed 0] [--variants target,drafter,target-int4-fp8,target-int4]
+    python spark/lab/tiny_models.py check DIR [DIR ...]
+    python spark/lab/tiny_models.py anchors VLLM_SRC_DIR     # are the source facts the spec relies on still there?
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 
 from lab import slimwheel, tiny_models, wheelsplit
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: runtime/tests/ is two below
+ROOT = Path(__file__).resolve().parents[1]  # the Spark series repo: tests/ is one below
 
 _MISSING = [m for m in ("torch", "safetensors", "numpy", "tokenizers") if importlib.util.find_spec(m) is None]
 needs_torch = pytest.mark.skipif(

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Serve a model on vLLM with one patchq profile: a thin caller of `patchq serve`.
 #
-#   runtime/serve.sh [--dry-run] [PROFILE] [-- extra vllm serve args...]
-#   runtime/serve.sh --help
+#   serve.sh [--dry-run] [PROFILE] [-- extra vllm serve args...]
+#   serve.sh --help
 #
 # PROFILE (default dflash) is a profile of the series patchq uses (--series / $SERIES,
 # $PATCHQ_SERIES, a patchq.toml or [tool.patchq] above the working directory, else the

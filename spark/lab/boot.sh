@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Device-side stages of a boot (lab/BOOT.md has the call plan). Run from the repo root there,
+# Device-side stages of a boot (BOOT.md beside it has the call plan), from the checkout's root there,
 # each as ONE device call, each call right after the last (the machine is given back 30 s
 # after a call ends). Results go to $OUT (results.jsonl, state.json, logs.tgz, probe.json,
 # triton-cache.tgz). Every stage stays under the 600 s command limit.
 #
-#   bash lab/boot.sh stage1 REL            carry .carry/vllm-REL-sm90.tar.xz: probe the machine, extract it,
+#   bash spark/lab/boot.sh stage1 REL            carry .carry/vllm-REL-sm90.tar.xz: probe the machine, extract it,
 #                                         launch one kernel from each slimmed extension (smoke.json)
-#   bash lab/boot.sh stage2 REL [JOBS]     carry .carry/deps.tar.xz (+ .carry/triton-cache.tgz if any):
+#   bash spark/lab/boot.sh stage2 REL [JOBS]     carry .carry/deps.tar.xz (+ .carry/triton-cache.tgz if any):
 #                                         deps, tiny models, launch the detached runner, wait
-#   bash lab/boot.sh next REL [JOBS]       carry .carry/vllm-REL-sm90.tar.xz: extract it, wait for the
+#   bash spark/lab/boot.sh next REL [JOBS]       carry .carry/vllm-REL-sm90.tar.xz: extract it, wait for the
 #                                         running release to finish, launch REL, wait
-#   bash lab/boot.sh wait [SECONDS]        wait for the runner (default 540 s), collect, save Triton's cache
+#   bash spark/lab/boot.sh wait [SECONDS]        wait for the runner (default 540 s), collect, save Triton's cache
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."  # the checkout root: .carry/ and $OUT are relative to it
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/pq/out}
-B="$PY lab/boot.py"
+B="$PY spark/lab/boot.py"
 stage=${1:?stage}; rel=${2:-}; jobs=${3:-8}
 t0=$(date +%s)
 left() { echo $(( ${1} - ($(date +%s) - t0) )); }   # seconds left of a budget

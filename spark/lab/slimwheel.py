@@ -25,9 +25,9 @@ and every dependency wheel unpacked as ``pip install --target`` would), plus
 
 CLI::
 
-    python lab/slimwheel.py build WHEEL OUT.tar.xz [--deps-dir .whl] [--keep-sm 90] [--no-zero] [--xz-preset=-9]
-    python lab/slimwheel.py deps .whl OUT.tar.xz     # the dependency wheels alone, same layout
-    python lab/slimwheel.py probe FILE.so            # per-arch fatbin bytes, nothing written
+    python spark/lab/slimwheel.py build WHEEL OUT.tar.xz [--deps-dir .whl] [--keep-sm 90] [--no-zero] [--xz-preset=-9]
+    python spark/lab/slimwheel.py deps .whl OUT.tar.xz     # the dependency wheels alone, same layout
+    python spark/lab/slimwheel.py probe FILE.so            # per-arch fatbin bytes, nothing written
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ freeing, drafter sharing) against plain-torch references; they need torch (skipp
 with a reason when it is absent). GPU tests (``-m gpu``) need CUDA and Triton and run
 through the device tool::
 
-    PYTHONPATH=runtime:. python -m pytest runtime/tests/test_int8_lmhead.py -m gpu -q -s
+    PYTHONPATH=spark:. python -m pytest spark/tests/test_int8_lmhead.py -m gpu -q -s
 
 They print their accuracy figures (max error, argmax agreement and every mismatch
 with its logit gap) with ``-s``.
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: runtime/tests/ is two below
-RUNTIME = ROOT / "runtime"
+ROOT = Path(__file__).resolve().parents[1]  # the Spark series repo: tests/ is one below
+RUNTIME = ROOT  # where patchq_runtime/ lives
 if str(RUNTIME) not in sys.path:
     sys.path.insert(0, str(RUNTIME))
 

@@ -7,7 +7,7 @@ failed before vLLM started (``patchq apply exit 70``). Now:
 - :func:`requirements` reads ``[project].dependencies`` of ``pyproject.toml`` (PEP 621),
   markers evaluated for the lab's interpreter (PEP 508);
 - :func:`imported_modules` lists the third-party top-level modules ``patchq/`` and
-  ``runtime/patchq_runtime`` and the series (``series/*.py``) import (read with :mod:`ast`, nothing
+  ``patchq_runtime`` and the series (``series/*.py``) import (read with :mod:`ast`, nothing
   is imported);
 - :func:`download_command` is the ``pip download`` that fetches those wheels for the lab;
 - :func:`missing` (used by ``boot.py run`` before any server starts) names every module the
@@ -25,9 +25,9 @@ requirement provides, so the lab, which ships the requirements, cannot fall behi
 
 Usage::
 
-    python lab/deps.py list                  # the requirements and the modules they must provide
-    python lab/deps.py download -d .whl [--release W.whl]  # the lab's pip download (printed, not run)
-    python lab/deps.py release WHEEL [--cpu] # the release's own requirements, as the lab installs them
+    python spark/lab/deps.py list                  # the requirements and the modules they must provide
+    python spark/lab/deps.py download -d .whl [--release W.whl]  # the lab's pip download (printed, not run)
+    python spark/lab/deps.py release WHEEL [--cpu] # the release's own requirements, as the lab installs them
 """
 
 from __future__ import annotations
@@ -39,10 +39,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-#: the code whose imports the lab must satisfy: the tool, its runtime package, and the series
+#: the Spark series repo (spark/) and the patchq checkout holding it
+SPARK = Path(__file__).resolve().parents[1]
+REPO = SPARK.parent
+#: the code whose imports the lab must satisfy: the tool, the Spark runtime package, and the series
 #: it applies (each patch's ``series/<id>.py`` runs in patchq's process, its probe beside vLLM)
-SOURCES = (REPO / "patchq", REPO / "runtime" / "patchq_runtime", REPO / "series")
+SOURCES = (REPO / "patchq", SPARK / "patchq_runtime", SPARK / "series")
 #: first-party names
 FIRST_PARTY = frozenset({"patchq", "patchq_runtime"})
 #: provided by the vLLM install under test (its own wheel and pins), never by patchq's requirements
