@@ -1,15 +1,15 @@
-"""The Spark series' expected output, through patchq.testing (as any series repo tests its patches).
+"""Each patch of this series on each release of its expected output (patchq.testing).
 
-Per patch: ``series/diffs/<patch>.expect.toml`` (check status per release) and its diff on
-each release, ``series/diffs/<release>/<patch>.diff``. Regenerate: ``patchq test --regen``
-or ``pytest runtime/tests/test_patches.py --patchq-regen``.
+Expected `patchq check` verdicts (series/diffs/<patch>.expect.toml) and each patch's diff
+per release (series/diffs/<release>/<patch>.diff). Regenerate them: `patchq test --regen`
+or `pytest --patchq-regen`.
 """
 
 import pytest
 
 from patchq import testing
 
-pytestmark = pytest.mark.wheel  # real releases
+pytestmark = pytest.mark.wheel  # real releases (this checkout's wheel layer)
 
 
 @pytest.mark.parametrize("case", testing.cases(__file__), ids=testing.case_id)
