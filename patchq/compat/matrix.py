@@ -234,7 +234,7 @@ def merge_levels(cell: dict, level_recs: dict, boot: dict | None, cpu_boot: dict
             continue
         if rec.get("hash") and rec["hash"] != cell["hash"]:  # evidence of another version of the patch
             levels[name] = {"result": "stale", "detail": f"record for patch hash {rec['hash']}, "
-                                                          f"series has {cell['hash']}: re-run lab/cpu_levels.py"}
+                                                          f"series has {cell['hash']}: record the levels again"}
             continue
         levels[name] = {"result": "ok" if _ok(rec.get("result")) else str(rec.get("result")),
                         "detail": str(rec.get("detail", ""))}
