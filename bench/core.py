@@ -66,7 +66,7 @@ def link_copy(src: Path, dst: Path) -> Path:
     """A copy of ``src`` made of hard links (uv's layout), like ``cp -al``, with a ``.pth``
     that makes ``patchq_runtime`` importable there (patched vLLM imports it; apply checks)."""
     shutil.copytree(src, dst, copy_function=os.link, symlinks=True)
-    (dst / "patchq_runtime_checkout.pth").write_text(str(REPO / "runtime") + "\n")
+    (dst / "patchq_runtime_checkout.pth").write_text(str(REPO / "spark") + "\n")
     return dst
 
 

@@ -57,7 +57,7 @@ INC = "vllm/model_executor/layers/quantization/inc/inc.py"
 UTILS = "vllm/v1/core/kv_cache_utils.py"
 
 #: patch id -> (kind of drift, the verdict release-check must give)
-#: patch -> (the drift, what `patchq upgrade --write` makes of it: tests/e2e/test_release_check.py's CARRIED)
+#: patch -> (the drift, what `patchq upgrade --write` makes of it: tests/test_release_check.py's CARRIED)
 DRIFT = {
     "fla-shmem": ("upstreamed verbatim", "an upstreamed variant from 0.33.1 on"),
     "unify-kv-page": ("moved function + renamed local", "rebased cleanly to its new module"),

@@ -17,16 +17,16 @@ import zipfile
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from support import REPO
 
-sys.path.insert(0, str(REPO / "lab"))
+SPARK = Path(__file__).resolve().parents[1]  # the series repo
+sys.path.insert(0, str(SPARK / "lab"))
 import boot  # noqa: E402
 import cpuboot  # noqa: E402
 import deps  # noqa: E402
 
 from patchq.compat import matrix, matrix_boot, matrix_render  # noqa: E402
 
-EVIDENCE = REPO / "lab" / "evidence" / "boot-cpu.jsonl"
+EVIDENCE = SPARK / "lab" / "evidence" / "boot-cpu.jsonl"
 
 
 def test_every_gpu_run_is_booted_on_cpu_or_named_not_cpu_bootable():
@@ -281,7 +281,7 @@ def test_the_committed_cpu_evidence_covers_the_releases_and_runs():
 def test_the_committed_limits_measure_each_not_cpu_bootable_reason():
     """Each run the matrix calls not CPU-bootable was booted once and failed where the reason
     says; 0.30.0's speculative failure happens on the unpatched release too (upstream's)."""
-    recs = {(r["release"], r["run"]): r for r in map(json.loads, (REPO / "lab" / "evidence" / "cpu-limits.jsonl")
+    recs = {(r["release"], r["run"]): r for r in map(json.loads, (SPARK / "lab" / "evidence" / "cpu-limits.jsonl")
                                                       .read_text().splitlines())}
     for rid in cpuboot.NOT_CPU:
         r = recs[("0.32.0", rid)]

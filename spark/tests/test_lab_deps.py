@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from support import REPO
 
-sys.path.insert(0, str(REPO / "lab"))
+SPARK = Path(__file__).resolve().parents[1]  # the series repo
+sys.path.insert(0, str(SPARK / "lab"))
 import deps  # noqa: E402
 
 

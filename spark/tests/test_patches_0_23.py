@@ -1,4 +1,4 @@
-"""The five patches on the real vLLM 0.23.0 wheel: the exact source they produce.
+"""The five Spark patches on the real vLLM 0.23.0 wheel: the exact source they produce.
 
 Every anchored definition, after its patch, must equal what the series' store says:
 ``series/diffs/0.23.0/<patch>.diff`` applied to the pristine release (``patchq test
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RUNTIME_PTH
-from support import REPO, definition_source, link_copy, mask_sentinel_hashes, run_cli, stored_patched
+from spark_support import SERIES, definition_source, patchq, site_of, stored_patched
+
+from patchq.authoring.diffstore import mask_hashes as mask_sentinel_hashes
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel
@@ -40,14 +41,20 @@ EXPECTED = {
 PATCH_IDS = list(EXPECTED)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def series():
     from patchq import series as series_mod
 
-    return series_mod.load()
+    return series_mod.load(SERIES)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
+def pristine_site(tmp_path_factory):
+    """vLLM 0.23.0 installed (its wheel's files), nothing applied. Read it; never write it."""
+    return site_of(VERSION, tmp_path_factory.mktemp("pristine") / "site-packages")
+
+
+@pytest.fixture(scope="module")
 def source(pristine_site):
     from patchq.vllmdist import sources
 
@@ -56,7 +63,7 @@ def source(pristine_site):
     return src
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def single_plans(source, series):
     """patch id -> the plan of that patch alone on the installed 0.23.0 (in memory)."""
     from patchq.plan import engine
@@ -65,12 +72,10 @@ def single_plans(source, series):
 
 
 @pytest.fixture(scope="module")
-def dense_site(vllm_site, tmp_path_factory):
-    """A hard-linked copy of the 0.23.0 install with ``apply --profile dense`` done by the CLI."""
-    site = tmp_path_factory.mktemp("dense") / "site-packages"
-    link_copy(vllm_site(VERSION), site)
-    (site / RUNTIME_PTH).write_text(str(REPO / "runtime") + "\n")  # patched vLLM imports patchq_runtime
-    res = run_cli("apply", "--profile", "dense", "--site-packages", site, "--json")
+def dense_site(tmp_path_factory):
+    """A 0.23.0 install with ``apply --profile dense`` done by the CLI."""
+    site = site_of(VERSION, tmp_path_factory.mktemp("dense") / "site-packages")
+    res = patchq("apply", "--profile", "dense", "--site-packages", site, "--json")
     assert res.rc == 0, res
     return site
 
@@ -84,7 +89,7 @@ def test_series_anchors_the_expected_definitions(single_plans):
         assert all(a.relpath == relpath and not a.moved for a in result.anchors)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def stored(source):
     """patch id -> relpath -> the text the store's diff gives on the pristine 0.23.0."""
     return {pid: stored_patched(VERSION, pid, {EXPECTED[pid][0]: source.read_text(EXPECTED[pid][0])})

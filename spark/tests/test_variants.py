@@ -1,12 +1,14 @@
 """The Spark series' per-release variants on the real release wheels 0.15.1 - 0.33.0.
 
 * every release x every profile plans with no failed patch, every patched file
-  compiles, and each (release, patch) cell equals the explicit table EXPECTED: the
-  status, and for ``ok`` the exact anchors edited (which names the variant), each
-  resolved in its hinted module (never ``moved``) with its recorded fingerprint;
-* the series' store (``series/diffs/``, tested case by case by ``test_patches.py``)
-  holds the first and last release of every variant range, and each stored sentinel
-  names its own patch;
+  compiles, and each (release, patch) result is what the series itself says there: the
+  variant covering the release (``series/<patch>.py``) names the anchors edited (status
+  ``ok``), each resolved in its hinted module (never ``moved``) with its recorded
+  fingerprint, or says ``absent`` / ``upstreamed``; where the store records a verdict for the
+  release (``series/diffs/<patch>.expect.toml``, the one store of expected output, tested
+  case by case by ``test_patches.py``), the result agrees with it;
+* the store holds the first and last release of every variant range, and each stored
+  sentinel names its own patch;
 * behaviour read from the patched code: no stock lm-head call survives int8-lmhead,
   every not-quantized branch of ``INCConfig`` tries FP8 first, unify-kv-page never
   adds an unscaled padding, prefix-align's guard; each patch's ``upstream_check``;
@@ -41,67 +43,13 @@ def definition_source(text: str, qualname: str) -> str:
 PATCHES = ("fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead")
 PROFILES = ("base", "mtp", "dflash", "dense")
 
-# Anchors edited by each variant (ok cells list one of these).
-FLA_OLD = ("default-shmem",)
-FLA_NEW = ("default-shmem-third-party",)
-UNIFY_UTILS = ("scaled-replace",)
-UNIFY_PLANNING = ("scaled-replace-planning",)
-PREFIX = ("mamba-backoff",)
-INC_MODULE = ("init-fields", "mapper", "bits16-override", "unquantized-branches", "class-hooks")
-INC_PACKAGE = ("init-fields-pkg", "mapper-pkg", "bits16-override-pkg", "not-quantized", "class-hooks-pkg")
-INT8_ONE = ("get-logits-call",)
-INT8_TWO = ("get-logits-call", "top-tokens-call")
-INT8_HEAD = ("apply-head-return",)
-ABSENT, UPSTREAMED = "absent", "upstreamed"
-
-#: release -> (fla-shmem, unify-kv-page, prefix-align, inc-hybrid-fp8, int8-lmhead):
-#: anchors edited (status ok) or the status. Every final release 0.15.1 - 0.33.0 (the
-#: matrix's range is 0.20.2 - 0.33.0; the older ones are kept sensible).
-EXPECTED = {
-    "0.15.1": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_ONE),
-    "0.16.0": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_ONE),
-    "0.17.0": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
-    "0.17.1": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
-    "0.18.0": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
-    "0.18.1": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
-    "0.19.0": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
-    "0.19.1": (FLA_OLD, UNIFY_UTILS, ABSENT, INC_MODULE, INT8_TWO),
-    "0.20.0": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
-    "0.20.1": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
-    "0.20.2": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
-    "0.21.0": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
-    "0.22.0": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
-    "0.22.1": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
-    "0.23.0": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_MODULE, INT8_TWO),
-    "0.24.0": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_PACKAGE, INT8_TWO),
-    "0.25.0": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_PACKAGE, INT8_TWO),
-    "0.25.1": (FLA_OLD, UNIFY_UTILS, PREFIX, INC_PACKAGE, INT8_TWO),
-    "0.26.0": (FLA_NEW, UNIFY_UTILS, PREFIX, INC_PACKAGE, INT8_HEAD),
-    "0.27.0": (FLA_NEW, UNIFY_UTILS, PREFIX, INC_PACKAGE, INT8_HEAD),
-    "0.27.1": (FLA_NEW, UNIFY_UTILS, PREFIX, INC_PACKAGE, INT8_HEAD),
-    "0.28.0": (FLA_NEW, UNIFY_UTILS, UPSTREAMED, INC_PACKAGE, INT8_HEAD),
-    "0.29.0": (FLA_NEW, UNIFY_UTILS, UPSTREAMED, INC_PACKAGE, INT8_HEAD),
-    "0.30.0": (FLA_NEW, UNIFY_UTILS, UPSTREAMED, INC_PACKAGE, INT8_HEAD),
-    "0.31.0": (FLA_NEW, UNIFY_UTILS, UPSTREAMED, INC_PACKAGE, INT8_HEAD),
-    "0.32.0": (FLA_NEW, UNIFY_UTILS, UPSTREAMED, INC_PACKAGE, INT8_HEAD),
-    "0.33.0": (FLA_NEW, UNIFY_PLANNING, UPSTREAMED, INC_PACKAGE, INT8_HEAD),
-}
-VERSIONS = tuple(EXPECTED)
-TARGET = tuple(v for v in VERSIONS if Version(v) >= Version("0.20.2"))  # 0.20.2 - 0.33.0
-
-#: Files each variant's anchors resolve to (never found as moved).
-FILES = {
-    FLA_OLD: "vllm/model_executor/layers/fla/ops/utils.py",
-    FLA_NEW: "vllm/third_party/flash_linear_attention/ops/utils.py",
-    UNIFY_UTILS: "vllm/v1/core/kv_cache_utils.py",
-    UNIFY_PLANNING: "vllm/v1/core/kv_cache_planning.py",
-    PREFIX: "vllm/v1/core/kv_cache_utils.py",
-    INC_MODULE: "vllm/model_executor/layers/quantization/inc.py",
-    INC_PACKAGE: "vllm/model_executor/layers/quantization/inc/inc.py",
-    INT8_ONE: "vllm/model_executor/layers/logits_processor.py",
-    INT8_TWO: "vllm/model_executor/layers/logits_processor.py",
-    INT8_HEAD: "vllm/model_executor/layers/logits_processor.py",
-}
+#: Every final release 0.15.1 - 0.33.0 (the matrix's range is 0.20.2 - 0.33.0; the older ones
+#: are kept sensible).
+VERSIONS = ("0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.0", "0.20.1",
+            "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.27.0",
+            "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+#: the store's verdict that each kind of variant gives (``check`` words; ``ok`` of the planner is ``applies``)
+STORE_WORD = {"edit": "applies", "absent": "absent", "upstreamed": "upstreamed"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,7 +68,7 @@ def release(version: str):
 def loaded_series():
     from patchq import series
 
-    return series.load()
+    return series.load(REPO / "series")
 
 
 @functools.lru_cache(maxsize=None)
@@ -132,15 +80,15 @@ def dense_plan(version: str):
     return engine.plan(release(version), [s.patch(pid) for pid in PATCHES])
 
 
-def cell(version: str, patch_id: str):
-    return EXPECTED[version][PATCHES.index(patch_id)]
+def kind(version: str, patch_id: str) -> str:
+    """The kind of variant of ``patch_id`` that covers ``version`` (``edit``, ``absent``, ``upstreamed``)."""
+    variant = loaded_series().patch(patch_id).variant_for(version)
+    assert variant is not None, f"no variant of {patch_id} covers {version}"
+    return variant.kind
 
 
-def test_the_table_covers_the_target_releases():
-    assert TARGET == ("0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1",
-                      "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
-                      "0.33.0")
-    # the table is the Spark patches'; a patch added later is held to its own store (test_patches.py)
+def test_the_patches_and_profiles_are_the_series():
+    # these tests know the Spark patches; a patch added later is held to its own store (test_patches.py)
     assert set(PATCHES) <= set(loaded_series().all_patch_ids())
     assert set(PROFILES) <= set(loaded_series().profiles)
 
@@ -159,30 +107,33 @@ def test_every_profile_on_every_release(version, profile):
     for result in plan.results:
         if result.patch_id not in PATCHES:
             continue
-        want = cell(version, result.patch_id)
-        if isinstance(want, tuple):
+        variant = s.patch(result.patch_id).variant_for(version)
+        stored = _stored_verdicts(result.patch_id).get(version)
+        assert stored in (None, STORE_WORD[variant.kind]), (result.patch_id, version, stored, variant.kind)
+        if variant.kind == "edit":
             assert result.status == engine.OK, (result.patch_id, result.reason)
-            assert tuple(a.anchor for a in result.anchors) == want
+            assert tuple(a.anchor for a in result.anchors) == tuple(variant.edits)
             spec = s.patch(result.patch_id).anchors
             for a in result.anchors:
-                assert (a.relpath, a.moved) == (FILES[want], False), a
-                assert spec[a.anchor].module_paths[0] == a.relpath or spec[a.anchor].module_paths[1] == a.relpath
+                assert a.relpath in spec[a.anchor].module_paths[:2] and not a.moved, a
                 assert spec[a.anchor].fingerprints.get(version) == a.fingerprint, \
                     f"{result.patch_id}/{a.anchor}: fingerprint of {version} not recorded (run python -m patchq.authoring.fingerprints --record)"
                 assert a.verified is not None
-            assert result.files == [FILES[want]]
+            assert result.files == sorted({a.relpath for a in result.anchors})
         else:
-            assert (result.status, result.anchors, result.files) == (want, [], []), result
+            assert (result.status, result.anchors, result.files) == (variant.kind, [], []), result
             assert result.reason
     assert [r.patch_id for r in plan.results] == [p.id for p in patches]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_dense_plan_on_release_is_what_the_profiles_add_up_to(version):
-    """The dense plan edits exactly the files its ok cells name, nothing else."""
+    """The dense plan edits exactly the files its edit variants' anchors resolve to, nothing else."""
+    from patchq.plan import engine
+
     plan = dense_plan(version)
-    want = sorted({FILES[c] for c in EXPECTED[version] if isinstance(c, tuple)})
-    assert sorted(plan.patched) == want
+    want = sorted({f for r in plan.results if r.status == engine.OK for f in r.files})
+    assert sorted(plan.patched) == want and want
 
 
 #: First/last release of each variant range (see each series/<patch>.py): 0.15.1 / 0.16.0
@@ -314,7 +265,15 @@ def test_unify_scales_then_pads_and_adds_no_unscaled_padding(version):
         old.count("assert new_spec.page_size_bytes == max_page_size")
 
 
-@pytest.mark.parametrize("version", [v for v in VERSIONS if cell(v, "prefix-align") == PREFIX])
+def _prefix_align_edits() -> list[str]:
+    """The releases where prefix-align's covering variant edits (read from the series at collection)."""
+    from patchq import series
+
+    patch = series.load(REPO / "series").patch("prefix-align")
+    return [v for v in VERSIONS if patch.variant_for(v) is not None and patch.variant_for(v).kind == "edit"]
+
+
+@pytest.mark.parametrize("version", _prefix_align_edits())
 def test_prefix_align_guard(version):
     plan = dense_plan(version)
     src = definition_source(plan.patched["vllm/v1/core/kv_cache_utils.py"], "resolve_kv_cache_block_sizes")
@@ -329,7 +288,7 @@ def test_upstream_checks_on_release_code(version):
     s = loaded_series()
     src = release(version)
     prefix = s.patch("prefix-align").upstream_check(src)
-    if cell(version, "prefix-align") == UPSTREAMED:
+    if kind(version, "prefix-align") == "upstreamed":
         assert prefix is not None and 'mamba_cache_mode != "align"' in prefix
         assert "vllm/v1/core/kv_cache_utils.py:" in prefix
     else:
