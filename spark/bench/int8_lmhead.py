@@ -2,8 +2,8 @@
 
 Usage (from the repo root, on a CUDA machine)::
 
-    PYTHONPATH=runtime:. python bench/int8_lmhead.py --json out.json --plot out.png
-    PYTHONPATH=runtime:. python bench/int8_lmhead.py --sweep --sweep-json cfg.json --json out.json
+    PYTHONPATH=spark:. python spark/bench/int8_lmhead.py --json out.json --plot out.png
+    PYTHONPATH=spark:. python spark/bench/int8_lmhead.py --sweep --sweep-json cfg.json --json out.json
 
 For each batch B and two kinds of rows (Gaussian; heavy-tailed, with 4 massive
 channels) it times, call by call in turn (CUDA events, median of ``--reps`` calls

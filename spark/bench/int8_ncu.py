@@ -2,13 +2,13 @@
 
 Usage (repo root, on the GPU)::
 
-    PYTHONPATH=runtime:. ncu --profile-from-start off --set detailed --section WarpStateStats \\
-        --section SchedulerStats -c 14 --export int8_ncu -f python3 bench/int8_ncu.py
+    PYTHONPATH=spark:. ncu --profile-from-start off --set detailed --section WarpStateStats \\
+        --section SchedulerStats -c 14 --export int8_ncu -f python spark/bench/int8_ncu.py
     ncu --import int8_ncu.ncu-rep --page details --csv > int8_ncu.csv
     # the wgmma kernel in given configurations (BLOCK_V x BLOCK_B x BLOCK_K x STAGES x
     # num_warps x RS x WS, as bench/int8_wgmma_sweep.py) against bf16 F.linear
-    PYTHONPATH=runtime:. ncu --profile-from-start off --set detailed -c 3 --export wg -f \\
-        python3 bench/int8_ncu.py --batches 256 --wgmma 128x256x128x2x4x1x2,256x128x128x3x4x1x2
+    PYTHONPATH=spark:. ncu --profile-from-start off --set detailed -c 3 --export wg -f \\
+        python spark/bench/int8_ncu.py --batches 256 --wgmma 128x256x128x2x4x1x2,256x128x128x3x4x1x2
 
 It builds the [248320, 3072] head, warms every path up (so the profiled launches
 are not compiles), then runs, once each, between ``cudaProfilerStart`` and ``Stop``:

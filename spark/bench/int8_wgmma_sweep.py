@@ -2,8 +2,8 @@
 
 Usage (repo root, H100/H200)::
 
-    PYTHONPATH=runtime:. python bench/int8_wgmma_sweep.py --json out.json
-    PYTHONPATH=runtime:. python bench/int8_wgmma_sweep.py --configs 128x256x64x4x4x1x1 --batches 256,4096
+    PYTHONPATH=spark:. python spark/bench/int8_wgmma_sweep.py --json out.json
+    PYTHONPATH=spark:. python spark/bench/int8_wgmma_sweep.py --configs 128x256x64x4x4x1x1 --batches 256,4096
 
 A configuration is BLOCK_V x BLOCK_B x BLOCK_K x STAGES x num_warps x RS x WS (see
 :func:`patchq_runtime.int8_wgmma.launch`); a batch skips tiles far too wide or too

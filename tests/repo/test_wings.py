@@ -53,7 +53,7 @@ def test_spark_is_laid_out_as_patchq_init_writes_a_series_repo():
 
 def test_the_tools_tests_name_no_spark_patch_or_profile():
     ids = _spark_ids()
-    assert {"fla-shmem", "int8-lmhead"} <= ids, ids
+    assert len(ids) >= 2 and all("-" in i or "_" in i for i in ids), ids  # read from spark/series/*.py
     word = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, sorted(ids))) + r")(?![\w-])")
     profile = re.compile(r"""["'](?:mtp|dflash|dense)["']""")
     named = sorted(rel for rel in _tracked("tests") if not rel.startswith(("tests/drift/", "tests/verdicts/"))
