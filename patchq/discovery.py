@@ -322,6 +322,19 @@ def _group_entries(text: str, group: str) -> list[tuple[str, str]]:
     return out
 
 
+def _egg_version(info: str) -> str:
+    """``Version:`` of an ``.egg-info`` directory's PKG-INFO (a develop install's name has
+    none), else ``""``."""
+    try:
+        with open(os.path.join(info, "PKG-INFO"), encoding="utf-8") as fh:
+            for line in fh.read(1 << 16).splitlines():
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip()
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""
+
+
 def providers(path: list[str] | None = None) -> list[Provider]:
     """Every entry point of :data:`ENTRY_POINT_GROUP` of the distributions on ``path``
     (default ``sys.path``), in ``sys.path`` order. A distribution found again further on
@@ -353,7 +366,7 @@ def providers(path: list[str] | None = None) -> list[Provider]:
                 continue
             if f"[{ENTRY_POINT_GROUP}]" not in text:
                 continue
-            version = rest.split("-")[0] if rest else ""
+            version = rest.split("-")[0] if rest else _egg_version(os.path.join(site, dirname))
             for name, value in _group_entries(text, ENTRY_POINT_GROUP):
                 out.append(Provider(name, value, dist.replace("_", "-"), version, os.path.realpath(site)))
     return out

@@ -93,12 +93,14 @@ def site_with(root: Path, dist: str, entries: dict[str, str], version: str = "1.
 
 
 def only(monkeypatch, *sites: Path) -> None:
-    """``sys.path`` with ``sites`` first and no site-packages (whose installed series, the
-    Spark one in this checkout's venv, is not this test's); patchq itself stays importable
-    (its editable finder, or modules already imported)."""
+    """``sys.path`` with ``sites`` first, then the standard library only: no site-packages and
+    no checkout folder (whose installed series, the Spark one in this checkout's venv or its
+    ``spark/*.egg-info``, is not this test's). What the tests import of patchq is imported
+    before they call this."""
     for s in sites:
         s.mkdir(parents=True, exist_ok=True)
-    monkeypatch.setattr(sys, "path", [str(s) for s in sites] + [p for p in _SYS_PATH if "-packages" not in p])
+    stdlib = [p for p in _SYS_PATH if p.startswith((sys.base_prefix, sys.base_exec_prefix)) and "-packages" not in p]
+    monkeypatch.setattr(sys, "path", [str(s) for s in sites] + stdlib)
     monkeypatch.setattr(discovery, "_INSTALLED", None)
     for name in FIXTURE_MODULES:  # each test's provider modules are its own
         monkeypatch.delitem(sys.modules, name, raising=False)
