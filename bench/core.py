@@ -2,7 +2,7 @@
 
     python bench/core.py [--vllm 0.23.0] [--profile dense] [--repeat 7] [--json PATH]
 
-Measures, as separate processes (what ``runtime/serve.sh`` pays at every server
+Measures, as separate processes (what ``spark/serve.sh`` pays at every server
 start), on a hard-linked copy of a ``pip install --no-deps`` of the vLLM wheel:
 
 * ``python -c pass``: the interpreter start, the unit of the ratios;

@@ -6,11 +6,12 @@
 #
 # PROFILE (default dflash) is a profile of the series patchq uses (--series / $SERIES,
 # $PATCHQ_SERIES, a patchq.toml or [tool.patchq] above the working directory, else the
-# bundled Spark series: base, mtp, dflash, dense). `patchq serve` applies its patches (a
-# fast no-op when already applied; if that fails, the report is printed and nothing is
-# served), then execs `vllm serve` with the generic flags, the profile's own from
-# `[profiles.PROFILE.serve]` (`args`, and `env` exported first; `patchq serve-args
-# --profile PROFILE` prints them), VLLM_EXTRA_ARGS and the args after --.
+# installed series: this one, once patchq-spark is installed: base, mtp, dflash, dense).
+# `patchq serve` applies its patches (a fast no-op when already applied; if that fails,
+# the report is printed and nothing is served), then execs `vllm serve` with the generic
+# flags, the profile's own from `[profiles.PROFILE.serve]` (`args`, and `env` exported
+# first; `patchq serve-args --profile PROFILE` prints them), VLLM_EXTRA_ARGS and the args
+# after --.
 # PATCHQ_MODE=run patches at import time instead and leaves site-packages untouched
 # (read-only images, shared or uv-linked environments). Without patchq installed, use
 # `patchq serve` itself: it is the same command (`patchq serve --help`).
