@@ -73,7 +73,10 @@ def test_usage_and_missing_release_exit_codes(tmp_path, monkeypatch, capsys):
     """patchq's exit codes, none of the script's own: 2 usage (no version, a dirty series repo),
     3 a release the index does not have."""
     monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    # release_check.main sets $PIP_INDEX_URL in this process: restored after the test (it leaked
+    # the dead loopback index into every later test of the session that reads an index)
+    monkeypatch.setenv("PIP_INDEX_URL", "")
+    monkeypatch.delenv("PIP_INDEX_URL")
     assert release_check.main([]) == 2
     root = _series_repo(tmp_path)
     (root / "anchors" / "backend-tiles.toml").write_text("# edited\n", encoding="utf-8")
