@@ -42,6 +42,10 @@ def test_the_wheel_carries_the_series_its_store_and_runtime_package_only(tmp_pat
     assert names - info == want, sorted((names - info) ^ want)
     entry_points = zipfile.ZipFile(wheel).read("patchq_spark-0.1.0.dist-info/entry_points.txt").decode()
     assert "[patchq.series]\nspark = patchq_spark:SERIES\n" in entry_points
+    pytest.importorskip("twine", reason="twine checks the metadata an index would show")
+    checked = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(wheel)], capture_output=True,
+                             text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_pip_install_patchq_and_patchq_spark_then_apply_dflash_and_dense(tmp_path):
