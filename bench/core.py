@@ -2,7 +2,7 @@
 
     python bench/core.py [--vllm 0.23.0] [--profile dense] [--repeat 7] [--json PATH]
 
-Measures, as separate processes (what ``runtime/serve.sh`` pays at every server
+Measures, as separate processes (what ``spark/serve.sh`` pays at every server
 start), on a hard-linked copy of a ``pip install --no-deps`` of the vLLM wheel:
 
 * ``python -c pass``: the interpreter start, the unit of the ratios;
@@ -66,7 +66,7 @@ def link_copy(src: Path, dst: Path) -> Path:
     """A copy of ``src`` made of hard links (uv's layout), like ``cp -al``, with a ``.pth``
     that makes ``patchq_runtime`` importable there (patched vLLM imports it; apply checks)."""
     shutil.copytree(src, dst, copy_function=os.link, symlinks=True)
-    (dst / "patchq_runtime_checkout.pth").write_text(str(REPO / "runtime") + "\n")
+    (dst / "patchq_runtime_checkout.pth").write_text(str(REPO / "spark") + "\n")
     return dst
 
 

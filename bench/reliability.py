@@ -4,7 +4,7 @@ Usage: ``python bench/reliability.py [--cases N] [--kills K] [--concurrent C] [-
 [--minutes M] [--show]``
 
 Builds one real vLLM 0.23.0 site-packages (the test suite's cached install, hard-linked
-into a temp directory), applies ``dense``, and runs:
+into a temp directory), applies the stack fixture's ``full`` (tests/testing/stack.py), and runs:
 
 * ``--status-cases`` cheap cases: damaged state, then ``status`` only (in-process);
 * ``--cases`` damaged/hostile state cases in-process (``tests/testing/reliability.py``:
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="patchq-reliability-") as tmp:
         site = Path(tmp) / "site-packages"
         link_copy(build_site("0.23.0"), site)
-        (site / RUNTIME_PTH).write_text(str(ROOT / "runtime") + "\n")
+        (site / RUNTIME_PTH).write_text(str(ROOT / "tests" / "testing" / "stack") + "\n")  # its stack_runtime
         bed = rel.make_bed(site)
         rng = random.Random(args.seed)
         rows = []

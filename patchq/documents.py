@@ -23,7 +23,12 @@ if TYPE_CHECKING:
 
     #: The ``series`` field of command documents (:meth:`patchq.discovery.Location.as_json`):
     #: its directory, anchors directory, where it was found and its config file.
-    SeriesRef = TypedDict("SeriesRef", {"dir": str, "anchors": str, "from": str, "config": str | None})
+    _SeriesRef = TypedDict("_SeriesRef", {"dir": str, "anchors": str, "from": str, "config": str | None})
+
+    class SeriesRef(_SeriesRef, total=False):
+        """... and, added, for ``from: bundled``, the installed distribution that provides it."""
+
+        distribution: str
 
     class InstalledVllm(TypedDict):
         """``vllm`` of ``patchq.apply/1``: the vLLM written."""

@@ -46,7 +46,7 @@ SITE_PACKAGES = Option("--site-packages", dest="site_packages", metavar="DIR",
 PYTHON = Option("--python", dest="python", metavar="PATH", help="interpreter of another environment")
 SERIES = Option("--series", dest="series", metavar="DIR",
                 help="series directory or series repo (default: $PATCHQ_SERIES, else patchq.toml / "
-                     "[tool.patchq] in or above the working directory, else the bundled series)")
+                     "[tool.patchq] in or above the working directory, else an installed series)")
 JSON = Option("--json", dest="json", flag=True, help="print the JSON document (schema: docs/json.md)")
 
 # apply

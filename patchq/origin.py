@@ -16,17 +16,17 @@ from urllib.parse import unquote, urlparse
 BUILD = "build the wheel from a checkout with `pip wheel --no-deps -w dist CHECKOUT` (patchq is not on PyPI)"
 
 
-def installed_from() -> str | None:
-    """The local wheel file or checkout directory this patchq was installed from
-    (``direct_url.json``), or the checkout it runs from; None when unknown (a wheel
-    installed from a URL, or the record is missing)."""
+def installed_from(dist: str = "patchq") -> str | None:
+    """The local wheel file or checkout directory this patchq (or the installed
+    distribution ``dist``) was installed from (``direct_url.json``), or the checkout patchq
+    runs from; None when unknown (a wheel installed from a URL, or the record is missing)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if os.path.isfile(os.path.join(here, "pyproject.toml")):  # run from a checkout (editable, PYTHONPATH)
+    if dist == "patchq" and os.path.isfile(os.path.join(here, "pyproject.toml")):  # a checkout (editable, PYTHONPATH)
         return here
     try:
         from importlib.metadata import PackageNotFoundError, distribution
 
-        text = distribution("patchq").read_text("direct_url.json")
+        text = distribution(dist).read_text("direct_url.json")
     except (ImportError, PackageNotFoundError, OSError):
         return None
     try:

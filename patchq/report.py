@@ -221,9 +221,7 @@ def series_line(doc: Mapping[str, Any]) -> list[str]:
     loc = doc.get("series")
     if not loc:
         return []
-    how = {"--series": "from --series", "PATCHQ_SERIES": "from $PATCHQ_SERIES",
-           "bundled": "the bundled Spark series"}.get(loc.get("from"), f"from {loc.get('config')}")
-    return [f"series {loc['dir']} ({how})"]
+    return [series_text(loc)]
 
 
 def list_text(doc: ListDoc) -> str:
@@ -305,7 +303,8 @@ def series_text(ref: Mapping[str, Any]) -> str:
     """One line for humans about a series reference (a document's ``series`` field, or the
     journal's ``applied_from``): ``series /x/series (from /x/patchq.toml)``."""
     how = {"--series": "from --series", "PATCHQ_SERIES": "from $PATCHQ_SERIES",
-           "bundled": "the bundled Spark series"}.get(str(ref.get("from")), f"from {ref.get('config')}")
+           "bundled": f"from the installed distribution {ref.get('distribution')}" if ref.get("distribution")
+           else "from the series an installed patchq bundled"}.get(str(ref.get("from")), f"from {ref.get('config')}")
     return f"series {ref.get('dir')} ({how})"
 
 

@@ -13,7 +13,8 @@ Layout (plain files, readable with ``cat``, reviewable in diffs):
     (vLLM version -> fingerprint) of the releases it was verified on.
 
 The series directory is ``--series DIR``, else ``$PATCHQ_SERIES``, else the one a
-project config (``patchq.toml`` or ``[tool.patchq]``) names, else the bundled series; the
+project config (``patchq.toml`` or ``[tool.patchq]``) names, else the one an installed
+distribution provides (entry-point group ``patchq.series``); the
 anchors directory comes with it (``$PATCHQ_ANCHORS`` overrides). See :mod:`patchq.discovery`.
 """
 

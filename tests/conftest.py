@@ -14,10 +14,15 @@ Fixtures:
     ``vllm_site(version)``   session factory: path of the cached pristine site-packages.
     ``pristine_site``        the cached pristine site-packages of vLLM 0.23.0 (read only!).
     ``make_site(version)``   per-test factory: a fresh hard-linked copy, with a ``.pth`` that
-                             makes ``patchq_runtime`` importable there (``runtime=False``: without).
+                             makes the stack's ``stack_runtime`` importable there (``runtime=False``: without).
     ``site``                 a fresh hard-linked copy of vLLM 0.23.0's site-packages.
     ``cli``                  :func:`support.run_cli` (``cli("status", "--json", ...)``).
-    ``series_copy``          a temp copy of ``series/`` + ``anchors/`` (for ``--series``).
+    ``series_copy``          a temp copy of the stack fixture's series + anchors (for ``--series``).
+
+The series of these tests is a fixture: the stack (``tests/testing/stack.py``) unless a test
+names another. ``$PATCHQ_SERIES`` points at it for every test (in this process and in the CLI
+runs of :func:`support.run_cli`), so no test reads a series installed in this environment
+(the Spark stack's, ``spark/``, is tested by its own tests); a test of discovery unsets it.
     ``immutable``            ``immutable(dir, ...)``: ``chattr +i`` directories, undone after.
     ``small``                the small series and an installed vLLM 0.1.0 (``testing.small_world``).
 """
@@ -32,21 +37,22 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from support import REPO, link_copy, record_hashes, run_cli, sha256_path, snapshot
+from support import link_copy, record_hashes, run_cli, sha256_path, snapshot
+from testing import stack
 
 DEFAULT_VERSION = "0.23.0"
 #: series repos kept as test data carry their own tests (what `patchq init` wrote): not ours to collect
 collect_ignore_glob = ["drift/*/tests/*"]
-#: the ``.pth`` each test site gets so that ``patchq_runtime`` is importable there
-RUNTIME_PTH = "patchq_runtime_checkout.pth"
+#: the ``.pth`` each test site gets so that the stack's ``stack_runtime`` is importable there
+RUNTIME_PTH = "stack_runtime_checkout.pth"
 
 
 def _targets() -> list[str]:
-    """relpaths of every module the series' anchors name (the files patchq may write)."""
+    """relpaths of every module the stack's anchors name (the files its patches may write)."""
     from patchq.hashing import anchor_modules
 
     out: list[str] = []
-    for toml in sorted((REPO / "anchors").glob("*.toml")):
+    for toml in sorted(stack.ANCHORS.glob("*.toml")):
         out += [m for m in anchor_modules(toml) if m not in out]
     return out
 
@@ -138,7 +144,7 @@ WHEEL_FIXTURES = frozenset({"vllm_site", "pristine_site", "make_site", "site"})
 E2E = TESTS / "e2e"
 
 
-#: Every release the wheel layer reads (runtime/tests/test_variants.py covers all final releases
+#: Every release the wheel layer reads (spark/tests/test_variants.py covers all final releases
 #: in this range). On a cold cache they are prefetched in the background (see ``_prefetch``).
 RELEASES = ("0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.18.1", "0.19.0", "0.19.1",
             "0.20.0", "0.20.1", "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0",
@@ -201,6 +207,20 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 @pytest.fixture(autouse=True)
+def _the_stack_is_the_series(monkeypatch):
+    """Every test's series is the stack fixture unless it names another (module docstring)."""
+    monkeypatch.setenv("PATCHQ_SERIES", str(stack.SERIES))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _the_stack_is_left_as_found():
+    """No test writes into the committed stack fixture (a test that writes copies it first)."""
+    before = stack.files()
+    yield
+    assert stack.files() == before, "a test wrote into tests/testing/stack/: copy it first (series_copy)"
+
+
+@pytest.fixture(autouse=True)
 def _layer_guard(request, monkeypatch, tmp_path_factory):
     """A test outside the wheel layer runs offline (``PATCHQ_OFFLINE=1``, also for the CLI
     it starts) on an empty cache of its own, so a warm ``~/.cache/patchq`` can never hide a
@@ -237,8 +257,8 @@ def make_site(vllm_site, tmp_path_factory, request):
         pristine = vllm_site(version)
         dst = tmp_path_factory.mktemp(f"vllm-{version}") / "site-packages"
         link_copy(pristine, dst)
-        if runtime:  # patched vLLM imports patchq_runtime: make it importable there (as pip would)
-            (dst / RUNTIME_PTH).write_text(str(REPO / "runtime") + "\n")
+        if runtime:  # the stack's patched vLLM imports stack_runtime: make it importable there (as pip would)
+            (dst / RUNTIME_PTH).write_text(str(stack.RUNTIME) + "\n")
         used.append((version, dst))
         return dst
 
@@ -276,12 +296,8 @@ def small(tmp_path, monkeypatch):
 
 @pytest.fixture
 def series_copy(tmp_path) -> Path:
-    """A copy of the project's ``series/`` and ``anchors/`` (returns the series dir)."""
-    root = tmp_path / "project"
-    # the committed diffs (series/diffs/) are outputs: a copy starts without them
-    shutil.copytree(REPO / "series", root / "series", ignore=shutil.ignore_patterns("__pycache__", "diffs"))
-    shutil.copytree(REPO / "anchors", root / "anchors")
-    return root / "series"
+    """A copy of the stack fixture's ``series/`` and ``anchors/`` (returns the series dir)."""
+    return stack.copy(tmp_path / "project")
 
 
 @pytest.fixture

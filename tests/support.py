@@ -213,24 +213,6 @@ def mask_sentinel_hashes(text: str) -> str:
     return _SENTINEL_HASH.sub(r"\1<hash>", text)
 
 
-def stored_patched(version: str, patch_id: str, pristine: dict[str, str] | None = None) -> dict[str, str]:
-    """relpath -> text of every file the stored diff ``series/diffs/<version>/<patch>.diff``
-    changes, applied to the pristine release (``pristine``: relpath -> text; default: read
-    from the release, :func:`patchq.vllmdist.sources.release_source`): what the series'
-    store says the patch alone makes of that release."""
-    from unidiff import PatchSet
-
-    from patchq.authoring import diffstore
-
-    text = diffstore.diff_path(REPO / "series", version, patch_id).read_text(encoding="utf-8")
-    if pristine is None:
-        from patchq.vllmdist.sources import release_source
-
-        src = release_source(version)
-        pristine = {pf.path: src.read_text(pf.path) or "" for pf in PatchSet(text)}
-    return diffstore.apply_diff(pristine, text)
-
-
 # -- the CLI ----------------------------------------------------------------------
 
 
@@ -258,21 +240,30 @@ _FULL_PATH = "import sys; sys.argv[0] = 'patchq'; from patchq.cli import main; m
 
 
 def run_cli(*args: str, env: dict | None = None, fast: bool = True, wrap: Sequence[str] = (),
-            timeout: float = 300) -> CliResult:
-    """Run ``python -m patchq ARGS`` in a subprocess (cwd: the repository).
+            timeout: float = 300, cwd: Path | str | None = None) -> CliResult:
+    """Run ``python -m patchq ARGS`` in a subprocess (cwd: the repository, or ``cwd``).
+
+    Its series is the stack fixture (``$PATCHQ_SERIES``, :mod:`testing.stack`) unless the
+    test names one: ``--series`` wins over it, ``env={"PATCHQ_SERIES": ...}`` replaces it
+    (``""``: none, to walk up from ``cwd``). So no run reads the series an installed
+    distribution provides (this checkout's venv has the Spark stack's).
 
     Args:
         args: CLI arguments.
         env: extra environment variables (patchq's own variables are cleared first).
         fast: False runs the typer app directly, bypassing :mod:`patchq.fastpath`.
         wrap: a command prefix (e.g. ``setpriv ... --``).
+        cwd: the working directory (default: the repository).
     """
+    from testing import stack
+
     full_env = {k: v for k, v in os.environ.items() if k not in PATCHQ_ENV}
-    full_env.update({"COLUMNS": "200", "NO_COLOR": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    full_env.update({"COLUMNS": "200", "NO_COLOR": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                     "PATCHQ_SERIES": str(stack.SERIES)})
     full_env.update(env or {})
     entry = ["-m", "patchq"] if fast else ["-c", _FULL_PATH]
     cmd = [*wrap, sys.executable, *entry, *[str(a) for a in args]]
-    proc = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
     doc = None
     if proc.stdout.lstrip().startswith("{"):
         try:

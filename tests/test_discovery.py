@@ -1,16 +1,19 @@
-"""Series discovery: --series, $PATCHQ_SERIES, patchq.toml / [tool.patchq] walking up, bundled."""
+"""Series discovery: --series, $PATCHQ_SERIES, patchq.toml / [tool.patchq] walking up, an installed distribution's."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from patchq import discovery
 from patchq.errors import SeriesError, UnsafeConfig
-from support import REPO, run_cli
+from support import REPO
 from testing import small_series
 
 
@@ -55,13 +58,12 @@ def test_explicit_and_env_win(tmp_path, monkeypatch):
 
 def test_no_series_names_what_was_searched(tmp_path, monkeypatch):
     monkeypatch.delenv("PATCHQ_SERIES", raising=False)
-    monkeypatch.setattr(discovery, "BUNDLED_ROOT", str(tmp_path / "nobundle"))
-    monkeypatch.setattr(discovery, "CHECKOUT_ROOT", str(tmp_path / "nocheckout"))
+    only(monkeypatch, tmp_path / "empty-site")
     with pytest.raises(SeriesError) as err:
         discovery.find(cwd=tmp_path)
     msg = str(err.value)
     assert "--series" in msg and "$PATCHQ_SERIES" in msg and "patchq.toml" in msg
-    assert str(tmp_path) in msg and "patchq init" in msg
+    assert str(tmp_path) in msg and "patchq init" in msg and "entry-point group patchq.series" in msg
 
 
 def test_config_naming_a_missing_series(tmp_path, monkeypatch):
@@ -71,44 +73,161 @@ def test_config_naming_a_missing_series(tmp_path, monkeypatch):
         discovery.find(cwd=tmp_path)
 
 
+# -- a series an installed distribution provides (entry-point group patchq.series) -------------
+
+
+def site_with(root: Path, dist: str, entries: dict[str, str], version: str = "1.0",
+              module: str | None = None, body: str = "") -> Path:
+    """A site directory holding ``<dist>-<version>.dist-info`` whose ``entry_points.txt``
+    declares ``entries`` in group patchq.series (and one of another group), and the module
+    ``module`` (``body``) the entries name."""
+    di = root / f"{dist}-{version}.dist-info"
+    di.mkdir(parents=True)
+    (di / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    lines = ["[console_scripts]", "x = y:z", "", f"[{discovery.ENTRY_POINT_GROUP}]"]
+    lines += [f"{k} = {v}" for k, v in entries.items()]
+    (di / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    if module:
+        (root / f"{module}.py").write_text(body)
+    return root
+
+
+def only(monkeypatch, *sites: Path) -> None:
+    """``sys.path`` with ``sites`` first, then the standard library only: no site-packages and
+    no checkout folder (whose installed series, the Spark one in this checkout's venv or its
+    ``spark/*.egg-info``, is not this test's). What the tests import of patchq is imported
+    before they call this."""
+    for s in sites:
+        s.mkdir(parents=True, exist_ok=True)
+    stdlib = [p for p in _SYS_PATH if p.startswith((sys.base_prefix, sys.base_exec_prefix)) and "-packages" not in p]
+    monkeypatch.setattr(sys, "path", [str(s) for s in sites] + stdlib)
+    monkeypatch.setattr(discovery, "_INSTALLED", None)
+    for name in FIXTURE_MODULES:  # each test's provider modules are its own
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+_SYS_PATH = list(sys.path)
+#: the provider modules these tests write
+FIXTURE_MODULES = ("small_dist", "other_dist", "stack_mod", "bad_mod", "ed_mod")
+
+
+def series_dist(root: Path, module: str = "small_dist", dist: str = "small-series") -> Path:
+    """A site holding a distribution that provides the small series (``<module>/series``)."""
+    small_series.write_series(root / module)
+    (root / module / "__init__.py").write_text(
+        "import os\nSERIES = os.path.join(os.path.dirname(__file__), 'series')\n")
+    return site_with(root, dist.replace("-", "_"), {"small": f"{module}:SERIES"})
+
+
+def test_an_installed_distribution_provides_the_series_when_nothing_else_does(tmp_path, monkeypatch):
+    monkeypatch.delenv("PATCHQ_SERIES", raising=False)
+    site = series_dist(tmp_path / "site")
+    only(monkeypatch, site)
+    (provider,) = discovery.providers()
+    assert (provider.name, provider.value, provider.dist, provider.version) == (
+        "small", "small_dist:SERIES", "small-series", "1.0")
+    loc = discovery.find(cwd=tmp_path)
+    assert loc.origin == "bundled" and loc.series == site / "small_dist" / "series"
+    assert loc.anchors == site / "small_dist" / "anchors" and loc.config is None
+    assert loc.as_json() == {"dir": str(site / "small_dist" / "series"), "anchors": str(site / "small_dist" / "anchors"),
+                             "from": "bundled", "config": None, "distribution": "small-series 1.0"}
+    assert loc.describe() == f"series {site / 'small_dist' / 'series'} (from the installed distribution small-series 1.0)"
+    # a project config still wins, and the other origins carry no distribution field
+    _repo(tmp_path / "proj")
+    assert "distribution" not in discovery.find(cwd=tmp_path / "proj").as_json()
+
+
+def test_an_entry_point_may_name_a_series_repo_root(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    _repo(site / "stack_repo")
+    site_with(site, "stack", {"stack": "stack_mod:ROOT"}, module="stack_mod",
+              body=f"ROOT = {str(site / 'stack_repo')!r}\n")
+    only(monkeypatch, site)
+    loc = discovery.installed()
+    assert loc is not None and (loc.series, loc.anchors, loc.origin, loc.config) == (
+        site / "stack_repo" / "s", site / "stack_repo" / "a", "bundled", site / "stack_repo" / "patchq.toml")
+
+
+def test_the_first_distribution_of_a_name_on_the_path_wins_and_other_groups_are_ignored(tmp_path, monkeypatch):
+    first, second = series_dist(tmp_path / "one"), series_dist(tmp_path / "two")
+    (tmp_path / "three").mkdir()
+    site_with(tmp_path / "three", "other", {}, version="2.0")  # the group, empty
+    only(monkeypatch, first, second, tmp_path / "three")
+    (provider,) = discovery.providers()
+    assert provider.site == str(first.resolve())
+
+
+def test_several_providers_are_named_and_none_is_chosen(tmp_path, monkeypatch):
+    monkeypatch.delenv("PATCHQ_SERIES", raising=False)
+    one = series_dist(tmp_path / "one")
+    two = series_dist(tmp_path / "two", module="other_dist", dist="other-series")
+    only(monkeypatch, one, two)
+    with pytest.raises(SeriesError) as err:
+        discovery.find(cwd=tmp_path)
+    msg = str(err.value)
+    assert msg.startswith("2 installed distributions provide a patch series (")
+    assert "small-series 1.0 (entry point small = small_dist:SERIES of group patchq.series)" in msg
+    assert "other-series 1.0" in msg and "--series" in msg
+
+
+@pytest.mark.parametrize(("value", "body", "want"), [
+    ("missing_mod:SERIES", None, "cannot be loaded: ModuleNotFoundError"),
+    ("bad_mod:SERIES", "SERIES = 42\n", "names int 42, not a directory path"),
+    ("bad_mod:NOPE", "SERIES = '/'\n", "cannot be loaded: AttributeError"),
+    ("bad_mod:SERIES", "SERIES = '/'\n", "holds neither profiles.toml nor patchq.toml"),
+    ("bad_mod:SERIES", "raise RuntimeError('boom')\n", "cannot be loaded: RuntimeError: boom"),
+])
+def test_a_broken_provider_is_one_named_error(tmp_path, monkeypatch, value, body, want):
+    site = site_with(tmp_path / "site", "broken", {"b": value}, module="bad_mod" if body else None, body=body or "")
+    only(monkeypatch, site)
+    with pytest.raises(SeriesError, match="broken 1.0 .entry point b = ") as err:
+        discovery.installed()
+    assert want in str(err.value)
+
+
+def test_writes_are_refused_inside_a_series_installed_from_a_wheel_only(tmp_path, monkeypatch):
+    """A wheel's series lives in its site directory (the next install replaces it); an
+    editable install's lives in its checkout and is written as any series repo."""
+    from patchq.authoring import repowrite
+    from patchq.errors import UsageError
+
+    site = series_dist(tmp_path / "site")
+    only(monkeypatch, site)
+    assert discovery.installed_roots() == {str((site / "small_dist").resolve()): "small-series 1.0"}
+    with pytest.raises(UsageError, match="inside the installed series of small-series 1.0"):
+        repowrite.refuse_bundled(site / "small_dist" / "series" / "new.py", "new")
+    checkout = tmp_path / "checkout"
+    small_series.write_series(checkout)
+    editable = site_with(tmp_path / "editable", "ed", {"e": "ed_mod:SERIES"}, module="ed_mod",
+                         body=f"SERIES = {str(checkout / 'series')!r}\n")
+    only(monkeypatch, editable)
+    assert discovery.installed_roots() == {}
+    repowrite.refuse_bundled(checkout / "series" / "new.py")  # no error
+
+
+def test_the_scan_reads_entry_points_as_the_packaging_spec_writes_them():
+    text = "# c\n[patchq.series]\n  a = m:A  \n; c\nb=m:B [extra]\n[other]\nc = m:C\n[patchq.series]\nd = n\n"
+    assert discovery._group_entries(text, "patchq.series") == [("a", "m:A"), ("b", "m:B [extra]"), ("d", "n")]
+
+
 @pytest.mark.wheel
-def test_list_and_status_say_which_series(tmp_path, site):
-    doc = json.loads(run_cli("list", "--json").stdout)
-    assert doc["series"] == {"dir": str(REPO / "series"), "anchors": str(REPO / "anchors"),
-                             "from": "config", "config": str(REPO / "pyproject.toml")}
-    st = run_cli("status", "--json", "--site-packages", str(site))
-    assert json.loads(st.stdout)["series"]["from"] == "config"
-    human = run_cli("status", "--site-packages", str(site)).stdout
-    assert human.splitlines()[0] == f"series {REPO / 'series'} (from {REPO / 'pyproject.toml'})"
-
-
 @pytest.mark.slow
-def test_the_wheel_carries_the_spark_series(tmp_path):
-    """Built and installed as a wheel (no checkout around), patchq uses its bundled series."""
-    import subprocess
-    import sys
-
+def test_the_patchq_wheel_carries_the_tool_alone(tmp_path):
+    """Built as a wheel, patchq is patchq/ and its dist-info: no series (no profiles.toml,
+    anchors or stored diffs), no series' run-time package, and no entry point of the
+    patchq.series group (a series is a distribution of its own)."""
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                     "-w", str(tmp_path / "dist"), str(REPO)], check=True, capture_output=True)
     (wheel,) = (tmp_path / "dist").glob("patchq-*.whl")
-    target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
-                    "--target", str(target), str(wheel)], check=True, capture_output=True)
-    bundled = target / "patchq" / "_bundled"
-    assert (target / "patchq" / "py.typed").is_file()  # PEP 561: series repos type-check against patchq
-    assert sorted(p.name for p in (bundled / "anchors").glob("*.toml")) == sorted(
-        p.name for p in (REPO / "anchors").glob("*.toml"))
-    assert (bundled / "series" / "diffs" / "0.23.0" / "fla-shmem.diff").is_file()
-    away = tmp_path / "elsewhere"
-    away.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ")}
-    env["PYTHONPATH"] = str(target)
-    proc = subprocess.run([sys.executable, "-m", "patchq", "list", "--json"], cwd=away, env=env,
-                          capture_output=True, text=True)
-    doc = json.loads(proc.stdout)
-    assert doc["series"] == {"dir": str(bundled / "series"), "anchors": str(bundled / "anchors"),
-                             "from": "bundled", "config": None}
-    assert [p["name"] for p in doc["profiles"]] == ["base", "mtp", "dflash", "dense"]
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"patchq", "patchq-0.1.0.dist-info"}, sorted(names)
+    assert "patchq/py.typed" in names  # PEP 561: series repos type-check against patchq
+    data = [n for n in names if not n.endswith(".py") and not n.startswith("patchq-0.1.0.dist-info/")]
+    assert data == ["patchq/py.typed"], data
+    modules = {n for n in names if n.endswith(".py")}
+    assert modules == {str(p.relative_to(REPO)) for p in (REPO / "patchq").rglob("*.py")}
+    entry_points = zipfile.ZipFile(wheel).read("patchq-0.1.0.dist-info/entry_points.txt").decode()
+    assert discovery.ENTRY_POINT_GROUP not in entry_points and "[console_scripts]" in entry_points
 
 
 # -- discovery that cannot be planted (issue 28) ---------------------------------------------

@@ -42,12 +42,12 @@ def test_every_document_has_one_builder():
 
 
 def test_apply_document_fields_in_order():
-    doc = documents.apply_document("apply", "dense", {"version": "0.23.0", "site_packages": "/sp", "dist": "vllm"},
+    doc = documents.apply_document("apply", "full", {"version": "0.23.0", "site_packages": "/sp", "dist": "vllm"},
                                    noop=True, patches=[{"id": "p"}])
     assert list(doc) == ["schema", "command", "ok", "error", "noop", "profile", "vllm", "patches", "written",
                          "restored", "added", "removed", "foreign_kept", "recovered"]
     assert json.loads(json.dumps(doc)) == {
-        "schema": "patchq.apply/1", "command": "apply", "ok": True, "error": None, "noop": True, "profile": "dense",
+        "schema": "patchq.apply/1", "command": "apply", "ok": True, "error": None, "noop": True, "profile": "full",
         "vllm": {"version": "0.23.0", "site_packages": "/sp", "dist": "vllm"}, "patches": [{"id": "p"}],
         "written": [], "restored": [], "added": [], "removed": [], "foreign_kept": {}, "recovered": []}
     failed = documents.apply_document("revert", None, doc["vllm"], error="why")

@@ -57,8 +57,8 @@ def test_run_plan_failed_takes_the_code_of_what_failed():
 
 
 @pytest.mark.parametrize("name, known, want", [
-    ("dnese", ["base", "dense", "mtp"], "; did you mean 'dense'?"),
-    ("qwerty", ["base", "dense"], ""),
+    ("fulll", ["base", "full", "kv"], "; did you mean 'full'?"),
+    ("qwerty", ["base", "full"], ""),
     ("base", [], ""),
 ])
 def test_did_you_mean(name, known, want):

@@ -11,8 +11,8 @@ from patchq import jsonsafe
 
 def test_a_regular_file_is_read_and_parsed(tmp_path):
     path = tmp_path / "journal.json"
-    path.write_text('{"profile": "dense", "files": {"vllm/x.py": ["a", 1]}}')
-    assert jsonsafe.read_file(path) == {"profile": "dense", "files": {"vllm/x.py": ["a", 1]}}
+    path.write_text('{"profile": "full", "files": {"vllm/x.py": ["a", 1]}}')
+    assert jsonsafe.read_file(path) == {"profile": "full", "files": {"vllm/x.py": ["a", 1]}}
     assert jsonsafe.read_bytes(path) == path.read_bytes()
 
 

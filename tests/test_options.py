@@ -11,9 +11,9 @@ from patchq.errors import UsageError
 
 
 def test_parse_values_flags_and_repeats():
-    values, rest = options.parse(["-p", "dense", "--site-packages=/sp", "--json", "--patch", "a", "--patch=b"],
+    values, rest = options.parse(["-p", "full", "--site-packages=/sp", "--json", "--patch", "a", "--patch=b"],
                                  options.COMMANDS["apply"])
-    assert values == {"profile": "dense", "site_packages": "/sp", "json": True, "strict": False, "replace": False,
+    assert values == {"profile": "full", "site_packages": "/sp", "json": True, "strict": False, "replace": False,
                       "patch": ["a", "b"]}
     assert rest == []
 

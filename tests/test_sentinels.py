@@ -9,23 +9,23 @@ from patchq.sentinels import SENTINEL_RE, find_sentinels, sentinel_comment
 
 
 def test_comment_round_trips():
-    text = sentinel_comment("int8-lmhead", "0123456789ab")
-    assert text.startswith("# patchq:int8-lmhead:0123456789ab ")
-    assert SENTINEL_RE.match(text).groups() == ("int8-lmhead", "0123456789ab")
+    text = sentinel_comment("head-gemv", "0123456789ab")
+    assert text.startswith("# patchq:head-gemv:0123456789ab ")
+    assert SENTINEL_RE.match(text).groups() == ("head-gemv", "0123456789ab")
 
 
 def test_find_sentinels_in_order_without_parsing():
     text = (
-        "# patchq:fla-shmem:aaaaaaaaaaaa (applied)\nclass Backend:\n"
-        "    # patchq:unify-kv-page:bbbbbbbbbbbb\n    def f(self): ...\n"
+        "# patchq:backend-tiles:aaaaaaaaaaaa (applied)\nclass Backend:\n"
+        "    # patchq:page-scale:bbbbbbbbbbbb\n    def f(self): ...\n"
         "x = '# patchq:Bad:cccccccccccc'\n"          # upper case id: not a sentinel
         "# patchq:short:abc\n"                        # hash too short
         "# patchq:long:0123456789abcdef\n"            # 16 hex: not at a word boundary after 12
         "def broken(:\n"                              # not Python: still found
-        "# patchq:prefix-align:cccccccccccc\n"
+        "# patchq:align-backoff:cccccccccccc\n"
     )
     assert find_sentinels(text) == [
-        ("fla-shmem", "aaaaaaaaaaaa"), ("unify-kv-page", "bbbbbbbbbbbb"), ("prefix-align", "cccccccccccc"),
+        ("backend-tiles", "aaaaaaaaaaaa"), ("page-scale", "bbbbbbbbbbbb"), ("align-backoff", "cccccccccccc"),
     ]
 
 

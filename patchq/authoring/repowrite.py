@@ -125,33 +125,31 @@ def read_regular(path: Path | str, limit: int | None = None) -> bytes | None:
         os.close(fd)
 
 
-#: the series a patchq wheel carries (``patchq/_bundled``; absent in a checkout, whose
-#: editable install reads the checkout's own series/ and anchors/)
-BUNDLED_ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))),
-                                             "_bundled"))
-
-
 def refuse_bundled(path: Path | str, what: str = "this") -> None:
-    """Refuse any write at or under the bundled series of an installed patchq: the next
-    install replaces it, and every user of that environment would see the change as "the
-    bundled Spark series".
+    """Refuse any write at or under a series an installed distribution carries in its
+    install (:func:`patchq.discovery.installed_roots`: a wheel's files, which the next
+    install replaces; an editable install's series is its checkout's and is written as any
+    series repo is).
 
     ``what`` names the cause in the message (``upgrade`` passes ``--write``).
 
     Raises:
-        UsageError: ``path`` resolves inside :data:`BUNDLED_ROOT` (exit 2); nothing is written.
+        UsageError: ``path`` resolves inside such a series (exit 2); nothing is written.
     """
+    from patchq import discovery
+
     real = os.path.realpath(path)
-    if real == BUNDLED_ROOT or real.startswith(BUNDLED_ROOT + os.sep):
-        raise UsageError(f"{what} would write {real} inside the bundled series of the patchq install, which the next "
-                         f"install replaces; nothing was written. Make a series repo (`patchq init DIR`; copy the "
-                         f"bundled series/ and anchors/ there to start from them) and work in it or pass --series DIR")
+    for root, dist in discovery.installed_roots().items():
+        if real == root or real.startswith(root + os.sep):
+            raise UsageError(f"{what} would write {real} inside the installed series of {dist} ({root}), which the "
+                             f"next install replaces; nothing was written. Make a series repo (`patchq init DIR`; copy "
+                             f"that series/ and anchors/ there to start from them) and work in it or pass --series DIR")
 
 
 def _check_target(path: Path) -> None:
     """Refuse to replace anything but a regular file (or nothing): a symlink, a directory,
     a FIFO or a device in the way is named, never followed or replaced; and any path of
-    the bundled series (:func:`refuse_bundled`)."""
+    an installed series (:func:`refuse_bundled`)."""
     refuse_bundled(path)
     try:
         st = os.lstat(path)

@@ -19,7 +19,7 @@ instead. The JSON document ``patchq.serve-args/1``: ``profile``, ``args`` [text]
 ``series``. Exit 0; 2 for an unknown profile or a malformed table, and for ``--env`` when
 the env of a series found by walking up is withheld.
 
-``serve`` (what ``runtime/serve.sh`` runs): the generic flags (:data:`GENERIC`, each
+``serve`` (what a series' ``serve.sh`` wrapper runs): the generic flags (:data:`GENERIC`, each
 overridable from the environment), then the profile's, then ``$VLLM_EXTRA_ARGS``, then the
 arguments after ``--``. It exports ``PATCHQ_EXPECT_PROFILE`` and ``PATCHQ_STRICT`` (the
 ``patchq`` vLLM plugin checks the profile is live in every process) and the profile's
@@ -156,9 +156,10 @@ def env_withheld(series: Series) -> str | None:
     """Why the ``serve.env`` of ``series`` is not passed on, or None.
 
     A series found by walking up to a ``patchq.toml`` (origin ``config``) was not chosen
-    explicitly: its environment (which ``runtime/serve.sh`` exports: ``LD_PRELOAD``,
+    explicitly: its environment (which a series' ``serve.sh`` wrapper exports: ``LD_PRELOAD``,
     ``PYTHONPATH``, ...) is withheld unless the series is named with ``--series`` or
-    ``$PATCHQ_SERIES`` (``SERIES=DIR`` for ``serve.sh``); the bundled series is patchq's own.
+    ``$PATCHQ_SERIES`` (``SERIES=DIR`` for ``serve.sh``); a series an installed distribution
+    provides is as trusted as the environment it is installed in.
     """
     loc = series.location
     if loc is None or loc.origin != "config":

@@ -31,8 +31,8 @@ What a user otherwise strings together (``status``, ``check``, ``rebase``, ``rev
    pull-request body (:mod:`patchq.commands.pullrequest`: the matrix, the reviews needed
    with their three-way views, what was rebased) with ``upgrade.json`` into ``--out``.
 
-It prints per patch what happened and what the user must do next. ``--write`` refuses the
-bundled series inside a patchq install (``patchq init`` makes a series repo).
+It prints per patch what happened and what the user must do next. ``--write`` refuses a
+series inside an installed distribution (``patchq init`` makes a series repo).
 
 ``patchq.upgrade/1``: ``ok``, ``profile`` (null when every profile was carried), ``from``
 (the release the journal was written on, or null), ``to``, ``installed``, ``write``,
@@ -137,7 +137,7 @@ def run(series: Series, target: CodeSource | None, profile: str | None, to: str 
 
     Raises:
         UsageError: no profile given or applied (on the installed release); an unknown
-            profile; ``--write`` on the bundled series; a malformed ``--to``; a dirty series
+            profile; ``--write`` on an installed series; a malformed ``--to``; a dirty series
             or an existing branch (``--branch``).
         TargetNotFound: release ``to`` cannot be had.
         RepoWriteError: git refused the branch or the commit.

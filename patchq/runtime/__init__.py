@@ -6,6 +6,6 @@ the vLLM general plugin (``vllm.general_plugins`` entry point: every vLLM proces
 ``live`` which profile is live in this process, ``cachefold`` the torch.compile cache
 root per patch set. None of them imports anything beyond the standard library and
 ``patchq.env.layout``: a vLLM process pays a few file reads, never libcst or typer.
-What a series' patches themselves import at run time (the Spark series' int8 lm-head and
-INC code, ``patchq_runtime``) is the series' own package, not patchq's.
+What a series' patches themselves import at run time is the series' own package, installed
+by the series' distribution (as ``patchq-spark`` installs ``patchq_runtime``), not patchq's.
 """

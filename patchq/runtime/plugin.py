@@ -15,7 +15,7 @@ parsing, ``EngineCore``, each worker: ``vllm/plugins/__init__.py``
    process stops with that message) or logs a warning.
 
 Environment: ``PATCHQ_EXPECT_PROFILE`` (profile name), ``PATCHQ_STRICT`` (``1`` = stop),
-``PATCHQ_CACHE_FOLD`` (``0`` = off). ``runtime/serve.sh`` and ``patchq run`` set the
+``PATCHQ_CACHE_FOLD`` (``0`` = off). ``patchq serve`` and ``patchq run`` set the
 first two. Standard library only; cheap (a journal read and a few file hashes).
 """
 

@@ -407,7 +407,7 @@ def added_imports(before: str, after: str) -> set[str]:
     """The top-level modules ``after`` imports (absolute imports, anywhere in the module) that
     ``before`` does not, apart from the standard library, ``__future__`` and ``vllm``
     itself: what a patch makes the patched module need at run time (a series' run-time
-    package such as the Spark series' ``patchq_runtime``). A text that does not parse adds
+    package, installed by the series' distribution). A text that does not parse adds
     nothing here (the plan's compile check reports it)."""
     import ast
 

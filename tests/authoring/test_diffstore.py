@@ -40,7 +40,7 @@ def test_verdicts_render_parse_and_refuse_garbage():
 def test_stored_diffs_compare_without_the_patch_hash():
     from patchq.authoring.diffstore import mask_hashes
 
-    a = "+# patchq:fla-shmem:0123456789ab (applied by patchq; `patchq status` explains)\n"
+    a = "+# patchq:backend-tiles:0123456789ab (applied by patchq; `patchq status` explains)\n"
     b = a.replace("0123456789ab", "ba9876543210")
-    assert mask_hashes(a) == mask_hashes(b) == "+# patchq:fla-shmem:<hash> (applied by patchq; `patchq status` explains)\n"
-    assert mask_hashes(a.replace("fla-shmem", "other")) != mask_hashes(b)
+    assert mask_hashes(a) == mask_hashes(b) == "+# patchq:backend-tiles:<hash> (applied by patchq; `patchq status` explains)\n"
+    assert mask_hashes(a.replace("backend-tiles", "other")) != mask_hashes(b)

@@ -3,34 +3,34 @@
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
+
+from testing import stack
 
 from patchq import hashing
 from patchq.authoring import fingerprints
 
-REPO = Path(__file__).resolve().parents[2]
 tomllib = hashing.toml_module()
 
 
 def test_existing_anchors_files_render_unchanged():
-    for path in sorted((REPO / "anchors").glob("*.toml")):
+    for path in sorted(stack.ANCHORS.glob("*.toml")):
         text = path.read_text(encoding="utf-8")
         assert fingerprints.render(path.stem, tomllib.loads(text)) == text, path.name
 
 
 def test_reviews_round_trip_and_keep_the_patch_hash(tmp_path):
-    src = REPO / "anchors" / "unify-kv-page.toml"
+    src = stack.ANCHORS / "page-scale.toml"
     data = tomllib.loads(src.read_text(encoding="utf-8"))
     data["reviews"] = {"0.29.0": fingerprints.review_entry("review", "ana", status="review", note="ok"),
                        "0.24.0": fingerprints.review_entry("fingerprint", "bo")}
-    text = fingerprints.render("unify-kv-page", data)
+    text = fingerprints.render("page-scale", data)
     back = tomllib.loads(text)
     assert back["format"] == 2 and list(back["reviews"]) == ["0.24.0", "0.29.0"]
     assert back["reviews"]["0.29.0"]["by"] == "ana" and back["reviews"]["0.29.0"]["how"] == "review"
     assert back["anchors"] == data["anchors"]
-    new = tmp_path / "unify-kv-page.toml"
+    new = tmp_path / "page-scale.toml"
     new.write_text(text, encoding="utf-8")
-    series_py = REPO / "series" / "unify_kv_page.py"
+    series_py = stack.SERIES / "page_scale.py"
     assert hashing.patch_hash_from_files(series_py, new) == hashing.patch_hash_from_files(series_py, src)
     assert hashing.anchor_tables(new) == hashing.anchor_tables(src)  # what older loaders read
 

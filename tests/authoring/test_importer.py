@@ -1,7 +1,7 @@
 """Patches as diffs on real releases: ``patchq import`` and ``patchq diff --release V --write``.
 
 The imported diff is made in the test by a real edit of vLLM 0.23.0's
-``unify_kv_cache_spec_page_size`` (the unify-kv-page fix written as a plain text patch).
+``unify_kv_cache_spec_page_size`` (the page-scale fix written as a plain text patch).
 0.24.0 re-indents the lines it touches, so the text diff stops applying there; the
 imported, anchored patch still applies (and at 0.33.0, where the function moved file).
 
@@ -143,12 +143,12 @@ def test_diff_write_stores_validated_per_patch_diffs(pad_diff, empty_series, cli
     assert "pad-page: unchanged (1 file(s), 2 hunk(s), +6 -0; unidiff ok, git apply --check ok)" in text
 
 
-def test_diff_write_of_the_project_series_at_0_23_0(tmp_path, series_copy, cli):
+def test_diff_write_of_the_stack_at_0_23_0(tmp_path, series_copy, cli):
     res = cli("diff", "--release", "0.23.0", "--write", "--series", series_copy, "--json")
     assert res.rc == 0, res.stderr
     rows = {r["patch_id"]: r for r in res.json["patches"]}
-    # the Spark patches (a patch added to the series later is written too)
-    assert {"fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead"} <= set(rows)
+    # the stack fixture's patches
+    assert {"backend-tiles", "page-scale", "align-backoff", "fp8-experts", "head-gemv"} <= set(rows)
     for pid, r in rows.items():
         assert r["status"] == "ok" and r["action"] == "wrote"
         text = (series_copy / "diffs" / "0.23.0" / f"{pid}.diff").read_text()

@@ -24,9 +24,9 @@ patches = []
 
 
 def test_ids_and_profile_names():
-    scaffold.check_id("fla-shmem-2")
+    scaffold.check_id("backend-tiles-2")
     scaffold.check_profile("dense_v2")
-    for bad in ("Fla", "fla_shmem", "", "../x"):
+    for bad in ("Fla", "backend_tiles", "", "../x"):
         with pytest.raises(UsageError, match="use kebab-case"):
             scaffold.check_id(bad)
     with pytest.raises(UsageError, match="use letters, digits, - and _"):

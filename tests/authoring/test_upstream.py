@@ -20,6 +20,7 @@ from patchq.vllmdist import releases
 from patchq import series
 from patchq.authoring import upstream
 from patchq.model import AnchorSpec
+from testing import stack
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel
@@ -92,7 +93,7 @@ def test_sync_is_incremental_and_keeps_release_order(releases_repo, tmp_path):
 
 
 def test_history_follows_a_definition_across_files(up):
-    """fla-shmem's Backend moves to vllm/third_party at 0.26.0 with identical code."""
+    """backend-tiles's Backend moves to vllm/third_party at 0.26.0 with identical code."""
     spec = AnchorSpec(id="x", module="vllm.model_executor.layers.fla.ops.utils", qualname="Backend")
     hist = upstream.definition_history(up, spec, up.versions())
     paths = {str(v): s.relpath for v, s in hist.states.items()}
@@ -105,8 +106,8 @@ def test_history_follows_a_definition_across_files(up):
 
 
 def test_log_gives_the_diff_of_just_the_definition(up):
-    s = series.load()
-    spec = s.patch("unify-kv-page").anchors["scaled-replace"]
+    s = series.load(stack.SERIES)
+    spec = s.patch("page-scale").anchors["scaled-replace"]
     hist = upstream.definition_history(up, spec, up.versions())
     fps = {str(v): st.fingerprint for v, st in hist.states.items()}
     assert len(set(fps.values())) == 3  # changed at 0.24.0 and at 0.26.0
@@ -146,7 +147,7 @@ def test_cli_sync_and_log(cli):
     doc = json.loads(res.stdout)
     assert doc["schema"] == "patchq.upstream-sync/1"
     assert {"0.23.0", "0.24.0", "0.26.0"} <= set(doc["releases"])
-    res = cli("upstream", "log", "int8-lmhead", "--releases", "0.23.0,0.24.0,0.26.0", "--json")
+    res = cli("upstream", "log", "head-gemv", "--releases", "0.23.0,0.24.0,0.26.0", "--json")
     assert res.rc == 0, res.stderr
     doc = json.loads(res.stdout)
     defs = {d["qualname"]: d for d in doc["definitions"]}
@@ -156,5 +157,5 @@ def test_cli_sync_and_log(cli):
     diff = defs["LogitsProcessor._get_logits"]["changes"][1]["diff"]
     assert "-        logits = lm_head.quant_method.apply(lm_head, hidden_states, bias=embedding_bias)\n" in diff
     assert "+        logits = self._apply_head(lm_head, hidden_states, embedding_bias)\n" in diff
-    text = cli("upstream", "log", "int8-lmhead", "--releases", "0.23.0,0.24.0,0.26.0").stdout
+    text = cli("upstream", "log", "head-gemv", "--releases", "0.23.0,0.24.0,0.26.0").stdout
     assert "-- 0.26.0 (since 0.24.0): code [vllm/model_executor/layers/logits_processor.py]" in text

@@ -1,4 +1,4 @@
-"""Rebase on real releases: the 0.23.0 series carried to 0.24.0, 0.26.0 and 0.33.0.
+"""Rebase on real releases: the stack fixture (a 0.23.0 series) carried to 0.24.0, 0.26.0 and 0.33.0.
 
 Each patch is rebased with the variant that applies at 0.23.0 (``--from 0.23.0``), so the
 merge outcomes depend only on that variant and on vLLM's code; what the series says at
@@ -15,6 +15,7 @@ import pytest
 from patchq import series as series_mod
 from patchq.commands import rebase as cmd
 from patchq.vllmdist import releases
+from testing import stack
 from testing.mini_series import SHMEM_ANCHORS, SHMEM_PATCH, mini_series
 
 #: the wheel layer: every test here reads real vLLM releases
@@ -24,19 +25,19 @@ TARGETS = ("0.24.0", "0.26.0", "0.33.0")
 
 #: patch -> merge outcome per target (the 0.23.0 variant merged node by node).
 EXPECTED_MERGE = {
-    "0.24.0": {"fla-shmem": "clean", "unify-kv-page": "conflict", "prefix-align": "clean",
-               "inc-hybrid-fp8": "conflict", "int8-lmhead": "clean"},
-    "0.26.0": {"fla-shmem": "clean", "unify-kv-page": "conflict", "prefix-align": "clean",
-               "inc-hybrid-fp8": "conflict", "int8-lmhead": "conflict"},
-    "0.33.0": {"fla-shmem": "clean", "unify-kv-page": "conflict", "prefix-align": "conflict",
-               "inc-hybrid-fp8": "conflict", "int8-lmhead": "conflict"},
+    "0.24.0": {"backend-tiles": "clean", "page-scale": "conflict", "align-backoff": "clean",
+               "fp8-experts": "conflict", "head-gemv": "clean"},
+    "0.26.0": {"backend-tiles": "clean", "page-scale": "conflict", "align-backoff": "clean",
+               "fp8-experts": "conflict", "head-gemv": "conflict"},
+    "0.33.0": {"backend-tiles": "clean", "page-scale": "conflict", "align-backoff": "conflict",
+               "fp8-experts": "conflict", "head-gemv": "conflict"},
 }
 
 
 @pytest.fixture(scope="module")
 def rebased(tmp_path_factory):
     """target -> (document, exit code, work dir) of rebasing the project's series from 0.23.0."""
-    s = series_mod.load()
+    s = series_mod.load(stack.SERIES)
     out = {}
     for target in TARGETS:
         work = tmp_path_factory.mktemp(f"rebase-{target}")
@@ -53,7 +54,7 @@ def _by_id(doc: dict) -> dict:
 def test_which_patches_merge_cleanly_and_which_conflict(rebased, target):
     doc, code, work = rebased[target]
     got = {p["id"]: p["merge"] for p in doc["patches"] if p["id"] in EXPECTED_MERGE[target]}
-    assert got == EXPECTED_MERGE[target]  # the Spark patches' (a patch added later is held to its own store)
+    assert got == EXPECTED_MERGE[target]  # the stack's patches
     assert code == 1 and doc["ok"] is False  # a conflict is reported, never hidden
     for p in doc["patches"]:
         if p["merge"] == "conflict":
@@ -77,9 +78,9 @@ def test_clean_merges_are_checked_against_the_transform(rebased, target):
             assert all(u["transform"].startswith("carries-forward") for u in p["units"])
 
 
-def test_fla_shmem_follows_the_moved_file(rebased):
+def test_backend_tiles_follows_the_moved_file(rebased):
     doc, _, _ = rebased["0.26.0"]
-    p = _by_id(doc)["fla-shmem"]
+    p = _by_id(doc)["backend-tiles"]
     (unit,) = p["units"]
     assert unit["resolution"] == "moved"
     assert unit["base_path"] == "vllm/model_executor/layers/fla/ops/utils.py"
@@ -91,9 +92,9 @@ def test_fla_shmem_follows_the_moved_file(rebased):
         " = 1: vllm/third_party/flash_linear_attention/ops/utils.py @@ " in row
 
 
-def test_prefix_align_merges_around_upstream_changes(rebased):
+def test_align_backoff_merges_around_upstream_changes(rebased):
     """0.26.0 changed resolve_kv_cache_block_sizes elsewhere: a clean, real three-way merge."""
-    p = _by_id(rebased["0.26.0"][0])["prefix-align"]
+    p = _by_id(rebased["0.26.0"][0])["align-backoff"]
     (unit,) = p["units"]
     assert unit["upstream_changed"] is True and unit["merge"] == "clean"
     assert 'if getattr(cache_config, "mamba_cache_mode", "none") != "align" and any(' in unit["merged"]
@@ -101,10 +102,10 @@ def test_prefix_align_merges_around_upstream_changes(rebased):
     assert p["range_diff"]["counts"]["same"] == 1
 
 
-def test_unify_kv_page_conflict_comes_with_the_transforms_result(rebased):
+def test_page_scale_conflict_comes_with_the_transforms_result(rebased):
     """0.24.0 re-indents the scaled replace into an if-branch: the text merge conflicts,
     and the anchored transform's result is written beside the conflict for review."""
-    p = _by_id(rebased["0.24.0"][0])["unify-kv-page"]
+    p = _by_id(rebased["0.24.0"][0])["page-scale"]
     (unit,) = p["units"]
     assert unit["conflicts"] == 1 and len(unit["files"]) == 2
     conflict, transform = (Path(f) for f in unit["files"])
@@ -115,8 +116,8 @@ def test_unify_kv_page_conflict_comes_with_the_transforms_result(rebased):
     assert p["transform"] == "applies" and p["new_diff_source"] == "transform"
 
 
-def test_int8_lmhead_conflicts_where_the_call_moved_to_a_helper(rebased):
-    p = _by_id(rebased["0.26.0"][0])["int8-lmhead"]
+def test_head_gemv_conflicts_where_the_call_moved_to_a_helper(rebased):
+    p = _by_id(rebased["0.26.0"][0])["head-gemv"]
     assert p["transform"] == "fails"
     assert {u["qualname"] for u in p["units"]} == {"LogitsProcessor._get_logits", "LogitsProcessor.get_top_tokens"}
     text = Path(p["units"][0]["files"][0]).read_text()
@@ -124,8 +125,8 @@ def test_int8_lmhead_conflicts_where_the_call_moved_to_a_helper(rebased):
     assert p["range_diff"]["counts"]["removed"] == 2  # no new rendering to pair with
 
 
-def test_unify_kv_page_is_followed_into_kv_cache_planning(rebased):
-    p = _by_id(rebased["0.33.0"][0])["unify-kv-page"]
+def test_page_scale_is_followed_into_kv_cache_planning(rebased):
+    p = _by_id(rebased["0.33.0"][0])["page-scale"]
     (unit,) = p["units"]
     assert unit["resolution"] == "moved" and unit["target_path"] == "vllm/v1/core/kv_cache_planning.py"
 
@@ -212,13 +213,13 @@ def test_a_renamed_method_is_followed_by_similarity_with_its_score(tmp_path):
 
 
 def test_cli_text_report(tmp_path, cli):
-    res = cli("rebase", "--to", "0.26.0", "--from", "0.23.0", "--patch", "prefix-align", "--patch", "int8-lmhead",
+    res = cli("rebase", "--to", "0.26.0", "--from", "0.23.0", "--patch", "align-backoff", "--patch", "head-gemv",
               "--workdir", tmp_path)
     assert res.rc == 1
     out = res.stdout
-    assert "prefix-align: CLEAN" in out and "int8-lmhead: CONFLICT" in out
+    assert "align-backoff: CLEAN" in out and "head-gemv: CONFLICT" in out
     assert "range-diff 0.23.0 -> 0.26.0: 1 same, 0 changed, 0 removed, 0 added" in out
-    assert f"wrote {tmp_path}/0.26.0/int8-lmhead/LogitsProcessor._get_logits.py" in out
+    assert f"wrote {tmp_path}/0.26.0/head-gemv/LogitsProcessor._get_logits.py" in out
     assert "summary: 1 clean, 1 conflict" in out
 
 
@@ -286,13 +287,13 @@ def test_rebase_to_a_release_the_series_already_carries_merges_nothing():
     import json
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "patchq", "rebase", "--to", "0.24.0", "--json"],
-                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+    r = subprocess.run([sys.executable, "-m", "patchq", "rebase", "--to", "0.23.0", "--series", stack.SERIES,
+                        "--json"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
     doc = json.loads(r.stdout)
     assert r.returncode == 0, r.stderr
-    spark = [p for p in doc["patches"] if p["id"] in EXPECTED_MERGE["0.24.0"]]
-    assert len(spark) == 5 and {p["status"] for p in spark} == {"skipped"}
-    assert all("already carried" in p["reason"] for p in spark)
+    carried = [p for p in doc["patches"] if p["id"] in stack.FULL]
+    assert len(carried) == 5 and {p["status"] for p in carried} == {"skipped"}
+    assert all("already carried" in p["reason"] for p in carried)
 
 
 def test_continue_write_writes_the_new_variant_of_a_hand_resolution(tmp_path, cli):

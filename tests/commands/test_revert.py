@@ -61,7 +61,7 @@ def test_force_over_a_damaged_journal_reports_the_patches_it_takes_out(small):
 
 def test_revert_does_not_list_an_upstreamed_patch_as_removed(tmp_path, small):
     """A patch apply journalled as upstreamed was never written: revert takes nothing of it out,
-    so it is not named among the removed (issue 39: revert listed prefix-align as removed)."""
+    so it is not named among the removed (issue 39: revert listed align-backoff as removed)."""
     from testing.small_series import UTILS_PY, write_site
 
     from patchq.vllmdist import sources

@@ -31,7 +31,7 @@ def test_prepare_builds_the_hook_then_finds_it_warm(small):
     assert env["PYTHONPATH"].split(":")[0] == warm["hook_dir"] and env["PATCHQ_STRICT"] == "1"
     assert "base" in env["VLLM_CACHE_ROOT"]  # the compile cache kept apart per patch set
     with pytest.raises(UsageError):
-        run.environment(warm, {"PATCHQ_EXPECT_PROFILE": "dense"})
+        run.environment(warm, {"PATCHQ_EXPECT_PROFILE": "full"})
     doc = run.env_document(warm, env)
     assert doc["profile"] == "base" and doc["env"]["PATCHQ_EXPECT_PROFILE"] == "base"
 

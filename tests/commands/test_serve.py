@@ -47,7 +47,7 @@ def test_bad_tables_and_profiles(served):
 def test_the_variables_a_profile_reads_are_named(served, monkeypatch):
     """``[profiles.base.serve]`` reads MAX_LEN and EXTRA: the dry run names them with the value each
     takes, serve-args' JSON lists them, and ``serve --help`` says where to look (issue 39: the help
-    hid DRAFTER, NUM_SPEC_TOKENS, ... of the Spark profiles)."""
+    hid the variables a profile's serve table reads)."""
     from support import run_cli
 
     doc, _ = serve.run(served, "base", {"MAX_LEN": "8192"})

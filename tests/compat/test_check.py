@@ -2,13 +2,14 @@
 
 Three sets of evidence:
 
-* the project's series on real releases 0.15.1 / 0.19.1 / 0.23.0 / 0.26.0 / 0.33.0
-  (the per-release variants make every profile apply, or be upstreamed / absent);
-* the series **as it was for 0.23.0 only** (``tests/drift/series-0.23/``: frozen copy
-  with its 0.23.0 fingerprints) on later releases: the "before an upgrade" view, whose
-  statuses follow ``docs/drift.md`` change by change;
-* the drift corpus (``tests/drift/cases/*.toml``): real 0.23.0 trees edited the way
-  upstream drifts (reformatted, re-wrapped, renamed locals, moved module, duplicate
+* the stack fixture (``testing/stack.py``) on real releases: its absent and upstreamed
+  variants confirmed or contradicted by the code, the CLI's document;
+* a series **as it was for 0.23.0 only** (``tests/drift/series-0.23/``: frozen copy
+  with its 0.23.0 fingerprints; a frozen copy of the Spark series' 0.23.0 variants, owned by these
+  tests) on later releases: the "before an upgrade" view, whose statuses follow the Spark
+  series' ``spark/docs/drift.md`` change by change;
+* the drift corpus (``tests/drift/cases/*.toml``, checked with that frozen series): real 0.23.0
+  trees edited the way upstream drifts (reformatted, re-wrapped, renamed locals, moved module, duplicate
   names, deleted definition, function turned method, duplicated anchor statement).
 """
 
@@ -23,6 +24,7 @@ import pytest
 from patchq import series
 from patchq.compat import check
 from patchq.vllmdist import releases, sources
+from testing import stack
 
 REPO = Path(__file__).resolve().parents[2]
 DRIFT = REPO / "tests" / "drift"
@@ -46,7 +48,7 @@ def rows_by_id(rows) -> dict:
     return {r.id: r for r in rows}
 
 
-def run_check(version: str, series_root=None, profile: str = "dense") -> dict:
+def run_check(version: str, series_root=FROZEN, profile: str = "dense") -> dict:
     s = series.load(series_root)
     return rows_by_id(check.check(release(version), s.patches_of(profile)))
 
@@ -60,64 +62,9 @@ def first_loc(row) -> tuple:
     return a["path"], a["qualname"], a["line"]
 
 
-# ---------------------------------------------------------------------------
-# the project's series on real releases (with the per-release variants)
-
-# docs/drift.md + the variants: fla-shmem at its new path from 0.26.0, unify-kv-page in
-# kv_cache_planning from 0.33.0, int8-lmhead in _apply_head from 0.26.0, inc-hybrid-fp8
-# in the quantization/inc/ package from 0.24.0, prefix-align upstreamed from 0.28.0.
-CURRENT = {
-    "0.23.0": {
-        "fla-shmem": ("applies", "vllm/model_executor/layers/fla/ops/utils.py", "Backend", 179),
-        "unify-kv-page": ("applies", "vllm/v1/core/kv_cache_utils.py", "unify_kv_cache_spec_page_size", 1029),
-        "prefix-align": ("applies", "vllm/v1/core/kv_cache_utils.py", "resolve_kv_cache_block_sizes", 593),
-        "inc-hybrid-fp8": ("applies", "vllm/model_executor/layers/quantization/inc.py", "INCConfig.__init__", 55),
-        "int8-lmhead": ("applies", "vllm/model_executor/layers/logits_processor.py", "LogitsProcessor._get_logits", 89),
-    },
-    "0.26.0": {
-        "fla-shmem": ("applies", "vllm/third_party/flash_linear_attention/ops/utils.py", "Backend", 179),
-        "unify-kv-page": ("applies", "vllm/v1/core/kv_cache_utils.py", "unify_kv_cache_spec_page_size", 1067),
-        "prefix-align": ("applies", "vllm/v1/core/kv_cache_utils.py", "resolve_kv_cache_block_sizes", 626),
-        "inc-hybrid-fp8": ("applies", "vllm/model_executor/layers/quantization/inc/inc.py", "INCConfig.__init__", 49),
-        "int8-lmhead": ("applies", "vllm/model_executor/layers/logits_processor.py", "LogitsProcessor._apply_head", 99),
-    },
-    "0.33.0": {
-        "fla-shmem": ("applies", "vllm/third_party/flash_linear_attention/ops/utils.py", "Backend", 179),
-        "unify-kv-page": ("applies", "vllm/v1/core/kv_cache_planning.py", "unify_kv_cache_spec_page_size", 346),
-        "prefix-align": ("upstreamed", "vllm/v1/core/kv_cache_utils.py", "resolve_kv_cache_block_sizes", 816),
-        "inc-hybrid-fp8": ("applies", "vllm/model_executor/layers/quantization/inc/inc.py", "INCConfig.__init__", 71),
-        "int8-lmhead": ("applies", "vllm/model_executor/layers/logits_processor.py", "LogitsProcessor._apply_head",
-                        136),
-    },
-}
-
-
-@pytest.mark.parametrize("version", sorted(CURRENT))
-def test_series_on_real_release(version):
-    rows = run_check(version)
-    for pid, (status, path, qualname, line) in CURRENT[version].items():
-        row = rows[pid]
-        assert row.status == status, (pid, row.reason)
-        assert not row.blocking
-        assert first_loc(row) == (path, qualname, line), pid
-        if status == "applies":
-            assert all(a["verified"] == version for a in row.anchors), row.anchors
-            assert row.reason == f"fingerprints identical to verified vllm {version}"
-            assert row.level == "source" and row.drift == []
-    assert check.exit_code(rows.values()) == 0
-
-
-def test_prefix_align_upstreamed_from_0_28_agrees_with_its_check():
-    row = run_check("0.28.0", profile="dflash")["prefix-align"]
-    assert row.status == "upstreamed" and row.variant_kind == "upstreamed" and row.variant == ">=0.28"
-    assert row.upstream_check["verdict"] == "upstreamed"
-    assert "upstream check:" in row.reason and not row.notes
-    assert row.anchors[0]["qualname"] == "resolve_kv_cache_block_sizes"
-
-
 @pytest.mark.parametrize("version", ["0.15.1", "0.19.1"])
-def test_prefix_align_absent_is_confirmed(version):
-    row = run_check(version, profile="dflash")["prefix-align"]
+def test_an_absent_claim_is_confirmed(version):
+    row = rows_by_id(check.check(release(version), series.load(stack.SERIES).patches_of("kv")))["align-backoff"]
     assert (row.status, row.confirmed, row.blocking) == ("absent", True, False)
     assert "confirmed: anchors mamba-backoff do not resolve" in row.reason
     assert row.anchors == []
@@ -127,35 +74,40 @@ def test_absent_claim_contradicted_by_the_code():
     """The real 0.23.0 tree presented as 0.19.1: the absent variant is contradicted."""
     tree = releases.release_tree("0.23.0")
     source = sources.source_tree(tree, version="0.19.1")
-    row = rows_by_id(check.check(source, series.load().patches_of("dflash")))["prefix-align"]
+    row = rows_by_id(check.check(source, series.load(stack.SERIES).patches_of("kv")))["align-backoff"]
     assert row.status == "absent" and row.confirmed is False
     assert "contradicted: resolve_kv_cache_block_sizes (vllm/v1/core/kv_cache_utils.py:593) resolves" in row.reason
     assert row.notes == ["absent variant contradicted: an anchored definition exists"]
 
 
+def test_an_upstreamed_claim_agrees_with_the_patchs_check():
+    row = rows_by_id(check.check(release("0.28.0"), series.load(stack.SERIES).patches_of("kv")))["align-backoff"]
+    assert row.status == "upstreamed" and row.variant_kind == "upstreamed" and row.variant == ">=0.28"
+    assert row.upstream_check["verdict"] == "upstreamed"
+    assert "upstream check:" in row.reason and not row.notes
+
+
 def test_upstreamed_claim_contradicted_by_the_check():
-    """The real 0.23.0 tree presented as 0.28.0: prefix-align's variant says upstreamed,
+    """The real 0.23.0 tree presented as 0.28.0: align-backoff's variant says upstreamed,
     its own upstream check finds the old back-off."""
     tree = releases.release_tree("0.23.0")
     source = sources.source_tree(tree, version="0.28.0")
-    row = rows_by_id(check.check(source, series.load().patches_of("dflash")))["prefix-align"]
+    row = rows_by_id(check.check(source, series.load(stack.SERIES).patches_of("kv")))["align-backoff"]
     assert row.status == "upstreamed"
     assert row.upstream_check["verdict"] == "not-upstreamed"
     assert "the patch's upstream check disagrees" in row.reason
     assert row.notes == ["upstreamed variant contradicted by the patch's upstream check"]
 
 
-def test_cli_check_vllm_0_33_dense_exits_0(cli):
-    res = cli("check", "--vllm", "0.33.0", "--profile", "dense", "--json")
+def test_cli_check_release_json(cli):
+    res = cli("check", "--vllm", "0.23.0", "--profile", "full", "--json")
     assert res.rc == 0, res.stdout
     doc = json.loads(res.stdout)
     assert doc["schema"] == "patchq.check/1" and doc["ok"] and doc["exit_code"] == 0
-    assert doc["vllm"] == {"version": "0.33.0", "kind": "release",
-                           "root": str(releases.release_tree("0.33.0")), "dist": "vllm"}
-    assert [p["id"] for p in doc["patches"]] == list(series.load().profile("dense").patches)
-    assert {p["id"]: p["status"] for p in doc["patches"]} == {
-        pid: v[0] for pid, v in CURRENT["0.33.0"].items()}
-    assert doc["counts"] == {"applies": 4, "upstreamed": 1}
+    assert doc["vllm"] == {"version": "0.23.0", "kind": "release",
+                           "root": str(releases.release_tree("0.23.0")), "dist": "vllm"}
+    assert [p["id"] for p in doc["patches"]] == stack.FULL
+    assert doc["counts"] == {"applies": 5}
     keys = {"id", "hash", "status", "reason", "blocking", "variant", "variant_kind", "tried_variant",
             "confirmed", "anchors", "upstream_check", "drift", "notes", "level",
             "relations", "upstream_evidence", "threeway", "reviewed", "remedy"}  # threeway, reviewed, remedy: added
@@ -163,9 +115,9 @@ def test_cli_check_vllm_0_33_dense_exits_0(cli):
 
 
 def test_cli_check_text_and_usage(cli):
-    res = cli("check", "--vllm", "0.23.0", "--profile", "dflash")
+    res = cli("check", "--vllm", "0.23.0", "--profile", "kv")
     assert res.rc == 0
-    assert "check dflash on vllm 0.23.0 (release)" in res.stdout and "applies" in res.stdout
+    assert "check kv on vllm 0.23.0 (release)" in res.stdout and "applies" in res.stdout
     assert cli("check", "--vllm", "0.23.0").rc == 2  # neither --profile nor --all
     assert cli("check", "--vllm", "0.23.0", "--source", "/tmp", "--all").rc == 2
 
@@ -282,7 +234,7 @@ def test_drift_corpus(name, base_tree, tmp_path):
     case = corpus.load_case(name)
     source = build_case(name, base_tree, tmp_path)
     assert source.kind == "source" and source.dist_info is None
-    rows = rows_by_id(check.check(source, series.load().patches_of("dense")))
+    rows = rows_by_id(check.check(source, series.load(FROZEN).patches_of("dense")))
     expect = case.get("expect", {})
     for pid, row in rows.items():
         want = expect.get(pid, {"status": "applies"})
@@ -315,7 +267,8 @@ def test_corpus_never_writes_the_release_cache(base_tree, tmp_path):
 
 def test_cli_check_source_tree(base_tree, tmp_path, cli):
     root = corpus.build("deleted", base_tree, tmp_path / "deleted")
-    res = cli("check", "--source", str(root), "--as-version", "0.23.0", "--profile", "dflash", "--json")
+    res = cli("check", "--source", str(root), "--as-version", "0.23.0", "--profile", "dflash", "--series", FROZEN,
+              "--json")
     assert res.rc == 1, res.stdout
     doc = json.loads(res.stdout)
     assert doc["vllm"]["kind"] == "source" and doc["vllm"]["version"] == "0.23.0"
@@ -327,14 +280,13 @@ def test_cli_check_source_tree(base_tree, tmp_path, cli):
 def test_check_installed_reads_pristine_copies(site, cli):
     """An installed vLLM that patchq already patched is checked as apply plans it: from
     the journal's pristine copies, so the statuses are those of the pristine release."""
-    assert cli("apply", "--profile", "dense", "--site-packages", str(site)).rc == 0
+    assert cli("apply", "--profile", "full", "--site-packages", str(site)).rc == 0
     patched = (site / "vllm/v1/core/kv_cache_utils.py").read_text()
-    assert "patchq:unify-kv-page:" in patched
-    res = cli("check", "--profile", "dense", "--site-packages", str(site), "--json")
+    assert "patchq:page-scale:" in patched
+    res = cli("check", "--profile", "full", "--site-packages", str(site), "--json")
     assert res.rc == 0, res.stdout
     assert res.json["vllm"]["kind"] == "installed"
-    assert {p["id"]: p["status"] for p in res.json["patches"]} == {
-        pid: "applies" for pid in series.load().profile("dense").patches}
+    assert {p["id"]: p["status"] for p in res.json["patches"]} == {pid: "applies" for pid in stack.FULL}
     assert all(a["verified"] == "0.23.0" for p in res.json["patches"] for a in p["anchors"])
     assert (site / "vllm/v1/core/kv_cache_utils.py").read_text() == patched  # check writes nothing
 
@@ -344,7 +296,7 @@ def test_rows_classified_in_forked_processes_equal_those_of_one(monkeypatch):
     from patchq.compat import check as checking
 
     monkeypatch.setenv("PATCHQ_VERDICT_CACHE", "0")
-    patches = series.load().patches_of("dense")
+    patches = series.load(FROZEN).patches_of("dense")
     source = release("0.33.0")
     monkeypatch.setenv("PATCHQ_CHECK_WORKERS", "1")
     one = [r.to_dict() for r in checking.check(source, patches)]

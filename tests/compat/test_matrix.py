@@ -1,22 +1,23 @@
 """``patchq matrix``: cells equal per-profile checks, changes, renderings, evidence merge.
 
-Real releases only (0.23.0, 0.24.0, 0.26.0, 0.33.0 from the release cache); the frozen
-0.23.0-only series (``tests/drift/series-0.23``) gives a matrix where statuses change.
+Real releases only (0.23.0, 0.24.0, 0.26.0, 0.28.0, 0.33.0 from the release cache); the frozen
+0.23.0-only series (``tests/drift/series-0.23``) gives a matrix where statuses change, the
+stack fixture (``testing/stack.py``) the levels and boot evidence merged into its cells.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
-from patchq.compat import check, matrix, matrix_boot, matrix_render
 from patchq import series
-from patchq.vllmdist import sources
+from patchq.compat import check, matrix, matrix_render
 from patchq.errors import UsageError
+from patchq.vllmdist import sources
+from testing import stack
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel
@@ -31,7 +32,8 @@ def cells_of(doc, profile, pid):
 
 @pytest.fixture(scope="module")
 def current_doc():
-    return matrix.build(["0.33.0", "0.23.0", "0.26.0"], ["base", "dflash", "dense"], workers=2)
+    return matrix.build(["0.33.0", "0.23.0", "0.26.0"], ["base", "dflash", "dense"], series_dir=str(FROZEN),
+                        workers=2)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,7 @@ def test_cells_equal_a_check_of_each_profile_alone(current_doc):
     doc = current_doc
     assert doc["schema"] == "patchq.matrix/1"
     assert doc["releases"] == ["0.23.0", "0.26.0", "0.33.0"]
-    s = series.load()
+    s = series.load(FROZEN)
     for version in doc["releases"]:
         source = sources.release_source(version)
         for profile in ("base", "dflash", "dense"):
@@ -54,20 +56,8 @@ def test_cells_equal_a_check_of_each_profile_alone(current_doc):
                 cell = doc["cells"][profile][row.id][version]
                 want = row.to_dict()
                 assert {k: cell[k] for k in want} == want, (version, profile, row.id)
-    assert doc["exit_code"] == 0 and doc["errors"] == {}
+    assert doc["exit_code"] == 1 and doc["errors"] == {}  # the frozen series blocks on 0.26.0 and 0.33.0
     assert doc["timing"]["workers"] == 2 and set(doc["timing"]["per_release_s"]) == set(doc["releases"])
-
-
-def test_current_series_changes(current_doc):
-    doc = current_doc
-    assert cells_of(doc, "dense", "prefix-align") == {
-        "0.23.0": ("applies", False), "0.26.0": ("applies", False), "0.33.0": ("upstreamed", False)}
-    assert doc["first_change"]["dense"] == {
-        "fla-shmem": None, "unify-kv-page": None, "prefix-align": "0.33.0",
-        "inc-hybrid-fp8": None, "int8-lmhead": None}
-    (change,) = doc["changes"]["dflash"]["prefix-align"]
-    assert (change["release"], change["from"], change["to"]) == ("0.33.0", "applies", "upstreamed")
-    assert all(c["level"] == "source" for per in doc["cells"].values() for row in per.values() for c in row.values())
 
 
 def test_frozen_series_matrix(frozen_doc):
@@ -119,116 +109,59 @@ def test_renderings(frozen_doc, tmp_path):
 
 
 def test_levels_and_boot_evidence(tmp_path):
+    """Records of the stack fixture's full profile (import, probe, boot, as a lab writes them)
+    merged into its cells: 0.23.0 applies everywhere, 0.24.0 applies head-gemv (its import
+    fails) and backend-tiles (its pristine probe fails), 0.28.0 has align-backoff upstream."""
     levels = [
-        {"release": "0.23.0", "profile": "dense", "patch": "unify-kv-page", "level": "import", "result": "ok",
+        {"release": "0.23.0", "profile": "full", "patch": "page-scale", "level": "import", "result": "ok",
          "detail": "imported vllm.v1.core.kv_cache_utils"},
-        {"release": "0.23.0", "profile": "dense", "patch": "unify-kv-page", "level": "probe", "result": "ok",
+        {"release": "0.23.0", "profile": "full", "patch": "page-scale", "level": "probe", "result": "ok",
          "detail": "{}"},
-        {"release": "0.33.0", "profile": "dense", "patch": "int8-lmhead", "level": "import", "result": "fail",
+        {"release": "0.24.0", "profile": "full", "patch": "head-gemv", "level": "import", "result": "fail",
          "detail": "ImportError: x"},
-        {"release": "0.33.0", "profile": "pristine", "patch": "unify-kv-page", "level": "probe",
+        {"release": "0.24.0", "profile": "pristine", "patch": "backend-tiles", "level": "probe",
          "result": "fail", "detail": "AssertionError"},
     ]
-    boot = [{"release": "0.23.0", "profile": "dense", "result": "ok", "boot_s": 46.0, "error_line": ""},
-            {"release": "0.33.0", "profile": "dense", "result": "fail", "boot_s": None,
+    boot = [{"release": "0.23.0", "profile": "full", "result": "ok", "boot_s": 46.0, "error_line": ""},
+            {"release": "0.28.0", "profile": "full", "result": "fail", "boot_s": None,
              "error_line": "AssertionError: block_size must be divisible by hash_block_size"}]
     (tmp_path / "levels.json").write_text(json.dumps({"schema": "patchq.levels/1", "records": levels}))
-    boot.append({"release": "0.23.0", "run": "dense-bf16head", "profile": "dense", "result": "fails",
+    boot.append({"release": "0.23.0", "run": "full-bf16head", "profile": "full", "result": "fails",
                  "boot_s": 3.0, "error_line": "a variant run of the profile"})
-    boot.append({"release": "0.23.0", "run": "neg-unify", "profile": "dflash-minus-unify", "result": "fails"})
+    boot.append({"release": "0.23.0", "run": "neg-page", "profile": "kv-minus-page", "result": "fails"})
     (tmp_path / "boot.json").write_text("".join(json.dumps(r) + "\n" for r in boot))  # JSON Lines
-    doc = matrix.build(["0.23.0", "0.33.0"], ["dense"], workers=1,
+    doc = matrix.build(["0.23.0", "0.24.0", "0.28.0"], ["full"], workers=1, series_dir=str(stack.SERIES),
                        levels=matrix.load_records(tmp_path / "levels.json"),
                        boot=matrix.load_records(tmp_path / "boot.json"))
-    cells = doc["cells"]["dense"]
-    unify = cells["unify-kv-page"]["0.23.0"]
-    assert unify["level"] == "boot" and unify["failed_level"] is None
-    assert [unify["levels"][k]["result"] for k in ("source", "import", "probe", "boot")] == ["ok"] * 4
-    assert cells["fla-shmem"]["0.23.0"]["level"] == "boot"  # boot covers every applied patch
-    int8 = cells["int8-lmhead"]["0.33.0"]  # a failed import level blocks (patchq.probe.merge)
-    assert int8["level"] is None and int8["failed_level"] == "import" and int8["blocking"]
-    assert int8["status"] == "fails-import" and int8["source_status"] == "applies"
-    assert int8["reason"] == "import level failed: ImportError: x" and doc["exit_code"] == 1
-    prefix = cells["prefix-align"]["0.33.0"]  # upstreamed: nothing applied, the boot says nothing of it
-    assert prefix["status"] == "upstreamed" and "boot" not in prefix["levels"] and prefix["level"] == "source"
-    assert cells["unify-kv-page"]["0.33.0"]["pristine_probe"] == {"result": "fail", "detail": "AssertionError"}
-    assert doc["boot"]["dense"]["0.33.0"]["error_line"].startswith("AssertionError")
-    assert "dflash" not in doc["boot"]  # a negative control of a profile outside the matrix
-    assert [r["run"] for r in doc["boot"]["dense"]["0.23.0"]["runs"]] == ["dense", "dense-bf16head"]
+    cells = doc["cells"]["full"]
+    page = cells["page-scale"]["0.23.0"]
+    assert page["level"] == "boot" and page["failed_level"] is None
+    assert [page["levels"][k]["result"] for k in ("source", "import", "probe", "boot")] == ["ok"] * 4
+    assert cells["backend-tiles"]["0.23.0"]["level"] == "boot"  # boot covers every applied patch
+    head = cells["head-gemv"]["0.24.0"]
+    # a failed import level blocks (patchq.probe.merge): the source verdict is kept beside it
+    assert head["status"] == "fails-import" and head["source_status"] == "applies" and head["blocking"]
+    assert head["level"] is None and head["failed_level"] == "import" and doc["exit_code"] == 1
+    align = cells["align-backoff"]["0.28.0"]  # upstreamed: nothing applied, the boot says nothing of it
+    assert align["status"] == "upstreamed" and "boot" not in align["levels"] and align["level"] == "source"
+    assert cells["backend-tiles"]["0.24.0"]["pristine_probe"] == {"result": "fail", "detail": "AssertionError"}
+    assert doc["boot"]["full"]["0.28.0"]["error_line"].startswith("AssertionError")
+    assert "kv" not in doc["boot"]  # a negative control of a profile outside the matrix
+    assert [r["run"] for r in doc["boot"]["full"]["0.23.0"]["runs"]] == ["full", "full-bf16head"]
     md = matrix_render.markdown(doc)
-    assert ("| *boot* | dense ok 46 s<br>✗ dense-bf16head FAILS: a variant run of the profile | "
-            "✗ dense FAILS: AssertionError: block_size must be divisible by hash_block_size | |") in md
-    assert "| unify-kv-page | applies (boot) | applies (src) |" in md
+    assert ("| *boot* | full ok 46 s<br>✗ full-bf16head FAILS: a variant run of the profile |  | "
+            "✗ full FAILS: AssertionError: block_size must be divisible by hash_block_size | |") in md
+    assert "| page-scale | applies (boot) |" in md
     page = matrix_render.html(doc)
     assert page.count('<td class="boot boot-fail">') == 2
-    assert '<div class="run-fail" title="dense FAILS: AssertionError: block_size must be' in page
-
-
-BOOT_EVIDENCE = REPO / "lab" / "evidence" / "boot-results.jsonl"
-
-
-@pytest.fixture(scope="module")
-def boot_doc():
-    return matrix.build(["0.23.0", "0.26.0"], ["dflash", "dense"], workers=2,
-                        boot=matrix.load_records(BOOT_EVIDENCE))
-
-
-def test_boot_row_carries_every_run(boot_doc):
-    """The H200 records of 0.23.0 and 0.26.0 (lab/boot.py): 9 runs a release, 5 under dflash, 2 under dense."""
-    texts = {v: [r["text"] for r in e["runs"]] for v, e in boot_doc["boot"]["dflash"].items()}
-    assert texts["0.23.0"] == [
-        "dflash ok 211 s", "dflash-prefix ok 223 s", "dflash-run (runtime) ok 203 s, site pristine",
-        "neg-prefix-align fails as expected: AssertionError: block_size must be divisible by hash_block_size",
-        "neg-unify fails as expected: assert new_spec.page_size_bytes == max_page_size"]
-    assert texts["0.26.0"] == [
-        "dflash ok 136 s", "dflash-prefix ok 147 s", "dflash-run (runtime) ok 127 s, site pristine",
-        "neg-prefix-align SERVES, not as expected: without prefix-align no "
-        "'block_size must be divisible by hash_block_size' on 0.26.0",
-        "neg-unify SERVES, not as expected: without unify-kv-page no 'page_size_bytes == max_page_size' on 0.26.0"]
-    e23, e26 = boot_doc["boot"]["dflash"]["0.23.0"], boot_doc["boot"]["dflash"]["0.26.0"]
-    assert (e23["primary"], e23["verdict"], e23["boot_s"]) == ("dflash", "ok", 211.2)
-    assert (e26["primary"], e26["verdict"], e26["result"]) == ("dflash", "unexpected", "serves")
-    neg = {r["run"]: r for r in e26["runs"] if r["control"]}
-    assert neg["neg-unify"]["reverted"] == ["unify-kv-page"] and neg["neg-prefix-align"]["reverted"] == ["prefix-align"]
-    assert {r["verdict"] for r in neg.values()} == {"serves-unexpectedly"}
-    assert "pads Mamba unscaled" in neg["neg-unify"]["note"]  # the variant note of the reverted patch at 0.26
-    assert [r["mode"] for r in e26["runs"]] == ["disk", "disk", "runtime", "disk", "disk"]
-    dense = {v: [r["text"] for r in e["runs"]] for v, e in boot_doc["boot"]["dense"].items()}
-    assert dense == {"0.23.0": ["dense ok 400 s", "dense-bf16head ok 180 s, greedy = dense"],
-                     "0.26.0": ["dense ok 282 s", "dense-bf16head ok 202 s, greedy differs from dense at token 22"]}
-    for v in ("0.23.0", "0.26.0"):  # the primary run serves: every applied patch reached boot
-        assert {pid: c["level"] for pid, c in ((p, boot_doc["cells"]["dflash"][p][v])
-                for p in ("fla-shmem", "unify-kv-page", "prefix-align"))} == dict.fromkeys(
-            ("fla-shmem", "unify-kv-page", "prefix-align"), "boot")
-
-
-def test_boot_row_renderings(boot_doc):
-    md = matrix_render.markdown(boot_doc)
-    row = next(line for line in md.splitlines() if line.startswith("| *boot* | dflash ok 211 s"))
-    assert row.split(" | ")[2].split("<br>")[3:] == [
-        "! neg-prefix-align SERVES, not as expected: without prefix-align no "
-        "'block_size must be divisible by hash_block_size' on 0.26.0",
-        "! neg-unify SERVES, not as expected: without unify-kv-page no 'page_size_bytes == max_page_size' on 0.26.0"]
-    assert "- 0.26.0 neg-unify: neg-unify SERVES" in md and "An informative result, not a failure" in md
-    page = matrix_render.html(boot_doc)
-    assert page.count('<td class="boot boot-ok">') == 3 and page.count('<td class="boot boot-unexpected">') == 1
-    assert page.count('<div class="run-unexp"') == 2 and "run-fail" not in page.split("<h2>Details")[0].split("</style>")[1]
-    assert '<li class="run-unexp">0.26.0 neg-unify: ' in page
-
-
-def test_boot_row_of_controls_only_has_no_primary():
-    recs = [r for r in matrix.load_records(BOOT_EVIDENCE) if r["profile"].startswith("dflash-minus-")]
-    entry = matrix_boot.group(recs, ["dflash"])["dflash"]["0.23.0"]
-    assert (entry["primary"], entry["result"], entry["verdict"]) == (None, None, "ok")
-    assert [r["verdict"] for r in entry["runs"]] == ["fails-as-expected"] * 2
-    assert [r["reverted"] for r in entry["runs"]] == [[], []]  # no series given: nothing named
+    assert '<div class="run-fail" title="full FAILS: AssertionError: block_size must be' in page
 
 
 def test_levels_of_another_patch_hash_are_stale():
     cell = {"hash": "aaaaaaaaaaaa", "blocking": False, "status": "applies"}
     matrix.merge_levels(cell, {"import": {"hash": "bbbbbbbbbbbb", "result": "ok", "detail": "x"}}, None)
     assert cell["levels"]["import"]["result"] == "stale"
-    assert "re-run patchq probe" in cell["levels"]["import"]["detail"]
+    assert "series has aaaaaaaaaaaa: re-run patchq probe" in cell["levels"]["import"]["detail"]
     assert (cell["level"], cell["failed_level"]) == ("source", None)
 
 
@@ -266,27 +199,25 @@ def test_view_is_exact_rules():
 
 
 def test_non_prefix_profile_is_planned_alone(tmp_path):
-    root = tmp_path / "project"
-    shutil.copytree(REPO / "series", root / "series", ignore=shutil.ignore_patterns("__pycache__", "diffs"))
-    shutil.copytree(REPO / "anchors", root / "anchors")
-    with open(root / "series" / "profiles.toml", "a") as fh:
-        fh.write('\n[profiles.backoff-only]\ndescription = "prefix-align alone"\npatches = ["prefix-align"]\n')
-    s = series.load(root / "series")
+    sdir = stack.copy(tmp_path / "project")
+    with open(sdir / "profiles.toml", "a") as fh:
+        fh.write('\n[profiles.backoff-only]\ndescription = "align-backoff alone"\npatches = ["align-backoff"]\n')
+    s = series.load(sdir)
     source = sources.release_source("0.23.0")
-    views = check.check_profiles(source, s, ["dense", "backoff-only"])
-    order = check.union_order({"dense": list(s.profile("dense").patches), "backoff-only": ["prefix-align"]})
+    views = check.check_profiles(source, s, ["full", "backoff-only"])
+    order = check.union_order({"full": list(s.profile("full").patches), "backoff-only": ["align-backoff"]})
     rows = {r.id: r for r in check.check(source, [s.patch(p) for p in order])}
-    # unify-kv-page edits kv_cache_utils.py before prefix-align: a view would not be exact
-    assert not check.view_is_exact(["prefix-align"], order, rows)
-    alone = check.check(source, [s.patch("prefix-align")])
+    # page-scale edits kv_cache_utils.py before align-backoff: a view would not be exact
+    assert not check.view_is_exact(["align-backoff"], order, rows)
+    alone = check.check(source, [s.patch("align-backoff")])
     assert [r.to_dict() for r in views["backoff-only"]] == [r.to_dict() for r in alone]
 
 
 def test_cli_matrix(tmp_path, cli):
     out = tmp_path / "m"
-    res = cli("matrix", "--releases", "0.23.0,0.33.0", "--profiles", "base,dense", "--out", str(out), "--json")
+    res = cli("matrix", "--releases", "0.23.0,0.24.0", "--profiles", "base", "--out", str(out), "--json")
     assert res.rc == 0, res.stderr
-    assert res.json["schema"] == "patchq.matrix/1" and res.json["releases"] == ["0.23.0", "0.33.0"]
+    assert res.json["schema"] == "patchq.matrix/1" and res.json["releases"] == ["0.23.0", "0.24.0"]
     assert {p.name for p in out.iterdir()} == {"matrix.json", "matrix.md", "matrix.html"}
     res = cli("matrix", "--releases", "0.23.0", "--profiles", "nope", "--out", str(out))
     assert res.rc == 2 and "unknown profile" in res.stderr
@@ -295,16 +226,16 @@ def test_cli_matrix(tmp_path, cli):
 
 
 @pytest.mark.parametrize("breakage, where", [
-    (("anchors", "fla-shmem.toml", "[anchors.target\n"), "fla-shmem.toml: "),
-    (("series", "fla_shmem.py", "PATCH = patch(\n"), "fla_shmem.py:"),
-    (("series", "profiles.toml", None), "profiles.toml: profile base lists 'fla-shmemm', which has no series file"),
+    (("anchors", "backend-tiles.toml", "[anchors.target\n"), "backend-tiles.toml: "),
+    (("series", "backend_tiles.py", "PATCH = patch(\n"), "backend_tiles.py:"),
+    (("series", "profiles.toml", None), "profiles.toml: profile base lists 'backend-tilesx', which has no series file"),
 ])
 def test_malformed_series_data_fails_the_whole_matrix_with_exit_2(tmp_path, cli, series_copy, breakage, where):
     """A broken file of the series is exit 2 naming it, as for every other command: never a
     release "not checked" (exit 1) with the reason only in matrix.json."""
     folder, name, text = breakage
     path = series_copy.parent / folder / name
-    path.write_text(path.read_text().replace('"fla-shmem"', '"fla-shmemm"', 1) if text is None else text)
+    path.write_text(path.read_text().replace('"backend-tiles"', '"backend-tilesx"', 1) if text is None else text)
     res = cli("matrix", "--releases", "0.23.0,0.26.0", "--profiles", "base", "--series", str(series_copy),
               "--out", str(tmp_path / "m"))
     assert res.rc == 2, res.stdout + res.stderr

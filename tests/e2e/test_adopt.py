@@ -9,7 +9,8 @@ import tomllib
 
 import pytest
 
-from support import REPO, record_hashes, run_cli, sha256_path
+from support import record_hashes, run_cli, sha256_path
+from testing import stack
 
 
 def _init(tmp_path):
@@ -232,60 +233,53 @@ def test_cache_sizes_prune_and_clean(tmp_path):
     assert cleaned["total_bytes"] == 0 and [p.name for p in cache.iterdir()] == ["CACHEDIR.TAG"]
 
 
-def _serve_sh(*args, cwd, env=None):
-    full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ")}
-    full.update({"PATCHQ": str(os.path.join(os.path.dirname(sys.executable), "patchq")), **(env or {})})
-    return subprocess.run(["bash", str(REPO / "runtime/serve.sh"), *args], cwd=cwd, env=full,
-                          capture_output=True, text=True)
-
-
 def test_serve_flags_per_profile_and_dry_run(tmp_path):
-    spark = run_cli("serve-args", "--profile", "mtp", "--json", env={"NUM_SPEC_TOKENS": "3"}).json
-    assert spark["args"][-2:] == ["--speculative-config", '{"method":"mtp","num_speculative_tokens":3}']
-    dry = _serve_sh("--dry-run", "dense", "--", "--seed", "1", cwd=tmp_path)
-    assert dry.returncode == 0, dry.stderr
+    kv = run_cli("serve-args", "--profile", "kv", "--json", env={"NUM_SPEC_TOKENS": "3"}).json
+    assert kv["args"][-2:] == ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3}']
+    dry = run_cli("serve", "--dry-run", "--profile", "full", "--", "--seed", "1", cwd=tmp_path)
+    assert dry.rc == 0, dry
     note, *lines = dry.stdout.splitlines()  # first, the variables the profile's serve table reads
-    assert note.startswith("# [profiles.dense.serve] reads TOOL_PARSER=qwen3_coder (default qwen3_coder), ")
-    assert lines[:2] == ["export PATCHQ_EXPECT_PROFILE=dense", "export PATCHQ_STRICT=1"]
-    assert lines[2].split()[1:] == ["apply", "--profile", "dense"]
-    # serve.sh prefers the vllm script beside patchq (README command 1 installs one into .venv)
+    assert note.startswith("# [profiles.full.serve] reads TOOL_PARSER=hermes (default hermes), ")
+    assert lines[:2] == ["export PATCHQ_EXPECT_PROFILE=full", "export PATCHQ_STRICT=1"]
+    assert lines[2].split()[1:] == ["apply", "--profile", "full"]
+    # patchq serve prefers the vllm script beside patchq (README command 1 installs one into .venv)
     beside = os.path.join(os.path.dirname(sys.executable), "vllm")
     vllm = beside if os.access(beside, os.X_OK) else "vllm"
     assert lines[3].startswith(f"exec {vllm} serve /model ") and lines[3].endswith(
-        """--speculative-config '{"method":"dflash","model":"/drafter","num_speculative_tokens":12,"""
-        """"attention_backend":"FLASH_ATTN"}' --seed 1""")
+        """--speculative-config '{"method":"ngram","num_speculative_tokens":4}' --seed 1""")
     # a user's profile serves with its own table; its env only when the series is chosen
-    # explicitly (SERIES=, i.e. --series): found by walking up, serve.sh stops and says how
+    # explicitly (--series): found by walking up, serve stops and says how
     repo = _init(tmp_path)
-    walked = _serve_sh("--dry-run", "example", cwd=repo, env={"LOG_LEVEL": "DEBUG"})
-    assert walked.returncode == 2 and f"SERIES={repo}" in walked.stderr, walked.stderr
-    mine = _serve_sh("--dry-run", "example", cwd=repo, env={"LOG_LEVEL": "DEBUG", "SERIES": str(repo)})
-    assert mine.returncode == 0, mine.stderr
+    walk = {"PATCHQ_SERIES": "", "LOG_LEVEL": "DEBUG"}
+    walked = run_cli("serve", "--dry-run", "--profile", "example", cwd=repo, env=walk)
+    assert walked.rc == 2 and f"--series {repo}" in walked.stderr, walked
+    mine = run_cli("serve", "--dry-run", "--profile", "example", "--series", repo, cwd=repo, env=walk)
+    assert mine.rc == 0, mine
     assert "export VLLM_LOGGING_LEVEL=DEBUG" in mine.stdout.splitlines()
     assert mine.stdout.splitlines()[-1].endswith("--enable-prefix-caching --enforce-eager")
-    assert _serve_sh("--dry-run", "nope", cwd=repo).returncode == 2
-    assert "--dry-run" in _serve_sh("--help", cwd=repo).stdout
+    assert run_cli("serve", "--dry-run", "--profile", "nope", cwd=repo, env=walk).rc == 2
 
 
 def test_patch_option_pushes_and_pops_one_patch(site):
     sp = ("--site-packages", str(site))
-    assert run_cli("apply", "--patch", "unify-kv-page", *sp).rc == 0
-    pushed = run_cli("apply", "--patch", "fla-shmem", "--patch", "prefix-align", *sp, "--json").json
-    assert pushed["ok"] and pushed["added"] == ["fla-shmem", "prefix-align"]
+    assert run_cli("apply", "--patch", "page-scale", *sp).rc == 0
+    pushed = run_cli("apply", "--patch", "backend-tiles", "--patch", "align-backoff", *sp, "--json").json
+    assert pushed["ok"] and pushed["added"] == ["backend-tiles", "align-backoff"]
     status = run_cli("status", *sp, "--json").json
-    assert status["profile"] == "dflash"  # exactly dflash's patches now
-    popped = run_cli("revert", "--patch", "fla-shmem", *sp, "--json").json
-    assert popped["removed"] == ["fla-shmem"]
+    assert status["profile"] == "kv"  # exactly kv's patches now
+    popped = run_cli("revert", "--patch", "backend-tiles", *sp, "--json").json
+    assert popped["removed"] == ["backend-tiles"]
     rows = {p["id"]: p["status"] for p in run_cli("status", *sp, "--json").json["patches"]}
-    assert {pid: rows.pop(pid) for pid in ("fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8",
-                                           "int8-lmhead")} == {
-        "fla-shmem": "not-applied", "unify-kv-page": "applied", "prefix-align": "applied",
-        "inc-hybrid-fp8": "not-applied", "int8-lmhead": "not-applied"}
+    assert {pid: rows.pop(pid) for pid in ("backend-tiles", "page-scale", "align-backoff", "fp8-experts",
+                                           "head-gemv")} == {
+        "backend-tiles": "not-applied", "page-scale": "applied", "align-backoff": "applied",
+        "fp8-experts": "not-applied", "head-gemv": "not-applied"}
     assert set(rows.values()) <= {"not-applied"}  # a patch added to the series later is in no profile here
-    check = run_cli("check", "--patch", "prefix-align", "--vllm", "0.28.0", "--json").json
-    assert [(p["id"], p["status"]) for p in check["patches"]] == [("prefix-align", "upstreamed")]
-    diff = run_cli("diff", "--patch", "fla-shmem", "--vllm", "0.23.0")
-    assert diff.stdout == (REPO / "series/diffs/0.23.0/fla-shmem.diff").read_text()
+    check = run_cli("check", "--patch", "align-backoff", "--vllm", "0.23.0", "--json").json
+    assert [(p["id"], p["status"]) for p in check["patches"]] == [("align-backoff", "applies")]
+    diff = run_cli("diff", "--patch", "backend-tiles", "--vllm", "0.23.0")
+    assert diff.rc == 0 and diff.stdout.startswith(f"diff --git a/{stack.UTILS} b/{stack.UTILS}\n--- a/{stack.UTILS}\n")
+    assert "+    DEFAULT = 101376  # patchq backend-tiles\n" in diff.stdout
     assert run_cli("apply", "--patch", "nope", *sp).rc == 2
     assert run_cli("apply", *sp).rc == 2
 

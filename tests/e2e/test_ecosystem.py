@@ -136,7 +136,8 @@ def test_pre_commit_runs_the_hooks_on_a_series_repo(tmp_path):
     (repo / ".pre-commit-config.yaml").write_text(
         f"repos:\n  - repo: {REPO}\n    rev: {rev}\n    hooks:\n      - id: patchq-test\n"
         f"      - id: patchq-check\n        args: [--all, --vllm, \"0.23.0\"]\n")
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    env = {**{k: v for k, v in os.environ.items() if k != "PATCHQ_SERIES"},  # the hooks find the repo's series
+           "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
     tool = tools.tool("pre-commit")
     ok = subprocess.run([tool, "run", "--all-files"], cwd=repo, env=env, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
@@ -148,12 +149,56 @@ def test_pre_commit_runs_the_hooks_on_a_series_repo(tmp_path):
     assert "the diff differs from the stored" in bad.stdout
 
 
+#: a distribution that ships the stack fixture as its series (entry point group patchq.series),
+#: with the run-time package its patched vLLM imports, laid out as spark/pyproject.toml lays out Spark's
+STACK_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=77"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "stack-series"
+version = "1.0"
+description = "the stack fixture as an installed series"
+
+[project.entry-points."patchq.series"]
+stack = "stack_series:SERIES"
+
+[tool.setuptools]
+packages = ["stack_series", "stack_series.series", "stack_series.series.diffs", "stack_series.anchors",
+            "stack_runtime"]
+
+[tool.setuptools.package-data]
+"stack_series.series" = ["*.toml"]
+"stack_series.series.diffs" = ["*/*.diff", "*.expect.toml"]
+"stack_series.anchors" = ["*.toml"]
+"""
+
+
+def _stack_distribution(tmp_path: Path) -> Path:
+    """The project of :data:`STACK_PYPROJECT`, its store recorded on 0.23.0 (``patchq test --regen``)."""
+    import shutil
+
+    from testing import stack
+
+    proj = tmp_path / "stack-dist"
+    series_dir = stack.copy(proj / "stack_series")
+    (proj / "stack_series" / "__init__.py").write_text(
+        "import os\n\nSERIES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'series')\n")
+    shutil.copytree(stack.RUNTIME / "stack_runtime", proj / "stack_runtime")
+    (proj / "pyproject.toml").write_text(STACK_PYPROJECT)
+    regen = run_cli("test", "--regen", "--releases", "0.23.0", "--series", series_dir)
+    assert regen.rc == 0, regen
+    return proj
+
+
 @pytest.mark.wheel
 @pytest.mark.slow
 def test_sdist_and_wheel_build_pass_twine_and_the_wheel_serves_a_new_user(tmp_path):
     """`python -m build`, `twine check --strict`; the metadata an index shows; the wheel in a
-    fresh venv outside the checkout: the bundled series, `patchq serve`, and an install hint
-    that names the wheel it came from (patchq is not on PyPI)."""
+    fresh venv outside the checkout, with a series installed as a distribution of its own
+    (entry point patchq.series): that series, `patchq serve`, the refusal to write into it,
+    and an install hint that names the wheel patchq came from (patchq is not on PyPI)."""
     dist = tmp_path / "dist"
     built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(REPO)], capture_output=True,
                            text=True)
@@ -169,10 +214,15 @@ def test_sdist_and_wheel_build_pass_twine_and_the_wheel_serves_a_new_user(tmp_pa
                   "Project-URL: vLLM (the patched project), https://github.com/vllm-project/vllm"):
         assert field in meta, field
     assert "pypi.org/project/patchq" not in meta
+    proj = _stack_distribution(tmp_path)
+    stack_built = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "sdist"),
+                                  str(proj)], capture_output=True, text=True)
+    assert stack_built.returncode == 0, stack_built.stdout[-3000:] + stack_built.stderr[-3000:]
+    (stack_wheel,) = (tmp_path / "sdist").glob("stack_series-*.whl")
     venv = tmp_path / "user-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", str(wheel)], capture_output=True,
-                         text=True)
+    pip = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "-q", str(wheel), str(stack_wheel)],
+                         capture_output=True, text=True)
     assert pip.returncode == 0, pip.stderr[-3000:]
     away = tmp_path / "elsewhere"
     away.mkdir()
@@ -183,22 +233,25 @@ def test_sdist_and_wheel_build_pass_twine_and_the_wheel_serves_a_new_user(tmp_pa
         return subprocess.run([patchq, *args], cwd=away, env=env, capture_output=True, text=True)
 
     listed = user("list")
-    assert listed.returncode == 0 and "(the bundled Spark series)" in listed.stdout.splitlines()[0], listed
-    dry = user("serve", "--profile", "dense", "--dry-run")
+    (installed,) = venv.glob("lib/python*/site-packages/stack_series")
+    assert listed.returncode == 0, listed
+    assert listed.stdout.splitlines()[0] == (
+        f"series {installed / 'series'} (from the installed distribution stack-series 1.0)"), listed
+    dry = user("serve", "--profile", "full", "--dry-run")
     assert dry.returncode == 0 and dry.stdout.splitlines()[-1].startswith("exec vllm serve /model "), dry
-    served = user("serve", "--profile", "dense")
+    served = user("serve", "--profile", "full")
     assert served.returncode == 127 and "vllm not found" in served.stderr, served
-    # authoring outside a series repo never writes into the install's bundled series
-    (bundled,) = venv.glob("lib/python*/site-packages/patchq/_bundled")
-    before = sorted((str(p), p.read_bytes()) for p in bundled.rglob("*") if p.is_file())
+    # authoring outside a series repo never writes into the installed series
+    before = sorted((str(p), p.read_bytes()) for p in installed.rglob("*") if p.is_file())
     for verb in (("new", "my-fix", "--at", "vllm.logger:_DATE_FORMAT", "--vllm", "0.23.0"),
                  ("test", "--regen", "--releases", "0.23.0")):
         refused = user(*verb)
-        assert refused.returncode == 2 and "inside the bundled series" in refused.stderr, (verb, refused)
+        assert refused.returncode == 2 and "inside the installed series of stack-series 1.0" in refused.stderr, (
+            verb, refused)
         assert "Traceback" not in refused.stderr
-    assert sorted((str(p), p.read_bytes()) for p in bundled.rglob("*") if p.is_file()) == before
-    tested = user("test", "--patch", "prefix-align")  # the store ships in the wheel: the bundled series tests there
-    assert tested.returncode == 0 and "14 case(s), 0 failed" in tested.stdout, tested
+    assert sorted((str(p), p.read_bytes()) for p in installed.rglob("*") if p.is_file()) == before
+    tested = user("test", "--patch", "align-backoff")  # the store ships in the wheel: the series tests there
+    assert tested.returncode == 0 and "1 case(s), 0 failed" in tested.stdout, tested
     # `pip install --no-deps vllm` (enough to patch, not to serve): named before anything is written
     fake = tmp_path / "nodeps-site"
     (fake / "vllm").mkdir(parents=True)
@@ -206,7 +259,7 @@ def test_sdist_and_wheel_build_pass_twine_and_the_wheel_serves_a_new_user(tmp_pa
     (fake / "vllm-0.23.0.dist-info").mkdir()
     (fake / "vllm-0.23.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.23.0\n")
     env = {**env, "PYTHONPATH": str(fake), "VLLM": "/bin/true"}
-    no_torch = user("serve", "--profile", "dense")
+    no_torch = user("serve", "--profile", "full")
     assert no_torch.returncode == 126 and "has no torch beside it" in no_torch.stderr, no_torch
     assert not (fake / ".patchq").exists()
     hint_code = "from patchq.origin import install_hint; print(install_hint())"
@@ -214,4 +267,4 @@ def test_sdist_and_wheel_build_pass_twine_and_the_wheel_serves_a_new_user(tmp_pa
                           cwd=away, env=env, capture_output=True, text=True)
     assert str(wheel) in hint.stdout, hint
     doc = json.loads(user("--json", "list").stdout)
-    assert doc["series"]["from"] == "bundled"
+    assert doc["series"]["from"] == "bundled" and doc["series"]["distribution"] == "stack-series 1.0"

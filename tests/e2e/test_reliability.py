@@ -1,6 +1,6 @@
 """The reliability suite: damaged and hostile state dirs, concurrent writers, kill -9.
 
-Every case runs on a real vLLM 0.23.0 install with the dense profile applied and checks
+Every case runs on a real vLLM 0.23.0 install with the stack fixture's full profile applied and checks
 the rules of ``tests/testing/reliability.py`` (no traceback, a documented exit code, never exit 0
 with a wrong report, nothing lost after ``revert --all --force``, nothing written outside
 site-packages). CI-sized (about two minutes); the ``slow`` variants and
@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from testing import reliability as rel
 from conftest import RUNTIME_PTH
-from support import REPO, link_copy
+from support import link_copy
+from testing import stack
 
 #: no shrinking: a failing case is reported as generated (shrinking re-runs patchq for minutes)
 SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck),
@@ -27,10 +28,10 @@ SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(Heal
 
 @pytest.fixture(scope="module")
 def bed(vllm_site, tmp_path_factory):
-    """A site-packages with dense applied, reset before each case (see reliability.Bed)."""
+    """A site-packages with the stack's full profile applied, reset before each case (see reliability.Bed)."""
     site = tmp_path_factory.mktemp("reliability") / "site-packages"
     link_copy(vllm_site("0.23.0"), site)
-    (site / RUNTIME_PTH).write_text(str(REPO / "runtime") + "\n")
+    (site / RUNTIME_PTH).write_text(str(stack.RUNTIME) + "\n")
     return rel.make_bed(site)
 
 
@@ -102,9 +103,9 @@ def test_concurrent_apply_and_revert(bed, seed):
     _assert_clean(tally)
 
 
-@pytest.mark.parametrize("start,verb", [("pristine", ("apply", "--profile", "dense")),
-                                        ("dense", ("revert", "--all")),
-                                        ("dense", ("apply", "--profile", "dflash"))])
+@pytest.mark.parametrize("start,verb", [("pristine", ("apply", "--profile", "full")),
+                                        ("full", ("revert", "--all")),
+                                        ("full", ("apply", "--profile", "kv"))])
 @pytest.mark.parametrize("writes", [1, 3])
 def test_kill_9_after_each_write_then_the_next_command_completes(bed, start, verb, writes):
     tally = rel.Tally()
@@ -113,7 +114,7 @@ def test_kill_9_after_each_write_then_the_next_command_completes(bed, start, ver
     if start == "pristine":
         assert rel.run_inprocess("revert", "--all", "--site-packages", site, "--json").rc == 0
     res = rel.run_subprocess(*verb, "--site-packages", site, "--json", env={"PATCHQ_FAULT_AFTER_WRITES": str(writes)})
-    assert res.rc == 99 or (res.rc == 0 and writes >= 3), res  # dflash from dense writes two files
+    assert res.rc == 99 or (res.rc == 0 and writes >= 3), res  # kv from full writes two files
     desc = f"{verb} killed after {writes}"
     tally.cases += 1
     again = rel.run_inprocess(*verb, "--site-packages", site, "--json")

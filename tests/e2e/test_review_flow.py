@@ -15,22 +15,19 @@ pytestmark = pytest.mark.wheel
 tomllib = hashing.toml_module()
 
 
-def drop_fingerprints(anchors, patch_id: str, versions: list[str]) -> None:
-    """A series that never reviewed ``versions`` for ``patch_id`` (as if they were new releases)."""
-    path = anchors / f"{patch_id}.toml"
-    text = path.read_text(encoding="utf-8")
-    for v in versions:
-        text = re.sub(rf'^"{re.escape(v)}" = "[0-9a-f]+"\n', "", text, flags=re.M)
-    path.write_text(text, encoding="utf-8")
+SCALED = "                new_spec = replace(layer_spec, block_size=new_block_size)\n"
+PADDED = SCALED + ("                if new_spec.page_size_bytes != max_page_size:\n"
+                   "                    new_spec = replace(new_spec, page_size_padded=max_page_size)\n")
 
 
-def test_review_blocks_check_and_apply_until_accepted(make_site, series_copy, cli):
-    anchors = series_copy.parent / "anchors"
-    # unify-kv-page reviewed up to 0.25.1: 0.26.0 adds the mamba padding branch next to its insertion
-    drop_fingerprints(anchors, "unify-kv-page", [f"0.{m}.{p}" for m in range(26, 34) for p in (0, 1)])
-    res = cli("check", "--profile", "dflash", "--vllm", "0.26.0", "--series", series_copy, "--json")
+def test_review_blocks_check_and_apply_until_accepted(tmp_path, make_site, cli):
+    # an insertion after the scaled replace of unify_kv_cache_spec_page_size, recorded on
+    # 0.25.1: 0.26.0 adds the mamba padding branch next to it
+    repo = _stack_with_diff(tmp_path, "pad-after", "0.25.1", {"vllm/v1/core/kv_cache_utils.py": (SCALED, PADDED)})
+    anchors = repo / "anchors"
+    res = cli("check", "--patch", "pad-after", "--vllm", "0.26.0", "--series", repo, "--json")
     assert res.rc == 1, res.stdout
-    row = next(p for p in res.json["patches"] if p["id"] == "unify-kv-page")
+    (row,) = res.json["patches"]
     assert (row["status"], row["blocking"]) == ("review", True)
     assert "upstream changed what this patch touches" in row["reason"]
     assert re.search(r"vllm/v1/core/kv_cache_utils\.py:\d+", row["reason"])
@@ -41,36 +38,37 @@ def test_review_blocks_check_and_apply_until_accepted(make_site, series_copy, cl
 
     site = make_site("0.26.0")
     before = (site / "vllm/v1/core/kv_cache_utils.py").read_bytes()
-    res = cli("apply", "--profile", "dflash", "--site-packages", site, "--series", series_copy, "--json")
+    res = cli("apply", "--patch", "pad-after", "--site-packages", site, "--series", repo, "--json")
     assert res.rc == 1, res.stdout
-    failed = next(p for p in res.json["patches"] if p["id"] == "unify-kv-page")
+    (failed,) = res.json["patches"]
     assert (failed["status"], failed["failure"]) == ("failed", "review")
     assert (site / "vllm/v1/core/kv_cache_utils.py").read_bytes() == before  # nothing written
 
-    res = cli("review", "unify-kv-page", "--vllm", "0.26.0", "--series", series_copy, "--json")
+    res = cli("review", "pad-after", "--vllm", "0.26.0", "--series", repo, "--json")
     assert res.rc == 1 and res.json["accepted"] is False and res.json["status"] == "review"
-    res = cli("review", "unify-kv-page", "--vllm", "0.26.0", "--series", series_copy, "--accept",
+    res = cli("review", "pad-after", "--vllm", "0.26.0", "--series", repo, "--accept",
               "--by", "tester", "--note", "mamba branch is a separate case", "--json")
     assert res.rc == 0 and res.json["accepted"] is True, res.stdout
-    data = tomllib.loads((anchors / "unify-kv-page.toml").read_text(encoding="utf-8"))
+    data = tomllib.loads((anchors / "pad-after.toml").read_text(encoding="utf-8"))
     assert data["format"] == 2
     assert data["reviews"]["0.26.0"]["by"] == "tester" and data["reviews"]["0.26.0"]["how"] == "review"
     assert data["reviews"]["0.26.0"]["status"] == "review"
-    assert "0.26.0" in data["anchors"]["scaled-replace"]["fingerprints"]
+    (anchor,) = data["anchors"].values()
+    assert "0.26.0" in anchor["fingerprints"]
 
-    res = cli("check", "--profile", "dflash", "--vllm", "0.26.0", "--series", series_copy, "--json")
+    res = cli("check", "--patch", "pad-after", "--vllm", "0.26.0", "--series", repo, "--json")
     assert res.rc == 0
-    row = next(p for p in res.json["patches"] if p["id"] == "unify-kv-page")
+    (row,) = res.json["patches"]
     assert (row["status"], row["reviewed"]) == ("applies", True)
-    res = cli("apply", "--profile", "dflash", "--site-packages", site, "--series", series_copy)
+    res = cli("apply", "--patch", "pad-after", "--site-packages", site, "--series", repo)
     assert res.rc == 0, res.stdout + res.stderr
 
     # a range refreshes what was reviewed and names the rest: 0.27.0 stays unreviewed
-    res = cli("fingerprint", "--patch", "unify-kv-page", "--releases", ">=0.26,<0.28", "--series", series_copy,
-              "--json")
-    assert res.rc == 0 and "0.27.0" in res.json["skipped"]["unify-kv-page"]
-    data = tomllib.loads((anchors / "unify-kv-page.toml").read_text(encoding="utf-8"))
-    assert "0.27.0" not in data["anchors"]["scaled-replace"]["fingerprints"]
+    res = cli("fingerprint", "--patch", "pad-after", "--releases", ">=0.26,<0.28", "--series", repo, "--json")
+    assert res.rc == 0 and "0.27.0" in res.json["skipped"]["pad-after"]
+    data = tomllib.loads((anchors / "pad-after.toml").read_text(encoding="utf-8"))
+    (anchor,) = data["anchors"].values()
+    assert "0.27.0" not in anchor["fingerprints"]
 
 
 # -- module-level anchors are first-class (issue 35, item 4) ---------------------------------

@@ -38,8 +38,9 @@ from pathlib import Path
 import pytest
 
 from support import REPO, record_hashes, replace_file, sha256_path
+from testing import stack
 
-PROFILE = "dense"  # touches all four target files of 0.23.0
+PROFILE = "full"  # touches all four target files of 0.23.0
 FLA = "vllm.model_executor.layers.fla.ops.utils"
 
 
@@ -49,10 +50,11 @@ def sha(text: str) -> str:
 
 @pytest.fixture
 def env(tmp_path) -> dict[str, str]:
-    """A clean environment: private patchq cache, runtime dir and XDG cache."""
+    """A clean environment: private patchq cache, runtime dir and XDG cache; the stack's series."""
     e = {k: v for k, v in os.environ.items()
          if not k.startswith("PATCHQ_") and k not in ("VLLM_CACHE_ROOT", "PYTHONPATH")}
-    e.update({"PATCHQ_CACHE_DIR": str(tmp_path / "cache"), "PATCHQ_RUNTIME_DIR": str(tmp_path / "procs"),
+    e.update({"PATCHQ_SERIES": str(stack.SERIES),
+              "PATCHQ_CACHE_DIR": str(tmp_path / "cache"), "PATCHQ_RUNTIME_DIR": str(tmp_path / "procs"),
               "XDG_CACHE_HOME": str(tmp_path / "xdg"), "NO_COLOR": "1", "COLUMNS": "200"})
     return e
 
@@ -71,7 +73,7 @@ def planned(site: Path, profile: str = PROFILE) -> dict[str, str]:
     from patchq import series
     from patchq.vllmdist import sources
 
-    plan = engine.plan(sources.installed(site), series.load().patches_of(profile))
+    plan = engine.plan(sources.installed(site), series.load(stack.SERIES).patches_of(profile))
     assert plan.ok, [r.reason for r in plan.failures()]
     return plan.patched
 
@@ -165,7 +167,7 @@ def test_process_tree_serves_patched_source(site, env, tmp_path):
     assert main["profile"] == PROFILE and main["vllm"] == "0.23.0" and main["status"] == "live"
     from patchq import series
 
-    s = series.load()
+    s = series.load(stack.SERIES)
     assert main["patches"] == [f"{p.id}:{p.hash}" for p in s.patches_of(PROFILE)]
     # after exit nothing is left running: the records are gone or pruned
     after = patchq("status", "--runtime", "--json", env=env)
@@ -240,13 +242,13 @@ def test_read_only_site_apply_refuses_run_works(site, env, tmp_path):
 
 def test_failed_patch_runs_nothing(site, env, series_copy, tmp_path):
     """A patch that does not apply: the report, exit 1, and the command never starts."""
-    anchors = series_copy.parent / "anchors" / "fla-shmem.toml"
+    anchors = series_copy.parent / "anchors" / "backend-tiles.toml"
     anchors.write_text(anchors.read_text().replace('qualname = "Backend"', 'qualname = "NoSuchBackend"'))
     marker = tmp_path / "ran"
     out = patchq("run", "--profile", "base", "--series", series_copy, "--site-packages", site, "--",
                  sys.executable, "-c", f"open({str(marker)!r}, 'w')", env=env)
     assert out.returncode == 1, out
-    assert "fla-shmem" in out.stderr and "failed" in out.stderr and "nothing was run" in out.stderr
+    assert "backend-tiles" in out.stderr and "failed" in out.stderr and "nothing was run" in out.stderr
     assert not marker.exists()
     as_json = patchq("run", "--profile", "base", "--series", series_copy, "--site-packages", site,
                      "--json", "--", "true", env=env)
@@ -311,8 +313,8 @@ def test_warm_start_parses_nothing(site, env):
 def test_expect_profile_conflict_and_print_env(site, env):
     """run refuses a conflicting PATCHQ_EXPECT_PROFILE; --print-env shows what it sets."""
     bad = patchq("run", "--profile", PROFILE, "--site-packages", site, "--", "true", env=env,
-                 extra_env={"PATCHQ_EXPECT_PROFILE": "dflash"})
-    assert bad.returncode == 2 and "PATCHQ_EXPECT_PROFILE=dflash" in bad.stderr
+                 extra_env={"PATCHQ_EXPECT_PROFILE": "kv"})
+    assert bad.returncode == 2 and "PATCHQ_EXPECT_PROFILE=kv" in bad.stderr
     out = patchq("run", "--profile", PROFILE, "--site-packages", site, "--print-env", env=env)
     exports = dict(line[len("export "):].split("=", 1) for line in out.stdout.splitlines())
     assert list(exports) == ["PYTHONPATH", "PATCHQ_RUNTIME_MANIFEST", "PATCHQ_RUNTIME_DIR",
@@ -356,7 +358,7 @@ def test_plugin_checks_both_modes(make_site, env):
     assert patchq("apply", "--profile", PROFILE, "--site-packages", apply_site, env=env).returncode == 0
     disk = _plugin(env, apply_site, PATCHQ_EXPECT_PROFILE=PROFILE, PATCHQ_STRICT="1")
     assert disk["ok"] and "disk mode" in disk["line"] and disk["root"] == live["root"]
-    other = _plugin(env, apply_site, PATCHQ_EXPECT_PROFILE="dflash", PATCHQ_STRICT="1")
+    other = _plugin(env, apply_site, PATCHQ_EXPECT_PROFILE="kv", PATCHQ_STRICT="1")
     assert not other["ok"] and f"profile {PROFILE} is live (disk mode" in other["error"]
     # a patched file edited after apply (sentinel gone): not live
     rel = "vllm/model_executor/layers/fla/ops/utils.py"
@@ -440,12 +442,12 @@ def test_real_import_executes_patched_code(site, env, tmp_path, torch_python):
     assert [r["tag"] for r in results] == ["main", "spawn", "fork"]
     from patchq import series
 
-    fla = series.load().patch("fla-shmem")
+    fla = series.load(stack.SERIES).patch("backend-tiles")
     for r in results:
         assert r["default"] == 101376 and r["loader"] == "PatchedLoader" and r["file"] == str(site / rel)
-        assert r["patchq"] == [f"fla-shmem:{fla.hash}"]
+        assert r["patchq"] == [f"backend-tiles:{fla.hash}"]
         # inspect: the definition starts at its patched line (the sentinel comment above it)
-        assert patched[r["first"] - 2].startswith("# patchq:fla-shmem:")
+        assert patched[r["first"] - 2].startswith("# patchq:backend-tiles:")
         assert r["head"].rstrip("\n") == patched[r["first"] - 1] == "class Backend(Enum):"
         filename, lineno, line = r["tb"]
         assert filename == str(site / rel) and line == patched[lineno - 1].strip()
@@ -469,4 +471,4 @@ def test_plugin_entry_point_stops_or_passes(site, env):
     bare = subprocess.run([sys.executable, "-c", REGISTER], capture_output=True, text=True,
                           env={**env, "PYTHONPATH": str(site), "PATCHQ_EXPECT_PROFILE": PROFILE, "PATCHQ_STRICT": "1"})
     assert bare.returncode != 0 and "registered" not in bare.stdout
-    assert "ProfileNotLive: patchq: PATCHQ_EXPECT_PROFILE=dense but no patchq profile is live" in bare.stderr
+    assert "ProfileNotLive: patchq: PATCHQ_EXPECT_PROFILE=full but no patchq profile is live" in bare.stderr

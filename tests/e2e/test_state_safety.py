@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from support import REPO, record_hashes, replace_file, sha256_path, snapshot
+from testing import stack
 
 UTILS = "vllm/model_executor/layers/fla/ops/utils.py"
 KV = "vllm/v1/core/kv_cache_utils.py"
@@ -27,7 +28,7 @@ LOGITS = "vllm/model_executor/layers/logits_processor.py"
 DENSE_FILES = sorted([UTILS, KV, INC, LOGITS])
 
 
-def apply(cli, site, profile="dense", *extra, **kw):
+def apply(cli, site, profile="full", *extra, **kw):
     return cli("apply", "--profile", profile, "--site-packages", site, "--json", *extra, **kw)
 
 
@@ -101,12 +102,12 @@ def test_a_damaged_pristine_copy_is_exit_6_then_force_restores_from_the_wheel(si
     assert apply(cli, site).rc == 0
     flip(site / ".patchq/pristine" / KV)
     before = {rel: sha256_path(site / rel) for rel in DENSE_FILES}
-    for args in (("revert", "--all"), ("revert", "--profile", "dense")):
+    for args in (("revert", "--all"), ("revert", "--profile", "full")):
         res = cli(*args, "--site-packages", site, "--json")
         assert res.rc == 6 and KV in one_line(res) and "damaged" in res.json["error"], res
-    res = apply(cli, site, "dflash")  # re-planning from the damaged copy is refused too
+    res = apply(cli, site, "kv")  # re-planning from the damaged copy is refused too
     assert res.rc == 6 and KV in res.json["error"], res
-    res = cli("check", "--profile", "dense", "--site-packages", site)  # never planned from a damaged copy
+    res = cli("check", "--profile", "full", "--site-packages", site)  # never planned from a damaged copy
     assert res.rc == 6 and KV in one_line(res), res
     assert {rel: sha256_path(site / rel) for rel in DENSE_FILES} == before  # nothing written
     force_restores(cli, site)
@@ -157,7 +158,7 @@ def test_a_journal_path_outside_record_is_exit_6(site, cli, hostile):
         res = cli("status", "--site-packages", site, fast=fast)
         assert res.rc == 6, res
         one_line(res)
-    for res in (apply(cli, site), apply(cli, site, "dflash"), revert(cli, site, "--all")):
+    for res in (apply(cli, site), apply(cli, site, "kv"), revert(cli, site, "--all")):
         assert res.rc == 6, res
         one_line(res)
     assert (outside / "escape.py").read_text() == "keep me\n" and os.listdir(outside) == ["escape.py"]
@@ -184,7 +185,7 @@ def test_a_symlinked_state_dir_is_refused_not_followed(site, cli, tmp_path):
     shutil.move(site / ".patchq", elsewhere)
     os.symlink(elsewhere, site / ".patchq")
     snap = snapshot(elsewhere)
-    for res in (cli("status", "--site-packages", site), apply(cli, site), apply(cli, site, "dflash"),
+    for res in (cli("status", "--site-packages", site), apply(cli, site), apply(cli, site, "kv"),
                 revert(cli, site, "--all")):
         assert res.rc == 6 and "symlink" in one_line(res), res
     assert snapshot(elsewhere) == snap
@@ -213,9 +214,9 @@ def test_a_symlinked_target_file_is_refused_and_the_link_kept(site, cli, tmp_pat
 def test_a_shared_state_dir_keeps_environments_apart(make_site, cli, tmp_path):
     a, b = make_site(), make_site()
     env = {"PATCHQ_STATE_DIR": str(tmp_path / "state")}
-    assert apply(cli, a, "dense", env=env).rc == 0
-    assert apply(cli, b, "dflash", env=env).rc == 0
-    for site, profile in ((a, "dense"), (b, "dflash")):
+    assert apply(cli, a, "full", env=env).rc == 0
+    assert apply(cli, b, "kv", env=env).rc == 0
+    for site, profile in ((a, "full"), (b, "kv")):
         res = cli("status", "--site-packages", site, "--json", env=env)
         assert res.rc == 0 and res.json["profile"] == profile, res
         again = apply(cli, site, profile, env=env)
@@ -236,7 +237,7 @@ def test_a_legacy_flat_state_dir_keeps_working_and_is_migrated(site, cli, tmp_pa
         shutil.move(keyed / name, base / name)
     shutil.rmtree(keyed)
     res = cli("status", "--site-packages", site, "--json", env=env)
-    assert res.rc == 0 and res.json["profile"] == "dense", res
+    assert res.rc == 0 and res.json["profile"] == "full", res
     assert apply(cli, site, env=env).json["noop"]
     res = revert(cli, site, "--all", env=env)
     assert res.rc == 0 and sorted(res.json["written"]) == DENSE_FILES, res
@@ -263,7 +264,7 @@ def test_versions_compare_as_versions(site, cli):
     data["vllm"] = "0.23"  # the same release as 0.23.0 (PEP 440)
     set_journal(site, data)
     res = cli("status", "--site-packages", site, "--json")
-    assert res.rc == 0 and res.json["profile"] == "dense" and not res.json["note"], res
+    assert res.rc == 0 and res.json["profile"] == "full" and not res.json["note"], res
 
 
 def test_the_noop_fast_path_checks_the_applied_patch_hashes(site, cli):
@@ -271,7 +272,7 @@ def test_the_noop_fast_path_checks_the_applied_patch_hashes(site, cli):
     # answered "nothing to do" (exit 0) while status reported the patch as foreign (exit 7)
     assert apply(cli, site).rc == 0
     data = journal(site)
-    data["patches"]["fla-shmem"]["hash"] = "000000000000"
+    data["patches"]["backend-tiles"]["hash"] = "000000000000"
     set_journal(site, data)
     res = apply(cli, site)
     assert res.rc == 0 and not res.json["noop"], res
@@ -285,7 +286,7 @@ def test_revert_with_a_lost_journal_fails_and_names_the_files(site, cli):
     assert apply(cli, site).rc == 0
     (site / ".patchq/journal.json").unlink()
     before = {rel: sha256_path(site / rel) for rel in DENSE_FILES}
-    for args in (("--all",), ("--profile", "dense")):
+    for args in (("--all",), ("--profile", "full")):
         res = revert(cli, site, *args)
         assert res.rc == 4, res
         msg = one_line(res)
@@ -335,7 +336,7 @@ def test_the_write_probe_is_per_process(site, cli):
 def test_a_deleted_lock_file_does_not_let_a_second_writer_in(site, cli):
     from patchq.env.state import StateDir
 
-    assert apply(cli, site, "dflash").rc == 0
+    assert apply(cli, site, "kv").rc == 0
     before = {rel: sha256_path(site / rel) for rel in DENSE_FILES}
     with StateDir(site).lock():
         for leftover in (site / ".patchq/lock",):
@@ -361,7 +362,7 @@ def test_stray_temp_files_of_a_killed_patchq_are_removed(site, cli):
         p.write_bytes(b"half written")
     keep = site / "vllm/v1/core/.not-ours.tmp"
     keep.write_bytes(b"x")
-    res = apply(cli, site, "dflash")
+    res = apply(cli, site, "kv")
     assert res.rc == 0, res
     assert not any(p.exists() for p in strays) and keep.exists()
 
@@ -380,15 +381,15 @@ def test_force_reinstall_of_the_same_version_reads_like_an_upgrade(site, pristin
     assert cli("status", "--site-packages", site).rc == 0
 
 
-def test_apply_into_an_environment_without_patchq_runtime_is_refused(make_site, cli):
+def test_apply_into_an_environment_without_the_series_runtime_package_is_refused(make_site, cli):
     site = make_site(runtime=False)
     res = apply(cli, site)
     assert res.rc == 5, res
     msg = one_line(res)
-    assert "patchq_runtime" in msg and "pip install" in msg
+    assert "stack_runtime" in msg and "Install the package that provides it there first" in msg  # no distribution here
     assert at_record(site) and not (site / ".patchq/journal.json").exists()
-    assert apply(cli, site, "dflash").rc == 0  # a profile that does not import it
-    (site / "extra.pth").write_text(str(REPO / "runtime") + "\n")
+    assert apply(cli, site, "kv").rc == 0  # a profile that does not import it
+    (site / "extra.pth").write_text(str(stack.RUNTIME) + "\n")
     assert apply(cli, site).rc == 0
 
 

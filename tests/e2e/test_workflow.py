@@ -96,10 +96,10 @@ def test_shell_completion_is_typers():
     env = {"_PATCHQ_COMPLETE": "complete_bash", "COMP_WORDS": "patchq ap", "COMP_CWORD": "1"}
     out = run_cli(env=env, fast=False)
     assert out.rc == 0 and out.stdout.split() == ["apply"], out
-    profiles = run_cli(env={**env, "COMP_WORDS": "patchq apply --profile d", "COMP_CWORD": "3"}, fast=False)
-    assert profiles.stdout.split() == ["dflash", "dense"], profiles  # this checkout's series
-    patches = run_cli(env={**env, "COMP_WORDS": "patchq check --patch in", "COMP_CWORD": "3"}, fast=False)
-    assert patches.stdout.split() == ["inc-hybrid-fp8", "int8-lmhead"], patches
+    profiles = run_cli(env={**env, "COMP_WORDS": "patchq apply --profile k", "COMP_CWORD": "3"}, fast=False)
+    assert profiles.stdout.split() == ["kv"], profiles  # the series of the run: the stack fixture
+    patches = run_cli(env={**env, "COMP_WORDS": "patchq check --patch a", "COMP_CWORD": "3"}, fast=False)
+    assert patches.stdout.split() == ["align-backoff"], patches
     # the shell named, not the one typer would detect from the parent process (sh under some CIs)
     script = run_cli("--show-completion", "bash", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
     assert script.rc == 0 and "_PATCHQ_COMPLETE=complete_bash" in script.stdout, script
@@ -226,7 +226,7 @@ def _skip_with_a_vllm_of_its_own() -> None:
 
 
 def test_serve_applies_then_execs_vllm_with_the_profile_flags(tiny, tmp_path):
-    """`patchq serve` (what runtime/serve.sh runs, shipped in the wheel): apply, then exec
+    """`patchq serve` (what a series' serve.sh wrapper runs): apply, then exec
     vllm with the generic flags, the profile's serve table and the extra args."""
     _skip_with_a_vllm_of_its_own()
     with open(tiny["series"] / "profiles.toml", "a") as fh:
@@ -278,15 +278,6 @@ def test_serve_does_not_serve_a_profile_that_does_not_apply(tiny, tmp_path):
     out = run_cli("serve", "--profile", "good", env=env)
     assert out.rc == 1 and "vllm serve" not in out.stdout, out
     assert out.stderr.splitlines()[-1] == "patchq: error: profile good was not applied (report above); not serving"
-
-
-def test_serve_sh_names_a_missing_patchq(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ")}
-    proc = subprocess.run(["bash", str(REPO / "runtime/serve.sh"), "dense"], cwd=tmp_path, capture_output=True,
-                          text=True, env={**env, "PATCHQ": str(tmp_path / "no-patchq")})
-    assert proc.returncode == 127, proc
-    assert proc.stderr.startswith(f"serve.sh: patchq not found (PATCHQ={tmp_path / 'no-patchq'}") and \
-        "patchq is not on PyPI" in proc.stderr, proc.stderr
 
 
 # -- next: lines -------------------------------------------------------------------------------
@@ -452,7 +443,7 @@ def test_run_warns_when_this_vllm_has_no_torch(tiny, tmp_path):
                     (libs / entry.name).exists():
                 continue
             (libs / entry.name).symlink_to(entry)
-    path = os.pathsep.join([str(tiny["site"]), str(REPO), str(REPO / "runtime"), str(libs)])
+    path = os.pathsep.join([str(tiny["site"]), str(REPO), str(libs)])
     env = {**tiny["env"], "PYTHONPATH": path, "PATH": os.environ["PATH"], "HOME": str(tmp_path)}
     cmd = [sys.executable, "-S", "-m", "patchq", "run", "--profile", "good", "--", "true"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path)

@@ -9,15 +9,15 @@ from support import record_hashes, replace_file, run_cli
 
 
 def test_check_of_the_applied_profile_on_a_patched_install(site):
-    """`check --profile dense` where dense is applied: the patches' own upstream checks read
+    """`check --profile full` where full is applied: the patches' own upstream checks read
     the pristine definitions (they raised AttributeError / SyntaxError before)."""
     sp = ("--site-packages", str(site))
-    assert run_cli("apply", "--profile", "dense", *sp).rc == 0
-    out = run_cli("check", "--profile", "dense", *sp, "--json")
+    assert run_cli("apply", "--profile", "full", *sp).rc == 0
+    out = run_cli("check", "--profile", "full", *sp, "--json")
     assert out.rc == 0 and out.json["ok"], out
     assert [p["notes"] for p in out.json["patches"]] == [[]] * 5, out.json["patches"]
     assert {p["id"]: p["upstream_check"]["verdict"] for p in out.json["patches"] if p["upstream_check"]} == {
-        "fla-shmem": "not-upstreamed", "prefix-align": "not-upstreamed"}
+        "backend-tiles": "not-upstreamed", "align-backoff": "not-upstreamed"}
 
 
 def test_apply_after_a_force_reinstall_names_what_it_added(site, tmp_path):
@@ -26,18 +26,18 @@ def test_apply_after_a_force_reinstall_names_what_it_added(site, tmp_path):
     from patchq.vllmdist import releases
 
     sp = ("--site-packages", str(site))
-    first = run_cli("apply", "--profile", "dense", *sp, "--json").json
+    first = run_cli("apply", "--profile", "full", *sp, "--json").json
     tree = releases.release_tree("0.23.0")
     record = record_hashes(site)
     for rel in first["written"]:  # what the reinstall does: the wheel's bytes back in place
         replace_file(site / rel, (tree / rel).read_bytes())
         assert record[rel]
-    again = run_cli("apply", "--profile", "dense", *sp, "--json")
+    again = run_cli("apply", "--profile", "full", *sp, "--json")
     assert again.rc == 0 and sorted(again.json["written"]) == sorted(first["written"]), again
-    assert again.json["added"] == first["added"] == ["fla-shmem", "unify-kv-page", "prefix-align",
-                                                     "inc-hybrid-fp8", "int8-lmhead"]
+    assert again.json["added"] == first["added"] == ["backend-tiles", "page-scale", "align-backoff",
+                                                     "fp8-experts", "head-gemv"]
     text = run_cli("revert", "--all", *sp)
-    assert text.rc == 0 and "removed fla-shmem, inc-hybrid-fp8, int8-lmhead, prefix-align, unify-kv-page" in text.stdout
+    assert text.rc == 0 and "removed align-backoff, backend-tiles, fp8-experts, head-gemv, page-scale" in text.stdout
 
 
 # -- patchq upgrade ---------------------------------------------------------------------------
@@ -113,25 +113,3 @@ def test_upgrade_to_a_release_not_installed_checks_it_and_applies_nothing(make_s
     ready = run_cli("upgrade", "--to", "0.26.0", *sp)
     assert ready.rc == 0 and ready.stdout.splitlines()[-1] == (
         "next: install it (`pip install vllm==0.26.0`), then `patchq upgrade`"), ready
-
-
-def test_upgrade_of_the_spark_series_from_0_23_to_0_33(make_site):
-    """The real series after `pip install vllm==0.33.0` over a 0.23.0 carrying dflash: every
-    patch checks, prefix-align is upstream (apply skips it), the rest is applied."""
-    import shutil
-
-    old, new = make_site("0.23.0"), make_site("0.33.0")
-    assert run_cli("apply", "--profile", "dflash", "--site-packages", old).rc == 0
-    shutil.copytree(old / ".patchq", new / ".patchq")
-    out = run_cli("upgrade", "--site-packages", new)
-    assert out.rc == 0, out
-    lines = out.stdout.splitlines()
-    assert lines[0] == "upgrade dflash: vllm 0.23.0 -> 0.33.0"
-    assert [ln.split() for ln in lines[1:3]] == [["fla-shmem", "applies", "->", "applied"],
-                                                 ["unify-kv-page", "applies", "->", "applied"]], out.stdout
-    assert lines[3].split() == ["prefix-align", "upstreamed", "->", "not", "applied", "(upstreamed:", "apply",
-                                "skips", "it)"], out.stdout
-    assert [ln for ln in lines if ln.startswith("next:")][-1] == \
-        "next: restart the server on the patched files: `patchq serve --profile dflash`"
-    status = run_cli("status", "--site-packages", new, "--json").json
-    assert {p["id"]: p["status"] for p in status["patches"]}["prefix-align"] == "upstreamed"

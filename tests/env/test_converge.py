@@ -93,3 +93,28 @@ def test_the_plan_names_what_patched_code_imports_and_an_absent_module_is_refuse
     with pytest.raises(ReadOnlyError, match="patched vllm imports zz_patchq_absent, which is not installed"):
         converge(small.target, _bump_with(small, "import zz_patchq_absent.sub\nDEFAULT = 101376"), profile="base")
     assert (small.site / UTILS).read_bytes() == before
+
+
+def test_the_install_advice_names_where_the_providing_distribution_came_from(tmp_path, monkeypatch):
+    """A series' run-time package comes from the series' own distribution, which need not be
+    on PyPI (where its name could be anyone's): the advice installs it from the wheel or
+    checkout it was installed from here (PEP 610 ``direct_url.json``), else by name."""
+    import json
+    import sys
+
+    from patchq.env.converge import _install_advice
+
+    site = tmp_path / "site"
+    di = site / "my_stack-1.0.dist-info"
+    di.mkdir(parents=True)
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: my-stack\nVersion: 1.0\n")
+    (di / "top_level.txt").write_text("my_stack_runtime\n")
+    (di / "direct_url.json").write_text(json.dumps({"url": f"file://{tmp_path}/my-stack", "dir_info": {}}))
+    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
+    assert _install_advice(["my_stack_runtime"]) == (
+        f"Install my-stack there first (`<that environment's python> -m pip install {tmp_path}/my-stack`, "
+        f"where it was installed from here)")
+    (di / "direct_url.json").unlink()
+    assert _install_advice(["my_stack_runtime"]) == (
+        "Install my-stack there first (`<that environment's python> -m pip install my-stack`)")
+    assert _install_advice(["nobody_provides_this"]) == "Install the package that provides it there first"

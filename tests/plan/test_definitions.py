@@ -62,8 +62,9 @@ def test_declared_names_is_declares(source):
 def test_incremental_index_after_many_edits_in_one_module(source, tmp_path):
     import synth
 
-    series = synth.generate(tmp_path / "dense", 12, "dense")
+    series = synth.generate(tmp_path / "full", 12, "full")
     from patchq import series as series_mod
+    from testing import stack
 
     patches = series_mod.load(series).patches_of("all")
     plan = engine.plan(source, patches)
@@ -93,9 +94,10 @@ def test_compile_error_is_the_whole_files(source):
 
 def test_plan_cache_reuses_and_revalidates(source, tmp_path, monkeypatch):
     from patchq import series as series_mod
+    from testing import stack
 
     monkeypatch.setenv("PATCHQ_CACHE_DIR", str(tmp_path / "cache"))
-    patches = series_mod.load().patches_of("dense")
+    patches = series_mod.load(stack.SERIES).patches_of("full")
     first = plancache.plan(source, patches)
     assert first.ok and first.workspace is not None
     second = plancache.plan(source, patches)

@@ -7,14 +7,14 @@ Evidence, all on real wheels' trees (patchq's release cache) and real libcst par
   statement, a later patch rewrites an earlier one with and without ``supersedes``, and
   requirements are missing, out of order, cyclic or conflicting;
 * source trees built from the real 0.23.0 release with one edit each: a release that
-  already has unify-kv-page's change (re-wrapped, with a comment), one that has only one
-  of inc-hybrid-fp8's edits, and one that already defines a method a patch adds;
+  already has page-scale's change (re-wrapped, with a comment), one that has only one
+  of fp8-experts's edits, and one that already defines a method a patch adds;
 * edits refused by meaning: a transform returning None / a string / a module / another
   definition, a pattern on a docstring, an undefined name, a redefinition;
 * apply on a real 0.23.0 site whose file already carries the change (RECORD updated,
   as a release would ship it): skipped with a note, journalled, shown by ``status``;
   ``--strict`` refuses it;
-* the five Spark patches without their hand-written ``upstream_check`` (a copied
+* the stack fixture's five patches without their hand-written ``upstream_check`` (a copied
   series) on real releases and on trees where each change is already merged: no verdict
   applies a change a second time (``tests/testing/upstream_table.py`` prints the full table).
 """
@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "drift"))
 
 import corpus  # noqa: E402
-from testing import upstream_table  # noqa: E402
+from testing import stack, upstream_table  # noqa: E402
 from support import replace_file  # noqa: E402
 
 #: the wheel layer: every test here reads real vLLM releases
@@ -296,15 +296,15 @@ UNIFY_MERGED = (KV, "            new_spec = replace(layer_spec, block_size=new_b
 
 def test_release_with_the_exact_change_reformatted_is_upstreamed(tmp_path):
     source = tree_with(tmp_path, "0.23.0", "merged", [UNIFY_MERGED])
-    rows = {r.id: r for r in check.check(source, series_mod.load().patches_of("dense"))}
-    row = rows["unify-kv-page"]
+    rows = {r.id: r for r in check.check(source, series_mod.load(stack.SERIES).patches_of("full"))}
+    row = rows["page-scale"]
     assert (row.status, row.blocking) == ("upstreamed", False)
     assert row.reason == ("every edit's change is already in vllm 0.23.0: scaled-replace: "
                           "`if new_spec.page_size_bytes != max_page_size: ...` (vllm/v1/core/kv_cache_utils.py:1065)")
     assert row.upstream_evidence == [{"anchor": "scaled-replace", "where": f"{KV}:1065",
                                       "statement": "if new_spec.page_size_bytes != max_page_size: ...",
                                       "by": "identity", "score": 1.0}]  # by, score: added fields
-    assert {r.status for pid, r in rows.items() if pid != "unify-kv-page"} == {"applies"}
+    assert {r.status for pid, r in rows.items() if pid != "page-scale"} == {"applies"}
     assert check.exit_code(rows.values()) == 0
 
 
@@ -313,8 +313,8 @@ def test_release_with_one_of_two_edits_is_partially_upstreamed(tmp_path):
         INC, "        self.pack_factor = Fraction(32, weight_bits)\n",
         "        self.pack_factor = Fraction(32, weight_bits)\n"
         "        self.fp8_config = None\n        self.fp8_layers: set[str] = set()\n")])
-    rows = {r.id: r for r in check.check(source, series_mod.load().patches_of("dense"))}
-    row = rows["inc-hybrid-fp8"]
+    rows = {r.id: r for r in check.check(source, series_mod.load(stack.SERIES).patches_of("full"))}
+    row = rows["fp8-experts"]
     assert (row.status, row.blocking, row.level) == ("partially-upstreamed", True, None)
     assert row.reason.startswith("partially upstreamed in vllm 0.23.0: init-fields: `self.fp8_config = None` "
                                  f"({INC}:101); init-fields: `self.fp8_layers: set[str] = set()` ({INC}:102); "
@@ -327,10 +327,10 @@ def test_release_defining_a_method_the_patch_adds_is_never_given_a_second_one(tm
         INC, "    def get_quant_method(self, layer: torch.nn.Module, prefix: str):\n",
         "    def _is_layer_fp8(self, prefix):\n        return False\n\n"
         "    def get_quant_method(self, layer: torch.nn.Module, prefix: str):\n")])
-    rows = {r.id: r for r in check.check(source, series_mod.load().patches_of("dense"))}
-    row = rows["inc-hybrid-fp8"]
+    rows = {r.id: r for r in check.check(source, series_mod.load(stack.SERIES).patches_of("full"))}
+    row = rows["fp8-experts"]
     assert row.blocking and row.status == "conflict"
-    assert row.reason == ("duplicate-member check: patch inc-hybrid-fp8, anchor class-hooks: the edit gives "
+    assert row.reason == ("duplicate-member check: patch fp8-experts, anchor class-hooks: the edit gives "
                           "INCConfig a second definition of _is_layer_fp8")
 
 
@@ -350,18 +350,18 @@ def test_patch_adding_an_existing_method_is_upstreamed_by_name(tmp_path):
 
 
 def test_backwards_release_equal_to_the_patched_result_is_upstreamed(tmp_path):
-    """int8-lmhead's anchor statement is gone where its result was merged: the release's
+    """head-gemv's anchor statement is gone where its result was merged: the release's
     definitions equal what the patch produced on the last verified release."""
-    plan = engine.plan(sources.release_source("0.23.0"), [series_mod.load().patch("int8-lmhead")])
+    plan = engine.plan(sources.release_source("0.23.0"), [series_mod.load(stack.SERIES).patch("head-gemv")])
     merged = upstream_table._as_upstream(plan.patched[LOGITS])
     root = tmp_path / "bw"
     corpus.link_tree(release_tree("0.23.0") / "vllm", root / "vllm")
     replace_file(root / LOGITS, merged)
     row = {r.id: r for r in check.check(sources.source_tree(root, version="0.23.0"),
-                                        series_mod.load().patches_of("dense"))}["int8-lmhead"]
+                                        series_mod.load(stack.SERIES).patches_of("full"))}["head-gemv"]
     assert (row.status, row.blocking) == ("upstreamed", False)
     assert row.reason == (f"LogitsProcessor._get_logits ({LOGITS}:89), LogitsProcessor.get_top_tokens ({LOGITS}:107) "
-                          "equals what int8-lmhead produced on verified vllm 0.23.0 (normalized AST)")
+                          "equals what head-gemv produced on verified vllm 0.23.0 (normalized AST)")
 
 
 # ---------------------------------------------------------------------------
@@ -439,44 +439,45 @@ def test_apply_skips_an_upstreamed_patch_and_status_says_so(site, cli):
     _, old, new = UNIFY_MERGED
     replace_file(path, path.read_text().replace(old, new, 1))
     _record_row(site, KV)
-    res = cli("apply", "--profile", "dflash", "--site-packages", site, "--json")
+    res = cli("apply", "--profile", "kv", "--site-packages", site, "--json")
     assert res.rc == 0, res
     rows = {p["id"]: p for p in res.json["patches"]}
-    assert rows["unify-kv-page"]["status"] == "upstreamed"
-    assert "unify-kv-page" not in res.json["added"]
+    assert rows["page-scale"]["status"] == "upstreamed"
+    assert "page-scale" not in res.json["added"]
     assert path.read_text().count("page_size_padded=max_page_size") == 1  # never applied a second time
     journal = json.loads((site / ".patchq" / "journal.json").read_text())
-    assert journal["patches"]["unify-kv-page"]["outcome"] == "upstreamed"
+    assert journal["patches"]["page-scale"]["outcome"] == "upstreamed"
     st = cli("status", "--site-packages", site, "--json")
     assert st.rc == 0, st
-    row = {p["id"]: p for p in st.json["patches"]}["unify-kv-page"]
+    row = {p["id"]: p for p in st.json["patches"]}["page-scale"]
     assert row["status"] == "upstreamed"
     assert row["reason"].startswith("upstreamed on 0.23.0, not applied: every edit's change is already in vllm 0.23.0")
     text = cli("status", "--site-packages", site)
-    assert re.search(r"unify-kv-page +upstreamed +\w+  \(upstreamed on 0.23.0, not applied", text.stdout), text
-    strict = cli("apply", "--profile", "dflash", "--strict", "--site-packages", site, "--json")
+    assert re.search(r"page-scale +upstreamed +\w+  \(upstreamed on 0.23.0, not applied", text.stdout), text
+    strict = cli("apply", "--profile", "kv", "--strict", "--site-packages", site, "--json")
     assert strict.rc == 1, strict
-    row = {p["id"]: p for p in strict.json["patches"]}["unify-kv-page"]
+    row = {p["id"]: p for p in strict.json["patches"]}["page-scale"]
     assert (row["status"], row["failure"]) == ("failed", "upstreamed")
     assert row["reason"].endswith("--strict asks patchq to apply every patch")
 
 
 # ---------------------------------------------------------------------------
-# the Spark patches without their hand-written checks
+# the stack's patches without their hand-written checks
 
 
 @pytest.mark.parametrize("version", ["0.23.0", "0.28.0"])
-def test_spark_patches_without_hand_checks_never_apply_twice(version, tmp_path):
+def test_patches_without_hand_checks_never_apply_twice(version, tmp_path):
     generic = upstream_table.generic_series(tmp_path / "generic")
-    assert "upstream_check=" not in (generic / "prefix_align.py").read_text().split("PATCH = patch(")[1]
+    assert "upstream_check=" not in (generic / "align_backoff.py").read_text().split("PATCH = patch(")[1]
     real = {r.id: r for r in check.check(sources.release_source(version),
-                                         series_mod.load(generic).patches_of("dense"))}
-    hand = {r.id: r for r in check.check(sources.release_source(version), series_mod.load().patches_of("dense"))}
+                                         series_mod.load(generic).patches_of("full"))}
+    s = series_mod.load(stack.SERIES)
+    hand = {r.id: r for r in check.check(sources.release_source(version), s.patches_of("full"))}
     assert {p: r.status for p, r in real.items()} == {p: r.status for p, r in hand.items()}
     for pid in upstream_table.PATCHES:
         merged = upstream_table.merged_tree(version, pid, tmp_path / pid)
-        if merged is None:  # prefix-align from 0.28.0: nothing to merge (upstreamed variant)
-            assert real[pid].status == "upstreamed"
+        if merged is None:  # nothing to merge: an upstreamed variant (align-backoff from 0.28.0), or none
+            assert real[pid].status == "upstreamed" or s.patch(pid).variant_for(version) is None, pid
             continue
         status, blocking, reason = upstream_table.verdict(merged, generic, pid)
         assert (status, blocking) == ("upstreamed", False), (pid, reason)

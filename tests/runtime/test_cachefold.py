@@ -88,9 +88,9 @@ def test_profile_changes_the_compile_cache_dir(version, monkeypatch, tmp_path):
     assert plain == vllm_cache_root() == str(tmp_path / "xdg" / "vllm")
 
     d = digests()
-    assert d["dflash"] != d["dense"]
+    assert d["kv"] != d["full"]
     roots = {}
-    for profile in ("dflash", "dense"):
+    for profile in ("kv", "full"):
         value, missing = fold(profile, d[profile])
         assert missing
         monkeypatch.setenv("VLLM_CACHE_ROOT", value)
@@ -128,11 +128,11 @@ def test_compile_caches_live_under_the_cache_root(version):
 
 
 def test_fold_rules():
-    assert folded_root("/c/vllm", "dflash", "0123456789ab") == "/c/vllm/patchq/dflash-0123456789ab"
+    assert folded_root("/c/vllm", "kv", "0123456789ab") == "/c/vllm/patchq/kv-0123456789ab"
     # an inherited fold of another profile is replaced, not nested
-    assert folded_root("/c/vllm/patchq/dense-aaaaaaaaaaaa", "dflash", "0123456789ab") == \
-        "/c/vllm/patchq/dflash-0123456789ab"
-    assert parse_fold("/c/vllm/patchq/dflash-0123456789ab") == ("dflash", "0123456789ab")
+    assert folded_root("/c/vllm/patchq/full-aaaaaaaaaaaa", "kv", "0123456789ab") == \
+        "/c/vllm/patchq/kv-0123456789ab"
+    assert parse_fold("/c/vllm/patchq/kv-0123456789ab") == ("kv", "0123456789ab")
     assert parse_fold("/c/vllm") is None
     assert vllm_cache_root({"HOME": "/h", "VLLM_CACHE_ROOT": "~/x"}) == os.path.expanduser("~/x")
     assert profile_digest({"a": "1", "b": "2"}) == profile_digest({"b": "2", "a": "1"})

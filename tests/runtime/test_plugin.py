@@ -37,12 +37,12 @@ def test_the_live_profile_is_named_and_the_cache_root_folded(vllm_here):
 
 def test_another_profile_stops_a_strict_process_and_warns_otherwise(vllm_here, caplog):
     apply.apply(vllm_here.target, vllm_here.series, "base")
-    with pytest.raises(plugin.ProfileNotLive, match=r"PATCHQ_EXPECT_PROFILE=dense but profile base is live "
+    with pytest.raises(plugin.ProfileNotLive, match=r"PATCHQ_EXPECT_PROFILE=full but profile base is live "
                                                     r"\(disk mode, .*\(PATCHQ_STRICT=1: stopping\)"):
-        plugin.check(expect="dense", strict=True)
+        plugin.check(expect="full", strict=True)
     with caplog.at_level(logging.WARNING, logger="vllm.patchq"):
-        assert plugin.check(expect="dense", strict=False) == ""
-    assert "PATCHQ_EXPECT_PROFILE=dense but profile base is live" in caplog.text
+        assert plugin.check(expect="full", strict=False) == ""
+    assert "PATCHQ_EXPECT_PROFILE=full but profile base is live" in caplog.text
 
 
 def test_nothing_live(vllm_here):

@@ -2,7 +2,8 @@
 
 Shared by ``tests/e2e/test_reliability.py`` (a few hundred cases, CI-sized) and
 ``bench/reliability.py`` (thousands, prints counts). A case is: a real vLLM 0.23.0
-site-packages with the ``dense`` profile applied, one to three :data:`MUTATIONS` of its
+site-packages with the stack fixture's ``full`` profile applied (:mod:`testing.stack`: every
+run here names that series), one to three :data:`MUTATIONS` of its
 state or files, a short random command sequence, then ``revert --all --force``. Every
 command of a case is checked against the project's rules:
 
@@ -36,14 +37,15 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testing import stack
+
 REPO = Path(__file__).resolve().parents[2]
-UTILS = "vllm/model_executor/layers/fla/ops/utils.py"
-KV = "vllm/v1/core/kv_cache_utils.py"
-INC = "vllm/model_executor/layers/quantization/inc.py"
-LOGITS = "vllm/model_executor/layers/logits_processor.py"
-TARGETS = sorted([UTILS, KV, INC, LOGITS])
-DENSE = ["fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead"]
-DFLASH = ["fla-shmem", "unify-kv-page", "prefix-align"]
+UTILS, KV, INC, LOGITS = stack.UTILS, stack.KV_UTILS, stack.INC, stack.LOGITS
+TARGETS = stack.FULL_FILES
+DENSE = stack.FULL
+DFLASH = stack.KV
+#: the series of every run (in-process and children): the stack fixture, never an installed one
+SERIES_ENV = {"PATCHQ_SERIES": str(stack.SERIES)}
 #: documented exit codes per command (docs/exit-codes.md)
 ALLOWED = {"status": {0, 3, 6, 7}, "apply": {0, 1, 3, 4, 5, 6}, "revert": {0, 3, 4, 5, 6}}
 HOSTILE_PATHS = ["../outside/escape.py", "/tmp/patchq-reliability-abs.py", "vllm/../../outside/escape.py",
@@ -159,9 +161,9 @@ class Bed:
 
 
 def make_bed(site: Path) -> Bed:
-    """Apply dense to ``site`` (a writable copy with patchq_runtime importable) and keep
+    """Apply the stack's full profile to ``site`` (a writable copy with stack_runtime importable) and keep
     its bytes as the reset point."""
-    res = run_inprocess("apply", "--profile", "dense", "--site-packages", str(site), "--json")
+    res = run_inprocess("apply", "--profile", "full", "--site-packages", str(site), "--json")
     assert res.rc == 0, res
     sd = site / ".patchq"
     state = {str(p.relative_to(sd)): p.read_bytes() for p in sd.rglob("*") if p.is_file()}
@@ -199,7 +201,7 @@ def run_inprocess(*args: str, env: dict | None = None) -> Run:
     sys.argv = ["patchq", *args]
     for k in ("PATCHQ_FAULT_AFTER_WRITES", "PATCHQ_STATE_DIR"):
         os.environ.pop(k, None)
-    os.environ.update(env or {})
+    os.environ.update(SERIES_ENV, **(env or {}))
     rc, tb = 0, ""
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -218,7 +220,7 @@ def run_inprocess(*args: str, env: dict | None = None) -> Run:
 def run_subprocess(*args: str, env: dict | None = None, kill_after: float | None = None) -> Run:
     """``python -m patchq ARGS`` as a child; ``kill_after`` seconds: SIGKILL it then."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ_")}
-    full.update({"PYTHONDONTWRITEBYTECODE": "1", "NO_COLOR": "1"}, **(env or {}))
+    full.update({"PYTHONDONTWRITEBYTECODE": "1", "NO_COLOR": "1", **SERIES_ENV}, **(env or {}))
     proc = subprocess.Popen([sys.executable, "-m", "patchq", *args], cwd=REPO, env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if kill_after is not None:
@@ -309,7 +311,7 @@ def check_run(bed: Bed, run: Run, tally: Tally, case: str, verb: str) -> None:
             tally.bad("lies", case, "status exit 0 with a stale/foreign patch")
     elif verb == "apply":
         profile = run.args[run.args.index("--profile") + 1]
-        want = set(DENSE if profile == "dense" else DFLASH)
+        want = set(DENSE if profile == "full" else DFLASH)
         st = run_inprocess("status", "--site-packages", str(site), "--json")
         doc = st.json or {}
         live = {p["id"] for p in doc.get("patches", []) if p["status"] == "applied"}
@@ -585,8 +587,8 @@ MUTATIONS = [m_bitflip, m_truncate, m_wrong_type, m_escape, m_other_version, m_s
              m_delete, m_directory, m_foreign_edit, m_stray_tmp, m_fake_txn, m_reinstall, m_fifo, m_deep,
              m_txn_file, m_symlink_subdir]
 
-COMMANDS = [("status",), ("apply", "--profile", "dense"), ("apply", "--profile", "dflash"), ("revert", "--all"),
-            ("revert", "--profile", "dense")]
+COMMANDS = [("status",), ("apply", "--profile", "full"), ("apply", "--profile", "kv"), ("revert", "--all"),
+            ("revert", "--profile", "full")]
 
 
 def mutate(bed: Bed, rng: random.Random, mutations) -> str:
@@ -632,10 +634,10 @@ def kill_case(bed: Bed, rng: random.Random, tally: Tally) -> str:
     n-th file write), then the next command completes or refuses cleanly."""
     bed.reset()
     site = str(bed.site)
-    start = rng.choice(["dense", "pristine"])
+    start = rng.choice(["full", "pristine"])
     if start == "pristine":
         run_inprocess("revert", "--all", "--site-packages", site, "--json")
-    verb = rng.choice([("apply", "--profile", "dense"), ("apply", "--profile", "dflash"), ("revert", "--all")])
+    verb = rng.choice([("apply", "--profile", "full"), ("apply", "--profile", "kv"), ("revert", "--all")])
     how = rng.choice(["fault", "sigkill"])
     if how == "fault":
         n = rng.randint(1, 4)
@@ -664,7 +666,7 @@ def concurrent_case(bed: Bed, rng: random.Random, tally: Tally, n: int = 3) -> s
     site = str(bed.site)
     cmds = [rng.choice(COMMANDS[1:]) for _ in range(n)]
     full = {k: v for k, v in os.environ.items() if not k.startswith("PATCHQ_")}
-    full.update({"PYTHONDONTWRITEBYTECODE": "1", "NO_COLOR": "1"})
+    full.update({"PYTHONDONTWRITEBYTECODE": "1", "NO_COLOR": "1", **SERIES_ENV})
     procs = [subprocess.Popen([sys.executable, "-m", "patchq", *c, "--site-packages", site, "--json"], cwd=REPO,
                               env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
     desc = f"concurrent: {[' '.join(c) for c in cmds]}"

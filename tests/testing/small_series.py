@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 PATCH_PY = textwrap.dedent('''\
-    """bump-default: a bigger Backend.DEFAULT (a small stand-in for fla-shmem)."""
+    """bump-default: a bigger Backend.DEFAULT (a small stand-in for backend-tiles)."""
 
     from patchq import edits
     from patchq.series import patch, variant

