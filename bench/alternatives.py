@@ -258,7 +258,7 @@ def main() -> int:
 
         def fresh(name: str) -> Path:  # patched vLLM imports patchq_runtime (the Spark series)
             copy = scale.link_copy(site, work / name)
-            (copy / "patchq_runtime_checkout.pth").write_text(str(REPO / "runtime") + "\n")
+            (copy / "patchq_runtime_checkout.pth").write_text(str(REPO / "spark" / "runtime") + "\n")
             return copy
 
         def apply_args(s: str, copy: Path) -> list[str]:

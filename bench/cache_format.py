@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 for case, extra in (("apply dense, plan cached", ("--profile", "dense")),
                                     ("apply real200, plan cached", ("--series", str(series), "--profile", "all"))):
                     copy = scale.link_copy(site, work / f"site-{impl.name}")
-                    (copy / RUNTIME_PTH).write_text(str(REPO / "runtime") + "\n")  # dense imports patchq_runtime
+                    (copy / RUNTIME_PTH).write_text(str(REPO / "spark" / "runtime") + "\n")  # dense imports patchq_runtime
                     wall, cpu, _code = impl.run("apply", *extra, "--site-packages", str(copy), cache=cache)
                     shutil.rmtree(copy)
                     if r:

@@ -35,7 +35,7 @@ def probe(release: str, env: dict[str, str] | None = None) -> tuple[float, dict]
     """Wall seconds and the ``patchq.probe/1`` document of one ``patchq probe`` of ``dense``."""
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "patchq", "probe", "--vllm", release, "--profile", "dense",
-                           "--series", str(REPO / "series"), "--json"], capture_output=True, text=True,
+                           "--series", str(REPO / "spark" / "series"), "--json"], capture_output=True, text=True,
                           env={**os.environ, **(env or {})})
     wall = time.perf_counter() - t0
     try:

@@ -401,7 +401,7 @@ def matrix(
     workers: int = typer.Option(0, "--workers", help="releases checked in parallel (0: one per usable CPU)",
                                 metavar="N"),
     levels: list[str] = opt([], "--levels", metavar="FILE",
-                            help="import/probe records (patchq probe --json, docs/cpu-import.md); repeatable"),
+                            help="import/probe records (patchq probe --json, docs/levels.md); repeatable"),
     boot: list[str] = opt([], "--boot", help="boot and cpu-boot records (JSON or JSON lines, docs/levels.md); "
                           "repeatable", metavar="FILE"),
     dist: str | None = opt(None, "--dist", help="the distribution whose releases are read (default vllm; "

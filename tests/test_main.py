@@ -36,9 +36,9 @@ def test_main_exits_through_the_error_edge(monkeypatch, capsys):
     assert err.startswith("patchq: error:") and len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args", [("check", "--profile", "dense", "--vllm", "0.33.0"),
-                                  ("matrix", "--releases", "0.33.0"), ("cache",), ("apply", "--profile", "dense"),
-                                  ("status",), ("run", "--profile", "dense", "--", "true")])
+@pytest.mark.parametrize("args", [("check", "--profile", "full", "--vllm", "0.33.0"),
+                                  ("matrix", "--releases", "0.33.0"), ("cache",), ("apply", "--profile", "full"),
+                                  ("status",), ("run", "--profile", "full", "--", "true")])
 def test_a_cache_dir_that_is_a_file_is_one_line_and_exit_2(tmp_path, args):
     """issue 39: PATCHQ_CACHE_DIR naming a regular file was exit 70 for check and matrix, and
     `cache` said "0 B", exit 0; every command now says so in one line, exit 2."""

@@ -51,14 +51,15 @@ class Run:
     json: dict | None
 
 
-def patchq(*args, env: dict | None = None, cwd: Path | str | None = None, series: bool = True) -> Run:
+def patchq(*args, env: dict | None = None, cwd: Path | str | None = None, series: bool = True,
+           timeout: float = 600) -> Run:
     """``python -m patchq ARGS`` on this series (``--series`` it, unless ``series`` is False:
     then the series is what discovery finds from ``cwd``)."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHQ_SERIES", "PATCHQ_ANCHORS"))}
     full.update({"NO_COLOR": "1", "COLUMNS": "200", "PYTHONDONTWRITEBYTECODE": "1"}, **(env or {}))
     argv = [str(a) for a in args] + (["--series", str(SERIES)] if series else [])
     proc = subprocess.run([sys.executable, "-m", "patchq", *argv], cwd=cwd or SPARK, env=full,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=timeout)
     doc = None
     if proc.stdout.lstrip().startswith("{"):
         try:

@@ -1,5 +1,5 @@
 """``apply`` reuses what ``check`` planned (:mod:`patchq.compat.checkplan`), on real releases:
-the Spark series' dense profile and a 40-patch series checked on release 0.23.0, applied to an
+the test stack's full profile (tests/testing/stack) and a 40-patch series checked on release 0.23.0, applied to an
 install of it without planning; a damaged cached plan planned again; what is never kept."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from testing.spread import spread_series
 
 from patchq import series
 from patchq.compat import check
 from patchq.env.converge import converge
 from patchq.plan import engine, plancache
 from patchq.vllmdist import cache, sources
-from testing.spread import spread_series
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel
@@ -33,9 +33,9 @@ def _applied(site: Path, patches) -> tuple[engine.Plan, dict[str, bytes]]:
 
 
 def test_apply_after_check_writes_the_checked_plan_without_planning(plans, make_site):
-    patches = series.load().patches_of("dense")
+    patches = series.load().patches_of("full")
     rows = check.check(sources.release_source("0.23.0"), patches, keep_plan=True)
-    assert not any(r.blocking for r in rows) and list(plans.glob("*.pickle"))
+    assert not any(r.blocking for r in rows) and list(plans.glob("*.json"))
     served, written = _applied(make_site(), patches)
     assert served.workspace is None  # from the cache: nothing planned
     fresh = engine.plan(sources.installed(make_site()), patches)
@@ -57,7 +57,7 @@ def test_a_long_series_checked_in_forked_shares_is_applied_from_their_plans(plan
 
 
 def test_a_damaged_cached_plan_is_planned_again_never_written(plans, make_site):
-    patches = series.load().patches_of("dense")
+    patches = series.load().patches_of("full")
     check.check(sources.release_source("0.23.0"), patches, keep_plan=True)
     for text in (plans / "texts").rglob("*"):
         if text.is_file():

@@ -30,9 +30,9 @@ def test_block_keeps_the_source_status():
 
 
 def test_cells_sum_the_records_pristine_aside():
-    recs = [_rec("dense", "a", "import", "ok"), _rec("dense", "a", "probe", "ok"),
-            _rec("dense", "b", "import", "fail", "x"), _rec("dense", "b", "probe", "skip"),
-            _rec("dense", "c", "import", "not-probeable"), _rec("dense", "c", "probe", "not-probeable"),
+    recs = [_rec("full", "a", "import", "ok"), _rec("full", "a", "probe", "ok"),
+            _rec("full", "b", "import", "fail", "x"), _rec("full", "b", "probe", "skip"),
+            _rec("full", "c", "import", "not-probeable"), _rec("full", "c", "probe", "not-probeable"),
             _rec("pristine", "a", "probe", "fail")]
     got = {c["patch"]: (c["status"], c["blocking"]) for c in merge.cells(recs)}
     assert got == {"a": ("probe", False), "b": ("fails-import", True), "c": ("not-probeable", False)}
@@ -42,9 +42,9 @@ def test_deepen_check_blocks_and_recounts():
     doc = {"ok": True, "exit_code": 0, "counts": {"applies": 2}, "patches": [
         {"id": "a", "status": "applies", "reason": "", "blocking": False},
         {"id": "b", "status": "applies", "reason": "", "blocking": False}]}
-    merge.deepen_check(doc, [_rec("dense", "a", "import", "ok"), _rec("dense", "a", "probe", "ok"),
-                             _rec("dense", "b", "import", "ok"), _rec("dense", "b", "probe", "fail", "case z: E")],
-                       {"a": "dense", "b": "dense"}, None)
+    merge.deepen_check(doc, [_rec("full", "a", "import", "ok"), _rec("full", "a", "probe", "ok"),
+                             _rec("full", "b", "import", "ok"), _rec("full", "b", "probe", "fail", "case z: E")],
+                       {"a": "full", "b": "full"}, None)
     assert doc["counts"] == {"applies": 1, "fails-probe": 1} and doc["exit_code"] == 1 and not doc["ok"]
     assert doc["patches"][0]["levels"]["probe"]["result"] == "ok" and doc["probe"] == {"probeable": True,
                                                                                          "why": None}
