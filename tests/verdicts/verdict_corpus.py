@@ -20,8 +20,13 @@ duplicate upstream behaviour); a **false block** is a blocking verdict where the
 dropped), as issue 35 counts them; a **false conflict** is the narrower blocking verdict
 where the truth is ``apply``.
 
+``<stack>/known.toml`` lists the cells whose verdict is known not to match today (the
+verdict patchq gives, and the kind of miss): the corpus test fails on any other miss (a new
+false apply or false block) and on a listed cell that now matches, so the list only shrinks.
+
 ``python tests/verdicts/verdict_corpus.py`` prints the per-stack tables and per-cell tables in
-Markdown (what ``docs/verdicts.md`` holds).
+Markdown (what ``docs/verdicts.md`` holds); ``--known`` rewrites every ``known.toml`` from
+this checkout's verdicts (review the diff: each new line is a regression).
 """
 
 from __future__ import annotations
@@ -45,8 +50,9 @@ MATCH = {
     "upstreamed": lambda r: r.status == "upstreamed",
     "conflict": lambda r: r.blocking and r.status in ("conflict", "gone", "moved"),
 }
-#: a blocking reason names the upstream lines that caused it: ``vllm/...py:N``
-WHERE = re.compile(r"vllm/[\w/]+\.py:\d+")
+#: a blocking reason names the upstream lines that caused it, ``vllm/...py:N``, or the files
+#: it searched for a definition that is gone (``searched N files``)
+WHERE = re.compile(r"vllm/[\w/]+\.py:\d+|searched \d+ files?")
 
 
 def stacks() -> list[str]:
@@ -99,6 +105,45 @@ def summary(cells: list[dict]) -> dict:
             "unnamed_blocking": sum(not c["names_lines"] for c in cells)}
 
 
+def verdict(cell: dict) -> str:
+    """A cell's verdict as ``known.toml`` spells it: the status, `` (blocking)`` when it blocks."""
+    return cell["status"] + (" (blocking)" if cell["blocking"] else "")
+
+
+def miss_kind(cell: dict) -> str:
+    """``false apply``, ``false block`` or ``other`` (a blocking verdict of the wrong kind,
+    e.g. ``conflict`` where the truth is ``review``) for a cell that does not match."""
+    return "false apply" if cell["false_apply"] else "false block" if cell["false_block"] else "other"
+
+
+def known(stack: str) -> dict[tuple[str, str], str]:
+    """``{(patch, release): verdict}`` of ``<stack>/known.toml`` (empty when there is none)."""
+    path = HERE / stack / "known.toml"
+    if not path.is_file():
+        return {}
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return {(pid, v): entry["verdict"] for pid, cells in data.get("cells", {}).items()
+            for v, entry in cells.items()}
+
+
+def write_known(stack: str, cells: list[dict]) -> Path | None:
+    """Write ``<stack>/known.toml`` from ``cells`` (those that do not match); remove it when
+    every cell matches. Returns the path written, or None."""
+    path = HERE / stack / "known.toml"
+    misses = [c for c in cells if not c["match"]]
+    if not misses:
+        path.unlink(missing_ok=True)
+        return None
+    out = [f"# {stack}: the cells whose verdict does not match the truth today (issue 35), written by",
+           "# `python tests/verdicts/verdict_corpus.py --known`. tests/e2e/test_verdict_corpus.py fails on",
+           "# any miss not listed here and on a listed cell that now matches: this list only shrinks.", ""]
+    for c in misses:
+        out += [f'[cells.{c["patch"]}."{c["version"]}"]', f'truth = "{c["truth"]}"',
+                f'verdict = "{verdict(c)}"', f'miss = "{miss_kind(c)}"', ""]
+    path.write_text("\n".join(out), encoding="utf-8")
+    return path
+
+
 def markdown() -> str:
     """The per-stack table, then one per-cell table per stack."""
     lines = ["| stack | cells | matches | false applies | false blocks | of which truth apply | "
@@ -126,4 +171,8 @@ def markdown() -> str:
 
 
 if __name__ == "__main__":
-    print(markdown())
+    if sys.argv[1:] == ["--known"]:
+        for name in stacks():
+            print(name, write_known(name, evaluate(name)))
+    else:
+        print(markdown())
