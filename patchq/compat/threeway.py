@@ -26,6 +26,14 @@ rule naming the upstream lines:
     or reads one the patch's writes, directly or through the definition's other
     statements (:func:`patchq.plan.dataflow.flows`); a hunk that only renames locals the
     patch does not use (:func:`renamed_locals`) keeps the meaning;
+``keys``
+    both changes use the same string key (:func:`patchq.plan.dataflow.keys`: an
+    environment variable's name, a config or dict entry's key, ``VLLM_X_Y`` or
+    ``max_model_len``): state shared through ``os.environ`` or a mapping, which no name
+    shows (upstream reading the environment variable the patch's vendored fix reads: the
+    fix merged upstream by other code); or a key the patch's added code uses is new in the
+    target's package, absent from the whole base release (:func:`new_key_sites`: upstream
+    took up the patch's environment variable or entry somewhere else, e.g. ``vllm/envs.py``);
 ``coupled``
     upstream changed another method of the class (:func:`siblings`) so that it reads or
     writes an attribute the patch's change writes, or assigns anew one it reads;
@@ -256,7 +264,8 @@ def _under_attribute(root: ast.AST, name: ast.Name) -> bool:
 
 
 def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str] | None = None,
-             siblings: Sequence[Sibling] = (), exits: Sequence[Exit] = ()) -> list[dict]:
+             siblings: Sequence[Sibling] = (), exits: Sequence[Exit] = (),
+             new_keys: Mapping[str, str] | None = None) -> list[dict]:
     """The reasons the patch's change and upstream's are not provably apart (module
     docstring), each ``{"rule", "message", "upstream": "path:line[-line]"}``; [] when apart.
 
@@ -264,7 +273,9 @@ def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str
     differently from the base (:func:`module_changes`); ``siblings``: upstream's changes
     to the other definitions of the class (:func:`siblings`); ``exits``: the patch's result
     wrappers on this definition (``ours`` then leaves them out): code at every way out of
-    the definition, whatever it returns, judged by the rules of its own (``exit_*``)."""
+    the definition, whatever it returns, judged by the rules of its own (``exit_*``);
+    ``new_keys``: key -> ``path:line`` of the keys the patch's added code uses that the
+    target's package uses and the base release's does not (:func:`new_key_sites`)."""
     p_hunks = hunks(base.elems, ours.elems)
     u_hunks = hunks(base.elems, theirs.elems)
     found = _Findings(base, ours, theirs, u_hunks,
@@ -275,10 +286,12 @@ def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str
         found.control(pc)
         found.signature(pc)
         found.names(pc)
+        found.keys(pc)
         found.skipped_path(pc)
         found.coupled(pc, siblings)
     found.skipped_by_upstream()
     found.module_names(module_changes or {})
+    found.new_keys(new_keys or {})
     for x in exits:
         where = f"every exit of {base.elems[0].code if base.elems else 'the definition'} (result wrapper)"
         reads, writes = x.names()
@@ -587,6 +600,44 @@ class _Findings:
             if hit is not None:
                 where, what = _upstream_where(base, theirs, u)
                 self._shared(where, what, hit[0], hit[1], hit[2], uc, hit[3], hit[4], pc)
+
+    def keys(self, pc: dataflow.Change) -> None:
+        """Upstream's change and the patch's use the same key-like string constant
+        (:func:`patchq.plan.dataflow.keys`), in code either adds or removes: state shared
+        through ``os.environ``, a config or a dict, which no name shows."""
+        p_keys: dict[str, Elem] = {}
+        for e in (*pc.added, *pc.removed):
+            for k in dataflow.keys(e):
+                p_keys.setdefault(k, e)
+        if not p_keys:
+            return
+        for u, uc in zip(self.u_hunks, self.u_changes, strict=True):
+            if (id(pc), u) in self.explained:
+                continue
+            for e in (*uc.added, *uc.removed):
+                shared = sorted(dataflow.keys(e) & set(p_keys))
+                if not shared:
+                    continue
+                self.explained.add((id(pc), u))
+                where, what = _upstream_where(self.base, self.theirs, u)
+                pe = p_keys[shared[0]]
+                self.note("keys", f"`{shared[0]}`: upstream's change at {where} ({what}) uses this key at "
+                                  f"{self.u_side(e, uc)} (`{e.code}`); the patch's change uses it at "
+                                  f"{self.p_side(pe, pc)} (`{pe.code}`): state shared through an environment "
+                                  f"variable or a mapping entry, which no name shows", where)
+                break
+
+    def new_keys(self, sites: Mapping[str, str]) -> None:
+        """A key the patch's added code uses is new in the target's package (``sites``)."""
+        for pc in self.p_changes:
+            for e in pc.added:
+                for k in sorted(dataflow.keys(e) & set(sites)):
+                    where = sites[k]
+                    self.note("keys", f"`{k}`, which the patch's change uses at {self.p_side(e, pc)} "
+                                      f"(`{e.code}`), is new in vllm {self.theirs.version} at {where} and "
+                                      f"nowhere in reviewed vllm {self.base.version}: upstream took up this "
+                                      f"key elsewhere (the patch's change upstreamed, or the key's meaning "
+                                      f"taken)", where)
 
     def _order(self, pc: dataflow.Change, uc: dataflow.Change) -> str:
         """Where upstream's change runs relative to the patch's, in base positions:
@@ -971,10 +1022,11 @@ def view(base: Side, ours: Side, theirs: Side, qualname: str, exits: Sequence[Ex
 
 
 def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: str, theirs_module: str,
-            exits: Sequence[Exit] = ()) -> dict:
+            exits: Sequence[Exit] = (), key_sites: Callable[[set[str]], dict[str, str]] | None = None) -> dict:
     """The ``threeway`` entry of one drifted definition: findings, a possible upstream
     match (score and both texts), the view. ``exits``: the patch's result wrappers
-    (:func:`findings`)."""
+    (:func:`findings`); ``key_sites``: the keys' new sites in the target's package
+    (:func:`new_key_sites` bound to the two releases), None to look for none."""
     p_hunks = hunks(base.elems, ours.elems)
     reads = set()
     for h in p_hunks:
@@ -986,7 +1038,9 @@ def compare(qualname: str, base: Side, ours: Side, theirs: Side, base_module: st
     attrs = {n for h in p_hunks for e in (*ours.elems[h.j1:h.j2], *base.elems[h.i1:h.i2]) for n in (*e.reads, *e.writes)
              if dataflow.is_chain(n)}
     sibs = siblings(base_module, theirs_module, qualname, theirs.relpath, attrs) if attrs else []
-    found = findings(base, ours, theirs, changed, sibs, exits)
+    keys = {k for h in p_hunks for e in ours.elems[h.j1:h.j2] for k in dataflow.keys(e)}
+    new = key_sites(keys) if keys and key_sites is not None else {}
+    found = findings(base, ours, theirs, changed, sibs, exits, new)
     entry = {"qualname": qualname, "base": base.version, "base_path": base.relpath, "base_line": base.line,
              "path": theirs.relpath, "line": theirs.line, "findings": found, "score": None,
              "patch_text": "", "upstream_text": "", "view": view(base, ours, theirs, qualname, exits)}
@@ -1151,7 +1205,58 @@ def _entry(plan: Plan, base_v: str, relpath: str, qualname: str, target: CodeSou
         if side is not None:
             ours = side
             exits = [x for x in (Exit.of(o, base.node) for o in wraps) if x is not None]
-    return compare(qualname, base, ours, theirs, base_text, theirs_text, exits)
+    return compare(qualname, base, ours, theirs, base_text, theirs_text, exits,
+                   lambda keys: new_key_sites(plan.source, target, keys))
+
+
+_KEY_USES: dict[tuple[str, str], str | None] = {}
+
+
+def _key_use(source: CodeSource, key: str) -> str | None:
+    """``path:line`` of the first use of ``key`` as a whole word in ``source``'s package
+    (files in path order), or None. An installed file that differs from its RECORD hash
+    (patched, or edited by someone) is left out: its text is not upstream's. Kept per
+    (release, key): a matrix asks again."""
+    label = f"{source.kind}:{source.label}" if source.kind != "release" else f"release:{source.version}"
+    if (label, key) not in _KEY_USES:
+        import re
+
+        from patchq.vllmdist.sources import sha256_hex
+
+        word = re.compile(rf"(?<![\w]){re.escape(key)}(?![\w])")
+        record = source.record() if source.kind == "installed" else {}
+        found = None
+        for rel in source.py_files():
+            text = source.read_text(rel)
+            if text is None or key not in text:
+                continue
+            want = record.get(rel)
+            if want and sha256_hex(text.encode("utf-8")) != want:
+                continue
+            m = word.search(text)
+            if m is not None:
+                found = f"{rel}:{text.count(chr(10), 0, m.start()) + 1}"
+                break
+        if len(_KEY_USES) > 4096:
+            _KEY_USES.clear()
+        _KEY_USES[(label, key)] = found
+    return _KEY_USES[(label, key)]
+
+
+def new_key_sites(base: CodeSource, target: CodeSource, keys: Iterable[str]) -> dict[str, str]:
+    """key -> ``path:line`` of each of ``keys`` (:func:`patchq.plan.dataflow.keys`) that
+    ``target``'s package uses and ``base``'s does not use anywhere: an environment variable
+    or entry the patch introduces that upstream has since taken up, in whatever module.
+    A source whose files cannot be listed gives no site (no finding)."""
+    out = {}
+    for k in sorted(set(keys)):
+        try:
+            there = _key_use(target, k)
+            if there is not None and _key_use(base, k) is None:
+                out[k] = there
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def _verdict(patch: Patch, target: CodeSource, entries: list[dict], problems: list[str],

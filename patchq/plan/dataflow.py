@@ -8,6 +8,8 @@ interfere when
 * one writes a name the other reads or writes, directly or through the definition's
   other statements (:func:`flows`: a statement reading an affected name affects what
   it writes, and a condition reading one affects what its blocks write);
+* both use the same string as a key (:func:`keys`: an environment variable's name, a dict
+  entry's key): state shared through ``os.environ`` or a mapping that no name shows;
 * one decides whether the other runs: it changes the header of a compound statement
   enclosing the other (control), or inserts a jump (``return``, ``raise``, ``continue``,
   ``break``) whose path skips the other (:func:`skipped`), and what is skipped has an
@@ -27,6 +29,7 @@ Everything here is a pure function of the flattened definitions it is given.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -36,6 +39,48 @@ JUMPS = {ast.Return: "return", ast.Raise: "raise", ast.Continue: "continue", ast
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 #: calls whose only effect is output (logging, warnings, print): no state another path relies on
 _SINKS = frozenset({"print", "logger", "log", "logging", "warnings", "_logger", "LOG"})
+
+
+#: a string that names an entry: an identifier of 6 or more characters with an inner ``_``
+#: (``VLLM_TRITON_FORCE_FIRST_CONFIG``, ``max_model_len``); not a dunder, word or message
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\Z")
+
+
+def is_key(text: str) -> bool:
+    """True when ``text`` looks like the key of shared state (``_KEY``: an environment
+    variable, a config or dict entry), not a message or a word."""
+    return len(text) >= 6 and bool(_KEY.match(text))
+
+
+_GETTERS = frozenset({"get", "pop", "setdefault", "getenv", "putenv", "unsetenv"})
+
+
+def _key_constants(node: ast.AST) -> Iterable[ast.expr]:
+    """The expressions of ``node`` used as an entry's key: a subscript (``m["k"]``), the
+    first argument of a mapping or environment getter (``.get("k")``, ``os.getenv("k")``,
+    ``.pop``, ``.setdefault``), a dict display's key, the left of ``"k" in m``. An
+    attribute spelt as a string (``getattr(self, "x")``) is a name: :func:`flows` sees it."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Subscript):
+            yield sub.slice
+        elif isinstance(sub, ast.Call) and sub.args:
+            f = sub.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in _GETTERS:
+                yield sub.args[0]
+        elif isinstance(sub, ast.Dict):
+            yield from (k for k in sub.keys if k is not None)
+        elif isinstance(sub, ast.Compare) and isinstance(sub.ops[0], (ast.In, ast.NotIn)):
+            yield sub.left
+
+
+def keys(e: Elem) -> frozenset[str]:
+    """The key-like strings (:func:`is_key`) an element's own code uses as keys of a
+    mapping or of the environment (:func:`_key_constants`): the whole statement, or a
+    compound statement's header; its blocks are elements of their own."""
+    nodes = e.names_from[0] if e.names_from else ()
+    return frozenset(k.value for n in nodes for k in _key_constants(n)
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str) and is_key(k.value))
 
 
 def bare(name: str) -> str:

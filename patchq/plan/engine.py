@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 import textwrap
 from collections.abc import Callable, Iterable
 
@@ -578,6 +579,7 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
             matches = match_anchor(spec, node, tree)
         except AnchorError as exc:
             _anchor_interaction(ws, patch, spec, relpath, earlier or {}, exc)
+            _name_where_searched(exc, ws, relpath, spec.qualname)
             raise
         validate.check_docstring_matches(patch.id, anchor_id, spec.qualname, matches)
         _matched_interaction(ws, patch, spec, relpath, matches, earlier or {})
@@ -585,6 +587,7 @@ def _run_edits(ws: Workspace, patch: Patch, variant, ctx: EditContext, result: P
             new = edit(node, matches, ctx)
         except AnchorError as exc:
             exc.anchor = exc.anchor or anchor_id
+            _name_where_searched(exc, ws, relpath, spec.qualname)
             raise
         except Exception as exc:  # a transform bug or an unexpected shape
             raise AnchorError(f"anchor {anchor_id}: transform failed in {spec.qualname}: "
@@ -695,6 +698,30 @@ def _detect_upstream(ws: Workspace, changes: list[survival.EditChange]) -> None:
         if pristine is not None and ch.added:
             ch.upstream = survival.upstream_items(ch, pristine, ch.relpath)
     forward.by_meaning(ws, changes)  # the same change in another form
+
+
+_UPSTREAM_LINE = re.compile(r"\b[\w./-]+\.py:\d+")
+
+
+def _name_where_searched(exc: AnchorError, ws: Workspace, relpath: str, qualname: str) -> None:
+    """Add to ``exc``'s message the release's lines that were searched for the edit's place,
+    ``(searched <qualname>, path:start-end)`` from the pristine file (the whole module for a
+    module-level anchor), unless the message already names a line: a conflict names its
+    evidence, never a bare "no place" (issue 35)."""
+    message = str(exc)
+    if _UPSTREAM_LINE.search(message):
+        return
+    text = ws.pristine_text.get(relpath)
+    if qualname == MODULE_QUALNAME:
+        if text is None:
+            return
+        span, what = f"1-{max(text.count(chr(10)), 1)}", "the module-level statements"
+    else:
+        found = (ws.pristine_index(relpath) or {}).get(qualname)
+        if not found or len(found) != 1:
+            return
+        span, what = f"{found[0].start}-{found[0].end}", qualname
+    exc.args = (f"{message} (searched {what}, {relpath}:{span})",)
 
 
 def upstream_evidence(changes: list[survival.EditChange]) -> str:
@@ -1049,8 +1076,11 @@ def _all_upstream(ws: Workspace, patch: Patch, changes: list[survival.EditChange
                           anchor=up[0].anchor)
     for ch in changes:
         if ch.duplicates:
+            lines = [f"{ch.relpath}:{line}" for d in ch.duplicates
+                     if (line := ws.line_of(ch.relpath, f"{ch.qualname}.{d}")) is not None]
             raise AnchorError(f"duplicate-member check: patch {patch.id}, anchor {ch.anchor}: the edit gives "
-                              f"{ch.qualname} a second definition of {', '.join(ch.duplicates)}",
+                              f"{ch.qualname} a second definition of {', '.join(ch.duplicates)}"
+                              + (f" (upstream's: {', '.join(lines)})" if lines else ""),
                               kind="invalid", anchor=ch.anchor)
     return False
 

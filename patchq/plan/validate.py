@@ -571,5 +571,7 @@ def check_module_names(patch_id: str, relpath: str, before: str, after: str, run
     new = _new_messages(_messages(before, 0), _messages(after, 0), runtime_names)
     if new:
         check = _REFUSED[new[0][0]]
-        raise AnchorError(f"{check}: patch {patch_id} in module {relpath}: " + "; ".join(t for _, t in new),
+        lines = sorted({int(n) for _, t in new for n in re.findall(r"\bfrom line (\d+)", t)})
+        where = f" (the first definition: {', '.join(f'{relpath}:{n}' for n in lines)} as patched)" if lines else ""
+        raise AnchorError(f"{check}: patch {patch_id} in module {relpath}: " + "; ".join(t for _, t in new) + where,
                           kind="invalid")

@@ -460,3 +460,52 @@ def test_an_added_decorator_and_a_skipped_log_line_are_apart(tmp_path, monkeypat
     assert (row.status, row.blocking) == ("applies-drifted", False), row.reason
     (entry,) = row.threeway
     assert "+@instrument(span_name=\"Init device\")" in entry["view"]
+
+
+ENV_BASE = '''
+def setup(cfg):
+    level = cfg.level
+    configure(level)
+'''
+
+
+def test_a_key_both_changes_use_is_shared_state_no_name_shows():
+    # the patch vendors a fix behind an environment variable; upstream merged it, reading
+    # the same variable in other code: no name is shared, the key is (genesis PN362, 0.24.0)
+    ours = ENV_BASE.replace("    configure(level)\n",
+                            "    configure(level)\n    if os.environ.get('VLLM_FORCE_FIRST', '0') == '1':\n"
+                            "        install_mine()\n")
+    theirs = ENV_BASE.replace("    level = cfg.level\n", "    level = cfg.level\n    if os.getenv('VLLM_FORCE_FIRST'):\n"
+                                                         "        install_upstream()\n")
+    found = threeway.findings(side(ENV_BASE, qual="setup"), side(ours, qual="setup"), side(theirs, "2.0", "setup"))
+    assert [f["rule"] for f in found] == ["keys"] and found[0]["upstream"] == "vllm/m.py:3-4"
+    assert found[0]["message"].startswith("`VLLM_FORCE_FIRST`: upstream's change at vllm/m.py:3-4")
+    # a string that is no key (a message), or an attribute spelt as a string, is no finding
+    for a, b in (("log('VLLM_FORCE_FIRST')", "warn('VLLM_FORCE_FIRST')"),
+                 ("getattr(cfg, 'force_first')", "setattr(cfg, 'force_first', 1)")):
+        mine = ENV_BASE.replace("    configure(level)\n", f"    configure(level)\n    {a}\n")
+        upstream = ENV_BASE.replace("    level = cfg.level\n", f"    level = cfg.level\n    {b}\n")
+        assert rules(ENV_BASE, mine, upstream) == [], (a, b)
+
+
+def test_a_key_new_anywhere_in_the_target_package_is_a_finding(tmp_path):
+    # upstream took the patch's environment variable up in another module (vllm/envs.py):
+    # the key is nowhere in the base release and is in the target's package
+    def tree(name: str, files: dict[str, str]):
+        for rel, text in {"vllm/__init__.py": "", **files}.items():
+            (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / rel).write_text(text)
+        return sources.source_tree(tmp_path / name, version="1.0" if name == "a" else "2.0")
+
+    base = tree("a", {"vllm/envs.py": "X = 1\n"})
+    target = tree("b", {"vllm/envs.py": "X = 1\n\nVLLM_FORCE_FIRST: bool = False\n"})
+    assert threeway.new_key_sites(base, target, ["VLLM_FORCE_FIRST", "max_model_len"]) == \
+        {"VLLM_FORCE_FIRST": "vllm/envs.py:3"}
+    assert threeway.new_key_sites(target, target, ["VLLM_FORCE_FIRST"]) == {}  # there on both: not new
+    ours = ENV_BASE.replace("    configure(level)\n",
+                            "    configure(level)\n    if os.environ.get('VLLM_FORCE_FIRST'):\n        install_mine()\n")
+    theirs = ENV_BASE.replace("    configure(level)\n", "    configure(level, 2)\n")
+    found = threeway.findings(side(ENV_BASE, qual="setup"), side(ours, qual="setup"), side(theirs, "2.0", "setup"),
+                              new_keys={"VLLM_FORCE_FIRST": "vllm/envs.py:3"})
+    assert [(f["rule"], f["upstream"]) for f in found] == [("keys", "vllm/envs.py:3")]
+    assert "is new in vllm 2.0 at vllm/envs.py:3 and nowhere in reviewed vllm 1.0" in found[0]["message"]
