@@ -67,15 +67,19 @@ def my_init_logger(name):
 
 @pytest.mark.wheel
 def test_a_replacement_calling_its_source_projects_helper_fails_the_import_level(cli, tmp_path):
-    """``import --replacement`` declares the stack's own class in runtime_names and says
-    verified; the source check applies it. On the patched release nothing binds the name:
-    the import level fails (fails-import, exit 1), where a served vLLM would raise NameError."""
+    """``import --replacement`` refuses the stack's own class as a runtime name; a user who
+    insists (``--runtime-name _Quieter``) gets it declared and verified, and the source check
+    applies it. On the patched release nothing binds the name: the import level fails
+    (fails-import, exit 1), where a served vLLM would raise NameError."""
     (tmp_path / "stack.py").write_text(STACK)
     root = tmp_path / "s" / "series"
     root.mkdir(parents=True)
     (root / "profiles.toml").write_text("[profiles.default]\npatches = []\n")
-    res = cli("import", "--id", "quiet", "--replacement", f"{tmp_path / 'stack.py'}:my_init_logger",
-              "--replaces", "vllm.logger:init_logger", "--release", NEWEST, "--series", str(root), "--json")
+    args = ["import", "--id", "quiet", "--replacement", f"{tmp_path / 'stack.py'}:my_init_logger",
+            "--replaces", "vllm.logger:init_logger", "--release", NEWEST, "--series", str(root), "--json"]
+    refused = cli(*args)
+    assert refused.rc == 1 and "_Quieter" in refused.json["error"] and not (root / "quiet.py").exists()
+    res = cli(*args, "--runtime-name", "_Quieter")
     assert res.rc == 0 and res.json["verified"], res.stderr
     assert series_mod.load(root).patch("quiet").runtime_names == ("_Quieter",)
     check = cli("check", "--patch", "quiet", "--vllm", NEWEST, "--series", str(root), "--json")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testing.spread import spread_series
+from testing.spread import modules_of, spread_series
 
 from patchq import series
 from patchq.compat import check
@@ -71,10 +71,13 @@ def test_a_damaged_cached_plan_is_planned_again_never_written(plans, make_site):
 def test_nothing_is_kept_when_a_row_blocks_or_the_check_is_not_asked_to(plans, tmp_path):
     from patchq.vllmdist import releases
 
-    patches = series.load(spread_series(tmp_path / "s", releases.release_tree("0.23.0"), 40)).patches_of("all")
-    rows = check.check(sources.release_source("0.26.0"), patches, keep_plan=True)
-    assert any(r.blocking for r in rows) and not plans.exists()  # review rows: apply would refuse
+    modules = modules_of(releases.release_tree("0.23.0"), 40)
+    gone = [("vllm.logger", "no_such_function", "0" * 16)]  # on no release: a blocking row
+    with_gone = series.load(spread_series(tmp_path / "g", None, 0, modules=modules + gone)).patches_of("all")
+    rows = check.check(sources.release_source("0.26.0"), with_gone, keep_plan=True)
+    assert [r.id for r in rows if r.blocking] == ["fan-40"] and not plans.exists()  # apply would refuse
+    patches = series.load(spread_series(tmp_path / "s", None, 0, modules=modules)).patches_of("all")
     assert not check.check(sources.release_source("0.23.0"), patches)[0].blocking and not plans.exists()  # not asked
     key = plancache.plan_key(sources.release_source("0.23.0"), patches)
     check.check(sources.release_source("0.23.0"), patches, keep_plan=True)
-    assert (plans / f"{key}.pickle").is_file()  # the key apply looks up
+    assert (plans / f"{key}.json").is_file()  # the key apply looks up

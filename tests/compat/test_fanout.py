@@ -50,4 +50,6 @@ def test_a_long_series_checks_the_same_in_forked_shares_as_in_one_process(tmp_pa
     alone = check.check(sources.release_source("0.26.0"), patches)
     assert [r.to_dict() for r in rows] == [r.to_dict() for r in alone]
     statuses = {r.status for r in alone}
-    assert {"applies", "applies-drifted", "review"} <= statuses  # 0.26.0 changed some: three-way verdicts ran
+    # 0.26.0 changed some of the functions: the three-way verdicts ran, and found the inserted
+    # statement (a name nothing reads) apart from every upstream change
+    assert statuses == {"applies", "applies-drifted"}

@@ -22,22 +22,29 @@ PATCH = patch(id="fan-{i}", summary="one statement at the top of {qual}", why="t
 '''
 
 
+def modules_of(tree: Path, n: int) -> list[tuple[str, str, str]]:
+    """[(module, qualname, fingerprint)] of the first top-level function of each of the first
+    ``n`` modules of ``tree`` (a release tree) that has one, in path order."""
+    modules: list[tuple[str, str, str]] = []
+    for path in sorted((tree / "vllm").rglob("*.py")):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        fn = next((s for s in body if isinstance(s, ast.FunctionDef) and s.body[0].lineno > s.lineno), None)
+        if fn is not None:
+            mod = path.relative_to(tree).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+            modules.append((mod, fn.name, fingerprint_ast(fn)))
+        if len(modules) == n:
+            break
+    return modules
+
+
 def spread_series(root: Path, tree: Path | None, n: int, relations: dict[int, str] | None = None,
                   modules: list[tuple[str, str, str]] | None = None) -> Path:
     """``root/series``: patch ``fan-i`` inserts one statement at the top of the first
     top-level function of the i-th module of ``tree`` (a release tree) that has one,
     fingerprint recorded on 0.23.0; or of ``modules`` [(module, qualname, fingerprint)]."""
     if modules is None:
-        modules = []
         assert tree is not None
-        for path in sorted((tree / "vllm").rglob("*.py")):
-            body = ast.parse(path.read_text(encoding="utf-8")).body
-            fn = next((s for s in body if isinstance(s, ast.FunctionDef) and s.body[0].lineno > s.lineno), None)
-            if fn is not None:
-                mod = path.relative_to(tree).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
-                modules.append((mod, fn.name, fingerprint_ast(fn)))
-            if len(modules) == n:
-                break
+        modules = modules_of(tree, n)
     (root / "series").mkdir(parents=True)
     (root / "anchors").mkdir()
     for i, (mod, qual, fp) in enumerate(modules):
