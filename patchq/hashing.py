@@ -409,7 +409,8 @@ def profile_hashes(summary: dict, profile: str) -> dict[str, str]:
     from patchq.errors import UsageError, did_you_mean
 
     if profile not in summary["profiles"]:
-        raise UsageError(f"unknown profile {profile!r}; known: {', '.join(summary['profiles'])}"
+        known = ", ".join(summary["profiles"]) or "none, profiles.toml defines no profile"
+        raise UsageError(f"unknown profile {profile!r}; known: {known}"
                          f"{did_you_mean(profile, summary['profiles'])}")
     ids = summary["profiles"][profile]
     unknown = [pid for pid in ids if pid not in summary["hashes"]]

@@ -462,7 +462,8 @@ class Series:
         try:
             return self.profiles[name]
         except KeyError:
-            raise UsageError(f"unknown profile {name!r}; known: {', '.join(self.profiles)}"
+            known = ", ".join(self.profiles) or "none, profiles.toml defines no profile"
+            raise UsageError(f"unknown profile {name!r}; known: {known}"
                              f"{did_you_mean(name, self.profiles)}") from None
 
     def patches_of(self, profile: str) -> list[Patch]:

@@ -169,3 +169,17 @@ def test_two_installs_of_one_version_keep_their_own_help(installed, tmp_path: Pa
     a1, b1 = _run(_DRIVER, ["--help"], env)[0], _run(_DRIVER, ["--help"], env_b)[0]
     a2, b2 = _run(_DRIVER, ["--help"], env)[0], _run(_DRIVER, ["--help"], env_b)[0]
     assert a1 == a2 != b1 == b2 and "alive (other)." in b2
+
+
+def test_help_writes_nothing_into_a_directory_that_is_not_patchqs(installed, tmp_path: Path) -> None:
+    # a misset PATCHQ_CACHE_DIR naming someone's directory: every command refuses it (exit 2),
+    # and --help renders without keeping anything there
+    _, env = installed
+    mine = tmp_path / "somedir"
+    (mine / "photos").mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine\n")
+    env = {**env, "PATCHQ_CACHE_DIR": str(mine)}
+    for _ in range(2):
+        text, err = _run(_DRIVER, ["list", "--help"], env)
+        assert text.startswith("Usage: patchq list") and "typer=True" in err
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt", "photos"]

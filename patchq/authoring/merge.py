@@ -669,7 +669,8 @@ def _next_steps(res: PatchRebase) -> None:
             res.next_steps.append(f"{u.qualname} is gone at vllm {tv}: "
                                   f"add a variant (absent/upstreamed) or new anchors")
     if res.merge == CLEAN and res.transform != "carries-forward":
-        res.next_steps.append(f"the transform does not give the merge at vllm {tv}: add a variant for it "
-                              f"(--write puts the merged definitions in the work directory)")
+        res.next_steps.append(f"the transform does not give the merge at vllm {tv}: `--write` puts the merged "
+                              f"definitions in the work directory, then `patchq rebase --to {tv} --patch "
+                              f"{res.patch_id} --continue --write` writes the variant that gives them")
     if res.merge == CLEAN and res.transform == "carries-forward" and res.target_variant == "none":
         res.next_steps.append(f"widen the variant {res.variant} to cover vllm {tv} (--write does it)")

@@ -734,12 +734,18 @@ def _settle(series: Series, target: CodeSource, profile: str, mode: str, rels: l
         steps.append((keep, journal.profile if loadable else None, rels))
     if apply:
         steps.append((fresh.patches_of(profile), profile, ()))
+    from patchq.commands.apply import series_ref
+
+    ref = series_ref(fresh)
     doc: dict[str, Any] = {"ok": True, "error": None, "exit_code": EXIT_OK, "profile": None, "written": [],
                            "added": [], "removed": [], "foreign_kept": {}}
     for patches, name, restore in steps:
         try:
+            # the apply step is an apply of this series: the journal records where it came from;
+            # live patches this series does not have are refused as `patchq apply` refuses them
             result = converge(target, patches, profile=name, force=bool(restore), restore_foreign=restore,
-                              summary=summary)
+                              summary=summary, series_ref=None if restore else ref,
+                              replace=None if restore else loadable)
         except PatchqError as exc:
             doc.update(ok=False, error=str(exc), exit_code=exc.exit_code)
             return {"action": "failed", "apply": doc}

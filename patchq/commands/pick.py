@@ -67,7 +67,8 @@ def _push_pop(command: str, target: CodeSource, series: Series, ids: list[str],
     want = [series.patch(pid) for pid in series.all_patch_ids() if pid in want_ids]
     profile = _profile_of(series, [p.id for p in want])
     try:
-        result = converge(target, want, profile=profile, force=force, summary=apply_cmd.summary(series))
+        result = converge(target, want, profile=profile, force=force, summary=apply_cmd.summary(series),
+                          series_ref=apply_cmd.series_ref(series), replace=True)  # every live patch is this series
     except PlanFailed as exc:
         return apply_cmd.document(command, target, None, None, exc, plan=exc.plan), exc.exit_code
     except PatchqError as exc:

@@ -254,6 +254,19 @@ def save(key: dict[str, str], files: list[str], dirs: list[tuple[str, tuple[str,
 
 
 def _write(target: str, data: bytes) -> bool:
+    """Write one stamp, only into a cache root patchq may use
+    (:func:`patchq.vllmdist.cache.check_root`: a missing root is made and marked, a
+    directory of someone else's is refused): ``--help`` on a misset ``PATCHQ_CACHE_DIR``
+    writes nothing there."""
+    from patchq.errors import CacheRefused
+    from patchq.vllmdist import cache
+
+    try:
+        root = cache.check_root()
+    except CacheRefused:
+        return False
+    if not cache.is_marked(root):  # could not be made or marked here: leave it alone
+        return False
     tmp = f"{target}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)

@@ -221,7 +221,8 @@ def _collect(site: str, series_root: str, anchors_root: str, di: str, root: str)
         # series files that do not compile (compiled once per series content, cached in the
         # journal) and anchors files that do not parse
         "series_errors": sorted([*(summary.get("syntax_errors") or {}).values(),
-                                 *(summary.get("anchor_errors") or {}).values()]),
+                                 *(summary.get("anchor_errors") or {}).values(),
+                                 *_missing_series_files(summary, series_root)]),
         "profile_drift": None,
         # added: the series the journal's profile was applied from (null: none applied, or an
         # earlier patchq's journal), whether that is another series than this one, and the
@@ -252,6 +253,15 @@ def _other_series(applied_from: dict | None, profile: str | None, journal: dict,
     return profile not in summary["profiles"] and bool(ids) and not set(ids) & set(summary["hashes"])
 
 
+def _missing_series_files(summary: dict, series_root: str) -> list[str]:
+    """One line per (profile, id) where a profile of the series lists a patch that has no
+    series file: malformed series data, whichever profile is applied (``list`` and
+    ``check --profile`` refuse it too: exit 2)."""
+    where = os.path.join(series_root, "profiles.toml")
+    return [f"{where}: profile {name} lists {pid!r}, which has no series file"
+            for name, members in summary["profiles"].items() for pid in members if pid not in summary["hashes"]]
+
+
 def _profile_drift(doc: StatusDoc, journal: dict, summary: dict, series_root: str) -> None:
     """Compare the applied profile with the series' profile of that name now (added field
     ``profile_drift``: null, or what differs; exit 7). The journal's ``profile_hashes`` name
@@ -267,10 +277,7 @@ def _profile_drift(doc: StatusDoc, journal: dict, summary: dict, series_root: st
         doc["profile_drift"] = (f"profile {profile} is no longer in the series at {series_root}; "
                                 f"its patches stay applied")
         return
-    missing = [pid for pid in members if pid not in summary["hashes"]]
-    for pid in missing:
-        doc["series_errors"].append(f"{os.path.join(series_root, 'profiles.toml')}: profile {profile} lists "
-                                    f"{pid!r}, which has no series file")
+    missing = [pid for pid in members if pid not in summary["hashes"]]  # in series_errors already
     added = [pid for pid in members if pid not in applied and pid not in missing]
     dropped = [pid for pid in applied if pid not in members]
     for row in doc["patches"]:

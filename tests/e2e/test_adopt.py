@@ -144,6 +144,9 @@ def test_record_in_place_hand_edit(tmp_path, site):
     status = run_cli("status", "--site-packages", str(site), "--series", str(repo), "--json")
     assert status.rc == 0
     assert {p["id"]: p["status"] for p in status.json["patches"]}["quiet-noisy"] == "applied"
+    # record applied this series: the journal says so, as after `patchq apply` (another series is
+    # then told which one applied it, never "a series not recorded")
+    assert status.json["applied_from"]["dir"] == str(repo / "series")
     # the patched file is the hand edit plus the sentinel line
     lines = [ln for ln in logger.read_text().splitlines(True) if not ln.startswith("# patchq:quiet-noisy:")]
     assert "".join(lines) == edited
@@ -267,6 +270,7 @@ def test_patch_option_pushes_and_pops_one_patch(site):
     assert pushed["ok"] and pushed["added"] == ["backend-tiles", "align-backoff"]
     status = run_cli("status", *sp, "--json").json
     assert status["profile"] == "kv"  # exactly kv's patches now
+    assert status["applied_from"]["dir"].endswith("stack/series")  # apply --patch records its series too
     popped = run_cli("revert", "--patch", "backend-tiles", *sp, "--json").json
     assert popped["removed"] == ["backend-tiles"]
     rows = {p["id"]: p["status"] for p in run_cli("status", *sp, "--json").json["patches"]}

@@ -122,8 +122,10 @@ def test_a_typo_in_another_profile_breaks_only_that_profile(tiny):
     assert "x = 42" in (site / "vllm" / "tiny.py").read_text()
     again = run_cli("apply", "--profile", "good", "--site-packages", site, env=env)
     assert again.rc == 0 and "nothing to do" in again.stdout, again
-    status = run_cli("status", "--site-packages", site, "--json", env=env)
-    assert status.rc == 0 and [p["status"] for p in status.json["patches"]] == ["applied"], status
+    status = run_cli("status", "--site-packages", site, "--json", env=env)  # malformed series data: exit 2
+    assert status.rc == 2 and [p["status"] for p in status.json["patches"]] == ["applied"], status
+    assert [e.endswith("profile typo lists 'tinny', which has no series file") for e in status.json["series_errors"]] \
+        == [True], status
     ran = run_cli("run", "--profile", "good", "--site-packages", site, "--print-env", env=env)
     assert ran.rc == 0 and "export PATCHQ_EXPECT_PROFILE=good" in ran.stdout, ran
     bad = run_cli("run", "--profile", "typo", "--site-packages", site, "--print-env", env=env)

@@ -53,8 +53,16 @@ def test_the_applied_profile_against_the_series_profile_now(small):
         ("not-applied", "in profile none since it was applied")]
     assert status.exit_code(report) == 7
     profiles.write_text(profiles.read_text().replace('patches = ["bump-default"]', 'patches = ["bump-default", "ghost"]'))
+    report = _collect(small)  # base lists bump-default too: both profiles name the ghost now
+    assert report["series_errors"] == [f"{profiles}: profile {name} lists 'ghost', which has no series file"
+                                       for name in ("base", "none")]
+    assert status.exit_code(report) == 2
+    # a profile other than the applied one naming a patch without a series file: malformed
+    # series data all the same (list and check --profile say so too)
+    profiles.write_text(profiles.read_text().replace('"bump-default", "ghost"]', '"bump-default"]')
+                        + '\n[profiles.other]\npatches = ["ghost"]\n')
     report = _collect(small)
-    assert report["series_errors"] == [f"{profiles}: profile none lists 'ghost', which has no series file"]
+    assert report["series_errors"] == [f"{profiles}: profile other lists 'ghost', which has no series file"]
     assert status.exit_code(report) == 2
 
     profiles.write_text(small_series.PROFILES_TOML)
