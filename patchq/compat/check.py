@@ -487,6 +487,14 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
                                      recorded_fingerprints(patch, a.qualname, a.relpath)))
     row.reviewed = all(a.verified == str(version) for a in result.anchors)
     verdict = _threeway(patch, unverified, source, res)
+    callers = [] if verdict is not None and verdict.blocking else _new_callers(patch, result, source, res)
+    if callers:  # the patch disables a function that upstream now calls from new places
+        row.status, row.blocking = REVIEW, True
+        row.reason = ("upstream changed what this patch touches: " + "; ".join(callers)
+                      + f"; review it (patchq review {patch.id} --vllm {version})")
+        if verdict is not None:
+            row.threeway = verdict.entries
+        return
     where_moved = "; ".join(
         f"{a.qualname} is not in {patch.anchors[a.anchor].module} any more: found in {_at(a.relpath, a.line)}"
         for a in moved)
@@ -507,6 +515,36 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
         # no anchor is unverified here: every ``verified`` is a version string
         vs = sorted({a.verified for a in result.anchors if a.verified is not None}, key=Version)
         row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
+
+
+def _new_callers(patch: Patch, result: engine.PatchResult, source: CodeSource, res: _Resolver) -> list[str]:
+    """One line per module-level function the patch short-circuits
+    (:func:`patchq.compat.callers.short_circuit`) that ``source`` calls from modules its
+    reviewed release did not (:func:`patchq.compat.callers.new_callers`); [] when none, or
+    the reviewed release cannot be read."""
+    from patchq.compat import callers
+    from patchq.compat.drift import base_release
+
+    ws, version = res.ws, source.version
+    out: list[str] = []
+    if ws is None:
+        return out
+    for a in result.anchors:
+        if "." in a.qualname or a.qualname == MODULE_QUALNAME:
+            continue
+        jump = callers.short_circuit(ws.pristine_node(a.relpath, a.qualname), ws.current_node(a.relpath, a.qualname))
+        if jump is None:
+            continue
+        base_v = a.verified or nearest_verified(recorded_fingerprints(patch, a.qualname, a.relpath), version)
+        base = base_release(base_v) if base_v is not None and Version(base_v) != version else None
+        found = callers.new_callers(base, source, a.qualname) if base is not None else []
+        if found:
+            more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+            out.append(f"{a.qualname}: the patch's `{ast.unparse(jump)}` ({_at(a.relpath, a.line)}) makes it skip "
+                       f"the rest of its body on every call, and vllm {version} calls it from "
+                       f"{', '.join(found[:3])}{more}, modules that did not call it in reviewed vllm {base_v}: "
+                       f"code that relies on what the patch skips")
+    return out
 
 
 def _drifted(row: PatchCheck, patch: Patch, unverified: list[engine.AnchorResult], verdict,

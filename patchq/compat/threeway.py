@@ -303,6 +303,17 @@ def findings(base: Side, ours: Side, theirs: Side, module_changes: dict[str, str
     return found.out
 
 
+def _assigns(e: Elem, name: str) -> bool:
+    """True when the statement ``e`` binds the bare ``name`` by assignment (a target, or a
+    name of a tuple target), not by mutation (``name.append(...)``)."""
+    node = e.node
+    if e.kind != "stmt" or not isinstance(node, (ast.Assign, ast.AnnAssign)):
+        return False
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return any(isinstance(t, ast.Name) and t.id == name for target in targets for t in ast.walk(target)
+               if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store))
+
+
 def _changed_names(base: Sequence[Elem], theirs: Sequence[Elem], u: Hunk) -> set[str]:
     """The names whose use an upstream hunk changed: per statement replaced one for one, the
     names one side uses and the other does not; every name of what was added or removed."""
@@ -584,7 +595,8 @@ class _Findings:
             hit = None
             for name, e in uc.writes.items():
                 got = p_reads.hit(name)
-                if got is not None and order in ("before", "same") and not self._shadowed(got, pc, uc):
+                if got is not None and order in ("before", "same") and not self._shadowed(got, pc, uc) \
+                        and not self._bound_first(got, pc):
                     hit = (got, "writes", e, "reads", pc.reads[got])
                     break
                 got = p_writes.hit(name)
@@ -653,6 +665,23 @@ class _Findings:
         if u.i1 >= p.i2 and not (u.i1 == u.i2 == p.i1 == p.i2):
             return "after"
         return "same"
+
+    @staticmethod
+    def _bound_first(name: str, pc: dataflow.Change) -> bool:
+        """True when the patch's added code assigns the bare ``name`` before any of its reads
+        of it, each read inside the block of that assignment: upstream's value of the name
+        never reaches them (a local the patch's code sets up for itself)."""
+        if dataflow.is_chain(name):
+            return False
+        bare = dataflow.bare(name)
+        bind: int | None = None
+        for i, e in enumerate(pc.added):
+            if name in e.reads:
+                if bind is None or any(x.depth < pc.added[bind].depth for x in pc.added[bind + 1:i + 1]):
+                    return False
+            elif bind is None and name in e.writes and _assigns(e, bare):
+                bind = i
+        return bind is not None
 
     def _shadowed(self, name: str, pc: dataflow.Change, uc: dataflow.Change) -> bool:
         """True when a loop around the patch's change binds the bare ``name`` in its header

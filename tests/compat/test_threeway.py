@@ -509,3 +509,18 @@ def test_a_key_new_anywhere_in_the_target_package_is_a_finding(tmp_path):
                               new_keys={"VLLM_FORCE_FIRST": "vllm/envs.py:3"})
     assert [(f["rule"], f["upstream"]) for f in found] == [("keys", "vllm/envs.py:3")]
     assert "is new in vllm 2.0 at vllm/envs.py:3 and nowhere in reviewed vllm 1.0" in found[0]["message"]
+
+
+def test_a_local_the_patch_sets_up_before_reading_it_is_not_reached_by_upstream():
+    # the patch's block assigns `hf` and reads only its own value; upstream's new `hf = ...`
+    # elsewhere in the definition never reaches those reads (vllm-ascend's dspark-post-init)
+    base = "def post(self):\n    x = self.a\n    hf = self.cfg\n    return x\n"
+    ours = base.replace("    return x\n", "    if self.dspark:\n        hf = self.draft.hf\n"
+                                         "        if hf.tok is None:\n            hf.tok = hf.mask\n    return x\n")
+    theirs = base.replace("    x = self.a\n", "    x = self.a\n    hf = self.other\n")
+    assert [f["rule"] for f in threeway.findings(side(base, qual="post"), side(ours, qual="post"),
+                                                 side(theirs, "2.0", "post"))] == []
+    # a read before the patch's own assignment is reached: the finding stays
+    read_first = base.replace("    return x\n", "    if hf.tok is None:\n        hf = self.draft.hf\n    return x\n")
+    assert [f["rule"] for f in threeway.findings(side(base, qual="post"), side(read_first, qual="post"),
+                                                 side(theirs, "2.0", "post"))] == ["names"]

@@ -331,7 +331,8 @@ def test_release_defining_a_method_the_patch_adds_is_never_given_a_second_one(tm
     row = rows["fp8-experts"]
     assert row.blocking and row.status == "conflict"
     assert row.reason == ("duplicate-member check: patch fp8-experts, anchor class-hooks: the edit gives "
-                          "INCConfig a second definition of _is_layer_fp8")
+                          "INCConfig a second definition of _is_layer_fp8 (upstream's: "
+                          "vllm/model_executor/layers/quantization/inc.py:484)")
 
 
 def test_patch_adding_an_existing_method_is_upstreamed_by_name(tmp_path):
