@@ -43,29 +43,21 @@ def short_circuit(pristine: ast.AST | None, patched: ast.AST | None) -> ast.stmt
     return early(patched.body)
 
 
-def _label(source: CodeSource) -> str:
+def source_key(source: CodeSource) -> str:
+    """What a package-wide answer about ``source`` is kept under: a release by its version
+    (its tree is checked against RECORD), any other source by its kind and place."""
     return f"release:{source.version}" if source.kind == "release" else f"{source.kind}:{source.label}"
 
 
 def calls(source: CodeSource, name: str) -> dict[str, int]:
     """{relpath: line of its first call of ``name``} over ``source``'s package (a call
-    ``name(`` not preceded by ``.`` or a word character, on a line that is not its ``def``).
-    An installed file that differs from its RECORD hash (patched, or edited by someone) is
-    left out: its text is not upstream's. Kept per (release, name)."""
-    key = (_label(source), name)
+    ``name(`` not preceded by ``.`` or a word character, on a line that is not its ``def``),
+    in upstream's files (:meth:`CodeSource.upstream_texts`). Kept per (release, name)."""
+    key = (source_key(source), name)
     if key not in _CALLS:
-        from patchq.vllmdist.sources import sha256_hex
-
         word = re.compile(rf"(?<![\w.]){re.escape(name)}\(")
-        record = source.record() if source.kind == "installed" else {}
         out: dict[str, int] = {}
-        for rel in source.py_files():
-            text = source.read_text(rel)
-            if text is None or name not in text:
-                continue
-            want = record.get(rel)
-            if want and sha256_hex(text.encode("utf-8")) != want:
-                continue
+        for rel, text in source.upstream_texts(name):
             for m in word.finditer(text):
                 start = text.rfind("\n", 0, m.start()) + 1
                 if text[start:m.start()].strip().endswith("def"):

@@ -1243,25 +1243,18 @@ _KEY_USES: dict[tuple[str, str], str | None] = {}
 
 def _key_use(source: CodeSource, key: str) -> str | None:
     """``path:line`` of the first use of ``key`` as a whole word in ``source``'s package
-    (files in path order), or None. An installed file that differs from its RECORD hash
-    (patched, or edited by someone) is left out: its text is not upstream's. Kept per
-    (release, key): a matrix asks again."""
-    label = f"{source.kind}:{source.label}" if source.kind != "release" else f"release:{source.version}"
-    if (label, key) not in _KEY_USES:
-        import re
+    (files in path order, upstream's only: :meth:`CodeSource.upstream_texts`), or None.
+    Kept per (release, key): a matrix asks again."""
+    import re
 
-        from patchq.vllmdist.sources import sha256_hex
+    from patchq.compat.callers import source_key
+
+    label = source_key(source)
+    if (label, key) not in _KEY_USES:
 
         word = re.compile(rf"(?<![\w]){re.escape(key)}(?![\w])")
-        record = source.record() if source.kind == "installed" else {}
         found = None
-        for rel in source.py_files():
-            text = source.read_text(rel)
-            if text is None or key not in text:
-                continue
-            want = record.get(rel)
-            if want and sha256_hex(text.encode("utf-8")) != want:
-                continue
+        for rel, text in source.upstream_texts(key):
             m = word.search(text)
             if m is not None:
                 found = f"{rel}:{text.count(chr(10), 0, m.start()) + 1}"

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,6 +158,21 @@ class CodeSource:
                 ]
             self._py_files = sorted(files)
         return self._py_files
+
+    def upstream_texts(self, needle: str) -> Iterator[tuple[str, str]]:
+        """(relpath, text) of each ``.py`` file of the package whose text contains
+        ``needle``, in path order, as upstream shipped it: an installed file that differs
+        from its RECORD hash (patched, or edited by someone) is left out. For package-wide
+        questions about upstream's code (who calls a function, who reads a key)."""
+        record = self.record() if self.kind == "installed" else {}
+        for rel in self.py_files():
+            text = self.read_text(rel)
+            if text is None or needle not in text:
+                continue
+            want = record.get(rel)
+            if want and sha256_hex(text.encode("utf-8")) != want:
+                continue
+            yield rel, text
 
     def record(self) -> dict[str, str]:
         """relpath -> hex sha256 from RECORD; empty for a source tree. For a release tree

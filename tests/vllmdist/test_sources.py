@@ -317,3 +317,17 @@ def test_a_tree_another_user_can_write_is_not_used(cached, how):
         os.chown(tree, 65534, 65534)
     with pytest.raises(CacheError, match="owned by uid 65534|writable by others"):
         sources.release_source("0.1.0")
+
+
+def test_upstream_texts_leave_out_an_installed_file_that_differs_from_record(small):
+    """Package-wide questions about upstream's code (compat/callers.py, the keys rule) read
+    only files as RECORD has them: a patched or hand-edited installed file is not upstream's."""
+    target = small.target
+    found = dict(target.upstream_texts("import"))
+    assert found and all("import" in text for text in found.values())
+    rel = sorted(found)[0]
+    path = small.site / rel
+    path.write_text(path.read_text() + "\n# edited here\n")
+    fresh = sources.installed(small.site)
+    assert rel not in dict(fresh.upstream_texts("import"))
+    assert set(dict(fresh.upstream_texts("import"))) == set(found) - {rel}
