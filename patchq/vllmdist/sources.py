@@ -165,8 +165,13 @@ class CodeSource:
         from its RECORD hash (patched, or edited by someone) is left out. For package-wide
         questions about upstream's code (who calls a function, who reads a key)."""
         record = self.record() if self.kind == "installed" else {}
+        raw = needle.encode("utf-8")
         for rel in self.py_files():
-            text = self.read_text(rel)
+            if rel not in self._texts:  # a file not read yet is tried as bytes, not kept: a release is ~50 MB
+                data = _read_regular(self.path(rel))
+                if data is None or raw not in data:
+                    continue
+            text = self.read_text(rel)  # verified (a release tree) and kept: one of the few that hold it
             if text is None or needle not in text:
                 continue
             want = record.get(rel)
