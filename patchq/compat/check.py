@@ -200,6 +200,10 @@ class PatchCheck:
     #: files this patch read or changed in the plan (for profile views; not in JSON)
     touched: set = field(default_factory=set, repr=False)
     compile_failed: bool = field(default=False, repr=False)
+    #: modules of the stack's own the verdict looked at outside the release ({module: its
+    #: :func:`patchq.compat.foreign.stamp` or None}; not in JSON): the verdict cache serves
+    #: the row only while each still stamps the same
+    outside: dict = field(default_factory=dict, repr=False)
     #: True when the plan kept this patch's edits (its result ``ok`` or ``superseded``), also
     #: where check then blocks it (``review``, an uncovered release's trial): a later patch of
     #: the same plan planned on them (for profile views; not in JSON)
@@ -487,8 +491,8 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
                                      recorded_fingerprints(patch, a.qualname, a.relpath)))
     row.reviewed = all(a.verified == str(version) for a in result.anchors)
     verdict = _threeway(patch, unverified, source, res)
-    callers = [] if verdict is not None and verdict.blocking else _new_callers(patch, result, source, res)
-    if callers:  # the patch disables a function that upstream now calls from new places
+    callers = [] if verdict is not None and verdict.blocking else _out_of_module(patch, result, source, res, row)
+    if callers:  # new callers of a function the patch disables, a stack module's vLLM imports broken
         row.status, row.blocking = REVIEW, True
         row.reason = ("upstream changed what this patch touches: " + "; ".join(callers)
                       + f"; review it (patchq review {patch.id} --vllm {version})")
@@ -517,34 +521,56 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
         row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
 
 
-def _new_callers(patch: Patch, result: engine.PatchResult, source: CodeSource, res: _Resolver) -> list[str]:
-    """One line per module-level function the patch short-circuits
-    (:func:`patchq.compat.callers.short_circuit`) that ``source`` calls from modules its
-    reviewed release did not (:func:`patchq.compat.callers.new_callers`); [] when none, or
-    the reviewed release cannot be read."""
-    from patchq.compat import callers
+def _out_of_module(patch: Patch, result: engine.PatchResult, source: CodeSource, res: _Resolver,
+                   row: PatchCheck) -> list[str]:
+    """What the patch's applied code meets outside the anchored module on ``source``, against
+    its reviewed release, one line each: a module-level function it short-circuits that the
+    target calls from new modules (:mod:`patchq.compat.callers`), and ``vllm`` imports of a
+    module of the stack's own that its added code imports, resolved on the reviewed release
+    and not on the target (:mod:`patchq.compat.foreign`). [] when none, or the reviewed
+    release cannot be read. The stack's modules looked at go to ``row.outside``."""
+    from patchq.compat import callers, foreign
     from patchq.compat.drift import base_release
 
     ws, version = res.ws, source.version
     out: list[str] = []
     if ws is None:
         return out
+    seen: set[str] = set()
     for a in result.anchors:
-        if "." in a.qualname or a.qualname == MODULE_QUALNAME:
-            continue
-        jump = callers.short_circuit(ws.pristine_node(a.relpath, a.qualname), ws.current_node(a.relpath, a.qualname))
-        if jump is None:
+        module_level = a.qualname == MODULE_QUALNAME
+        before = _parsed(ws.pristine_text.get(a.relpath)) if module_level else ws.pristine_node(a.relpath, a.qualname)
+        after = _parsed(ws.text.get(a.relpath)) if module_level else ws.current_node(a.relpath, a.qualname)
+        jump = None if "." in a.qualname or module_level else callers.short_circuit(before, after)
+        imported = [m for m in foreign.added_modules(before, after) if m not in seen]
+        seen.update(imported)
+        if jump is None and not imported:
             continue
         base_v = a.verified or nearest_verified(recorded_fingerprints(patch, a.qualname, a.relpath), version)
         base = base_release(base_v) if base_v is not None and Version(base_v) != version else None
-        found = callers.new_callers(base, source, a.qualname) if base is not None else []
-        if found:
+        if base is None:
+            continue
+        found = callers.new_callers(base, source, a.qualname) if jump is not None else []
+        if jump is not None and found:
             more = f" and {len(found) - 3} more" if len(found) > 3 else ""
             out.append(f"{a.qualname}: the patch's `{ast.unparse(jump)}` ({_at(a.relpath, a.line)}) makes it skip "
                        f"the rest of its body on every call, and vllm {version} calls it from "
                        f"{', '.join(found[:3])}{more}, modules that did not call it in reviewed vllm {base_v}: "
                        f"code that relies on what the patch skips")
+        broken = foreign.broken_imports(base, source, imported, looked=row.outside)
+        if broken:
+            more = f"; +{len(broken) - 2} more" if len(broken) > 2 else ""
+            mine = [m for m in imported if row.outside.get(m)]
+            out.append(f"{a.qualname}: the patch's added code imports {', '.join(mine[:2])} of the stack's own, "
+                       f"whose vLLM imports break on vllm {version}: {'; '.join(broken[:2])}{more}")
     return out
+
+
+def _parsed(text: str | None) -> ast.Module | None:
+    try:
+        return ast.parse(text) if text is not None else None
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _drifted(row: PatchCheck, patch: Patch, unverified: list[engine.AnchorResult], verdict,

@@ -27,7 +27,10 @@ change a verdict:
   whether its tree and its wheel are in the cache.
 
 An entry also lists every file the check read from the release with its sha256; on load
-each must equal the release's RECORD entry. **An entry is plain data** (format 2,
+each must equal the release's RECORD entry. A row that looked at a module of the stack's own
+outside the release (:mod:`patchq.compat.foreign`: a module the patch's added code imports,
+found on ``sys.path``) keeps where it was and its sha256 (``outside``); on load each must
+stamp the same, found or not found as it was. **An entry is plain data** (format 2,
 ``verdicts/<k[:2]>/<k>.json``; :func:`patchq.vllmdist.cache.pack_entry`): the line
 ``patchq.verdict-cache/2 <sha256 of the body>``, then one JSON object: ``format``, ``key``,
 ``vllm``, ``reads`` ({relpath: sha256}) and ``rows`` (one object per patch, the fields of
@@ -220,6 +223,10 @@ def load(source: CodeSource, patches: Sequence[Patch]) -> tuple[list[Any] | None
         rows = [row_from(r) for r in entry["rows"]]
         if [r.id for r in rows] != [p.id for p in patches]:
             return None, k
+        from patchq.compat.foreign import stamp
+
+        if any(stamp(m) != v for r in rows for m, v in r.outside.items()):
+            return None, k  # a module of the stack's own the verdict read is another now
     except Exception:  # noqa: BLE001 - any damaged or missing entry is only a miss
         return None, k
     try:

@@ -20,6 +20,10 @@ duplicate upstream behaviour); a **false block** is a blocking verdict where the
 dropped), as issue 35 counts them; a **false conflict** is the narrower blocking verdict
 where the truth is ``apply``.
 
+``<stack>/site/`` (when there is one) holds modules of the stack's own that its patches
+import, as installed beside vLLM (an excerpt of the real module, its source named in it):
+it is on ``sys.path`` while that stack is checked, as the stack is in its users' environment.
+
 ``<stack>/known.toml`` lists the cells whose verdict is known not to match today (the
 verdict patchq gives, and the kind of miss): the corpus test fails on any other miss (a new
 false apply or false block) and on a listed cell that now matches, so the list only shrinks.
@@ -78,9 +82,16 @@ def evaluate(stack: str) -> list[dict]:
     versions = sorted({v for cells in data["cells"].values() for v in cells},
                       key=lambda v: tuple(int(x) for x in v.split(".")))
     rows = {}
-    for v in versions:
-        for r in check.check(sources.release_source(v), patches):
-            rows[(r.id, v)] = r
+    site = HERE / stack / "site"
+    if site.is_dir():
+        sys.path.insert(0, str(site))
+    try:
+        for v in versions:
+            for r in check.check(sources.release_source(v), patches):
+                rows[(r.id, v)] = r
+    finally:
+        if site.is_dir():
+            sys.path.remove(str(site))
     out = []
     for pid, cells in data["cells"].items():
         for v, cell in cells.items():
