@@ -187,3 +187,29 @@ def test_rows_are_stored_only_when_they_come_back_equal(world: Path) -> None:
     assert _entries(world) == []
     with pytest.raises(TypeError):
         verdictcache.row_from({**verdictcache.row_data(rows[0]), "__reduce__": "os.system"})
+
+
+def test_a_row_that_read_a_stack_module_is_served_only_while_it_stamps_the_same(world: Path, monkeypatch) -> None:
+    """A verdict that looked at a module of the stack's own (patchq.compat.foreign) depends on
+    it: the entry keeps its stamp, and another text there (or the module gone) is a miss."""
+    from patchq.compat import foreign
+    from patchq.vllmdist import cache
+
+    site = world / "site"
+    (site / "mystack").mkdir(parents=True)
+    (site / "mystack" / "__init__.py").write_text("")
+    (site / "mystack" / "server.py").write_text("from vllm.logger import init_logger\n")
+    monkeypatch.syspath_prepend(str(site))
+    first = _rows(world)
+    (entry,) = _entries(world)
+    data = cache.read_entry(entry, verdictcache.SCHEMA, "verdict")
+    data["rows"][0]["outside"] = {"mystack.server": foreign.stamp("mystack.server")}
+    cache.write_entry(entry, cache.pack_entry(verdictcache.SCHEMA, data))
+    with monkeypatch.context() as m:
+        _no_planning(m)
+        assert _rows(world) == first  # the module stamps the same: served
+    (site / "mystack" / "server.py").write_text("from vllm.entrypoints.utils import gone\n")
+    planned = []
+    real = engine.plan
+    monkeypatch.setattr(engine, "plan", lambda *a, **k: planned.append(1) or real(*a, **k))
+    assert _rows(world) == first and planned  # another text: checked again
