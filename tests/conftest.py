@@ -37,6 +37,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from support import link_copy, record_hashes, run_cli, sha256_path, snapshot
 from testing import stack
 

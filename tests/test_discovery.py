@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -129,9 +128,11 @@ def test_an_installed_distribution_provides_the_series_when_nothing_else_does(tm
     loc = discovery.find(cwd=tmp_path)
     assert loc.origin == "bundled" and loc.series == site / "small_dist" / "series"
     assert loc.anchors == site / "small_dist" / "anchors" and loc.config is None
-    assert loc.as_json() == {"dir": str(site / "small_dist" / "series"), "anchors": str(site / "small_dist" / "anchors"),
+    assert loc.as_json() == {"dir": str(site / "small_dist" / "series"),
+                             "anchors": str(site / "small_dist" / "anchors"),
                              "from": "bundled", "config": None, "distribution": "small-series 1.0"}
-    assert loc.describe() == f"series {site / 'small_dist' / 'series'} (from the installed distribution small-series 1.0)"
+    assert loc.describe() == (
+        f"series {site / 'small_dist' / 'series'} (from the installed distribution small-series 1.0)")
     # a project config still wins, and the other origins carry no distribution field
     _repo(tmp_path / "proj")
     assert "distribution" not in discovery.find(cwd=tmp_path / "proj").as_json()

@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO
-from testing import small_series, stamped
 
 from patchq import fastpath
 from patchq.commands import apply
 from patchq.env import stamp
+from support import REPO
+from testing import small_series, stamped
 
 
 def test_what_it_does_not_answer_goes_to_the_full_cli(small):

@@ -66,7 +66,8 @@ def test_status_from_another_series_asks_for_that_series_before_its_profile():
     step names the series that applied the patches (found by a fresh user)."""
     doc = {"series_errors": {}, "pending_write": False, "files": [], "note": "", "profile": "default",
            "profile_drift": "profile default is not in this series",
-           "patches": [{"id": "log-configured", "status": "not-in-series"}, {"id": "backend-tiles", "status": "not-applied"}]}
+           "patches": [{"id": "log-configured", "status": "not-in-series"},
+                       {"id": "backend-tiles", "status": "not-applied"}]}
     assert report.status_next(doc) == ["give the series that applied them (`--series DIR`), or `patchq revert --all`"]
     doc["patches"] = [{"id": "backend-tiles", "status": "not-applied"}]
     assert report.status_next(doc)[0].startswith("`patchq apply --profile default`")

@@ -6,10 +6,10 @@ import re
 
 import pytest
 from packaging.version import Version
-from testing.small_series import PATCH_PY, write_series
 
 from patchq import series as S
 from patchq.errors import SeriesError, UsageError
+from testing.small_series import PATCH_PY, write_series
 
 
 def test_load_profiles_patch_anchors_and_hash(tmp_path):

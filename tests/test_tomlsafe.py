@@ -87,9 +87,8 @@ def test_a_walked_up_series_file_is_held_to_the_trust_rule(tmp_path, monkeypatch
 def test_every_command_reading_a_deep_file_exits_2_naming_it(tmp_path, cli, name):
     """5000 nested arrays were exit 70 for list, status, apply, serve-args and the documented
     recovery; now each names the file (exit 2), and revert --all --force still restores."""
-    from testing import small_series
-
     from patchq.plan import anchors
+    from testing import small_series
 
     repo, site = tmp_path / "repo", small_series.write_site(tmp_path / "site")
     small_series.write_series(repo, anchors.fingerprint_ast(anchors.ast_index(small_series.UTILS_PY)["Backend"][0]))

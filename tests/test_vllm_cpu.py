@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
 from support import link_copy, sha256_path, snapshot
 from testing import stack
 

@@ -42,5 +42,6 @@ def test_stored_diffs_compare_without_the_patch_hash():
 
     a = "+# patchq:backend-tiles:0123456789ab (applied by patchq; `patchq status` explains)\n"
     b = a.replace("0123456789ab", "ba9876543210")
-    assert mask_hashes(a) == mask_hashes(b) == "+# patchq:backend-tiles:<hash> (applied by patchq; `patchq status` explains)\n"
+    assert mask_hashes(a) == mask_hashes(b) == (
+        "+# patchq:backend-tiles:<hash> (applied by patchq; `patchq status` explains)\n")
     assert mask_hashes(a.replace("backend-tiles", "other")) != mask_hashes(b)

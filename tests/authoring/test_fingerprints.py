@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
-from testing import stack
-
 from patchq import hashing
 from patchq.authoring import fingerprints
+from testing import stack
 
 tomllib = hashing.toml_module()
 

@@ -43,7 +43,8 @@ def test_prepare_checks_out_the_branch_and_commit_records_the_series(small, repo
     conflict.write_text("<<<<<<< ours\n")
     (repo / ".gitignore").write_text(".patchq-rebase/\n")  # ignored: added all the same
     (repo / "unrelated.txt").write_text("not the upgrade's\n")
-    short = gitbranch.commit(branch, "patchq upgrade: carry the series to vLLM 0.2.0\n", [repo / ".patchq-rebase" / "0.2.0"])
+    short = gitbranch.commit(branch, "patchq upgrade: carry the series to vLLM 0.2.0\n",
+                             [repo / ".patchq-rebase" / "0.2.0"])
     assert short and _git(repo, "rev-parse", "--short", "HEAD") == short
     assert set(_git(repo, "show", "--name-only", "--format=", "HEAD").splitlines()) == {
         "anchors/bump-default.toml", ".patchq-rebase/0.2.0/bump-default/Backend.py"}

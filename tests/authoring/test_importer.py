@@ -32,7 +32,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support import own_vllm
 
 from patchq import series as series_mod
 from patchq.authoring import importer
@@ -40,6 +39,7 @@ from patchq.authoring.merge import strip_sentinels
 from patchq.plan import diffs, engine
 from patchq.vllmdist import releases
 from patchq.vllmdist.sources import release_source
+from support import own_vllm
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel
@@ -129,7 +129,8 @@ def test_imported_patch_applies_where_the_text_diff_does_not(pad_diff, empty_ser
 
 def test_diff_write_stores_validated_per_patch_diffs(pad_diff, empty_series, cli):
     path, _, _ = pad_diff
-    importer.write(importer.build(path.read_text(), "pad-page", "0.23.0"), empty_series, empty_series.parent / "anchors")
+    importer.write(importer.build(path.read_text(), "pad-page", "0.23.0"), empty_series,
+                   empty_series.parent / "anchors")
     res = cli("diff", "--release", "0.24.0", "--write", "--series", empty_series, "--json")
     assert res.rc == 0, res.stderr
     (row,) = res.json["patches"]
@@ -172,8 +173,10 @@ def test_diff_paths_are_normalized_to_site_packages(raw, want):
 
 def test_quilt_style_diff_imports_the_same(pad_diff, empty_series):
     path, _, _ = pad_diff
-    quilt = path.read_text().replace("diff --git a/vllm/v1/core/kv_cache_utils.py b/vllm/v1/core/kv_cache_utils.py\n", "")
-    quilt = quilt.replace(f"--- a/{REL}", f"--- vllm-0.23.0.orig/{REL}").replace(f"+++ b/{REL}", f"+++ vllm-0.23.0/{REL}")
+    quilt = path.read_text().replace(
+        "diff --git a/vllm/v1/core/kv_cache_utils.py b/vllm/v1/core/kv_cache_utils.py\n", "")
+    quilt = quilt.replace(f"--- a/{REL}", f"--- vllm-0.23.0.orig/{REL}").replace(
+        f"+++ b/{REL}", f"+++ vllm-0.23.0/{REL}")
     plan = importer.build(quilt, "pad-page", "0.23.0")
     assert [a.qualname for a in plan.anchors] == ["unify_kv_cache_spec_page_size"]
     assert plan.patched[REL] == _edit(release_source("0.23.0").read_text(REL))
@@ -283,7 +286,8 @@ SHAPES = {
     # the same statement text (three times in the method) edited twice, in one hunk
     "same-statement-twice": (_shape_diff, (PARALLEL, (
         "        if not current_platform.use_custom_allreduce():\n            self.disable_custom_all_reduce = True\n",
-        "        if not current_platform.use_custom_allreduce():\n            self.disable_custom_all_reduce = bool(1)\n"),
+        "        if not current_platform.use_custom_allreduce():\n"
+        "            self.disable_custom_all_reduce = bool(1)\n"),
         ("        if self.nnodes > 1:\n            self.disable_custom_all_reduce = True\n",
          "        if self.nnodes > 1:\n            self.disable_custom_all_reduce = bool(1)\n")), ["statement"]),
     # a one-token change of a class attribute: one statement of the class, not the class

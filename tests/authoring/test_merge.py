@@ -95,7 +95,8 @@ def test_statement_operations_merge_by_structure_where_git_conflicts_on_neighbou
     assert not (tmp_path / "work").exists()  # nothing to resolve
 
 
-@pytest.mark.wheel  # NeMo-RL's import guard of vllm/tool_parsers/utils.py (tests/verdicts/nemo-rl), 0.25.1 -> 0.28.0/0.32.0
+# NeMo-RL's import guard of vllm/tool_parsers/utils.py (tests/verdicts/nemo-rl), 0.25.1 -> 0.28.0/0.32.0
+@pytest.mark.wheel
 def test_a_module_level_patch_merges_its_module(tmp_path):
     from patchq import series
     from patchq.vllmdist.sources import release_source
@@ -114,4 +115,5 @@ def test_a_module_level_patch_merges_its_module(tmp_path):
     res = merge.rebase_patch(patch, old, release_source("0.32.0"), tmp_path / "work")
     assert (res.status, res.merge) == ("conflict", "conflict")
     work = merge.unit_dir(tmp_path / "work", "0.32.0", patch.id) / "module.vllm.tool_parsers.utils.py"
-    assert res.units[0].files[0] == str(work) and "<<<<<<< nemo-namespace-tool-import on vllm 0.25.1" in work.read_text()
+    assert res.units[0].files[0] == str(work)
+    assert "<<<<<<< nemo-namespace-tool-import on vllm 0.25.1" in work.read_text()

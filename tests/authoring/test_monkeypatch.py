@@ -10,13 +10,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from testing.monkeypatch_corpus import CASES, Case, run, source_text
 
 from patchq import series as series_mod
 from patchq.authoring import importer, monkeypatch
 from patchq.errors import ImportRefused, UsageError
 from patchq.plan import engine
 from patchq.vllmdist.sources import release_source
+from testing.monkeypatch_corpus import CASES, Case, run, source_text
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel

@@ -24,7 +24,9 @@ def test_the_same_change_elsewhere_is_equal_a_close_one_changed_others_dropped_o
     old = unified("vllm/x.py", A, _edit(A, ("line3 = 3\n", "line3 = 33\n"), ("line20 = 20\n", "line20 = 2000\n"),
                                          ("line30 = 30\n", "line30 = 300\n")))
     new = unified("vllm/x.py", moved, _edit(moved, ("line3 = 3\n", "line3 = 33\n"),
-                                            ("line20 = 20\n", "line20 = 2001\n"), ("line36 = 36\n", "from somewhere.completely import other_things, and_more  # new\n")))
+                                            ("line20 = 20\n", "line20 = 2001\n"),
+                                            ("line36 = 36\n",
+                                             "from somewhere.completely import other_things, and_more  # new\n")))
     pairs = rangediff.compare(old, new)
     assert [p.marker for p in pairs] == ["=", "!", "<", ">"]
     assert rangediff.counts(pairs) == {"same": 1, "changed": 1, "removed": 1, "added": 1}

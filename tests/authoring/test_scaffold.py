@@ -90,9 +90,9 @@ def test_a_new_patch_loads_and_anchors_where_it_was_asked(small):
 
 
 def test_a_case_skeleton_finds_the_patched_definition_or_says_why(small, monkeypatch):
-    from patchq.series import patched_definition
-
     import sys
+
+    from patchq.series import patched_definition
 
     monkeypatch.syspath_prepend(str(small.site))
     utils = small.site / "vllm" / "ops" / "utils.py"

@@ -54,7 +54,8 @@ OPS_B = {"b": [{"op": "insert", "new": "x = 1\n", "after": None, "before": None}
 def _variants(text: str) -> list[str]:
     import ast
 
-    call = next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "patch")
+    call = next(n for n in ast.walk(ast.parse(text))
+                if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "patch")
     (lst,) = [k.value for k in call.keywords if k.arg == "variants"]
     return [ast.get_source_segment(text, el) for el in lst.elts]
 
@@ -68,9 +69,11 @@ def test_add_edit_variant_puts_the_new_variant_on_its_own_line(tmp_path):
     assert add_edit_variant(path, SpecifierSet(">=0.23.0"), Version("0.26.0"), OPS_B, "a note") == (
         ">=0.23.0", ">=0.23.0,<0.26.0", ">=0.26.0")
     text = path.read_text()
-    assert "        variant('>=0.23.0,<0.26.0', edits={anchor: statement_edit(ops) for anchor, ops in OPS.items()}),\n" \
-           "        variant(\">=0.26.0\", edits={anchor: statement_edit(ops) for anchor, ops in OPS_0_26_0.items()}),\n" \
-           "    ],\n" in text
+    assert ("        variant('>=0.23.0,<0.26.0', "
+            "edits={anchor: statement_edit(ops) for anchor, ops in OPS.items()}),\n"
+            "        variant(\">=0.26.0\", "
+            "edits={anchor: statement_edit(ops) for anchor, ops in OPS_0_26_0.items()}),\n"
+            "    ],\n") in text
     assert "# vllm 0.26.0: a note\nOPS_0_26_0 = {\n    'b': [" in text
     compile(text, "p.py", "exec")
 
@@ -98,7 +101,8 @@ def test_replace_variant_edits_of_a_hand_written_variant(tmp_path):
         "        variant('>=0.23.0,<0.26', edits={'a': fn}, note='kept'),\n"
         "        variant('>=0.26', edits={'o': statement_edit(OLD['o'])}),\n"
         "        variant('>=0.30', edits={anchor: statement_edit(ops) for anchor, ops in OPS.items()}),\n").replace(
-        "PATCH = ", "def fn(d, found, ctx):\n    return d\n\n\n# old operations\nOLD = {\n    'o': [],\n}\n\n\nPATCH = ")
+        "PATCH = ",
+        "def fn(d, found, ctx):\n    return d\n\n\n# old operations\nOLD = {\n    'o': [],\n}\n\n\nPATCH = ")
     path = tmp_path / "p.py"
     path.write_text(text)
     replace_variant_edits(path, SpecifierSet(">=0.23.0,<0.26"), Version("0.23.0"), OPS_B, "hand")
@@ -111,7 +115,8 @@ def test_replace_variant_edits_of_a_hand_written_variant(tmp_path):
         "variant('>=0.30', edits={anchor: statement_edit(ops) for anchor, ops in OPS.items()})"]
     assert "def fn(d, found, ctx):" in out and "OPS = {" in out  # a function and a dict still read stay
     assert "OLD" not in out and "# old operations" not in out
-    assert "# vllm 0.23.0: hand\nOPS_0_23_0 = {\n    'b': [" in out and "# vllm 0.26: again\nOPS_0_26 = {\n    'c': []," in out
+    assert "# vllm 0.23.0: hand\nOPS_0_23_0 = {\n    'b': [" in out
+    assert "# vllm 0.26: again\nOPS_0_26 = {\n    'c': []," in out
     compile(out, "p.py", "exec")
     with pytest.raises(SeriesError, match=r"expected one variant\(\">=0.40\", edits=...\) call, found 0"):
         replace_variant_edits(path, SpecifierSet(">=0.40"), Version("0.40"), OPS_B, "none")

@@ -16,10 +16,10 @@ import git
 import pytest
 from packaging.version import Version
 
-from patchq.vllmdist import releases
 from patchq import series
 from patchq.authoring import upstream
 from patchq.model import AnchorSpec
+from patchq.vllmdist import releases
 from testing import stack
 
 #: the wheel layer: every test here reads real vLLM releases

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from patchq.commands import apply
 from patchq.sentinels import find_sentinels
-
 from testing.small_world import UTILS
 
 
@@ -16,7 +15,8 @@ def test_apply_writes_the_profile_and_reports_it(small):
     assert [(p["id"], p["status"]) for p in doc["patches"]] == [("bump-default", "ok")]
     assert doc["vllm"]["version"] == "0.1.0" and doc["vllm"]["site_packages"] == str(small.site)
     text = small.utils()
-    assert "DEFAULT = 101376" in text and find_sentinels(text) == [("bump-default", small.series.patch("bump-default").hash)]
+    assert "DEFAULT = 101376" in text
+    assert find_sentinels(text) == [("bump-default", small.series.patch("bump-default").hash)]
 
 
 def test_a_second_apply_is_a_noop(small):
@@ -51,9 +51,8 @@ def test_a_foreign_edit_is_refused_with_exit_4(small):
 
 def _second_series(tmp_path):
     """Another series repo's series (its own directory; the same patch, so only where it lives tells)."""
-    from testing import small_series
-
     from patchq import series as series_mod
+    from testing import small_series
 
     return series_mod.load(str(small_series.write_series(tmp_path / "other")))
 
@@ -85,9 +84,8 @@ def test_apply_refuses_to_replace_the_patches_of_another_series(small, tmp_path)
 
 def test_an_upstreamed_only_profile_of_another_series_is_no_obstacle(small, tmp_path):
     """Patches journalled as upstreamed were never written: nothing of the other series would be reverted."""
-    from testing.small_series import UTILS_PY, write_site
-
     from patchq.vllmdist import sources
+    from testing.small_series import UTILS_PY, write_site
 
     target = sources.installed(write_site(tmp_path / "site-0.3", "0.3.0", utils=UTILS_PY.replace("102400", "101376")))
     assert apply.apply(target, small.series, "base")[1] == 0

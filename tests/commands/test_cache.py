@@ -78,9 +78,8 @@ def online(monkeypatch):
 def test_refresh_knows_a_release_the_index_gained(online, monkeypatch, capsys):
     """Release day: the index gains 0.34.0; within the hour the cached list is used, `patchq cache
     refresh` asks at once; with the index gone, the last cached list is used and the output says so."""
-    from testing.fake_index import FakeIndex
-
     from patchq.vllmdist import releases
+    from testing.fake_index import FakeIndex
 
     with FakeIndex(["0.32.0", "0.33.0"]) as index:
         monkeypatch.setenv("PIP_INDEX_URL", index.url)

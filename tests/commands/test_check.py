@@ -8,7 +8,6 @@ from patchq.commands import check
 from patchq.errors import UsageError
 from patchq.vllmdist import sources
 from testing.small_series import UTILS_PY, write_tree
-
 from testing.small_world import UTILS
 
 
@@ -59,9 +58,8 @@ def test_check_of_the_installed_vllm_names_a_newer_release(small):
     import os
     from pathlib import Path
 
-    from testing.small_series import write_index
-
     from patchq import report
+    from testing.small_series import write_index
 
     doc, _ = check.run(small.target, small.series, "base")
     assert doc["newest_release"] is None  # no list cached: nothing said

@@ -6,7 +6,6 @@ import pytest
 
 from patchq.commands import apply, diff
 from patchq.errors import UsageError
-
 from testing.small_world import UTILS
 
 

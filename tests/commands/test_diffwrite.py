@@ -12,7 +12,6 @@ from patchq.authoring import diffstore
 from patchq.commands import diffwrite
 from patchq.errors import TargetNotFound
 from testing.small_series import write_release
-
 from testing.small_world import UTILS
 
 

@@ -8,13 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
-from testing.small_series import UTILS_PY, write_release
-from testing.small_world import UTILS
 
 from patchq import series as series_mod
 from patchq.commands import apply, import_, revert
 from patchq.errors import ImportRefused, UsageError
 from patchq.plan import diffs, engine
+from testing.small_series import UTILS_PY, write_release
+from testing.small_world import UTILS
 
 DOUBLED = UTILS_PY.replace("        return self.DEFAULT\n", "        return self.DEFAULT * 2\n")
 
@@ -74,7 +74,8 @@ def test_a_monkeypatch_wrapper_becomes_a_result_wrapper(world, tmp_path):
         "def install():\n    from vllm.ops.utils import Backend\n\n    get = Backend.get\n\n"
         "    def doubled(self):\n        value = get(self)\n        return value * 2\n\n    Backend.get = doubled\n")
     doc, code = import_.run(world.series, None, "doubled", release="0.1.0",
-                            replacement=f"{tmp_path / 'stack.py'}:install.doubled", replaces="vllm.ops.utils:Backend.get")
+                            replacement=f"{tmp_path / 'stack.py'}:install.doubled",
+                            replaces="vllm.ops.utils:Backend.get")
     assert code == 0 and [a["ops"] for a in doc["anchors"]] == [["result"]]
     plan = engine.plan(world.target, [series_mod.load(world.series.root).patch("doubled")])
     assert plan.ok and "        value = self.DEFAULT\n        return value * 2\n" in plan.patched[UTILS]

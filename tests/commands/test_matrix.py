@@ -33,7 +33,8 @@ def test_cells_per_release_and_profile_and_the_files(releases, tmp_path):
     assert list(doc["profiles"]) == ["base", "none"]
     cell = doc["cells"]["base"]["bump-default"]
     assert (cell["0.1.0"]["status"], cell["0.1.0"]["blocking"]) == ("applies", False)
-    assert (cell["0.2.0"]["status"], cell["0.2.0"]["blocking"], cell["0.2.0"]["failed_level"]) == ("gone", True, "source")
+    assert (cell["0.2.0"]["status"], cell["0.2.0"]["blocking"], cell["0.2.0"]["failed_level"]) == (
+        "gone", True, "source")
     assert "bump-default" in Path(paths["md"]).read_text()
 
 
@@ -59,9 +60,8 @@ def test_the_default_range_runs_to_the_newest_release_and_holds_the_installed_on
     """No --releases: every release from the floor to the newest the index lists, and the installed
     vLLM's release even below the floor; a release the index gains is in it at the next listing,
     no code change (issue 39: the default ended at a hard-coded 0.33.0)."""
-    from testing.fake_index import FakeIndex
-
     from patchq.vllmdist import releases
+    from testing.fake_index import FakeIndex
 
     monkeypatch.delenv("PATCHQ_OFFLINE", raising=False)
     monkeypatch.setattr(releases, "_fetch_pip_index", lambda package: (_ for _ in ()).throw(RuntimeError("no pip")))
@@ -88,4 +88,5 @@ def test_an_out_the_environment_refuses_is_exit_5_as_for_init(releases, tmp_path
         with pytest.raises(PatchqError) as err:
             matrix.run("0.1.0", "base", out, series_dir=str(releases.series.root), workers=1)
         assert err.value.exit_code == EXIT_READ_ONLY
-        assert str(err.value).startswith(f"cannot create {out}: ") and f"({name}); nothing was written" in str(err.value)
+        assert str(err.value).startswith(f"cannot create {out}: ")
+        assert f"({name}); nothing was written" in str(err.value)

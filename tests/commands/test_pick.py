@@ -6,7 +6,6 @@ import pytest
 
 from patchq.commands import pick
 from patchq.errors import UsageError
-
 from testing.small_world import UTILS
 
 

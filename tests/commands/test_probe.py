@@ -8,11 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
-from testing.small_series import write_release
 
 from patchq import series as series_mod
 from patchq.commands import probe as probe_cmd
 from patchq.errors import UsageError
+from testing.small_series import write_release
 
 NEWEST = "0.34.0"  # the release the wheel layer probes: one environment, built once (docs/testing.md)
 

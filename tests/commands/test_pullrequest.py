@@ -15,7 +15,8 @@ def test_a_rebase_that_needs_a_person_is_said_first_with_its_files(small):
     cache = Path(os.environ["PATCHQ_CACHE_DIR"])
     write_release(cache, "0.1.0")
     write_release(cache, "0.2.1", utils=UTILS_PY.replace("class Backend", "class Renamed"))
-    doc, code = upgrade.run(small.series, small.target, "base", "0.2.1", True, workdir=str(small.root / ".patchq-rebase"))
+    doc, code = upgrade.run(small.series, small.target, "base", "0.2.1", True,
+                            workdir=str(small.root / ".patchq-rebase"))
     assert code == 1 and pullrequest.needs_person(doc) == ["bump-default"]
     body = pullrequest.render(doc)
     lines = body.splitlines()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from testing.small_world import UTILS
-
 from patchq import report
 from patchq.commands import apply, revert
+from testing.small_world import UTILS
 
 
 def test_revert_all_restores_the_pristine_bytes(small):
@@ -46,9 +45,8 @@ def test_force_over_a_damaged_journal_reports_the_patches_it_takes_out(small):
     import os
     from pathlib import Path
 
-    from testing.small_series import write_release
-
     from patchq.env.state import StateDir
+    from testing.small_series import write_release
 
     write_release(Path(os.environ["PATCHQ_CACHE_DIR"]), "0.1.0")
     pristine = (small.site / UTILS).read_bytes()
@@ -62,9 +60,8 @@ def test_force_over_a_damaged_journal_reports_the_patches_it_takes_out(small):
 def test_revert_does_not_list_an_upstreamed_patch_as_removed(tmp_path, small):
     """A patch apply journalled as upstreamed was never written: revert takes nothing of it out,
     so it is not named among the removed (issue 39: revert listed align-backoff as removed)."""
-    from testing.small_series import UTILS_PY, write_site
-
     from patchq.vllmdist import sources
+    from testing.small_series import UTILS_PY, write_site
 
     site = write_site(tmp_path / "site-0.3", "0.3.0", utils=UTILS_PY.replace("102400", "101376"))
     target = sources.installed(site)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from patchq.commands import apply, status
-
 from testing.small_world import UTILS
 
 
@@ -11,7 +10,8 @@ def test_nothing_applied(small):
     doc, code = status.run(str(small.site))
     assert code == 0 and doc["schema"] == "patchq.status/1" and doc["profile"] is None
     assert doc["series"]["from"] == "PATCHQ_SERIES" and doc["series"]["dir"] == str(small.series.root)
-    assert [(p["id"], p["status"], p["applied_hash"]) for p in doc["patches"]] == [("bump-default", "not-applied", None)]
+    assert [(p["id"], p["status"], p["applied_hash"]) for p in doc["patches"]] == [
+        ("bump-default", "not-applied", None)]
     assert doc["vllm"] == "0.1.0" and doc["site_packages"] == str(small.site)
 
 

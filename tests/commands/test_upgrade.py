@@ -82,8 +82,7 @@ def test_the_release_pipeline_commits_to_a_branch_and_writes_the_pull_request(re
     newest release, one commit on b, and the pull-request body beside upgrade.json."""
     import json
 
-    from patchq.commands import matrix
-    from patchq.commands import pullrequest
+    from patchq.commands import matrix, pullrequest
 
     monkeypatch.setattr(matrix, "DEFAULT_FLOOR", "0.1.0")
     root = released.root
@@ -106,7 +105,8 @@ def test_the_release_pipeline_commits_to_a_branch_and_writes_the_pull_request(re
     assert body == pullrequest.render(doc) and "**No person is needed**" in body
     assert "| bump-default | applies → applies | - | `anchors/bump-default.toml`, " in body
     assert (out / "matrix" / "matrix.html").is_file()
-    assert doc["next"][0] == f"`git push origin b`, then open its pull request with {out / 'pull-request.md'} as the body"
+    assert doc["next"][0] == (
+        f"`git push origin b`, then open its pull request with {out / 'pull-request.md'} as the body")
     text = upgrade.render_text(doc)
     assert text.startswith("upgrade 2 profiles (base, none): vllm - -> 0.2.0 (installed: none; ")
     assert f"branch b: committed {doc['commit']}" in text
@@ -145,9 +145,8 @@ def test_pipeline_usage_errors_come_before_anything_runs(released):
 
 def test_to_latest_is_the_newest_release_the_index_lists(released, monkeypatch):
     """`--to latest` asks the index now: the release it gained is the one carried to."""
-    from testing.fake_index import FakeIndex
-
     from patchq.vllmdist import releases
+    from testing.fake_index import FakeIndex
 
     monkeypatch.delenv("PATCHQ_OFFLINE", raising=False)
     monkeypatch.setattr(releases, "_fetch_pip_index", lambda package: (_ for _ in ()).throw(RuntimeError("no pip")))

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testing.spread import modules_of, spread_series
 
 from patchq import series
 from patchq.compat import check
 from patchq.env.converge import converge
 from patchq.plan import engine, plancache
 from patchq.vllmdist import cache, sources
+from testing.spread import modules_of, spread_series
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel

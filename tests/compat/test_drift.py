@@ -13,7 +13,8 @@ from packaging.version import Version
 from patchq import series as S
 from patchq.compat import drift
 from patchq.model import AnchorSpec, Patch, Variant
-from patchq.plan import anchors as A, engine
+from patchq.plan import anchors as A
+from patchq.plan import engine
 from patchq.vllmdist import sources
 from testing.small_series import UTILS_PY, write_release, write_series, write_tree
 
@@ -76,7 +77,8 @@ def test_without_a_record_or_a_cached_release_the_entry_says_why(tmp_path):
     assert drift.drift_entry(spec, anchor, target, text, [])["note"] == \
         "no verified release recorded for Backend (anchor default) in anchors/"
     entry = drift.drift_entry(spec, anchor, target, text, ["0.1.0"])
-    assert (entry["base"], entry["diff"], entry["note"]) == ("0.1.0", None, "vllm 0.1.0 is not in patchq's release cache: no diff")
+    assert (entry["base"], entry["diff"], entry["note"]) == (
+        "0.1.0", None, "vllm 0.1.0 is not in patchq's release cache: no diff")
 
 
 def test_module_level_anchors_of_two_files_keep_their_own_fingerprints():

@@ -12,7 +12,8 @@ import pytest
 
 from patchq import series as S
 from patchq.compat import drift, gate
-from patchq.plan import anchors as A, engine, results
+from patchq.plan import anchors as A
+from patchq.plan import engine, results
 from patchq.vllmdist import sources
 from testing.small_series import UTILS_PY, write_release, write_series, write_tree
 

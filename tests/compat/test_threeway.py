@@ -8,10 +8,10 @@ import ast
 import textwrap
 
 import pytest
-from testing.mini_series import reviewed_patch
 
 from patchq.compat import check, threeway
 from patchq.vllmdist import sources
+from testing.mini_series import reviewed_patch
 
 BASE = '''
 def resolve(cfg, groups):
@@ -55,7 +55,8 @@ def test_an_upstream_change_next_to_the_patch_is_decided_by_the_names_it_shares(
                                           "reads it at vllm/m.py:6; the patch's change writes it at "
                                           "1.0+patch vllm/m.py:6 (`sizes = sorted(sizes)`)")
     # adjacency alone is no finding (class 2 of issue 35): next to the patch, none of its names
-    assert rules(BASE, OURS_INSERT, BASE.replace("    lcm = max(sizes)\n", "    log(groups)\n    lcm = max(sizes)\n")) == []
+    theirs = BASE.replace("    lcm = max(sizes)\n", "    log(groups)\n    lcm = max(sizes)\n")
+    assert rules(BASE, OURS_INSERT, theirs) == []
 
 
 def test_the_order_of_the_changes_decides_whether_a_value_reaches():
@@ -73,8 +74,8 @@ def test_the_order_of_the_changes_decides_whether_a_value_reaches():
     loop = BASE.replace("    lcm = max(sizes)\n    log(sizes)\n", "    for g in groups:\n        lcm = max(sizes)\n"
                         "        log(sizes)\n")
     ours = loop.replace("        log(sizes)\n", "        log(sizes)\n        sizes = sizes[1:]\n")
-    assert rules(loop, ours, loop.replace("        lcm = max(sizes)\n", "        check(sizes)\n        lcm = max(sizes)\n")) \
-        == ["names"]
+    theirs = loop.replace("        lcm = max(sizes)\n", "        check(sizes)\n        lcm = max(sizes)\n")
+    assert rules(loop, ours, theirs) == ["names"]
 
 
 def test_upstream_changing_the_statement_the_patch_edits():
@@ -270,7 +271,8 @@ def test_upstream_code_next_to_a_way_out_is_next_to_the_result_wrapper():
     exit_ = threeway.Exit.of({"op": "result", "name": "result",
                               "new": "if self.gate.out_dtype is None:\n    self.gate.set_out_dtype(fp32)\n"}, base.node)
     found = threeway.findings(base, base, theirs, None, exits=[exit_])
-    assert [f["rule"] for f in found] == ["overlap", "names"] and "next to a way out of def __init__" in found[0]["message"]
+    assert [f["rule"] for f in found] == ["overlap", "names"]
+    assert "next to a way out of def __init__" in found[0]["message"]
 
 
 CLASS_BASE = '''
@@ -288,7 +290,8 @@ def test_state_coupled_through_another_method_of_the_class():
     """Issue 35 class 6: upstream adds an attribute sized from the one the patch grows, in
     __init__, and indexes it in the patched method: IndexError on the patch's inputs."""
     theirs_text = textwrap.dedent(CLASS_BASE).lstrip("\n") \
-        .replace("        self.slots = [0] * n\n", "        self.slots = [0] * n\n        self.seen = [0] * len(self.slots)\n") \
+        .replace("        self.slots = [0] * n\n",
+                 "        self.slots = [0] * n\n        self.seen = [0] * len(self.slots)\n") \
         .replace("        return self.slots[i]\n", "        self.seen[i] += 1\n        return self.slots[i]\n")
     ours_text = textwrap.dedent(CLASS_BASE).lstrip("\n").replace("        self.slots.append(v)\n",
                                                                   "        self.slots.extend([v, v])\n")
@@ -475,8 +478,9 @@ def test_a_key_both_changes_use_is_shared_state_no_name_shows():
     ours = ENV_BASE.replace("    configure(level)\n",
                             "    configure(level)\n    if os.environ.get('VLLM_FORCE_FIRST', '0') == '1':\n"
                             "        install_mine()\n")
-    theirs = ENV_BASE.replace("    level = cfg.level\n", "    level = cfg.level\n    if os.getenv('VLLM_FORCE_FIRST'):\n"
-                                                         "        install_upstream()\n")
+    theirs = ENV_BASE.replace("    level = cfg.level\n",
+                              "    level = cfg.level\n    if os.getenv('VLLM_FORCE_FIRST'):\n"
+                              "        install_upstream()\n")
     found = threeway.findings(side(ENV_BASE, qual="setup"), side(ours, qual="setup"), side(theirs, "2.0", "setup"))
     assert [f["rule"] for f in found] == ["keys"] and found[0]["upstream"] == "vllm/m.py:3-4"
     assert found[0]["message"].startswith("`VLLM_FORCE_FIRST`: upstream's change at vllm/m.py:3-4")
@@ -503,7 +507,8 @@ def test_a_key_new_anywhere_in_the_target_package_is_a_finding(tmp_path):
         {"VLLM_FORCE_FIRST": "vllm/envs.py:3"}
     assert threeway.new_key_sites(target, target, ["VLLM_FORCE_FIRST"]) == {}  # there on both: not new
     ours = ENV_BASE.replace("    configure(level)\n",
-                            "    configure(level)\n    if os.environ.get('VLLM_FORCE_FIRST'):\n        install_mine()\n")
+                            "    configure(level)\n    if os.environ.get('VLLM_FORCE_FIRST'):\n"
+                            "        install_mine()\n")
     theirs = ENV_BASE.replace("    configure(level)\n", "    configure(level, 2)\n")
     found = threeway.findings(side(ENV_BASE, qual="setup"), side(ours, qual="setup"), side(theirs, "2.0", "setup"),
                               new_keys={"VLLM_FORCE_FIRST": "vllm/envs.py:3"})

@@ -27,7 +27,8 @@ def _row(patch, tmp_path, text: str, version: str = "0.2.0"):
 
 
 def test_a_change_already_in_the_release_is_an_upstreamed_row_naming_where(patch, tmp_path):
-    row = _row(patch, tmp_path, UTILS_PY.replace("    DEFAULT = 102400\n", "    DEFAULT = 101376\n    DEFAULT = 101376\n"))
+    row = _row(patch, tmp_path,
+               UTILS_PY.replace("    DEFAULT = 102400\n", "    DEFAULT = 101376\n    DEFAULT = 101376\n"))
     assert (row.status, row.blocking) == ("upstreamed", False)
     assert row.relations == {"requires": [], "conflicts": [], "supersedes": [], "superseded_by": []}
     assert row.reason.startswith("every edit's change (as made on verified vllm 0.1.0) is already in vllm 0.2.0")

@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from testing import small_series
 
 from patchq import series as series_mod
 from patchq.compat import check, verdictcache
 from patchq.plan import engine
 from patchq.vllmdist import sources
+from testing import small_series
 
 
 @pytest.fixture()

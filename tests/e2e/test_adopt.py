@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tomllib
 
 import pytest
+import tomllib
 
 from support import record_hashes, run_cli, sha256_path
 from testing import stack
@@ -169,7 +169,8 @@ def test_record_no_apply_restores_pristine(tmp_path, site):
 
 def test_edit_working_copy_then_record_and_refine(tmp_path, site):
     repo = _init(tmp_path)
-    res = run_cli("edit", "tune", "--file", "vllm.logger", "--site-packages", str(site), "--series", str(repo), "--json")
+    res = run_cli("edit", "tune", "--file", "vllm.logger", "--site-packages", str(site), "--series", str(repo),
+                  "--json")
     assert res.rc == 0, res.stderr
     copy = repo / ".patchq-edit/tune/vllm/logger.py"
     assert res.json["files"] == [{"path": "vllm/logger.py", "edit": str(copy), "base": "pristine"}]

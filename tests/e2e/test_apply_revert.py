@@ -8,13 +8,11 @@ stack fixture (``testing/stack.py``): ``full`` patches four files, ``kv`` three 
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import py_compile
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -94,8 +92,8 @@ def assert_record(site: Path, relpaths) -> None:
 @pytest.fixture(scope="session")
 def full_bytes(pristine_site) -> dict[str, bytes]:
     """relpath -> the fully patched bytes of each file of the full profile (planned in memory)."""
-    from patchq.plan import engine
     from patchq import series
+    from patchq.plan import engine
     from patchq.vllmdist import sources
 
     plan = engine.plan(sources.installed(pristine_site), series.load(stack.SERIES).patches_of("full"))
@@ -185,7 +183,10 @@ def test_apply_preserves_mode_and_drops_stale_bytecode(site, cli):
     os.chmod(site / KV, 0o640)
     for rel in (KV, INC, "vllm/v1/core/block_pool.py"):
         py_compile.compile(str(site / rel), doraise=True)
-    pyc = lambda rel: sorted((site / rel).parent.joinpath("__pycache__").glob(Path(rel).stem + ".*.pyc"))
+
+    def pyc(rel):
+        return sorted((site / rel).parent.joinpath("__pycache__").glob(Path(rel).stem + ".*.pyc"))
+
     assert pyc(KV) and pyc(INC)
 
     assert apply(cli, site).rc == 0

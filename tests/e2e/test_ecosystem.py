@@ -19,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from support import REPO, run_cli
 from testing import tools
 

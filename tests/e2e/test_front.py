@@ -18,7 +18,6 @@ import pytest
 from support import REPO, run_cli
 from testing.tiny import ANCHORS, PATCH, PROFILES, TINY, TYPO, one_line
 
-
 # -- the error edge ------------------------------------------------------------------
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import typer
-from support import REPO
-from testing.small_series import write_release
 
 from patchq import cli as cli_mod
 from patchq import hashing
+from support import REPO
+from testing.small_series import write_release
 
 tomllib = hashing.toml_module()
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import difflib
 
 import pytest
-from support import run_cli
 
 from patchq.vllmdist import releases
+from support import run_cli
 
 pytestmark = pytest.mark.wheel
 OLD = '_DATE_FORMAT = "%m-%d %H:%M:%S"\n'

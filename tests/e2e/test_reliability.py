@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from testing import reliability as rel
 from conftest import RUNTIME_PTH
 from support import link_copy
+from testing import reliability as rel
 from testing import stack
 
 #: no shrinking: a failing case is reported as generated (shrinking re-runs patchq for minutes)

@@ -16,9 +16,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support import run_cli
 
 from patchq.vllmdist import releases
+from support import run_cli
 
 pytestmark = pytest.mark.wheel
 OLD = '_DATE_FORMAT = "%m-%d %H:%M:%S"\n'

@@ -80,9 +80,8 @@ def _stack_with_diff(tmp_path, patch_id: str, release: str, edits: dict[str, tup
     imported from a diff of the real release's files: relpath -> (old line, new line)."""
     import difflib
 
-    from support import run_cli
-
     from patchq.vllmdist import releases
+    from support import run_cli
 
     if repo is None:
         repo = tmp_path / "stack"

@@ -69,8 +69,8 @@ def patchq(*args, env, wrap=(), extra_env=None, timeout=600) -> subprocess.Compl
 
 def planned(site: Path, profile: str = PROFILE) -> dict[str, str]:
     """relpath -> patched text, from the engine directly (what apply writes)."""
-    from patchq.plan import engine
     from patchq import series
+    from patchq.plan import engine
     from patchq.vllmdist import sources
 
     plan = engine.plan(sources.installed(site), series.load(stack.SERIES).patches_of(profile))
@@ -154,7 +154,7 @@ def test_process_tree_serves_patched_source(site, env, tmp_path):
         assert r["hook"] and r["first_finder"] == "Finder", r
         assert r["prev_sitecustomize"] == "ran" and r["sitecustomize"] == str(prev / "sitecustomize.py"), r
         got = {}
-        for name, m in r["modules"].items():
+        for m in r["modules"].values():
             rel = os.path.relpath(m["origin"], site)
             assert m["loader"] == "PatchedLoader"
             assert m["filename"] == m["origin"] == str(site / rel)
@@ -363,9 +363,10 @@ def test_plugin_checks_both_modes(make_site, env):
     # a patched file edited after apply (sentinel gone): not live
     rel = "vllm/model_executor/layers/fla/ops/utils.py"
     text = (apply_site / rel).read_text()
-    replace_file(apply_site / rel, "\n".join(l for l in text.splitlines() if "# patchq:" not in l) + "\n")
+    replace_file(apply_site / rel, "\n".join(line for line in text.splitlines() if "# patchq:" not in line) + "\n")
     broken = _plugin(env, apply_site, PATCHQ_EXPECT_PROFILE=PROFILE, PATCHQ_STRICT="1")
-    assert not broken["ok"] and f"{rel} changed since apply" in broken["error"] and "lacks the sentinel" in broken["error"]
+    assert not broken["ok"]
+    assert f"{rel} changed since apply" in broken["error"] and "lacks the sentinel" in broken["error"]
 
 
 # -- slow: the real import, with torch 2.13.0 CPU ------------------------------------------

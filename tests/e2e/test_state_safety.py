@@ -8,7 +8,6 @@ must not be, and ``revert --all --force`` bringing every target file back to REC
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re

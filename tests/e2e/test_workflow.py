@@ -16,9 +16,9 @@ import sys
 import time
 
 import pytest
+
 from support import REPO, own_vllm, run_cli
 from testing.tiny import one_line
-
 
 # -- exit codes of malformed input: 2, never 70 (internal) or 3 (not found) ------------------
 
@@ -180,7 +180,8 @@ def test_patch_runs_name_their_patches_in_the_header(tiny):
 def test_check_names_the_command_that_records_a_fingerprint(tiny):
     out = run_cli("check", "--profile", "good", "--site-packages", tiny["site"], env=tiny["env"])
     assert out.rc == 0, out
-    assert "no fingerprint recorded for answer (vllm/tiny.py:1) (`patchq fingerprint --patch tiny --releases 0.23.0` records them)" \
+    assert ("no fingerprint recorded for answer (vllm/tiny.py:1) "
+            "(`patchq fingerprint --patch tiny --releases 0.23.0` records them)") \
         in " ".join(out.stdout.split()), out.stdout
 
 

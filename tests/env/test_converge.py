@@ -76,7 +76,6 @@ def test_an_interrupted_write_is_recovered_before_converging(small):
 def _bump_with(small, code: str):
     """The small series' patch, its new statement ``code`` instead (the series loaded again)."""
     from patchq import series as series_mod
-
     from testing.small_series import PATCH_PY
 
     (small.series.root / "bump_default.py").write_text(

@@ -48,7 +48,8 @@ def test_invalidate_pycache_removes_only_that_modules_pycs(tmp_path):
     src.write_text("X = 1\n")
     cache = tmp_path / "__pycache__"
     cache.mkdir()
-    for name in ("utils.cpython-312.pyc", "utils.cpython-312.opt-1.pyc", "utils2.cpython-312.pyc", "other.cpython-312.pyc"):
+    for name in ("utils.cpython-312.pyc", "utils.cpython-312.opt-1.pyc", "utils2.cpython-312.pyc",
+                 "other.cpython-312.pyc"):
         (cache / name).write_bytes(b"")
     removed = fsutil.invalidate_pycache(src)
     assert sorted(p.name for p in removed) == ["utils.cpython-312.opt-1.pyc", "utils.cpython-312.pyc"]

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from testing import stamped
 
 from patchq.env import stamp
+from testing import stamped
 
 KEY = {"command": "test", "where": "here"}
 

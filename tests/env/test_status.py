@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from testing import small_series, stamped
-from testing.small_series import write_site
-from testing.small_world import UTILS
 
 from patchq import series as series_mod
 from patchq.commands import apply
 from patchq.env import status
 from patchq.errors import StateError
+from testing import small_series, stamped
+from testing.small_series import write_site
+from testing.small_world import UTILS
 
 
 def _collect(small) -> dict:
@@ -48,11 +48,13 @@ def test_the_applied_profile_against_the_series_profile_now(small):
     assert _collect(small)["profile_drift"] is None
     profiles.write_text(profiles.read_text().replace('patches = []', 'patches = ["bump-default"]'))
     report = _collect(small)
-    assert report["profile_drift"] == "profile none lists bump-default since it was applied: the series changed since apply"
+    assert report["profile_drift"] == (
+        "profile none lists bump-default since it was applied: the series changed since apply")
     assert [(p["status"], p["reason"]) for p in report["patches"]] == [
         ("not-applied", "in profile none since it was applied")]
     assert status.exit_code(report) == 7
-    profiles.write_text(profiles.read_text().replace('patches = ["bump-default"]', 'patches = ["bump-default", "ghost"]'))
+    profiles.write_text(profiles.read_text().replace('patches = ["bump-default"]',
+                                                     'patches = ["bump-default", "ghost"]'))
     report = _collect(small)  # base lists bump-default too: both profiles name the ghost now
     assert report["series_errors"] == [f"{profiles}: profile {name} lists 'ghost', which has no series file"
                                        for name in ("base", "none")]
@@ -74,7 +76,8 @@ def test_the_applied_profile_against_the_series_profile_now(small):
     assert status.exit_code(report) == 7
     profiles.write_text(small_series.PROFILES_TOML.replace("[profiles.base]", "[profiles.renamed]"))
     report = _collect(small)
-    assert report["profile_drift"] == f"profile base is no longer in the series at {small.series.root}; its patches stay applied"
+    assert report["profile_drift"] == (
+        f"profile base is no longer in the series at {small.series.root}; its patches stay applied")
     assert status.exit_code(report) == 7
 
 

@@ -79,10 +79,9 @@ GROW_UTILS = "def grow(sizes, n, floor=0):\n    total = sum(sizes)\n    return t
 @pytest.fixture
 def grow_patch(tmp_path):
     """The grow-total patch, reviewed (fingerprinted) on 0.1.0, that release in the layer's own cache."""
-    from testing.mini_series import mini_series
-
     from patchq import series
     from patchq.plan.anchors import ast_index, fingerprint_ast
+    from testing.mini_series import mini_series
 
     write_release(Path(os.environ["PATCHQ_CACHE_DIR"]), "0.1.0", utils=GROW_UTILS)
     fp = fingerprint_ast(ast_index(GROW_UTILS)["grow"][0])

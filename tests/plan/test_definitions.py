@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patchq.vllmdist import sources
 from patchq.plan import definitions, engine, plancache
 from patchq.plan.anchors import ast_index, definition_span, fingerprint_ast
+from patchq.vllmdist import sources
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel
@@ -64,7 +64,6 @@ def test_incremental_index_after_many_edits_in_one_module(source, tmp_path):
 
     series = synth.generate(tmp_path / "full", 12, "full")
     from patchq import series as series_mod
-    from testing import stack
 
     patches = series_mod.load(series).patches_of("all")
     plan = engine.plan(source, patches)

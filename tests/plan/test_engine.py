@@ -9,11 +9,11 @@ import subprocess
 import pytest
 
 from patchq import series as S
-from patchq.vllmdist import sources
-from patchq.plan import anchors as A, engine
+from patchq.plan import anchors as A
+from patchq.plan import engine
 from patchq.plan.diffs import unified_all
 from patchq.sentinels import find_sentinels
-
+from patchq.vllmdist import sources
 from testing.small_series import UTILS_PY, write_series, write_tree
 
 REL = "vllm/ops/utils.py"
@@ -70,7 +70,8 @@ def test_upstreamed_not_applicable_and_failures(tmp_path):
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_the_plan_diff_applies_with_git(tmp_path):
     tree = write_tree(tmp_path / "tree")
-    plan = engine.plan(sources.source_tree(tree, version="0.1.0"), [S.load(write_series(tmp_path)).patch("bump-default")])
+    plan = engine.plan(sources.source_tree(tree, version="0.1.0"),
+                       [S.load(write_series(tmp_path)).patch("bump-default")])
     (tmp_path / "p.diff").write_text(unified_all(plan.pristine, plan.patched))
     subprocess.run(["git", "apply", "-p1", str(tmp_path / "p.diff")], cwd=tree, check=True, capture_output=True)
     assert (tree / REL).read_text() == plan.patched[REL]

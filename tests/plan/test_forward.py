@@ -51,13 +51,15 @@ def _result(tmp_path: Path, module: str) -> engine.PatchResult:
 
 
 def test_the_same_statement_in_another_form_is_upstream_by_meaning(tmp_path):
-    result, changes = _result(tmp_path, MODULE.replace("    return total\n", "    total = total + n\n    return total\n"))
+    result, changes = _result(tmp_path,
+                              MODULE.replace("    return total\n", "    total = total + n\n    return total\n"))
     assert result.status == engine.UPSTREAMED
     (ch,) = changes
     assert ch.meaning and ch.meaning[-1] == "`total += n` as `total = total + n` (vllm/m.py:3)"
 
 
 def test_a_likeness_is_not_upstream(tmp_path):
-    result, changes = _result(tmp_path, MODULE.replace("    return total\n", "    total = total + n + 1\n    return total\n"))
+    result, changes = _result(tmp_path,
+                              MODULE.replace("    return total\n", "    total = total + n + 1\n    return total\n"))
     assert result.status == engine.OK
     assert not any(ch.meaning for ch in changes)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import libcst as cst
 
 from patchq import series as S
+from patchq.plan import anchors as A
+from patchq.plan import engine, plancache
 from patchq.vllmdist import cache, sources
-from patchq.plan import anchors as A, engine, plancache
-
 from testing.small_series import UTILS_PY, write_series, write_tree
 
 M = "vllm/m.py"

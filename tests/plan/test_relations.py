@@ -25,8 +25,8 @@ import base64
 import csv
 import hashlib
 import io
-import re
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -35,16 +35,16 @@ import pytest
 
 from patchq import series as series_mod
 from patchq.compat import check
-from patchq.vllmdist import releases, sources
 from patchq.errors import SeriesError
 from patchq.plan import engine
+from patchq.vllmdist import releases, sources
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "drift"))
 
 import corpus  # noqa: E402
-from testing import stack, upstream_table  # noqa: E402
 from support import replace_file  # noqa: E402
+from testing import stack, upstream_table  # noqa: E402
 
 #: the wheel layer: every test here reads real vLLM releases
 pytestmark = pytest.mark.wheel
@@ -105,7 +105,8 @@ INSERT_PADDED = f"""def edit(defn, found, ctx):
         return edits.insert_after(defn, line, edits.stmts({PADDED!r}))"""
 SWAP_SCALED = """def edit(defn, found, ctx):
         (line,) = found
-        return edits.replace(defn, line, edits.stmts("new_spec = replace(layer_spec, block_size=new_block_size * 1)"))"""
+        return edits.replace(defn, line, edits.stmts(
+            "new_spec = replace(layer_spec, block_size=new_block_size * 1)"))"""
 REWRITE_PADDED = """def edit(defn, found, ctx):
         (line,) = found
         return edits.replace(defn, line, edits.stmts(

@@ -88,8 +88,8 @@ def test_parse_statements_keeps_a_leading_comment():
     ("def f():\n    a = 1\n    # about b\n    b = 2\n",
      "def f():\n    a = 1\n    # about b\n    x = 3\n\n    # still b\n    b = 2\n", True, "\n# still b\n"),
     # in a block: a block prepend followed by a blank line
-    ("def f(x):\n    if x:\n        a = 1\n    b = 2\n", "def f(x):\n    if x:\n        log()\n\n        a = 1\n    b = 2\n",
-     False, "\n"),
+    ("def f(x):\n    if x:\n        a = 1\n    b = 2\n",
+     "def f(x):\n    if x:\n        log()\n\n        a = 1\n    b = 2\n", False, "\n"),
 ])
 def test_an_insertion_is_an_insertion_whatever_lines_surround_it(old, new, under, tail):
     (op,) = _roundtrip(old, new)
@@ -101,7 +101,8 @@ def test_an_insertion_is_an_insertion_whatever_lines_surround_it(old, new, under
 
 
 def test_a_comment_changed_above_a_kept_statement_is_a_replace_of_it():
-    ops = _roundtrip("def f():\n    a = 1\n    # old why\n    b = 2\n", "def f():\n    a = 1\n    # new why\n    b = 2\n")
+    ops = _roundtrip("def f():\n    a = 1\n    # old why\n    b = 2\n",
+                     "def f():\n    a = 1\n    # new why\n    b = 2\n")
     assert [o["op"] for o in ops] == ["replace"]
 
 

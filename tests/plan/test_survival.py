@@ -58,14 +58,16 @@ def test_survival_and_upstream_by_statement_key():
                 return cfg.block
             return max([g.size for g in groups])
     ''')
-    assert survival.upstream_items(change, release, "vllm/m.py", offset=10) == [(added[0], "vllm/m.py:13")]  # line 3 of the text, plus 10
+    # line 3 of the text, plus 10
+    assert survival.upstream_items(change, release, "vllm/m.py", offset=10) == [(added[0], "vllm/m.py:13")]
     change.upstream = survival.upstream_items(change, release, "vllm/m.py")
     assert change.is_upstream
     assert survival.upstream_items(change, BEFORE, "vllm/m.py") == []
 
 
 def test_members_and_duplicates():
-    cls = _def("class C:\n    def a(self): ...\n    if X:\n        def b(self): ...\n    else:\n        def b(self): ...\n")
+    cls = _def("class C:\n    def a(self): ...\n    if X:\n        def b(self): ...\n"
+               "    else:\n        def b(self): ...\n")
     assert {k: len(v) for k, v in survival.member_names(cls).items()} == {"a": 1, "b": 2}
     twice = _def("class C:\n    def a(self): ...\n    def a(self): return 1\n")
     assert survival.duplicate_members(_def("class C:\n    def a(self): ...\n"), twice) == ["a"]

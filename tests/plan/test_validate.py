@@ -43,7 +43,8 @@ def test_result_check_takes_only_the_same_definition_back():
     validate.check_result("p", "a", "f", old, _cst("def f(x):\n    return x + 1\n"), ())
     validate.check_result("p", "a", "f", old, cst.FlattenSentinel([_cst("Y = 1\n"), _cst("def f(x):\n    pass\n")]), ())
     validate.check_result("p", "a", "f", old, cst.RemovalSentinel.REMOVE, ("a",))
-    for new, why in [(None, "returned None, not a definition of f"), (_cst("def g(x):\n    pass\n"), "returned FunctionDef g"),
+    for new, why in [(None, "returned None, not a definition of f"),
+                     (_cst("def g(x):\n    pass\n"), "returned FunctionDef g"),
                      (_cst("class f:\n    pass\n"), "returned ClassDef f"),
                      (cst.RemovalSentinel.REMOVE, "removes f; declare removes=['a']")]:
         with pytest.raises(AnchorError, match="result check: patch p, anchor a: .*" + why.replace("[", r"\[")) as err:

@@ -36,8 +36,8 @@ VERSIONS = ("0.15.1", "0.17.1", "0.18.1", "0.19.1", "0.20.2", "0.21.0", "0.22.0"
 
 
 def release_root(version: str):
-    from patchq.vllmdist import sources
     from patchq.errors import PatchqError
+    from patchq.vllmdist import sources
 
     try:
         return sources.release_source(version).root
@@ -116,7 +116,8 @@ def test_compile_caches_live_under_the_cache_root(version):
 
     envs_tree = ast.parse((root / "vllm" / "envs.py").read_text())
     fn = next(n for n in envs_tree.body if isinstance(n, ast.FunctionDef) and n.name == "compile_factors")
-    ignored = next(n for n in ast.walk(fn) if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "ignored_factors")
+    ignored = next(n for n in ast.walk(fn)
+                   if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "ignored_factors")
     assert "VLLM_CACHE_ROOT" in ast.literal_eval(ignored.value)
 
     # the code factor hashes the traced files as read from disk

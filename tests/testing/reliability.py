@@ -32,7 +32,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,7 +156,8 @@ class Bed:
 
     def at_record(self) -> list[str]:
         """Target modules that differ from RECORD (empty: nothing lost)."""
-        return [rel for rel in TARGETS if file_sha(self.site / rel) != self.record[rel] or (self.site / rel).is_symlink()]
+        return [rel for rel in TARGETS
+                if file_sha(self.site / rel) != self.record[rel] or (self.site / rel).is_symlink()]
 
 
 def make_bed(site: Path) -> Bed:
@@ -257,7 +257,7 @@ class Tally:
         if len(self.failures) < 50:
             self.failures.append(f"{kind}: {case}: {detail[:1500]}")
 
-    def merge(self, other: "Tally") -> None:
+    def merge(self, other: Tally) -> None:
         for k in ("cases", "commands", "tracebacks", "wrong_exit", "lies", "bytes_lost", "outside"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.failures += other.failures[: max(0, 50 - len(self.failures))]
@@ -513,7 +513,8 @@ def m_fake_txn(bed, rng):
     manifest = {"files": {rel: {"from": rng.choice([None, "2" * 64, to]), "to": to}}, "journal": j}
     _put(sd / "txn" / "manifest.json", json.dumps(manifest).encode())
     if ".." not in rel and not rel.startswith("/"):
-        _put(sd / "txn" / "files" / rel, rng.choice([b"", b"# staged\n", (bed.site / KV).read_bytes() if (bed.site / KV).is_file() else b""]))
+        _put(sd / "txn" / "files" / rel,
+             rng.choice([b"", b"# staged\n", (bed.site / KV).read_bytes() if (bed.site / KV).is_file() else b""]))
     return f"fake txn {rel!r}"
 
 
@@ -671,7 +672,7 @@ def concurrent_case(bed: Bed, rng: random.Random, tally: Tally, n: int = 3) -> s
                               env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
     desc = f"concurrent: {[' '.join(c) for c in cmds]}"
     tally.cases += 1
-    for c, p in zip(cmds, procs):
+    for c, p in zip(cmds, procs, strict=True):
         out, err = p.communicate(timeout=600)
         run = Run(tuple(c), p.returncode, out, err, err if "Traceback" in err else "")
         tally.commands += 1

@@ -26,7 +26,6 @@ release of 0.15.1-0.33.0 in the cache; the stack's variants cover 0.15-0.25). Te
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -35,11 +34,10 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "drift"))
 
 import corpus  # noqa: E402
-
 from patchq import series as series_mod  # noqa: E402
 from patchq.compat import check  # noqa: E402
-from patchq.vllmdist import releases, sources  # noqa: E402
 from patchq.plan import engine  # noqa: E402
+from patchq.vllmdist import releases, sources  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))
 from testing import stack  # noqa: E402

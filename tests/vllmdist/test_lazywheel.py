@@ -183,8 +183,8 @@ def test_no_range_support_falls_back_to_the_whole_wheel(served, tmp_path, monkey
     root = R.release_tree("0.9.1")
     assert R.tree_info("0.9.1")["source"] == "wheel"
     assert (tmp_path / "c" / "wheels" / WHEEL).read_bytes() == wheel.read_bytes()
-    assert {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {".patchq-extracted-v1", ".patchq-verified.json"} \
-        == set(wanted)
+    extracted = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    assert extracted - {".patchq-extracted-v1", ".patchq-verified.json"} == set(wanted)
 
 
 def test_a_member_that_disagrees_with_record_is_refused(served, tmp_path, monkeypatch):

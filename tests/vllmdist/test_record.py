@@ -55,7 +55,8 @@ def test_hash_to_hex():
 
 
 def test_stdlib_only():
-    code = "import sys, patchq.vllmdist.record; print(sorted(m for m in ('libcst', 'typer', 'packaging') if m in sys.modules))"
+    code = ("import sys, patchq.vllmdist.record; "
+            "print(sorted(m for m in ('libcst', 'typer', 'packaging') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -64,11 +65,11 @@ def test_an_editable_vllm_is_the_same_answer_for_status_and_apply(tmp_path):
     """An editable install (PEP 660: a dist-info and a .pth, its sources in a checkout):
     status exited 0 naming a vLLM that apply said was not there; both say why now (exit 3)."""
     import pytest
-    from testing import small_series
 
     from patchq.env import status
     from patchq.errors import TargetNotFound
     from patchq.vllmdist import record, sources
+    from testing import small_series
 
     src = small_series.write_tree(tmp_path / "checkout")
     site = tmp_path / "site"

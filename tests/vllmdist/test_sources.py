@@ -21,7 +21,6 @@ import pytest
 
 from patchq.errors import TargetNotFound
 from patchq.vllmdist import record, sources
-
 from testing import small_series
 
 REPO = Path(__file__).resolve().parents[2]
