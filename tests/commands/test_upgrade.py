@@ -155,3 +155,11 @@ def test_to_latest_is_the_newest_release_the_index_lists(released, monkeypatch):
         index.add("0.2.0")
         doc, code = upgrade.run(released.series, released.target, "base", "latest", False)
     assert code == 0 and doc["to"] == "0.2.0" and doc["apply"] is None
+
+
+def test_check_vllm_latest_is_the_newest_release_the_index_lists(released):
+    """`check --vllm latest`, as `upgrade --to latest`: the newest release of the (cached) index."""
+    from patchq.compat import check
+
+    assert str(check.target_for("latest").version) == "0.2.0"
+    assert str(check.target_for(" Latest ").version) == "0.2.0"
