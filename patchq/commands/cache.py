@@ -352,7 +352,8 @@ def render_text(doc: CacheDoc) -> str:
         parts = [k for k in ("wheel", "tree", "test_envs") if r[k]]
         lines.append(f"  vllm {r['version']:<8} {_human(r['bytes']):>10}  ({', '.join(parts)})")
     for name, size in doc["other"].items():
-        lines.append(f"  {name + '/':<13} {_human(size):>10}")
+        shown = name + "/" if os.path.isdir(os.path.join(doc["dir"], name)) else name  # a stray file is no folder
+        lines.append(f"  {shown:<13} {_human(size):>10}")
     if doc["removed"]:
         kept = f"; kept {', '.join(doc['kept'])}" if doc["kept"] else ""
         lines.append(f"removed {len(doc['removed'])} path(s)" + kept)

@@ -36,7 +36,12 @@ def test_show(root):
     assert doc["releases"][0]["tree"] == [str(root / "releases" / "0.1.0")] and doc["other"] == {"plans": 4}
     assert doc["total_bytes"] == sum(r["bytes"] for r in doc["releases"]) + 4
     assert cache.render_text(doc).splitlines()[0].startswith(f"cache {root}: ")
+    assert "  plans/ " in cache.render_text(doc)  # a directory is shown as one
     assert layout.is_marked(str(root))  # adopted: every entry is a name patchq makes
+    # a stray file is shown as a file, not a folder (a fresh user's find)
+    doc["other"]["notes.txt"] = 5
+    (root / "notes.txt").write_text("mine\n")
+    assert "  notes.txt " in cache.render_text(doc) and "notes.txt/" not in cache.render_text(doc)
 
 
 def test_prune_keeps_the_newest(root):
