@@ -256,5 +256,5 @@ def render_text(doc: ReviewDoc) -> str:
         lines.append(doc["refused"])
     elif doc["status"] in ACCEPTABLE and doc["blocking"]:
         lines.append(f"not accepted: run `patchq review {doc['patch']} --vllm {doc['vllm']['version']} --accept` "
-                     f"once the three-way view is right")
+                     f"once {'the three-way view' if doc.get('threeway') else 'what it names above'} is right")
     return "\n".join(lines) + "\n"

@@ -491,11 +491,13 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
                                      recorded_fingerprints(patch, a.qualname, a.relpath)))
     row.reviewed = all(a.verified == str(version) for a in result.anchors)
     verdict = _threeway(patch, unverified, source, res)
-    callers = [] if verdict is not None and verdict.blocking else _out_of_module(patch, result, source, res, row)
+    from patchq.compat import gate
+
+    callers = [] if verdict is not None and verdict.blocking else \
+        gate.outside(patch, result.anchors, source, res.ws, row.outside)
     if callers:  # new callers of a function the patch disables, a stack module's vLLM imports broken
         row.status, row.blocking = REVIEW, True
-        row.reason = ("upstream changed what this patch touches: " + "; ".join(callers)
-                      + f"; review it (patchq review {patch.id} --vllm {version})")
+        row.reason = gate.outside_reason(patch.id, version, callers)
         if verdict is not None:
             row.threeway = verdict.entries
         return
@@ -519,58 +521,6 @@ def _classify_applied(row: PatchCheck, patch: Patch, result: engine.PatchResult,
         # no anchor is unverified here: every ``verified`` is a version string
         vs = sorted({a.verified for a in result.anchors if a.verified is not None}, key=Version)
         row.reason = f"fingerprints identical to verified vllm {', '.join(vs)}"
-
-
-def _out_of_module(patch: Patch, result: engine.PatchResult, source: CodeSource, res: _Resolver,
-                   row: PatchCheck) -> list[str]:
-    """What the patch's applied code meets outside the anchored module on ``source``, against
-    its reviewed release, one line each: a module-level function it short-circuits that the
-    target calls from new modules (:mod:`patchq.compat.callers`), and ``vllm`` imports of a
-    module of the stack's own that its added code imports, resolved on the reviewed release
-    and not on the target (:mod:`patchq.compat.foreign`). [] when none, or the reviewed
-    release cannot be read. The stack's modules looked at go to ``row.outside``."""
-    from patchq.compat import callers, foreign
-    from patchq.compat.drift import base_release
-
-    ws, version = res.ws, source.version
-    out: list[str] = []
-    if ws is None:
-        return out
-    seen: set[str] = set()
-    for a in result.anchors:
-        module_level = a.qualname == MODULE_QUALNAME
-        before = _parsed(ws.pristine_text.get(a.relpath)) if module_level else ws.pristine_node(a.relpath, a.qualname)
-        after = _parsed(ws.text.get(a.relpath)) if module_level else ws.current_node(a.relpath, a.qualname)
-        jump = None if "." in a.qualname or module_level else callers.short_circuit(before, after)
-        imported = [m for m in foreign.added_modules(before, after) if m not in seen]
-        seen.update(imported)
-        if jump is None and not imported:
-            continue
-        base_v = a.verified or nearest_verified(recorded_fingerprints(patch, a.qualname, a.relpath), version)
-        base = base_release(base_v) if base_v is not None and Version(base_v) != version else None
-        if base is None:
-            continue
-        found = callers.new_callers(base, source, a.qualname) if jump is not None else []
-        if jump is not None and found:
-            more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-            out.append(f"{a.qualname}: the patch's `{ast.unparse(jump)}` ({_at(a.relpath, a.line)}) makes it skip "
-                       f"the rest of its body on every call, and vllm {version} calls it from "
-                       f"{', '.join(found[:3])}{more}, modules that did not call it in reviewed vllm {base_v}: "
-                       f"code that relies on what the patch skips")
-        broken = foreign.broken_imports(base, source, imported, looked=row.outside)
-        if broken:
-            more = f"; +{len(broken) - 2} more" if len(broken) > 2 else ""
-            mine = [m for m in imported if row.outside.get(m)]
-            out.append(f"{a.qualname}: the patch's added code imports {', '.join(mine[:2])} of the stack's own, "
-                       f"whose vLLM imports break on vllm {version}: {'; '.join(broken[:2])}{more}")
-    return out
-
-
-def _parsed(text: str | None) -> ast.Module | None:
-    try:
-        return ast.parse(text) if text is not None else None
-    except (SyntaxError, ValueError):
-        return None
 
 
 def _drifted(row: PatchCheck, patch: Patch, unverified: list[engine.AnchorResult], verdict,

@@ -199,3 +199,34 @@ def test_a_patch_whose_transform_fails_is_not_accepted_and_review_says_what_will
     assert "its transform does not apply there (conflict)" in res.json["refused"]
     assert "`patchq rebase --to 0.32.0 --patch nemo-namespace-tool-import --write`" in res.json["refused"]
     assert (stack / "anchors" / "nemo-namespace-tool-import.toml").read_bytes() == anchors
+
+
+# -- what the patched code meets outside its module blocks apply as it blocks check ------------
+
+
+def test_apply_refuses_a_no_op_that_new_callers_rely_on_until_it_is_reviewed(tmp_path, cli):
+    # vllm-gaudi's shm-check-noop (reviewed on 0.27.1) on 0.28.0: fingerprints identical, but
+    # the CPU KV-offload region now calls check_shm_free_space. check says review; apply must
+    # refuse it too (a fresh user's find: apply wrote it), and accept it once reviewed
+    import shutil
+
+    from patchq.vllmdist import releases
+
+    site = tmp_path / "site"
+    shutil.copytree(releases.release_tree("0.28.0"), site)  # its .py files and RECORD: an install to patch
+    corpus = Path(__file__).resolve().parents[1] / "verdicts" / "vllm-gaudi"
+    for part in ("series", "anchors"):
+        shutil.copytree(corpus / part, tmp_path / part)
+    shm = site / "vllm/distributed/device_communicators/shm_broadcast.py"
+    before = shm.read_bytes()
+    args = ["--patch", "shm-check-noop", "--series", str(tmp_path / "series"), "--site-packages", str(site)]
+    checked = cli("check", *args, "--json")
+    (row,) = checked.json["patches"]
+    assert (checked.rc, row["status"]) == (1, "review")
+    assert "vllm/v1/kv_offload/cpu/shared_offload_region.py:122" in row["reason"]
+    applied = cli("apply", *args)
+    assert applied.rc == 1 and "shared_offload_region.py:122" in applied.stderr and shm.read_bytes() == before
+    accepted = cli("review", "shm-check-noop", "--vllm", "0.28.0", "--accept", "--by", "tester",
+                   "--series", str(tmp_path / "series"), "--json")
+    assert accepted.rc == 0 and accepted.json["after"] == {"status": "applies", "blocking": False}
+    assert cli("apply", *args).rc == 0 and b"return None" in shm.read_bytes()
