@@ -41,6 +41,12 @@ class UsageError(PatchqError):
     exit_code = EXIT_USAGE
 
 
+def known_names(known) -> str:
+    """``a, b`` of ``known`` (names), or what an empty list means for a profile list:
+    ``none, profiles.toml defines no profile``."""
+    return ", ".join(known) or "none, profiles.toml defines no profile"
+
+
 def did_you_mean(name: str, known) -> str:
     """``"; did you mean 'x'?"`` for the closest of ``known`` (difflib's ratio >= 0.6, the
     stdlib rule, cheap enough for the fast path), else ``""``."""

@@ -406,11 +406,10 @@ def profile_hashes(summary: dict, profile: str) -> dict[str, str]:
     Raises:
         UsageError: unknown profile, or the profile names a patch with no series file.
     """
-    from patchq.errors import UsageError, did_you_mean
+    from patchq.errors import UsageError, did_you_mean, known_names
 
     if profile not in summary["profiles"]:
-        known = ", ".join(summary["profiles"]) or "none, profiles.toml defines no profile"
-        raise UsageError(f"unknown profile {profile!r}; known: {known}"
+        raise UsageError(f"unknown profile {profile!r}; known: {known_names(summary['profiles'])}"
                          f"{did_you_mean(profile, summary['profiles'])}")
     ids = summary["profiles"][profile]
     unknown = [pid for pid in ids if pid not in summary["hashes"]]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from patchq import discovery, hashing
-from patchq.errors import SeriesError, UnsafeConfig, UsageError, did_you_mean
+from patchq.errors import SeriesError, UnsafeConfig, UsageError, did_you_mean, known_names
 from patchq.model import AnchorSpec, Case, Patch, Profile, Variant
 
 if TYPE_CHECKING:
@@ -462,8 +462,7 @@ class Series:
         try:
             return self.profiles[name]
         except KeyError:
-            known = ", ".join(self.profiles) or "none, profiles.toml defines no profile"
-            raise UsageError(f"unknown profile {name!r}; known: {known}"
+            raise UsageError(f"unknown profile {name!r}; known: {known_names(self.profiles)}"
                              f"{did_you_mean(name, self.profiles)}") from None
 
     def patches_of(self, profile: str) -> list[Patch]:

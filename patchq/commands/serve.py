@@ -53,6 +53,7 @@ from patchq.errors import (
     SeriesError,
     TargetNotFound,
     UsageError,
+    known_names,
 )
 from patchq.series import Series
 
@@ -325,8 +326,7 @@ def serve_plan(series: Series, profile: str | None, mode: str | None, extra: lis
     if profile is None:
         profile = _applied_profile()
         if profile is None:
-            known = ", ".join(series.profiles) or "none, profiles.toml defines no profile"
-            raise UsageError(f"no profile is applied here: give --profile NAME (known: {known})")
+            raise UsageError(f"no profile is applied here: give --profile NAME (known: {known_names(series.profiles)})")
     own = run(series, profile, env, want_env=True)[0]  # never serve without the profile's env
     vllm = find_vllm(env, required=not dry_run)
     argv = [vllm or "vllm", "serve", env.get("MODEL") or "/model"]

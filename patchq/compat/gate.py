@@ -91,8 +91,8 @@ def outside(patch: Patch, anchors: Sequence[planned.AnchorResult], source: CodeS
     seen: set[str] = set()
     for a in anchors:
         module_level = a.qualname == MODULE_QUALNAME
-        before = _parsed(ws.pristine_text.get(a.relpath)) if module_level else ws.pristine_node(a.relpath, a.qualname)
-        after = _parsed(ws.text.get(a.relpath)) if module_level else ws.current_node(a.relpath, a.qualname)
+        before = _module(ws.pristine_text.get(a.relpath)) if module_level else ws.pristine_node(a.relpath, a.qualname)
+        after = _module(ws.text.get(a.relpath)) if module_level else ws.current_node(a.relpath, a.qualname)
         jump = None if "." in a.qualname or module_level else callers.short_circuit(before, after)
         imported = [m for m in foreign.added_modules(before, after) if m not in seen]
         seen.update(imported)
@@ -124,8 +124,7 @@ def outside(patch: Patch, anchors: Sequence[planned.AnchorResult], source: CodeS
     return out
 
 
-def _parsed(text: str | None) -> ast.Module | None:
-    try:
-        return ast.parse(text) if text is not None else None
-    except (SyntaxError, ValueError):
-        return None
+def _module(text: str | None) -> ast.Module | None:
+    from patchq.plan.astdiff import module_tree  # parsed once per text (the three-way's too)
+
+    return module_tree(text) if text is not None else None

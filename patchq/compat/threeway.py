@@ -71,6 +71,7 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+import re
 import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -1245,8 +1246,6 @@ def _key_use(source: CodeSource, key: str) -> str | None:
     """``path:line`` of the first use of ``key`` as a whole word in ``source``'s package
     (files in path order, upstream's only: :meth:`CodeSource.upstream_texts`), or None.
     Kept per (release, key): a matrix asks again."""
-    import re
-
     from patchq.compat.callers import source_key
 
     label = source_key(source)
